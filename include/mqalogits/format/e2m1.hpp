@@ -1,0 +1,44 @@
+// FP4 e2m1: bit 3 is the sign, bits 0..2 index {0, 0.5, 1, 1.5, 2, 3, 4, 6}. Two codes share a
+// byte: element 2i in the low nibble of byte i, element 2i+1 in the high nibble.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "../config.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+struct float_e2m1 {
+  static constexpr const char* name = "e2m1";
+  static constexpr float max_finite = 6.0f;
+
+  static constexpr float decode(std::uint8_t nibble) {
+    constexpr float magnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const float m = magnitudes[nibble & 0x7];
+    return (nibble & 0x8) ? -m : m;
+  }
+  // Twice the value: an integer in [-12, 12], so block dot products are exact in int8/int32.
+  static constexpr std::int8_t decode_doubled(std::uint8_t nibble) {
+    constexpr std::int8_t magnitudes[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+    const std::int8_t m = magnitudes[nibble & 0x7];
+    return (nibble & 0x8) ? static_cast<std::int8_t>(-m) : m;
+  }
+  // Element i of a packed row.
+  static constexpr std::uint8_t nibble(const std::uint8_t* packed, int i) {
+    return (i & 1) ? static_cast<std::uint8_t>(packed[i >> 1] >> 4)
+                   : static_cast<std::uint8_t>(packed[i >> 1] & 0xF);
+  }
+};
+
+namespace detail {
+constexpr std::array<float, 16> make_e2m1_table() {
+  std::array<float, 16> table{};
+  for (int c = 0; c < 16; ++c) table[c] = float_e2m1::decode(static_cast<std::uint8_t>(c));
+  return table;
+}
+}  // namespace detail
+
+inline constexpr std::array<float, 16> e2m1_values = detail::make_e2m1_table();
+
+MQALOGITS_NAMESPACE_END

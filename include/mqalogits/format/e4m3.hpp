@@ -1,0 +1,42 @@
+// FP8 e4m3fn: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 is subnormal,
+// 0x7F / 0xFF are NaN, there is no infinity, the largest finite value is 448.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+
+#include "../config.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+struct float_e4m3 {
+  static constexpr const char* name = "e4m3fn";
+  static constexpr float max_finite = 448.0f;
+
+  // Exact value of one code (every code is exact in fp32 and in bf16).
+  static constexpr float decode(std::uint8_t code) {
+    if ((code & 0x7F) == 0x7F) return std::numeric_limits<float>::quiet_NaN();
+    const int exponent = (code >> 3) & 0xF;
+    const int mantissa = code & 0x7;
+    // Subnormal: m/8 * 2^-6 = m * 2^-9. Normal: (8 + m)/8 * 2^(e-7) = (8 + m) * 2^(e-10).
+    float magnitude = exponent == 0 ? static_cast<float>(mantissa) : static_cast<float>(8 + mantissa);
+    int shift = exponent == 0 ? -9 : exponent - 10;
+    for (; shift > 0; --shift) magnitude *= 2.0f;
+    for (; shift < 0; ++shift) magnitude *= 0.5f;
+    return (code & 0x80) ? -magnitude : magnitude;
+  }
+};
+
+namespace detail {
+constexpr std::array<float, 256> make_e4m3_table() {
+  std::array<float, 256> table{};
+  for (int c = 0; c < 256; ++c) table[c] = float_e4m3::decode(static_cast<std::uint8_t>(c));
+  return table;
+}
+}  // namespace detail
+
+// All 256 codes decoded once, at compile time.
+inline constexpr std::array<float, 256> e4m3_values = detail::make_e4m3_table();
+
+MQALOGITS_NAMESPACE_END

@@ -1,0 +1,35 @@
+// UE8M0 block scale: byte e means 2^(e - 127); 255 is NaN (OCP MX); 0 is 2^-127 (an fp32
+// subnormal, still exact).
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <limits>
+
+#include "../config.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+struct float_ue8m0 {
+  static constexpr const char* name = "ue8m0";
+
+  static constexpr float decode(std::uint8_t e) {
+    if (e == 255) return std::numeric_limits<float>::quiet_NaN();
+    // e >= 1: exponent field e, mantissa 0. e == 0: the subnormal with only the top mantissa bit.
+    const std::uint32_t bits = e == 0 ? 0x00400000u : static_cast<std::uint32_t>(e) << 23;
+    return std::bit_cast<float>(bits);
+  }
+};
+
+namespace detail {
+constexpr std::array<float, 256> make_ue8m0_table() {
+  std::array<float, 256> table{};
+  for (int e = 0; e < 256; ++e) table[e] = float_ue8m0::decode(static_cast<std::uint8_t>(e));
+  return table;
+}
+}  // namespace detail
+
+inline constexpr std::array<float, 256> ue8m0_values = detail::make_ue8m0_table();
+
+MQALOGITS_NAMESPACE_END

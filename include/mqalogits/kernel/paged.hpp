@@ -1,0 +1,96 @@
+// get_paged_mqa_logits_metadata + fp8_fp4_paged_mqa_logits: decode over a paged KV cache.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../config.hpp"
+#include "../variant/paged.hpp"
+#include "dispatch.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+// q: [B * next_n * H] rows, row (b, j, h); cache: the paged cache; weights: [B * next_n, H];
+// context_lens: [B, next_n] (the seed's [num_q, 1]); block_table: [B, max_blocks], shared by the
+// next_n rows of a request; schedule: from get_paged_mqa_logits_metadata on the same
+// context_lens; out: [B * next_n, max_context_len]. Column j is context position j, valid iff
+// j < context_lens[b][j'] and j < max_blocks * page_kv. Block-table slots past the context are
+// never read; every slot that is read must name a page.
+template <class Backend, class Format, class WT, class O>
+  requires(is_backend_v<Backend> && weight_element<std::remove_const_t<WT>> &&
+           logit_element<O>)
+void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
+                              const paged_cache_view<Format>& cache, matrix_view<WT> weights,
+                              matrix_view<const std::int32_t> context_lens,
+                              matrix_view<const std::int32_t> block_table,
+                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
+                              matrix_view<O> out, const options& opt = {}) {
+  constexpr const char* where = "fp8_fp4_paged_mqa_logits";
+  using detail::require;
+  const matrix_view<const std::remove_const_t<WT>> w = weights;
+  const std::int64_t B = context_lens.rows, next_n = context_lens.cols;
+  require(next_n >= 1 && B >= 0, where, [&](auto& m) {
+    m << "context_lens shape [" << B << ", " << next_n << "] must be [B, next_n >= 1]";
+  });
+  detail::check_matrix(where, "context_lens", context_lens, B, next_n);
+  require(block_table.cols >= 1, where,
+          [&](auto& m) { m << "block_table has " << block_table.cols << " columns"; });
+  detail::check_matrix(where, "block_table", block_table, B, block_table.cols);
+  require(max_context_len > 0, where,
+          [&](auto& m) { m << "max_context_len = " << max_context_len << " must be > 0"; });
+  detail::check_cache(where, cache);
+  require(supported_page_kv(cache.page_kv), where, [&](auto& m) {
+    m << "page_kv = " << cache.page_kv << " is not supported (32, 64, 128 or 256)";
+  });
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t j = 0; j < next_n; ++j)
+      require(context_lens(b, j) >= 0, where, [&](auto& m) {
+        m << "context_lens[" << b << "][" << j << "] = " << context_lens(b, j) << " < 0";
+      });
+  // The schedule must describe these very lengths; a stale one would skip work.
+  require(schedule.next_n() == next_n && schedule.num_requests() == B &&
+              schedule.page_kv() == cache.page_kv,
+          where, [&](auto& m) {
+            m << "schedule was made for " << schedule.num_requests() << " x "
+              << schedule.next_n() << " rows with page_kv " << schedule.page_kv() << ", the call has "
+              << B << " x " << next_n << " with page_kv " << cache.page_kv;
+          });
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t j = 0; j < next_n; ++j)
+      require(schedule.context_lens()[static_cast<std::size_t>(b * next_n + j)] ==
+                  context_lens(b, j),
+              where, [&](auto& m) {
+                m << "schedule is stale: context_lens[" << b << "][" << j << "] = "
+                  << context_lens(b, j) << " but the schedule was made for "
+                  << schedule.context_lens()[static_cast<std::size_t>(b * next_n + j)]
+                  << " (regenerate it with get_paged_mqa_logits_metadata)";
+              });
+  const paged_plan<Format> plan(cache, block_table, context_lens, max_context_len, schedule);
+  detail::check_q_weights_out(where, q, w, out, B * next_n, max_context_len);
+  // Every block-table slot the kernel reads must name a page; slots past the context are not read.
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t slots = (plan.group_keys(b) + cache.page_kv - 1) / cache.page_kv;
+    for (std::int64_t s = 0; s < slots; ++s) {
+      const std::int64_t page = block_table(b, s);
+      require(page >= 0 && page < cache.num_pages, where, [&](auto& m) {
+        m << "block_table[" << b << "][" << s << "] = " << page
+          << " is not a page (num_pages = " << cache.num_pages << ")";
+      });
+    }
+  }
+  detail::dispatch<Backend>(q, plan, w, out, opt);
+}
+
+template <class Format, class WT, class O>
+  requires(weight_element<std::remove_const_t<WT>> && logit_element<O>)
+void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
+                              matrix_view<WT> weights,
+                              matrix_view<const std::int32_t> context_lens,
+                              matrix_view<const std::int32_t> block_table,
+                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
+                              matrix_view<O> out, const options& opt = {}) {
+  fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
+                           schedule, max_context_len, out, opt);
+}
+
+MQALOGITS_NAMESPACE_END

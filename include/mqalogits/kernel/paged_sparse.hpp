@@ -1,0 +1,43 @@
+// get_paged_sparse_mqa_logits_metadata + fp8_fp4_paged_sparse_mqa_logits: selected blocks of a
+// paged cache, with the first/reuse snapshot protocol.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../config.hpp"
+#include "../variant/paged_sparse.hpp"
+#include "dispatch.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+// q: [num_q * H] rows; weights: [num_q, H]; out: [num_q, cap * B]. The first call with a
+// metadata object gathers the selected tokens of `cache` into it (checking every block-table
+// entry it reads); later calls reuse that snapshot and do not read `cache`.
+template <class Backend, class Format, class WT, class O>
+  requires(is_backend_v<Backend> && weight_element<std::remove_const_t<WT>> &&
+           logit_element<O>)
+void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
+                                     const paged_cache_view<Format>& cache,
+                                     matrix_view<WT> weights,
+                                     const paged_sparse_mqa_metadata& metadata,
+                                     matrix_view<O> out, const options& opt = {}) {
+  constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
+  const matrix_view<const std::remove_const_t<WT>> w = weights;
+  detail::check_cache(where, cache);
+  detail::check_q_weights_out(where, q, w, out, metadata.num_rows(), metadata.num_cols());
+  metadata.ensure_snapshot(where, cache);
+  detail::dispatch<Backend>(q, paged_sparse_plan<Format>(metadata), w, out, opt);
+}
+
+template <class Format, class WT, class O>
+  requires(weight_element<std::remove_const_t<WT>> && logit_element<O>)
+void fp8_fp4_paged_sparse_mqa_logits(const rows_view<Format>& q,
+                                     const paged_cache_view<Format>& cache,
+                                     matrix_view<WT> weights,
+                                     const paged_sparse_mqa_metadata& metadata,
+                                     matrix_view<O> out, const options& opt = {}) {
+  fp8_fp4_paged_sparse_mqa_logits(default_backend{}, q, cache, weights, metadata, out, opt);
+}
+
+MQALOGITS_NAMESPACE_END

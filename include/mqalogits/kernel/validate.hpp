@@ -1,0 +1,105 @@
+// Argument checks shared by the entry points (SPEC §5). Each names the function, the argument
+// and the offending value; all run before anything is written.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <type_traits>
+
+#include "../config.hpp"
+#include "../error.hpp"
+#include "../format/bf16.hpp"
+#include "../view/matrix_view.hpp"
+#include "../view/paged_cache_view.hpp"
+#include "../view/rows_view.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+template <class T>
+concept weight_element = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
+template <class T>
+concept logit_element = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
+
+namespace detail {
+
+// True when (rows - 1) * stride + row_bytes bytes from the base are addressable in 64 bits.
+inline bool extent_fits(std::int64_t rows, std::int64_t stride_bytes, std::int64_t row_bytes) {
+  if (rows <= 0) return true;
+  std::int64_t span;
+  return !__builtin_mul_overflow(rows - 1, stride_bytes, &span) &&
+         !__builtin_add_overflow(span, row_bytes, &span);
+}
+
+template <class Format>
+void check_rows(const char* where, const char* name, const rows_view<Format>& v,
+                std::int64_t expected_rows) {
+  require(v.rows == expected_rows, where, [&](auto& m) {
+    m << name << " has " << v.rows << " rows, expected " << expected_rows;
+  });
+  require(v.rows == 0 || (v.data && v.scales), where, [&](auto& m) {
+    m << name << (v.data ? " scales" : " data") << " is null with " << v.rows << " rows";
+  });
+  require(v.data_stride >= Format::data_bytes, where, [&](auto& m) {
+    m << name << " data stride " << v.data_stride << " < row size " << Format::data_bytes;
+  });
+  require(v.scale_stride >= Format::scale_bytes, where, [&](auto& m) {
+    m << name << " scale stride " << v.scale_stride << " < row size " << Format::scale_bytes;
+  });
+  require(extent_fits(v.rows, v.data_stride, Format::data_bytes) &&
+              extent_fits(v.rows, v.scale_stride, Format::scale_bytes),
+          where, [&](auto& m) {
+            m << name << " byte extent overflows: " << v.rows << " rows x stride "
+              << v.data_stride;
+          });
+}
+
+template <class T>
+void check_matrix(const char* where, const char* name, const matrix_view<T>& v,
+                  std::int64_t rows, std::int64_t cols) {
+  require(v.rows == rows && v.cols == cols, where, [&](auto& m) {
+    m << name << " shape [" << v.rows << ", " << v.cols << "], expected [" << rows << ", "
+      << cols << "]";
+  });
+  require(v.rows == 0 || v.cols == 0 || v.data, where,
+          [&](auto& m) { m << name << " is null with shape [" << v.rows << ", " << v.cols << "]"; });
+  require(v.stride >= v.cols, where,
+          [&](auto& m) { m << name << " stride " << v.stride << " < cols " << v.cols; });
+  require(extent_fits(v.rows, v.stride * static_cast<std::int64_t>(sizeof(T)),
+                      v.cols * static_cast<std::int64_t>(sizeof(T))) &&
+              v.stride <= std::numeric_limits<std::int64_t>::max() / 8,
+          where, [&](auto& m) {
+            m << name << " byte extent overflows: " << v.rows << " rows x stride " << v.stride;
+          });
+}
+
+inline void check_heads(const char* where, std::int64_t heads) {
+  require(heads >= 1 && heads <= max_heads, where, [&](auto& m) {
+    m << "weights have " << heads << " heads (columns); supported: 1.." << max_heads;
+  });
+}
+
+inline void check_span(const char* where, const char* name, std::span<const std::int32_t> s,
+                       std::int64_t size) {
+  require(static_cast<std::int64_t>(s.size()) == size, where,
+          [&](auto& m) { m << name << " has " << s.size() << " entries, expected " << size; });
+  require(size == 0 || s.data(), where, [&](auto& m) { m << name << " is null"; });
+}
+
+template <class Format>
+void check_cache(const char* where, const paged_cache_view<Format>& c) {
+  require(c.num_pages >= 0, where, [&](auto& m) { m << "cache num_pages = " << c.num_pages; });
+  require(c.num_pages == 0 || c.base, where,
+          [&](auto& m) { m << "cache is null with " << c.num_pages << " pages"; });
+  require(c.page_kv >= 1, where, [&](auto& m) { m << "cache page_kv = " << c.page_kv; });
+  const std::int64_t page_bytes = std::int64_t{c.page_kv} * paged_cache_view<Format>::token_bytes;
+  require(c.page_stride >= page_bytes, where, [&](auto& m) {
+    m << "cache page_stride " << c.page_stride << " < page_kv * token_bytes = " << page_bytes;
+  });
+  require(extent_fits(c.num_pages, c.page_stride, page_bytes), where, [&](auto& m) {
+    m << "cache byte extent overflows: " << c.num_pages << " pages x stride " << c.page_stride;
+  });
+}
+
+}  // namespace detail
+MQALOGITS_NAMESPACE_END

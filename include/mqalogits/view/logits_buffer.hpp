@@ -1,0 +1,64 @@
+// The logits output: a matrix view whose row stride is aligned, and a small owning buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+
+#include "../config.hpp"
+#include "../format/bf16.hpp"
+#include "matrix_view.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+// Row stride in elements for `cols` columns with rows aligned to `alignment_bytes` (512 in the
+// seed, 1024 upstream). alignment_bytes must be a multiple of sizeof(T).
+template <class T>
+constexpr std::int64_t logits_row_stride(std::int64_t cols, std::int64_t alignment_bytes = 512) {
+  const std::int64_t per = alignment_bytes / static_cast<std::int64_t>(sizeof(T));
+  return per <= 1 ? cols : (cols + per - 1) / per * per;
+}
+
+template <class T>
+using logits_view = matrix_view<T>;
+
+// Owns [rows, stride] elements, the allocation and every row aligned to `alignment_bytes`.
+template <class T>
+class logits_buffer {
+ public:
+  logits_buffer() = default;
+  logits_buffer(std::int64_t rows, std::int64_t cols, std::int64_t alignment_bytes = 512)
+      : rows_(rows), cols_(cols), stride_(logits_row_stride<T>(cols, alignment_bytes)) {
+    const std::size_t align = alignment_bytes < static_cast<std::int64_t>(alignof(T))
+                                  ? alignof(T)
+                                  : static_cast<std::size_t>(alignment_bytes);
+    const std::size_t bytes = static_cast<std::size_t>(rows_ * stride_) * sizeof(T);
+    if (bytes) {
+      storage_.reset(static_cast<T*>(::operator new(bytes, std::align_val_t{align})));
+      storage_.get_deleter().align = align;
+      for (std::size_t i = 0; i < bytes / sizeof(T); ++i) new (storage_.get() + i) T{};
+    }
+  }
+
+  logits_view<T> view() { return {storage_.get(), rows_, cols_, stride_}; }
+  logits_view<const T> view() const { return {storage_.get(), rows_, cols_, stride_}; }
+  T* data() { return storage_.get(); }
+  std::int64_t rows() const { return rows_; }
+  std::int64_t cols() const { return cols_; }
+  std::int64_t stride() const { return stride_; }
+  T& operator()(std::int64_t r, std::int64_t c) { return storage_.get()[r * stride_ + c]; }
+  const T& operator()(std::int64_t r, std::int64_t c) const {
+    return storage_.get()[r * stride_ + c];
+  }
+
+ private:
+  struct aligned_delete {
+    std::size_t align = alignof(T);
+    void operator()(T* p) const { ::operator delete(p, std::align_val_t{align}); }
+  };
+  std::unique_ptr<T, aligned_delete> storage_;
+  std::int64_t rows_ = 0, cols_ = 0, stride_ = 0;
+};
+
+MQALOGITS_NAMESPACE_END

@@ -1,0 +1,45 @@
+// Non-owning view over token-major quantised rows and their scale bytes.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../config.hpp"
+#include "../format/mx.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+// rows x [data_bytes] quantised data and rows x [scale_bytes] scale bytes, each with its own byte
+// stride. Scales may be held as uint8[4], int16[2] (the seed's packed Q scales, low byte = even
+// block) or int32[1] (upstream, byte k = block k): in little-endian memory these are the same
+// four bytes in block order, so the view keeps a byte pointer and a byte stride.
+template <class Format>
+struct rows_view {
+  using format = Format;
+
+  const std::uint8_t* data = nullptr;    // [rows, data_stride] bytes
+  const std::uint8_t* scales = nullptr;  // [rows, scale_stride] bytes
+  std::int64_t rows = 0;
+  std::int64_t data_stride = Format::data_bytes;    // bytes between rows, >= data_bytes
+  std::int64_t scale_stride = Format::scale_bytes;  // bytes between rows, >= scale_bytes
+
+  constexpr rows_view() = default;
+  template <class Scale>
+    requires(std::is_same_v<Scale, std::uint8_t> || std::is_same_v<Scale, std::int16_t> ||
+             std::is_same_v<Scale, std::int32_t> || std::is_same_v<Scale, float>)
+  rows_view(const void* data_bytes, const Scale* scale_storage, std::int64_t num_rows,
+            std::int64_t data_stride_bytes = Format::data_bytes,
+            std::int64_t scale_stride_bytes = Format::scale_bytes)
+      : data(static_cast<const std::uint8_t*>(data_bytes)),
+        scales(reinterpret_cast<const std::uint8_t*>(scale_storage)),
+        rows(num_rows),
+        data_stride(data_stride_bytes),
+        scale_stride(scale_stride_bytes) {}
+
+  const std::uint8_t* row(std::int64_t r) const { return data + r * data_stride; }
+  const std::uint8_t* scale(std::int64_t r) const { return scales + r * scale_stride; }
+};
+
+static_assert(std::is_trivially_copyable_v<rows_view<mxfp8>>);
+
+MQALOGITS_NAMESPACE_END
