@@ -1,0 +1,315 @@
+// The test reference: SPEC §4 computed the obvious way, one output element at a time, in double.
+// It shares nothing with the library but its view types: its own code decoders (plain formulas
+// with std::ldexp), its own column-to-key rules written from the SPEC text, no plans, no
+// schedule, no driver. It reads only what SPEC says is read (block-table slots past a context
+// are never touched) and throws std::logic_error when a slot it must read is not a page, so a
+// test that builds bad inputs by mistake fails loudly instead of reading out of bounds.
+//
+// value[r, c] is the exact logit (-inf where the column is invalid, NaN where a NaN code or
+// scale reaches a valid column); magnitude[r, c] is SPEC §6's M (0 where invalid).
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <mqalogits/mqalogits.hpp>
+
+namespace ref {
+
+namespace ml = mqalogits;
+
+struct result {
+  std::int64_t rows = 0, cols = 0;
+  std::vector<double> value, magnitude;  // [rows, cols]
+
+  double at(std::int64_t r, std::int64_t c) const {
+    return value[static_cast<std::size_t>(r * cols + c)];
+  }
+  double mag(std::int64_t r, std::int64_t c) const {
+    return magnitude[static_cast<std::size_t>(r * cols + c)];
+  }
+};
+
+inline constexpr int dim = 128;
+
+// ---- decoders (SPEC §2), written from the bit layouts, not from the library's tables ----
+
+// e4m3fn: s eeee mmm, bias 7; e = 0 is subnormal m/8 * 2^-6; 0x7F / 0xFF are NaN.
+inline double e4m3(std::uint8_t code) {
+  const int e = (code >> 3) & 0xF, m = code & 0x7;
+  if (e == 0xF && m == 0x7) return std::numeric_limits<double>::quiet_NaN();
+  const double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
+  return (code & 0x80) ? -v : v;
+}
+
+// e2m1: s ee m, bias 1; e = 0 is subnormal m/2 (so 0 or 0.5).
+inline double e2m1(std::uint8_t nibble) {
+  const int e = (nibble >> 1) & 0x3, m = nibble & 0x1;
+  const double v = e == 0 ? m / 2.0 : std::ldexp(1.0 + m / 2.0, e - 1);
+  return (nibble & 0x8) ? -v : v;
+}
+
+// UE8M0: 2^(e - 127); 255 is NaN.
+inline double ue8m0(std::uint8_t e) {
+  return e == 255 ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, int{e} - 127);
+}
+
+// bf16 bits are the top half of an fp32.
+inline double weight(float w) {
+  return w;
+}
+inline double weight(ml::bf16 w) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(w.bits) << 16);
+}
+
+// Element i of a row, before scaling.
+template <class Format>
+double code(const std::uint8_t* data, int i) {
+  if constexpr (std::is_same_v<Format, ml::mxfp8>) {
+    return e4m3(data[i]);
+  } else {
+    static_assert(std::is_same_v<Format, ml::mxfp4>, "ref: MXFP8 or MXFP4 only");
+    const std::uint8_t byte = data[i / 2];
+    return e2m1(static_cast<std::uint8_t>(i % 2 == 0 ? byte & 0xF : byte >> 4));
+  }
+}
+
+// One dequantised row: code(i) * 2^(scale[i / 32] - 127).
+template <class Format>
+std::vector<double> row(const std::uint8_t* data, const std::uint8_t* scales) {
+  std::vector<double> out(dim);
+  for (int i = 0; i < dim; ++i) out[i] = code<Format>(data, i) * ue8m0(scales[i / 32]);
+  return out;
+}
+
+// ---- fp8_per_token (issue 5): e4m3 code x one float32 per row, assembled byte by byte
+// (little-endian); a null scale pointer (Q, whose scale upstream folds into the weights) is 1.
+template <>
+inline std::vector<double> row<ml::fp8_per_token>(const std::uint8_t* data,
+                                                  const std::uint8_t* scales) {
+  double s = 1.0;
+  if (scales)
+    s = std::bit_cast<float>(std::uint32_t{scales[0]} | std::uint32_t{scales[1]} << 8 |
+                             std::uint32_t{scales[2]} << 16 | std::uint32_t{scales[3]} << 24);
+  std::vector<double> out(dim);
+  for (int i = 0; i < dim; ++i) out[i] = e4m3(data[i]) * s;
+  return out;
+}
+
+namespace detail {
+
+// All of Q decoded once: [q.rows, 128].
+template <class Format>
+std::vector<double> decode_all(const ml::rows_view<Format>& q) {
+  std::vector<double> out;
+  out.reserve(static_cast<std::size_t>(q.rows) * dim);
+  for (std::int64_t r = 0; r < q.rows; ++r) {
+    const auto v = row<Format>(q.data + r * q.data_stride, q.scales + r * q.scale_stride);
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// Computes one output row: for every valid column, key_of(c) gives the key's decoded values.
+template <class W, class KeyFn>
+void fill_row(result& res, std::int64_t r, const std::vector<double>& qd,
+              const ml::matrix_view<const W>& w, KeyFn&& key_of) {
+  const std::int64_t H = w.cols;
+  for (std::int64_t c = 0; c < res.cols; ++c) {
+    const std::size_t o = static_cast<std::size_t>(r * res.cols + c);
+    std::vector<double> k;
+    if (!key_of(c, k)) {
+      res.value[o] = -std::numeric_limits<double>::infinity();
+      res.magnitude[o] = 0.0;
+      continue;
+    }
+    double value = 0.0, magnitude = 0.0;
+    for (std::int64_t h = 0; h < H; ++h) {
+      const double* qh = qd.data() + (r * H + h) * dim;
+      double dot = 0.0, abs_dot = 0.0;
+      for (int i = 0; i < dim; ++i) {
+        dot += qh[i] * k[i];
+        abs_dot += std::fabs(qh[i] * k[i]);
+      }
+      const double wh = weight(w(r, h));
+      const double relu = std::isnan(dot) ? dot : (dot > 0.0 ? dot : 0.0);  // relu(NaN) = NaN
+      value += relu * wh;
+      magnitude += std::fabs(wh) * abs_dot;
+    }
+    res.value[o] = value;
+    res.magnitude[o] = magnitude;
+  }
+}
+
+inline result make(std::int64_t rows, std::int64_t cols) {
+  result res;
+  res.rows = rows;
+  res.cols = cols;
+  res.value.assign(static_cast<std::size_t>(rows * cols), 0.0);
+  res.magnitude.assign(static_cast<std::size_t>(rows * cols), 0.0);
+  return res;
+}
+
+template <class Format, class W>
+void check_q(const char* where, const ml::rows_view<Format>& q, const ml::matrix_view<const W>& w) {
+  if (q.rows != w.rows * w.cols)
+    throw std::logic_error(std::string(where) + ": q has " + std::to_string(q.rows) +
+                           " rows, weights are [" + std::to_string(w.rows) + ", " +
+                           std::to_string(w.cols) + "]");
+}
+
+template <class Format>
+std::int32_t read_page(const char* where, const ml::paged_cache_view<Format>& cache,
+                       const ml::matrix_view<const std::int32_t>& table, std::int64_t row,
+                       std::int64_t slot) {
+  const std::int32_t page = table(row, slot);
+  if (page < 0 || page >= cache.num_pages)
+    throw std::logic_error(std::string(where) + ": block_table[" + std::to_string(row) + "][" +
+                           std::to_string(slot) + "] = " + std::to_string(page) +
+                           " is read and is not a page");
+  return page;
+}
+
+// Decoded key at context position p of a paged cache, through block-table row `trow`.
+template <class Format>
+std::vector<double> paged_key(const char* where, const ml::paged_cache_view<Format>& cache,
+                              const ml::matrix_view<const std::int32_t>& table, std::int64_t trow,
+                              std::int64_t p) {
+  const std::int64_t page = read_page(where, cache, table, trow, p / cache.page_kv);
+  const std::int64_t slot = p % cache.page_kv;
+  const std::uint8_t* base = cache.base + page * cache.page_stride;
+  return row<Format>(
+      base + slot * Format::data_bytes,
+      base + std::int64_t{cache.page_kv} * Format::data_bytes + slot * Format::scale_bytes);
+}
+
+inline std::int64_t floor_mod(std::int64_t a, std::int64_t b) {
+  return ((a % b) + b) % b;
+}
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+}  // namespace detail
+
+// fp8_fp4_mqa_logits. max_seqlen_k > 0: column j is token ks + j, valid iff 0 <= token <
+// min(ke, N). max_seqlen_k == 0 (full width): [num_q, N], column j is token j, valid iff
+// ks <= j < min(ke, N).
+template <class Format, class W>
+result dense(const ml::rows_view<Format>& q, const ml::rows_view<Format>& kv,
+             ml::matrix_view<const W> w, std::span<const std::int32_t> ks,
+             std::span<const std::int32_t> ke, std::int64_t max_seqlen_k) {
+  detail::check_q("ref::dense", q, w);
+  const std::int64_t N = kv.rows;
+  const bool full = max_seqlen_k == 0;
+  result res = detail::make(w.rows, full ? N : max_seqlen_k);
+  const auto qd = detail::decode_all(q);
+  for (std::int64_t r = 0; r < w.rows; ++r) {
+    const std::int64_t s = ks[r], e = std::min<std::int64_t>(ke[r], N);
+    detail::fill_row(res, r, qd, w, [&](std::int64_t c, std::vector<double>& k) {
+      const std::int64_t t = full ? c : s + c;
+      if (t < 0 || t < s || t >= e) return false;
+      k = row<Format>(kv.data + t * kv.data_stride, kv.scales + t * kv.scale_stride);
+      return true;
+    });
+  }
+  return res;
+}
+
+// fp8_fp4_paged_mqa_logits. Row (b, j) = b * next_n + j; column c is context position c, valid
+// iff c < context_lens[b][j] and c < max_blocks * page_kv; its page is block_table[b][c / page_kv].
+template <class Format, class W>
+result paged(const ml::rows_view<Format>& q, const ml::paged_cache_view<Format>& cache,
+             ml::matrix_view<const W> w, ml::matrix_view<const std::int32_t> context_lens,
+             ml::matrix_view<const std::int32_t> block_table, std::int64_t max_context_len) {
+  detail::check_q("ref::paged", q, w);
+  const std::int64_t next_n = context_lens.cols;
+  result res = detail::make(context_lens.rows * next_n, max_context_len);
+  const auto qd = detail::decode_all(q);
+  const std::int64_t capacity = block_table.cols * std::int64_t{cache.page_kv};
+  for (std::int64_t r = 0; r < res.rows; ++r) {
+    const std::int64_t b = r / next_n, len = context_lens(b, r % next_n);
+    detail::fill_row(res, r, qd, w, [&](std::int64_t c, std::vector<double>& k) {
+      if (c >= len || c >= capacity) return false;
+      k = detail::paged_key("ref::paged", cache, block_table, b, c);
+      return true;
+    });
+  }
+  return res;
+}
+
+// fp8_fp4_sparse_mqa_logits. Column b*B + o is token idx[q][b] * B + ks % B + o (ks % B the
+// non-negative remainder), valid iff b < nb, idx >= 0 and ks <= token < ke', with ke' =
+// min(ke, num_kv_tokens) and nb = min(cap, ceil(max(0, ke' - ks) / B)).
+template <class Format, class W>
+result sparse(const ml::rows_view<Format>& q, const ml::rows_view<Format>& kv,
+              ml::matrix_view<const W> w, std::span<const std::int32_t> ks,
+              std::span<const std::int32_t> ke, std::int64_t num_kv_tokens,
+              ml::matrix_view<const std::int32_t> idx, std::int64_t B) {
+  detail::check_q("ref::sparse", q, w);
+  const std::int64_t cap = idx.cols;
+  result res = detail::make(idx.rows, cap * B);
+  const auto qd = detail::decode_all(q);
+  for (std::int64_t r = 0; r < res.rows; ++r) {
+    const std::int64_t s = ks[r], e = std::min<std::int64_t>(ke[r], num_kv_tokens);
+    const std::int64_t nb = std::min(cap, detail::ceil_div(std::max<std::int64_t>(0, e - s), B));
+    detail::fill_row(res, r, qd, w, [&](std::int64_t c, std::vector<double>& k) {
+      const std::int64_t blk = c / B;
+      if (blk >= nb || idx(r, blk) < 0) return false;
+      const std::int64_t t = std::int64_t{idx(r, blk)} * B + detail::floor_mod(s, B) + c % B;
+      if (t < s || t >= e) return false;
+      k = row<Format>(kv.data + t * kv.data_stride, kv.scales + t * kv.scale_stride);
+      return true;
+    });
+  }
+  return res;
+}
+
+// fp8_fp4_paged_sparse_mqa_logits. Column b*B + o is context position p = idx[q][b] * B + o,
+// valid iff b < nb (nb = min(cap, ceil(max(0, len) / B))), idx >= 0, p < len and p < max_blocks
+// * page_kv; its page is table[q][p / page_kv].
+template <class Format, class W>
+result paged_sparse(const ml::rows_view<Format>& q, const ml::paged_cache_view<Format>& cache,
+                    ml::matrix_view<const W> w, std::span<const std::int32_t> lens,
+                    ml::matrix_view<const std::int32_t> table,
+                    ml::matrix_view<const std::int32_t> idx, std::int64_t B) {
+  detail::check_q("ref::paged_sparse", q, w);
+  const std::int64_t cap = idx.cols;
+  result res = detail::make(idx.rows, cap * B);
+  const auto qd = detail::decode_all(q);
+  const std::int64_t capacity = table.cols * std::int64_t{cache.page_kv};
+  for (std::int64_t r = 0; r < res.rows; ++r) {
+    const std::int64_t len = lens[r];
+    const std::int64_t nb = std::min(cap, detail::ceil_div(std::max<std::int64_t>(0, len), B));
+    detail::fill_row(res, r, qd, w, [&](std::int64_t c, std::vector<double>& k) {
+      const std::int64_t blk = c / B;
+      if (blk >= nb || idx(r, blk) < 0) return false;
+      const std::int64_t p = std::int64_t{idx(r, blk)} * B + c % B;
+      if (p >= len || p >= capacity) return false;
+      k = detail::paged_key("ref::paged_sparse", cache, table, r, p);
+      return true;
+    });
+  }
+  return res;
+}
+
+// Round-to-nearest-even of a double to bf16 / fp32, for tests that check exact rounding.
+inline double round_to_bf16(double x) {
+  if (!std::isfinite(x) || x == 0.0) return x;
+  int e;
+  std::frexp(x, &e);  // x = f * 2^e, 0.5 <= |f| < 1; bf16 keeps 8 significant bits
+  const double scaled = std::ldexp(x, 8 - e);
+  const double rounded = scaled - std::remainder(scaled, 1.0);  // ties to even
+  const double v = std::ldexp(rounded, e - 8);
+  return std::fabs(v) > 0x1.FEp127 ? std::copysign(std::numeric_limits<double>::infinity(), x) : v;
+}
+
+}  // namespace ref
