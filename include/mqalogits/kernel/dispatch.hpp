@@ -22,7 +22,10 @@ void check_q_weights_out(const char* where, const rows_view<Format>& q,
                          std::int64_t rows, std::int64_t cols) {
   check_heads(where, w.cols);
   check_matrix(where, "weights", w, rows, w.cols);
-  check_rows(where, "q", q, rows * w.cols);
+  std::int64_t q_rows = 0;
+  require(!__builtin_mul_overflow(rows, w.cols, &q_rows), where,
+          [&](auto& m) { m << rows << " rows x " << w.cols << " heads overflows"; });
+  check_rows(where, "q", q, q_rows);
   check_matrix(where, "logits", out, rows, cols);
 }
 
