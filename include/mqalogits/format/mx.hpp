@@ -61,4 +61,9 @@ concept row_format = requires(const std::uint8_t* p, float* out) {
 
 static_assert(row_format<mxfp8> && row_format<mxfp4>);
 
+// True for formats whose rows may come without scales (a null scale pointer reads as scale 1),
+// e.g. fp8_per_token's Q, whose scale upstream folds into the weights.
+template <class F>
+inline constexpr bool scales_optional_v = requires { requires F::scales_optional; };
+
 MQALOGITS_NAMESPACE_END

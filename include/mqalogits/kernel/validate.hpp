@@ -37,7 +37,7 @@ void check_rows(const char* where, const char* name, const rows_view<Format>& v,
   require(v.rows == expected_rows, where, [&](auto& m) {
     m << name << " has " << v.rows << " rows, expected " << expected_rows;
   });
-  require(v.rows == 0 || (v.data && v.scales), where, [&](auto& m) {
+  require(v.rows == 0 || (v.data && (v.scales || scales_optional_v<Format>)), where, [&](auto& m) {
     m << name << (v.data ? " scales" : " data") << " is null with " << v.rows << " rows";
   });
   require(v.data_stride >= Format::data_bytes, where, [&](auto& m) {

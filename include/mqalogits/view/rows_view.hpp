@@ -1,6 +1,7 @@
 // Non-owning view over token-major quantised rows and their scale bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -36,8 +37,17 @@ struct rows_view {
         data_stride(data_stride_bytes),
         scale_stride(scale_stride_bytes) {}
 
+  // Rows without scales: only for formats with scales_optional_v (fp8_per_token's Q).
+  rows_view(const void* data_bytes, std::nullptr_t, std::int64_t num_rows,
+            std::int64_t data_stride_bytes = Format::data_bytes)
+      : data(static_cast<const std::uint8_t*>(data_bytes)), rows(num_rows),
+        data_stride(data_stride_bytes) {}
+
   const std::uint8_t* row(std::int64_t r) const { return data + r * data_stride; }
-  const std::uint8_t* scale(std::int64_t r) const { return scales + r * scale_stride; }
+  // Null when the view has no scales (allowed only for formats with scales_optional_v).
+  const std::uint8_t* scale(std::int64_t r) const {
+    return scales ? scales + r * scale_stride : nullptr;
+  }
 };
 
 static_assert(std::is_trivially_copyable_v<rows_view<mxfp8>>);
