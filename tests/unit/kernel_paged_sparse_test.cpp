@@ -1,0 +1,191 @@
+// get_paged_sparse_mqa_logits_metadata + fp8_fp4_paged_sparse_mqa_logits against
+// ref::paged_sparse, and the first/reuse snapshot protocol.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include <mqalogits/mqalogits.hpp>
+
+#include "reference/random_inputs.hpp"
+#include "reference/reference.hpp"
+#include "support/kernel_check.hpp"
+
+namespace ml = mqalogits;
+namespace rnd = ref::rand;
+
+namespace {
+
+struct ps_inputs {
+  std::int64_t H = 4, B = 16, max_blocks = 3, num_pages = 5, page_stride = 0;
+  std::int32_t page_kv = 64;
+};
+
+std::vector<std::int64_t> as_keys(const std::vector<std::int32_t>& lens) {
+  return {lens.begin(), lens.end()};
+}
+
+template <class C>
+void check_paged_sparse(rnd::engine& rng, const ps_inputs& in,
+                        const std::vector<std::int32_t>& lens,
+                        const rnd::owned_matrix<std::int32_t>& idx,
+                        const rnd::code_options& qo = {}, const rnd::code_options& ko = {}) {
+  using F = typename C::format;
+  using O = typename C::out;
+  const std::int64_t rows = idx.rows, cols = idx.cols * in.B;
+  INFO(F::name << ", " << check::out_name<O>() << ", rows " << rows << ", H " << in.H
+               << ", page_kv " << in.page_kv << ", B " << in.B << ", cap " << idx.cols
+               << ", max_blocks " << in.max_blocks << ", page_stride " << in.page_stride);
+  const auto cache = rnd::paged_cache<F>(rng, in.num_pages, in.page_kv, in.page_stride, ko);
+  const auto keys = as_keys(lens);
+  const auto table = rnd::block_table(rng, keys, in.max_blocks, in.page_kv, in.num_pages);
+  const auto q = rnd::rows<F>(rng, rows * in.H, qo);
+  const auto w = rnd::weights<typename C::weight>(rng, rows, in.H);
+  const ref::result expected = ref::paged_sparse(q.view(), cache.view(), w.view(), std::span(lens),
+                                                 table.view(), idx.view(), in.B);
+  CHECK(check::valid_count(expected) > 0);
+
+  ml::thread_pool pool1(1), pool2(2);
+  ml::logits_buffer<O> one(rows, cols), two(rows, cols), dirty(rows, cols);
+  {
+    const auto meta = ml::get_paged_sparse_mqa_logits_metadata(
+        std::span<const std::int32_t>(lens), table.view(), in.page_kv, idx.view(), in.B);
+    CHECK(!meta.has_snapshot());
+    check::fill_sentinel(one);
+    ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta, one.view(),
+                                        {.executor = pool1});
+    CHECK(meta.has_snapshot());
+    CHECK(check::against(one, expected) == "");
+    check::fill_sentinel(dirty, 0x7F);
+    ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta, dirty.view(),
+                                        {.executor = pool2, .clean_logits = false});
+    CHECK(check::against(dirty, expected, false) == "");
+  }
+  // A fresh metadata object whose first call runs on two threads.
+  const auto meta2 = ml::get_paged_sparse_mqa_logits_metadata(
+      std::span<const std::int32_t>(lens), table.view(), in.page_kv, idx.view(), in.B);
+  check::fill_sentinel(two);
+  ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta2, two.view(),
+                                      {.executor = pool2});
+  CHECK(check::bitwise_equal(one, two));
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("paged sparse: page sizes x block sizes x heads match the reference",
+                   "[paged_sparse]", check::fp8_bf16, check::fp8_f32, check::fp4_bf16,
+                   check::fp4_f32) {
+  using F = typename TestType::format;
+  const auto [page_kv, B, H] = GENERATE(table<std::int32_t, std::int64_t, std::int64_t>(
+      {{64, 8, 1}, {64, 16, 32}, {128, 8, 64}, {128, 16, 4}}));
+  const bool padded = GENERATE(false, true);
+  rnd::engine rng(static_cast<std::uint64_t>(page_kv + B * 7 + H * 13 + padded));
+  ps_inputs in;
+  in.H = H;
+  in.B = B;
+  in.page_kv = page_kv;
+  in.max_blocks = 3;
+  in.num_pages = 4;
+  const std::int64_t used = std::int64_t{page_kv} * (F::data_bytes + F::scale_bytes);
+  in.page_stride = padded ? (used + 511) / 512 * 512 + 512 : 0;
+  const std::int64_t cap = 2 * (page_kv / B);
+  // Lengths: empty, partial block, past max_blocks * page_kv, random.
+  std::vector<std::int32_t> lens = {0, 5, static_cast<std::int32_t>(3 * page_kv + 40)};
+  for (int i = 0; i < 3; ++i)
+    lens.push_back(static_cast<std::int32_t>(rnd::uniform(rng, 1, 3 * page_kv)));
+  const std::int64_t rows = static_cast<std::int64_t>(lens.size());
+  auto idx = rnd::sparse_indices(rng, rows, cap, (3 * page_kv + 40) / B + 1,
+                                 {.pad = 0.2, .out_of_range = 0.1});
+  check_paged_sparse<TestType>(rng, in, lens, idx);
+}
+
+TEMPLATE_TEST_CASE("paged sparse: 128 heads, NaN codes and scales", "[paged_sparse]",
+                   check::fp8_bf16, check::fp4_f32) {
+  using F = typename TestType::format;
+  const int nan = GENERATE(0, 1, 2);                     // none, a NaN code, a NaN scale
+  if (nan == 1 && std::is_same_v<F, ml::mxfp4>) return;  // e2m1 has no NaN code
+  const bool in_q = GENERATE(true, false);
+  INFO("NaN kind " << nan << (in_q ? " in q" : " in the cache"));
+  rnd::engine rng(61);
+  ps_inputs in;
+  in.H = nan ? 2 : 128;
+  in.B = 16;
+  in.page_kv = 64;
+  in.max_blocks = 1;
+  in.num_pages = 1;
+  const std::vector<std::int32_t> lens = {64, 64};
+  auto idx = rnd::matrix<std::int32_t>(2, 4);
+  for (std::int64_t b = 0; b < 4; ++b) idx(0, b) = idx(1, b) = static_cast<std::int32_t>(b);
+  rnd::code_options o;
+  if (nan == 1) o.nan_codes = 1;
+  if (nan == 2) o.nan_scales = 1;
+  check_paged_sparse<TestType>(rng, in, lens, idx, in_q ? o : rnd::code_options{},
+                               in_q ? rnd::code_options{} : o);
+}
+
+TEMPLATE_TEST_CASE("paged sparse: first call snapshots, later calls reuse it", "[paged_sparse]",
+                   check::fp8_bf16, check::fp8_f32, check::fp4_bf16, check::fp4_f32) {
+  using F = typename TestType::format;
+  using O = typename TestType::out;
+  using W = typename TestType::weight;
+  rnd::engine rng(67);
+  const std::int32_t page_kv = 64;
+  const std::int64_t B = 16, H = 4, rows = 3, cap = 8, pages = 4;
+  const std::vector<std::int32_t> lens = {200, 64, 17};
+  auto cache = rnd::paged_cache<F>(rng, pages, page_kv);
+  const auto table = rnd::block_table(rng, as_keys(lens), 4, page_kv, pages);
+  const auto idx = rnd::sparse_indices(rng, rows, cap, 13, {.pad = 0.1, .tail_padding = false});
+  const auto q1 = rnd::rows<F>(rng, rows * H);
+  const auto w1 = rnd::weights<W>(rng, rows, H);
+  const auto q2 = rnd::rows<F>(rng, rows * H);
+  const auto w2 = rnd::weights<W>(rng, rows, H);
+
+  const auto meta = ml::get_paged_sparse_mqa_logits_metadata(std::span<const std::int32_t>(lens),
+                                                             table.view(), page_kv, idx.view(), B);
+  const auto old_1 = ref::paged_sparse(q1.view(), cache.view(), w1.view(), std::span(lens),
+                                       table.view(), idx.view(), B);
+  const auto old_2 = ref::paged_sparse(q2.view(), cache.view(), w2.view(), std::span(lens),
+                                       table.view(), idx.view(), B);
+  ml::logits_buffer<O> first(rows, cap * B);
+  ml::fp8_fp4_paged_sparse_mqa_logits(q1.view(), cache.view(), w1.view(), meta, first.view());
+  CHECK(check::against(first, old_1) == "");
+  CHECK(meta.snapshot_bytes() > 0);
+
+  // New KV contents: every data byte of every page rewritten.
+  const auto fresh = rnd::paged_cache<F>(rng, pages, page_kv);
+  cache.bytes = fresh.bytes;
+  const auto new_1 = ref::paged_sparse(q1.view(), cache.view(), w1.view(), std::span(lens),
+                                       table.view(), idx.view(), B);
+  REQUIRE(check::against(first, new_1) != "");  // the change is visible in the logits
+
+  SECTION("the same metadata gives the old results, bit for bit") {
+    ml::logits_buffer<O> again(rows, cap * B);
+    ml::fp8_fp4_paged_sparse_mqa_logits(q1.view(), cache.view(), w1.view(), meta, again.view());
+    CHECK(check::bitwise_equal(first, again));
+  }
+  SECTION("new Q and weights with the same metadata use the snapshot") {
+    ml::logits_buffer<O> out(rows, cap * B);
+    ml::thread_pool pool(2);
+    ml::fp8_fp4_paged_sparse_mqa_logits(q2.view(), cache.view(), w2.view(), meta, out.view(),
+                                        {.executor = pool});
+    CHECK(check::against(out, old_2) == "");
+  }
+  SECTION("a new metadata object sees the change") {
+    const auto meta2 = ml::get_paged_sparse_mqa_logits_metadata(
+        std::span<const std::int32_t>(lens), table.view(), page_kv, idx.view(), B);
+    ml::logits_buffer<O> out(rows, cap * B);
+    ml::fp8_fp4_paged_sparse_mqa_logits(q1.view(), cache.view(), w1.view(), meta2, out.view());
+    CHECK(check::against(out, new_1) == "");
+  }
+  SECTION("concurrent first calls on one metadata object agree") {
+    const auto meta3 = ml::get_paged_sparse_mqa_logits_metadata(
+        std::span<const std::int32_t>(lens), table.view(), page_kv, idx.view(), B);
+    ml::logits_buffer<O> a(rows, cap * B), b(rows, cap * B);
+    std::thread t([&] {
+      ml::fp8_fp4_paged_sparse_mqa_logits(q1.view(), cache.view(), w1.view(), meta3, a.view());
+    });
+    ml::fp8_fp4_paged_sparse_mqa_logits(q1.view(), cache.view(), w1.view(), meta3, b.view());
+    t.join();
+    CHECK(check::against(a, new_1) == "");
+    CHECK(check::bitwise_equal(a, b));
+  }
+}
