@@ -2,6 +2,7 @@
 // attention, for FP8 / FP4 inputs, on the host CPU or as a NeuronCore model. One include.
 #pragma once
 
+#include "backend/neuron/neuron.hpp"
 #include "config.hpp"
 #include "error.hpp"
 #include "exec/executor.hpp"

@@ -1,6 +1,8 @@
 // Backend tags (zero-size, compile-time) and the dispatch point every kernel goes through.
 #pragma once
 
+#include <type_traits>
+
 #include "../config.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -9,6 +11,22 @@ namespace backend {
 // The host CPU: SIMD micro-kernels chosen from the target's instruction set, and threads
 // through the caller's executor.
 struct host {};
+
+// NeuronCore generations: trn1 / inf2 (NeuronCore-v2), trn2 (v3), trn3 (v4).
+struct trn1 {};
+struct trn2 {};
+struct trn3 {};
+template <class Gen>
+inline constexpr bool is_neuron_generation_v =
+    std::is_same_v<Gen, trn1> || std::is_same_v<Gen, trn2> || std::is_same_v<Gen, trn3>;
+
+// A tile-faithful host model of the NeuronCore schedule for generation Gen (backend/neuron/):
+// it runs on the host and reports what the schedule costs; it is not device execution.
+template <class Gen>
+struct neuron {
+  static_assert(is_neuron_generation_v<Gen>, "mqalogits: backend::neuron<trn1 | trn2 | trn3>");
+  using generation = Gen;
+};
 
 }  // namespace backend
 
@@ -24,5 +42,7 @@ template <class B>
 inline constexpr bool is_backend_v = false;
 template <>
 inline constexpr bool is_backend_v<backend::host> = true;
+template <class Gen>
+inline constexpr bool is_backend_v<backend::neuron<Gen>> = true;
 
 MQALOGITS_NAMESPACE_END

@@ -134,6 +134,7 @@ class sparse_plan {
     return {kv_.row(t), kv_.scale(t)};
   }
   work_list work(const tiling& t) const { return detail::split_work(*this, t); }
+  std::int64_t sparse_block_kv() const { return meta_->sparse_block_kv(); }
 
  private:
   rows_view<Format> kv_;

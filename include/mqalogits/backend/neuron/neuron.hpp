@@ -1,0 +1,9 @@
+// The neuron backend: a tile-faithful host model of the NeuronCore schedule of the four kernels
+// (backend::neuron<trn1 | trn2 | trn3>), with a per-call cost report. A model, not device
+// execution: see README "Neuron backend".
+#pragma once
+
+#include "core.hpp"
+#include "report.hpp"
+#include "schedule.hpp"
+#include "traits.hpp"

@@ -1,0 +1,309 @@
+// The neuron backend (every generation) against the scalar reference and the host backend, on
+// the four kernels x {MXFP8, MXFP4} x {bf16, fp32 logits}, random inputs and edge cases.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <mqalogits/mqalogits.hpp>
+
+#include "reference/random_inputs.hpp"
+#include "reference/reference.hpp"
+#include "support/accuracy.hpp"
+
+namespace ml = mqalogits;
+namespace rnd = ref::rand;
+
+namespace {
+
+template <class Gen, class Format>
+struct combo {
+  using gen = Gen;
+  using format = Format;
+};
+using combos = std::tuple<combo<ml::backend::trn1, ml::mxfp8>, combo<ml::backend::trn1, ml::mxfp4>,
+                          combo<ml::backend::trn2, ml::mxfp8>, combo<ml::backend::trn2, ml::mxfp4>,
+                          combo<ml::backend::trn3, ml::mxfp8>, combo<ml::backend::trn3, ml::mxfp4>>;
+
+// Checks neuron output against the exact reference (SPEC §6, exact -inf mask) and against the
+// host backend (each within SPEC §6 of the exact value, so within twice the bound of each
+// other, with the same -inf and NaN positions). clean = false: only valid columns are compared.
+template <class O>
+void check_against(const ml::logits_buffer<O>& neuron, const ml::logits_buffer<O>& host,
+                   const ref::result& exact, bool clean) {
+  REQUIRE(neuron.rows() == exact.rows);
+  REQUIRE(neuron.cols() == exact.cols);
+  auto val = [](const ml::logits_buffer<O>& b, std::int64_t r, std::int64_t c) {
+    return static_cast<double>(ml::to_float(b(r, c)));
+  };
+  std::int64_t bad_ref = 0, bad_host = 0;
+  std::string first;
+  for (std::int64_t r = 0; r < exact.rows; ++r)
+    for (std::int64_t c = 0; c < exact.cols; ++c) {
+      const double e = exact.at(r, c), m = exact.mag(r, c);
+      const double n = val(neuron, r, c), h = val(host, r, c);
+      const bool masked = std::isinf(e) && e < 0;
+      if (masked && !clean) continue;
+      if (!accuracy::within(n, e, m)) {
+        if (!bad_ref++)
+          first += "vs ref at [" + std::to_string(r) + "][" + std::to_string(c) + "]: neuron " +
+                   std::to_string(n) + ", exact " + std::to_string(e) + "; ";
+      }
+      const bool same_class = (std::isnan(n) == std::isnan(h)) && (std::isinf(n) == std::isinf(h));
+      const bool close =
+          std::isnan(n) || std::isinf(n)
+              ? (std::isnan(n) || n == h)
+              : std::fabs(n - h) <= 2 * (std::ldexp(std::fabs(e), -7) + std::ldexp(m, -14));
+      if (!(same_class && close) && !bad_host++)
+        first += "vs host at [" + std::to_string(r) + "][" + std::to_string(c) + "]: neuron " +
+                 std::to_string(n) + ", host " + std::to_string(h) + "; ";
+    }
+  INFO(first);
+  CHECK(bad_ref == 0);
+  CHECK(bad_host == 0);
+}
+
+template <class O>
+ml::logits_buffer<O> garbage(std::int64_t rows, std::int64_t cols) {
+  ml::logits_buffer<O> b(rows, cols);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) b(r, c) = ml::from_float<O>(12345.0f);
+  return b;
+}
+
+template <class Gen, class Format, class O, class W>
+void dense_case(rnd::engine& rng, std::int64_t num_q, std::int64_t H, std::int64_t N,
+                std::int64_t max_seqlen_k, bool clean, const rnd::code_options& codes = {}) {
+  INFO("dense num_q " << num_q << " H " << H << " N " << N << " max_seqlen_k " << max_seqlen_k
+                      << " clean " << clean);
+  const auto q = rnd::rows<Format>(rng, num_q * H, codes);
+  const auto kv = rnd::rows<Format>(rng, N, codes);
+  const auto w = rnd::weights<W>(rng, num_q, H);
+  const auto ks = rnd::ints(rng, num_q, -20, N / 2);
+  auto ke = rnd::ints(rng, num_q, 0, N + 30);
+  const std::int64_t cols = max_seqlen_k ? max_seqlen_k : N;
+  auto host = garbage<O>(num_q, cols), neuron = garbage<O>(num_q, cols);
+  const ml::options opt{.clean_logits = clean};
+  ml::fp8_fp4_mqa_logits(ml::backend::host{}, q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k,
+                         host.view(), opt);
+  ml::fp8_fp4_mqa_logits(ml::backend::neuron<Gen>{}, q.view(), kv.view(), w.view(), ks, ke,
+                         max_seqlen_k, neuron.view(), opt);
+  check_against(neuron, host, ref::dense(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k),
+                clean);
+}
+
+template <class Gen, class Format, class O, class W>
+void paged_case(rnd::engine& rng, std::int64_t B, std::int64_t next_n, std::int64_t H,
+                std::int32_t page_kv, std::int64_t max_len, bool clean,
+                const rnd::code_options& codes = {}) {
+  INFO("paged B " << B << " next_n " << next_n << " H " << H << " page_kv " << page_kv
+                  << " max_len " << max_len << " clean " << clean);
+  const std::int64_t max_blocks = (max_len + page_kv - 1) / page_kv + 1, pages = B * max_blocks;
+  const auto q = rnd::rows<Format>(rng, B * next_n * H, codes);
+  const auto cache = rnd::paged_cache<Format>(rng, pages, page_kv, 0, codes);
+  const auto w = rnd::weights<W>(rng, B * next_n, H);
+  const auto lens = rnd::context_lens(rng, B, next_n, max_len);
+  const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, pages);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 3);
+  auto host = garbage<O>(B * next_n, max_len), neuron = garbage<O>(B * next_n, max_len);
+  const ml::options opt{.clean_logits = clean};
+  ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), lens.view(),
+                               table.view(), schedule, max_len, host.view(), opt);
+  ml::fp8_fp4_paged_mqa_logits(ml::backend::neuron<Gen>{}, q.view(), cache.view(), w.view(),
+                               lens.view(), table.view(), schedule, max_len, neuron.view(), opt);
+  check_against(neuron, host,
+                ref::paged(q.view(), cache.view(), w.view(), lens.view(), table.view(), max_len),
+                clean);
+}
+
+template <class Gen, class Format, class O, class W>
+void sparse_case(rnd::engine& rng, std::int64_t num_q, std::int64_t H, std::int64_t N,
+                 std::int64_t cap, std::int64_t B, bool clean) {
+  INFO("sparse num_q " << num_q << " H " << H << " N " << N << " cap " << cap << " B " << B
+                       << " clean " << clean);
+  const auto q = rnd::rows<Format>(rng, num_q * H);
+  const auto kv = rnd::rows<Format>(rng, N);
+  const auto w = rnd::weights<W>(rng, num_q, H);
+  const auto ks = rnd::ints(rng, num_q, -5, N / 3);
+  const auto ke = rnd::ints(rng, num_q, 0, N + 10);
+  const auto idx = rnd::sparse_indices(rng, num_q, cap, (N + B - 1) / B, {.out_of_range = 0.1});
+  const auto meta = ml::get_sparse_mqa_logits_metadata(ks, ke, N, idx.view(), B);
+  auto host = garbage<O>(num_q, cap * B), neuron = garbage<O>(num_q, cap * B);
+  const ml::options opt{.clean_logits = clean};
+  ml::fp8_fp4_sparse_mqa_logits(ml::backend::host{}, q.view(), kv.view(), w.view(), meta,
+                                host.view(), opt);
+  ml::fp8_fp4_sparse_mqa_logits(ml::backend::neuron<Gen>{}, q.view(), kv.view(), w.view(), meta,
+                                neuron.view(), opt);
+  check_against(neuron, host, ref::sparse(q.view(), kv.view(), w.view(), ks, ke, N, idx.view(), B),
+                clean);
+}
+
+template <class Gen, class Format, class O, class W>
+void paged_sparse_case(rnd::engine& rng, std::int64_t num_q, std::int64_t H, std::int32_t page_kv,
+                       std::int64_t cap, std::int64_t B, bool clean) {
+  INFO("paged_sparse num_q " << num_q << " H " << H << " page_kv " << page_kv << " cap " << cap
+                             << " B " << B << " clean " << clean);
+  const std::int64_t max_len = cap * B, max_blocks = (max_len + page_kv - 1) / page_kv;
+  const std::int64_t pages = num_q * max_blocks + 1;
+  const auto q = rnd::rows<Format>(rng, num_q * H);
+  const auto cache = rnd::paged_cache<Format>(rng, pages, page_kv);
+  const auto w = rnd::weights<W>(rng, num_q, H);
+  const auto lens = rnd::context_lens(rng, num_q, 1, max_len);
+  const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, pages);
+  const auto idx = rnd::sparse_indices(rng, num_q, cap, (max_len + B - 1) / B);
+  const auto meta =
+      ml::get_paged_sparse_mqa_logits_metadata(lens.data, table.view(), page_kv, idx.view(), B);
+  auto host = garbage<O>(num_q, cap * B), neuron = garbage<O>(num_q, cap * B);
+  const ml::options opt{.clean_logits = clean};
+  // The first call (host) takes the snapshot, the neuron call reuses it.
+  ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), meta,
+                                      host.view(), opt);
+  ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::neuron<Gen>{}, q.view(), cache.view(), w.view(),
+                                      meta, neuron.view(), opt);
+  check_against(
+      neuron, host,
+      ref::paged_sparse(q.view(), cache.view(), w.view(), lens.data, table.view(), idx.view(), B),
+      clean);
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("neuron dense (prefill schedule) matches ref and host", "[neuron]",
+                        combos) {
+  using Gen = typename TestType::gen;
+  using F = typename TestType::format;
+  const std::int64_t H = GENERATE(64, 32, 7);
+  INFO(ml::neuron_backend::traits<Gen>::name << " " << F::name << " H " << H);
+  rnd::engine rng(1000 + H);
+  dense_case<Gen, F, ml::bf16, ml::bf16>(rng, 9, H, 600, 560, true);  // two key tiles
+  dense_case<Gen, F, float, float>(rng, 5, H, 300, 0, true);          // full width
+  dense_case<Gen, F, float, ml::bf16>(rng, 6, H, 200, 150, false);    // clean_logits = false
+}
+
+TEST_CASE("neuron dense: more than 128 query rows use several partition tiles", "[neuron]") {
+  rnd::engine rng(7);
+  dense_case<ml::backend::trn2, ml::mxfp8, float, float>(rng, 130, 4, 140, 140, true);
+  dense_case<ml::backend::trn3, ml::mxfp4, ml::bf16, float>(rng, 130, 4, 140, 140, true);
+}
+
+TEMPLATE_LIST_TEST_CASE("neuron paged (decode schedule) matches ref and host", "[neuron]", combos) {
+  using Gen = typename TestType::gen;
+  using F = typename TestType::format;
+  const std::int64_t H = GENERATE(64, 32, 5);
+  const std::int64_t next_n = GENERATE(1, 2, 3);
+  INFO(ml::neuron_backend::traits<Gen>::name << " " << F::name);
+  rnd::engine rng(2000 + H * 10 + next_n);
+  paged_case<Gen, F, ml::bf16, float>(rng, 3, next_n, H, 64, 700, true);
+  paged_case<Gen, F, float, ml::bf16>(rng, 2, next_n, H, 32, 200, false);
+}
+
+TEMPLATE_LIST_TEST_CASE("neuron paged: H = 128 and page sizes 128 / 256", "[neuron]", combos) {
+  using Gen = typename TestType::gen;
+  using F = typename TestType::format;
+  const std::int32_t page_kv = GENERATE(128, 256);
+  rnd::engine rng(3000 + page_kv);
+  paged_case<Gen, F, ml::bf16, ml::bf16>(rng, 2, 2, 128, page_kv, 600, true);
+}
+
+TEMPLATE_LIST_TEST_CASE("neuron sparse (decode schedule, masked keys) matches ref and host",
+                        "[neuron]", combos) {
+  using Gen = typename TestType::gen;
+  using F = typename TestType::format;
+  const std::int64_t B = GENERATE(8, 16);
+  const std::int64_t H = GENERATE(64, 3);
+  rnd::engine rng(4000 + B + H);
+  sparse_case<Gen, F, ml::bf16, float>(rng, 5, H, 900, 40, B, true);
+  sparse_case<Gen, F, float, ml::bf16>(rng, 3, H, 300, 8, B, false);
+}
+
+TEMPLATE_LIST_TEST_CASE("neuron paged-sparse (decode schedule, snapshot) matches ref and host",
+                        "[neuron]", combos) {
+  using Gen = typename TestType::gen;
+  using F = typename TestType::format;
+  const std::int32_t page_kv = GENERATE(64, 128);
+  const std::int64_t B = GENERATE(8, 16);
+  rnd::engine rng(5000 + page_kv + B);
+  paged_sparse_case<Gen, F, ml::bf16, ml::bf16>(rng, 4, 32, page_kv, 2 * page_kv / B, B, true);
+  paged_sparse_case<Gen, F, float, float>(rng, 3, 64, page_kv, 4 * page_kv / B, B, false);
+}
+
+TEMPLATE_LIST_TEST_CASE("neuron edge cases: NaN codes and scales, empty rows", "[neuron]", combos) {
+  using Gen = typename TestType::gen;
+  using F = typename TestType::format;
+  rnd::engine rng(6000);
+  // NaN codes (MXFP8) and NaN (255) scales propagate to exactly the logits they reach.
+  const rnd::code_options nan{.nan_codes = std::is_same_v<F, ml::mxfp8> ? 3 : 0, .nan_scales = 2};
+  dense_case<Gen, F, float, float>(rng, 4, 16, 100, 100, true, nan);
+  paged_case<Gen, F, ml::bf16, ml::bf16>(rng, 2, 2, 64, 64, 150, true, nan);
+  // Every row empty: the output is all -inf, nothing is read.
+  {
+    const auto q = rnd::rows<F>(rng, 2 * 8);
+    const auto kv = rnd::rows<F>(rng, 10);
+    const auto w = rnd::weights<float>(rng, 2, 8);
+    const std::vector<std::int32_t> ks{5, 9}, ke{5, 3};
+    auto out = garbage<float>(2, 16);
+    ml::neuron_backend::report rep;
+    {
+      ml::neuron_backend::capture cap(rep);
+      ml::fp8_fp4_mqa_logits(ml::backend::neuron<Gen>{}, q.view(), kv.view(), w.view(), ks, ke, 16,
+                             out.view());
+    }
+    for (std::int64_t r = 0; r < 2; ++r)
+      for (std::int64_t c = 0; c < 16; ++c) CHECK(std::isinf(out(r, c)));
+    CHECK(rep.matmul_instructions() == 0);
+    CHECK(rep.dma_descriptors == 2);  // one -inf row fill per output row
+  }
+  // Paged rows with length 0 next to long ones.
+  {
+    const auto q = rnd::rows<F>(rng, 2 * 2 * 16);
+    const auto cache = rnd::paged_cache<F>(rng, 8, 64);
+    const auto w = rnd::weights<ml::bf16>(rng, 4, 16);
+    auto lens = rnd::matrix<std::int32_t>(2, 2);
+    lens(0, 0) = 0;
+    lens(0, 1) = 130;
+    lens(1, 0) = 0;
+    lens(1, 1) = 0;
+    const auto table = rnd::block_table(rng, lens, 4, 64, 8);
+    const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), 64, 2);
+    auto host = garbage<float>(4, 200), neuron = garbage<float>(4, 200);
+    ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), lens.view(),
+                                 table.view(), schedule, 200, host.view());
+    ml::fp8_fp4_paged_mqa_logits(ml::backend::neuron<Gen>{}, q.view(), cache.view(), w.view(),
+                                 lens.view(), table.view(), schedule, 200, neuron.view());
+    check_against(neuron, host,
+                  ref::paged(q.view(), cache.view(), w.view(), lens.view(), table.view(), 200),
+                  true);
+  }
+}
+
+TEST_CASE("neuron backend: fp8_per_token runs the fp32 matmul path", "[neuron]") {
+  rnd::engine rng(8000);
+  const std::int64_t num_q = 3, H = 16, N = 140;
+  // K: codes with random positive fp32 scales; Q: codes without scales.
+  const auto qd = rnd::rows<ml::mxfp8>(rng, num_q * H);
+  const auto kd = rnd::rows<ml::mxfp8>(rng, N);
+  std::vector<float> k_scales(N);
+  for (auto& s : k_scales) s = std::uniform_real_distribution<float>(0.001f, 3.0f)(rng);
+  const ml::rows_view<ml::fp8_per_token> q(qd.data.data(), nullptr, num_q * H);
+  const ml::rows_view<ml::fp8_per_token> kv(kd.data.data(), k_scales.data(), N);
+  const auto w = rnd::weights<float>(rng, num_q, H);
+  const std::vector<std::int32_t> ks{0, 3, 50}, ke{140, 100, 90};
+  auto host = garbage<float>(num_q, N), neuron = garbage<float>(num_q, N);
+  ml::fp8_fp4_mqa_logits(ml::backend::host{}, q, kv, w.view(), ks, ke, N, host.view());
+  ml::neuron_backend::report rep;
+  {
+    ml::neuron_backend::capture cap(rep);
+    ml::fp8_fp4_mqa_logits(ml::backend::neuron<ml::backend::trn3>{}, q, kv, w.view(), ks, ke, N,
+                           neuron.view());
+  }
+  // The reference reads Q through explicit scales of 1 (the same values).
+  const std::vector<float> ones(static_cast<std::size_t>(num_q * H), 1.0f);
+  const ml::rows_view<ml::fp8_per_token> q1(qd.data.data(), ones.data(), num_q * H);
+  check_against(neuron, host, ref::dense(q1, kv, w.view(), ks, ke, N), true);
+  // fp32 operands: every score matmul costs 4 passes of its 140 columns.
+  CHECK(rep.matmul_score == H);
+}
