@@ -18,6 +18,7 @@
 #include "kernel/paged.hpp"
 #include "kernel/paged_sparse.hpp"
 #include "kernel/sparse.hpp"
+#include "quantize.hpp"
 #include "view/logits_buffer.hpp"
 #include "view/matrix_view.hpp"
 #include "view/paged_cache_view.hpp"

@@ -1,0 +1,78 @@
+// Element encoders, the inverse of format/: fp32 -> e4m3fn (round to nearest even, saturating),
+// fp32 -> e2m1 (upstream's rounding: ties toward zero, -0 becomes +0) and the UE8M0 block
+// exponent for a block's absolute maximum. Exact integer arithmetic on the fp32 bits: no
+// floating-point environment (rounding mode, flush-to-zero) can change a code.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <limits>
+
+#include "../config.hpp"
+#include "../format/e2m1.hpp"
+#include "../format/e4m3.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+// The e4m3fn code nearest to x, ties to the even code; |x| > 448 (and +-inf) saturates to +-448,
+// NaN gives 0x7F. The sign of zero is kept (-0.0f -> 0x80), as a cast does.
+constexpr std::uint8_t encode_e4m3(float x) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  const std::uint8_t sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return 0x7F;           // NaN
+  if (a >= 0x43E00000u) return sign | 0x7Eu;  // |x| >= 448 (incl. inf): saturate
+  const int biased = static_cast<int>(a >> 23);
+  if (biased == 0) return sign;  // fp32 subnormal: far below half of e4m3's 2^-9
+  const int exp = biased - 127;  // |x| = mant * 2^(exp - 23), mant in [2^23, 2^24)
+  const std::uint64_t mant = (a & 0x7FFFFFu) | 0x800000u;
+  // Quantum of the target binade: 2^(exp - 3) for normals (exp >= -6), 2^-9 for subnormals.
+  const int quantum = (exp >= -6 ? exp : -6) - 3;
+  const int shift = quantum - exp + 23;  // >= 20
+  if (shift >= 64) return sign;
+  std::uint64_t q = mant >> shift;
+  const std::uint64_t rest = mant & ((std::uint64_t{1} << shift) - 1);
+  const std::uint64_t half = std::uint64_t{1} << (shift - 1);
+  if (rest > half || (rest == half && (q & 1))) ++q;
+  // Normal: q in [8, 16] (16 carries into the next exponent); subnormal: q in [0, 8].
+  const std::uint32_t code =
+      exp >= -6 ? static_cast<std::uint32_t>(((exp + 7) << 3) + static_cast<int>(q) - 8)
+                : static_cast<std::uint32_t>(q);
+  return static_cast<std::uint8_t>(sign | (code > 0x7Eu ? 0x7Eu : code));
+}
+
+// The e2m1 nibble nearest to x with ties toward zero (0.25 -> 0, 0.75 -> 0.5, 5 -> 4), |x| > 6
+// saturating to 6, as upstream's FP4 cast does; a result of magnitude 0 is always +0 (nibble 0),
+// and NaN gives 0 (e2m1 has no NaN).
+constexpr std::uint8_t encode_e2m1(float x) {
+  // Midpoints between consecutive magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}; strictly above one
+  // moves up a step, so a tie stays on the smaller magnitude.
+  constexpr float midpoints[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  const float a = x < 0 ? -x : x;
+  std::uint8_t m = 0;
+  for (float mid : midpoints) m += a > mid ? 1 : 0;
+  return m == 0 ? 0 : static_cast<std::uint8_t>(m | (x < 0 ? 0x8 : 0));
+}
+
+// The UE8M0 exponent byte e of a block whose largest magnitude is amax, for codes up to
+// max_code: the smallest e with amax <= max_code * 2^(e - 127) (amax / max_code rounded up to a
+// power of two), clamped to [1, 254]. amax = 0 gives 1; inf or NaN gives 254.
+constexpr std::uint8_t ue8m0_for_amax(float amax, float max_code) {
+  if (!(amax < std::numeric_limits<float>::infinity())) return 254;  // inf, NaN
+  if (amax <= 0) return 1;
+  // Start from the binade estimate and correct by exact comparisons with max_code * 2^k
+  // (max_code is 448 or 6: every such product is exact in double).
+  const int ea = static_cast<int>((std::bit_cast<std::uint32_t>(amax) >> 23) & 0xFF) - 127;
+  int k = ea - 9;  // max_code < 2^9, so max_code * 2^(ea - 9) < 2^ea <= amax
+  double bound = static_cast<double>(max_code);
+  for (int i = 0; i < k; ++i) bound *= 2.0;
+  for (int i = 0; i > k; --i) bound *= 0.5;
+  while (static_cast<double>(amax) > bound) {
+    bound *= 2.0;
+    ++k;
+  }
+  const int e = k + 127;
+  return static_cast<std::uint8_t>(e < 1 ? 1 : (e > 254 ? 254 : e));
+}
+
+MQALOGITS_NAMESPACE_END

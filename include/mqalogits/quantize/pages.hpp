@@ -1,0 +1,122 @@
+// Writing keys into a paged KV cache through a slot mapping (vLLM's slot_mapping): token i goes
+// to slot = page * page_kv + offset, a negative slot skips the token (padding). The page layout is
+// paged_cache_view's: page_kv data rows, then page_kv scale rows, then padding.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <type_traits>
+
+#include "../config.hpp"
+#include "../error.hpp"
+#include "../view/matrix_view.hpp"
+#include "../view/paged_cache_view.hpp"
+#include "../view/rows_view.hpp"
+#include "rows.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+// Bytes one page of Format uses (page_kv tokens); a page stride may be larger (padding).
+template <class Format>
+constexpr std::int64_t page_bytes(std::int32_t page_kv) {
+  return std::int64_t{page_kv} * (Format::data_bytes + Format::scale_bytes);
+}
+// page_bytes rounded up to a multiple of `alignment` bytes (upstream pads to 512).
+template <class Format>
+constexpr std::int64_t aligned_page_stride(std::int32_t page_kv, std::int64_t alignment = 512) {
+  return (page_bytes<Format>(page_kv) + alignment - 1) / alignment * alignment;
+}
+
+// A writable paged cache: the same layout as paged_cache_view, over the engine's own bytes.
+template <class Format>
+struct mutable_paged_cache {
+  std::uint8_t* base = nullptr;  // [num_pages, page_stride] bytes
+  std::int64_t num_pages = 0;
+  std::int32_t page_kv = 64;
+  std::int64_t page_stride = 0;
+
+  constexpr mutable_paged_cache() = default;
+  mutable_paged_cache(void* cache, std::int64_t pages, std::int32_t tokens_per_page,
+                      std::int64_t page_stride_bytes = 0)
+      : base(static_cast<std::uint8_t*>(cache)),
+        num_pages(pages),
+        page_kv(tokens_per_page),
+        page_stride(page_stride_bytes ? page_stride_bytes : page_bytes<Format>(tokens_per_page)) {}
+
+  std::uint8_t* data(std::int64_t page, std::int64_t slot) const {
+    return base + page * page_stride + slot * Format::data_bytes;
+  }
+  std::uint8_t* scale(std::int64_t page, std::int64_t slot) const {
+    return base + page * page_stride + std::int64_t{page_kv} * Format::data_bytes +
+           slot * Format::scale_bytes;
+  }
+  paged_cache_view<Format> view() const {
+    return paged_cache_view<Format>(base, num_pages, page_kv, page_stride);
+  }
+};
+
+namespace detail {
+
+template <class Format, class Slot>
+void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int64_t rows,
+                        const mutable_paged_cache<Format>& cache) {
+  require(static_cast<std::int64_t>(slots.size()) == rows, where, [&](auto& m) {
+    m << "slot_mapping has " << slots.size() << " entries for " << rows << " tokens";
+  });
+  require(cache.page_kv >= 1 && cache.num_pages >= 0 &&
+              cache.page_stride >= page_bytes<Format>(cache.page_kv) &&
+              (cache.num_pages == 0 || cache.base),
+          where, [&](auto& m) {
+            m << "cache: " << cache.num_pages << " pages of " << cache.page_kv
+              << " tokens, page_stride " << cache.page_stride
+              << " (needs >= " << page_bytes<Format>(cache.page_kv) << ")";
+          });
+  const std::int64_t capacity = cache.num_pages * cache.page_kv;
+  for (std::size_t i = 0; i < slots.size(); ++i)
+    require(static_cast<std::int64_t>(slots[i]) < capacity, where, [&](auto& m) {
+      m << "slot_mapping[" << i << "] = " << static_cast<std::int64_t>(slots[i])
+        << " is past the cache (num_pages * page_kv = " << capacity << ")";
+    });
+}
+
+}  // namespace detail
+
+// Quantises k [n, 128] (fp32 or bf16) straight into the cache: token i to slot_mapping[i]
+// (int32 or int64; negative = skip). Every argument is checked before any byte is written.
+template <class Format, quantize_input T, class Slot>
+requires std::is_integral_v<Slot>
+void store_into_pages(matrix_view<const T> k, std::span<const Slot> slot_mapping,
+                      const mutable_paged_cache<Format>& cache) {
+  constexpr const char* where = "store_into_pages";
+  detail::require(
+      k.cols == head_dim && k.rows >= 0 && k.stride >= k.cols && (k.rows == 0 || k.data), where,
+      [&](auto& m) { m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, 128]"; });
+  detail::check_slot_mapping(where, slot_mapping, k.rows, cache);
+  for (std::int64_t i = 0; i < k.rows; ++i) {
+    const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
+    if (slot < 0) continue;
+    const std::int64_t page = slot / cache.page_kv, offset = slot % cache.page_kv;
+    quantize_row<Format>(k.row(i), cache.data(page, offset), cache.scale(page, offset));
+  }
+}
+
+// Copies already-quantised rows (data + scale bytes) into the cache through the slot mapping.
+template <class Format, class Slot>
+requires std::is_integral_v<Slot>
+void store_into_pages(const rows_view<Format>& rows, std::span<const Slot> slot_mapping,
+                      const mutable_paged_cache<Format>& cache) {
+  constexpr const char* where = "store_into_pages";
+  detail::require(rows.rows >= 0 && (rows.rows == 0 || (rows.data && rows.scales)), where,
+                  [&](auto& m) { m << "rows are null with " << rows.rows << " rows"; });
+  detail::check_slot_mapping(where, slot_mapping, rows.rows, cache);
+  for (std::int64_t i = 0; i < rows.rows; ++i) {
+    const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
+    if (slot < 0) continue;
+    const std::int64_t page = slot / cache.page_kv, offset = slot % cache.page_kv;
+    std::memcpy(cache.data(page, offset), rows.row(i), Format::data_bytes);
+    std::memcpy(cache.scale(page, offset), rows.scale(i), Format::scale_bytes);
+  }
+}
+
+MQALOGITS_NAMESPACE_END

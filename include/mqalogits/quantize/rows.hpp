@@ -1,0 +1,172 @@
+// Row quantizers: fp32 / bf16 rows of 128 elements -> MXFP8, MXFP4 (one UE8M0 exponent per 32
+// elements, amax / max code rounded up to a power of two) or FP8 with one fp32 scale per row
+// (scale = amax / 448). What an engine runs on its activations and keys to feed the kernels.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "../config.hpp"
+#include "../error.hpp"
+#include "../format/bf16.hpp"
+#include "../format/fp8_per_token.hpp"
+#include "../format/mx.hpp"
+#include "../view/matrix_view.hpp"
+#include "../view/rows_view.hpp"
+#include "encode.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+// Element types the quantizers read.
+template <class T>
+concept quantize_input = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
+
+namespace detail {
+
+// 2^(127 - e) for a UE8M0 byte e in [1, 254], applied as one or two exact power-of-two products
+// (2^-127 is below fp32's normal range; only values that encode to 0 anyway are rounded there).
+inline float unscale_ue8m0(float x, std::uint8_t e) {
+  if (e <= 253) return x * std::bit_cast<float>(static_cast<std::uint32_t>(254 - e) << 23);
+  return x * 0x1p-126f * 0.5f;
+}
+
+template <class T>
+float absmax(const T* x, int begin, int end) {
+  float amax = 0.0f;
+  for (int i = begin; i < end; ++i) {
+    const float a = to_float(x[i]) < 0 ? -to_float(x[i]) : to_float(x[i]);
+    if (a > amax) amax = a;  // NaN never compares greater: it cannot set the scale
+  }
+  return amax;
+}
+
+}  // namespace detail
+
+// The per-token scale fp8_per_token uses for a row whose largest magnitude is amax: amax / 448,
+// or 1 when amax is 0 or not finite (the codes are then 0 or saturated).
+inline float fp8_per_token_scale(float amax) {
+  return amax > 0 && amax <= std::numeric_limits<float>::max() ? amax / 448.0f : 1.0f;
+}
+
+// Quantises one 128-element row x into Format's data bytes and scale bytes (MX formats: 4
+// UE8M0 bytes in block order; fp8_per_token: one little-endian float32, skipped when `scales`
+// is null, as for Q whose scale is folded into the weights). NaN elements become NaN codes
+// (e4m3) or 0 (e2m1, which has none).
+template <class Format, quantize_input T>
+void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales) {
+  if constexpr (std::is_same_v<Format, mxfp8> || std::is_same_v<Format, mxfp4>) {
+    constexpr bool fp8 = std::is_same_v<Format, mxfp8>;
+    constexpr float max_code = fp8 ? float_e4m3::max_finite : float_e2m1::max_finite;
+    for (int b = 0; b < head_dim / scale_block; ++b) {
+      const int i0 = b * scale_block;
+      const std::uint8_t e = ue8m0_for_amax(detail::absmax(x, i0, i0 + scale_block), max_code);
+      scales[b] = e;
+      for (int i = i0; i < i0 + scale_block; ++i) {
+        const float v = detail::unscale_ue8m0(to_float(x[i]), e);
+        if constexpr (fp8) {
+          data[i] = encode_e4m3(v);
+        } else {
+          const std::uint8_t nib = encode_e2m1(v);  // element 2j low nibble, 2j+1 high nibble
+          data[i / 2] = (i & 1) ? static_cast<std::uint8_t>((data[i / 2] & 0x0F) | (nib << 4))
+                                : static_cast<std::uint8_t>((data[i / 2] & 0xF0) | nib);
+        }
+      }
+    }
+  } else if constexpr (std::is_same_v<Format, fp8_per_token>) {
+    const float s = fp8_per_token_scale(detail::absmax(x, 0, head_dim));
+    for (int i = 0; i < head_dim; ++i) data[i] = encode_e4m3(to_float(x[i]) / s);
+    if (scales) std::memcpy(scales, &s, sizeof s);
+  } else {
+    static_assert(dependent_false<Format>, "mqalogits: no quantizer for this format");
+  }
+}
+
+// Quantises x [rows, 128] into caller-owned rows: row r's data at data + r * data_stride, its
+// scale bytes at scales + r * scale_stride (scales may be null only for fp8_per_token).
+template <class Format, quantize_input T>
+void quantize_rows_into(matrix_view<const T> x, std::uint8_t* data, std::uint8_t* scales,
+                        std::int64_t data_stride = Format::data_bytes,
+                        std::int64_t scale_stride = Format::scale_bytes) {
+  constexpr const char* where = "quantize_rows";
+  using detail::require;
+  require(x.cols == head_dim && x.rows >= 0 && x.stride >= x.cols, where, [&](auto& m) {
+    m << "x shape [" << x.rows << ", " << x.cols << "] (stride " << x.stride
+      << ") must be [rows, 128]";
+  });
+  require(x.rows == 0 || (x.data && data && (scales || scales_optional_v<Format>)), where,
+          [&](auto& m) { m << "null buffer with " << x.rows << " rows"; });
+  require(data_stride >= Format::data_bytes && scale_stride >= Format::scale_bytes, where,
+          [&](auto& m) {
+            m << "strides " << data_stride << " / " << scale_stride << " < row sizes "
+              << Format::data_bytes << " / " << Format::scale_bytes;
+          });
+  for (std::int64_t r = 0; r < x.rows; ++r)
+    quantize_row<Format>(x.row(r), data + r * data_stride,
+                         scales ? scales + r * scale_stride : nullptr);
+}
+
+// Quantised rows that own their bytes (packed: strides = row sizes).
+template <class Format>
+struct quantized_rows {
+  std::int64_t rows = 0;
+  std::vector<std::uint8_t> data;    // [rows, data_bytes]
+  std::vector<std::uint8_t> scales;  // [rows, scale_bytes]
+
+  rows_view<Format> view() const { return rows_view<Format>(data.data(), scales.data(), rows); }
+  // fp8_per_token Q: the codes without scales (scale 1), once the scales are folded elsewhere.
+  rows_view<Format> unscaled_view() const requires scales_optional_v<Format> {
+    return rows_view<Format>(data.data(), nullptr, rows);
+  }
+  // fp8_per_token: row r's fp32 scale.
+  float token_scale(std::int64_t r) const requires std::is_same_v<Format, fp8_per_token> {
+    return Format::scale(scales.data() + r * Format::scale_bytes);
+  }
+};
+
+template <class Format, quantize_input T>
+quantized_rows<Format> quantize_rows(matrix_view<const T> x) {
+  quantized_rows<Format> out;
+  out.rows = x.rows;
+  out.data.resize(static_cast<std::size_t>(x.rows * Format::data_bytes));
+  out.scales.resize(static_cast<std::size_t>(x.rows * Format::scale_bytes));
+  quantize_rows_into<Format>(x, out.data.data(), out.scales.data());
+  return out;
+}
+
+// The same from a flat span of rows * 128 elements (row-major, packed).
+template <class Format, quantize_input T>
+quantized_rows<Format> quantize_rows(std::span<const T> x) {
+  detail::require(x.size() % head_dim == 0, "quantize_rows", [&](auto& m) {
+    m << "x has " << x.size() << " elements, not a multiple of 128";
+  });
+  const auto rows = static_cast<std::int64_t>(x.size() / head_dim);
+  return quantize_rows<Format>(matrix_view<const T>(x.data(), rows, head_dim));
+}
+
+// Folds fp8_per_token Q scales into the weights, as upstream's engines do: a scale s > 0
+// commutes with relu, so relu(dot(s q, k)) w = relu(dot(q, k)) (s w). q_scales: [num_q * H], row
+// (q, h) at q * H + h; weights: [num_q, H], updated in place.
+inline void fold_q_scales(std::span<const float> q_scales, matrix_view<float> weights) {
+  detail::require(static_cast<std::int64_t>(q_scales.size()) == weights.rows * weights.cols,
+                  "fold_q_scales", [&](auto& m) {
+                    m << "q_scales has " << q_scales.size() << " entries, weights are ["
+                      << weights.rows << ", " << weights.cols << "]";
+                  });
+  for (std::int64_t q = 0; q < weights.rows; ++q)
+    for (std::int64_t h = 0; h < weights.cols; ++h)
+      weights(q, h) *= q_scales[static_cast<std::size_t>(q * weights.cols + h)];
+}
+
+// The fp32 scales of fp8_per_token rows, e.g. to fold Q's into the weights.
+inline std::vector<float> token_scales(const quantized_rows<fp8_per_token>& rows) {
+  std::vector<float> s(static_cast<std::size_t>(rows.rows));
+  for (std::int64_t r = 0; r < rows.rows; ++r) s[static_cast<std::size_t>(r)] = rows.token_scale(r);
+  return s;
+}
+
+MQALOGITS_NAMESPACE_END
