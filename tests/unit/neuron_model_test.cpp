@@ -1,0 +1,384 @@
+// The NeuronCore model itself: per-generation budgets (compile time and run time), engine
+// semantics (matmul overwrite / accumulate, MX matmul, relu evacuation with a per-partition
+// scale, bf16 rounding, access-pattern rules) and the cost counters against analytic counts.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <mqalogits/mqalogits.hpp>
+
+#include "reference/random_inputs.hpp"
+
+namespace ml = mqalogits;
+namespace nb = ml::neuron_backend;
+namespace rnd = ref::rand;
+using ml::backend::trn1;
+using ml::backend::trn2;
+using ml::backend::trn3;
+using nb::dtype;
+
+// ---- compile-time budgets: the predicates the static_asserts of constexpr tile shapes use ----
+static_assert(nb::fits_sbuf_v<trn1, dtype::fp32, 128, 48 * 1024>);  // 192 KiB exactly
+static_assert(!nb::fits_sbuf_v<trn1, dtype::fp32, 128, 48 * 1024 + 1>);
+static_assert(nb::fits_sbuf_v<trn2, dtype::fp32, 128, 56 * 1024>);  // 224 KiB
+static_assert(!nb::fits_sbuf_v<trn2, dtype::fp32, 128, 56 * 1024 + 1>);
+static_assert(nb::fits_sbuf_v<trn3, dtype::fp32, 128, 64 * 1024>);  // 256 KiB
+static_assert(!nb::fits_sbuf_v<trn3, dtype::fp32, 128, 64 * 1024 + 1>);
+static_assert(nb::fits_sbuf_v<trn3, dtype::bf16, 128, 64 * 1024, 2>);  // double-buffered
+static_assert(!nb::fits_sbuf_v<trn3, dtype::bf16, 128, 64 * 1024 + 1, 2>);
+static_assert(!nb::fits_sbuf_v<trn1, dtype::u8, 129, 1>);  // 128 partitions
+static_assert(nb::fits_psum_v<trn2, 128, 512> && !nb::fits_psum_v<trn2, 128, 513>);
+static_assert(nb::partition_bytes(dtype::fp4, 129) == 65);
+static_assert(sizeof(ml::backend::neuron<trn2>) == 1 && std::is_empty_v<ml::backend::neuron<trn3>>);
+static_assert(ml::is_backend_v<ml::backend::neuron<trn1>> && ml::is_backend_v<ml::backend::host>);
+
+namespace {
+
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ml::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("neuron model: SBUF budget per generation is enforced at run time", "[neuron]",
+                   trn1, trn2, trn3) {
+  nb::core<TestType> c;
+  const std::int64_t budget = nb::traits<TestType>::sbuf_partition_bytes;
+  INFO(nb::traits<TestType>::name << " budget " << budget);
+  CHECK(c.sbuf_pool().budget() == budget);
+  {
+    nb::tile a = c.sbuf("a", dtype::fp32, 128, budget / 4);  // exactly the budget
+    CHECK(c.sbuf_pool().in_use() == budget);
+    const std::string e = error_of([&] { (void)c.sbuf("b", dtype::u8, 1, 1); });
+    CHECK(e.find("SBUF budget exceeded") != std::string::npos);
+    CHECK(e.find(nb::traits<TestType>::name) != std::string::npos);
+  }
+  CHECK(c.sbuf_pool().in_use() == 0);  // released
+  CHECK(c.sbuf_pool().peak() == budget);
+  const std::string e = error_of([&] { (void)c.sbuf("big", dtype::bf16, 64, budget / 2 + 1); });
+  CHECK(e.find("tile big [64 x " + std::to_string(budget / 2 + 1) + " bf16]") != std::string::npos);
+  CHECK_THROWS_AS(c.sbuf("wide", dtype::u8, 129, 1), ml::error);
+  // A tile that fits trn3 but not trn1: the same shape, different budgets.
+  const std::string t1 = error_of([] {
+    nb::core<trn1> c1;
+    (void)c1.sbuf("k", dtype::bf16, 128, 100 * 1024);
+  });
+  const std::string t3 = error_of([] {
+    nb::core<trn3> c3;
+    (void)c3.sbuf("k", dtype::bf16, 128, 100 * 1024);
+  });
+  CHECK(t1.find("budget exceeded") != std::string::npos);
+  CHECK(t3 == "");
+}
+
+TEST_CASE("neuron model: PSUM has 8 banks of 2 KiB per partition, a tile fits one bank",
+          "[neuron]") {
+  nb::core<trn2> c;
+  std::vector<nb::tile> banks;
+  for (int i = 0; i < 8; ++i) banks.push_back(c.psum("bank", 128, 1 + i));  // any size: one bank
+  CHECK(c.psum_pool().in_use() == 16 * 1024);
+  CHECK(error_of([&] { (void)c.psum("ninth", 1, 1); }).find("PSUM budget exceeded") !=
+        std::string::npos);
+  banks.clear();
+  CHECK(error_of([&] { (void)c.psum("wide", 128, 513); }).find("more than one 2 KiB bank") !=
+        std::string::npos);
+  CHECK_NOTHROW(c.psum("full bank", 128, 512));
+  CHECK(c.counters().peak_psum_bytes == 16 * 1024);
+}
+
+TEST_CASE("neuron model: matmul contracts over partitions, overwrites then accumulates",
+          "[neuron]") {
+  nb::core<trn1> c;
+  nb::tile st = c.sbuf("st", dtype::bf16, 3, 2), mv = c.sbuf("mv", dtype::bf16, 3, 4);
+  nb::tile out = c.psum("out", 2, 4);
+  for (int k = 0; k < 3; ++k) {
+    for (int m = 0; m < 2; ++m) st.at(k, m) = static_cast<float>(k + 2 * m + 1);
+    for (int n = 0; n < 4; ++n) mv.at(k, n) = static_cast<float>(n - k);
+  }
+  auto expected = [&](int m, int n) {
+    float s = 0;
+    for (int k = 0; k < 3; ++k) s += st.at(k, m) * mv.at(k, n);
+    return s;
+  };
+  out.at(1, 3) = 999.0f;  // stale PSUM contents: the first write overwrites them
+  c.matmul(out, st, mv, false);
+  for (int m = 0; m < 2; ++m)
+    for (int n = 0; n < 4; ++n) CHECK(out.at(m, n) == expected(m, n));
+  c.matmul(out, st, mv, true);
+  for (int m = 0; m < 2; ++m)
+    for (int n = 0; n < 4; ++n) CHECK(out.at(m, n) == 2 * expected(m, n));
+  const auto& rep = c.counters();
+  CHECK(rep.matmul_score == 2);
+  CHECK(rep.tensor.cycles == 2 * (64 + 4));  // start-up + one moving column per cycle
+  CHECK(rep.matmul_flops == 2 * (2 * 3 * 2 * 4));
+
+  // TensorE limits: stationary free <= 128, moving free <= 512, matching contraction.
+  nb::tile wide_st = c.sbuf("wide st", dtype::bf16, 3, 129);
+  nb::tile big = c.psum("big", 128, 4);
+  CHECK(error_of([&] {
+          c.matmul(nb::window(big), wide_st, mv, false);
+        }).find("stationary free <= 128") != std::string::npos);
+  nb::tile wide_mv = c.sbuf("wide mv", dtype::bf16, 3, 513);
+  CHECK_THROWS_AS(c.matmul(out, st, wide_mv, false), ml::error);
+  nb::tile short_mv = c.sbuf("short mv", dtype::bf16, 2, 4);
+  CHECK_THROWS_AS(c.matmul(out, st, short_mv, false), ml::error);
+  // fp32 operands run 4 passes.
+  nb::tile st32 = c.sbuf("st32", dtype::fp32, 3, 2), mv32 = c.sbuf("mv32", dtype::fp32, 3, 4);
+  const std::int64_t before = c.counters().tensor.cycles;
+  c.matmul(out, st32, mv32, false);
+  CHECK(c.counters().tensor.cycles - before == 64 + 4 * 4);
+}
+
+TEST_CASE("neuron model: trn3 MX matmul applies one UE8M0 scale per 32 on each side", "[neuron]") {
+  nb::core<trn3> c;
+  rnd::engine rng(11);
+  nb::tile qc = c.sbuf("q codes", dtype::fp8, 128, 2), kc = c.sbuf("k codes", dtype::fp8, 128, 3);
+  nb::tile qs = c.sbuf("q scales", dtype::u8, 4, 2), ks = c.sbuf("k scales", dtype::u8, 4, 3);
+  for (int i = 0; i < 128; ++i) {
+    for (int m = 0; m < 2; ++m) qc.at(i, m) = ml::e4m3_values[rnd::uniform(rng, 0, 0x7E)];
+    for (int n = 0; n < 3; ++n) kc.at(i, n) = ml::e4m3_values[rnd::uniform(rng, 0x80, 0xFE)];
+  }
+  for (int b = 0; b < 4; ++b) {
+    for (int m = 0; m < 2; ++m) qs.at(b, m) = static_cast<float>(rnd::uniform(rng, 120, 134));
+    for (int n = 0; n < 3; ++n) ks.at(b, n) = static_cast<float>(rnd::uniform(rng, 120, 134));
+  }
+  nb::tile out = c.psum("out", 2, 3);
+  c.matmul_mx(out, qc, qs, kc, ks, false);
+  for (int m = 0; m < 2; ++m)
+    for (int n = 0; n < 3; ++n) {
+      double exact = 0, mag = 0;
+      for (int i = 0; i < 128; ++i) {
+        const double v = double(qc.at(i, m)) * std::ldexp(1.0, int(qs.at(i / 32, m)) - 127) *
+                         double(kc.at(i, n)) * std::ldexp(1.0, int(ks.at(i / 32, n)) - 127);
+        exact += v;
+        mag += std::fabs(v);
+      }
+      INFO("m " << m << " n " << n);
+      CHECK(std::fabs(out.at(m, n) - exact) <= std::ldexp(mag, -20));
+    }
+  CHECK(c.counters().matmul_score == 1);
+}
+
+TEST_CASE("neuron model: ScalarE relu with a per-partition scale, VectorE bf16 rounding",
+          "[neuron]") {
+  nb::core<trn2> c;
+  nb::tile in = c.psum("in", 2, 3), out = c.sbuf("out", dtype::fp32, 2, 3);
+  nb::tile scale = c.sbuf("scale", dtype::fp32, 2, 1);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float v[2][3] = {{-1.0f, 2.0f, nan}, {3.0f, -4.0f, 0.5f}};
+  for (int p = 0; p < 2; ++p)
+    for (int i = 0; i < 3; ++i) in.at(p, i) = v[p][i];
+  scale.at(0, 0) = 2.0f;
+  scale.at(1, 0) = -1.0f;
+  const nb::window s(scale);
+  c.activation(out, in, nb::activation_fn::relu, &s);
+  CHECK(out.at(0, 0) == 0.0f);
+  CHECK(out.at(0, 1) == 4.0f);
+  CHECK(std::isnan(out.at(0, 2)));  // relu(NaN) is NaN
+  CHECK(out.at(1, 0) == 0.0f);      // relu(3 * -1)
+  CHECK(out.at(1, 1) == 4.0f);
+  CHECK(out.at(1, 2) == 0.0f);
+  CHECK(c.counters().scalar.instructions == 1);
+  CHECK(c.counters().scalar.cycles == 60 + 3);
+
+  // Writes to bf16 round to nearest even: 1 + 2^-8 is a tie (to 1), 1 + 3 * 2^-8 too (to
+  // 1 + 2^-6), 1 + 2^-8 + 2^-20 rounds up.
+  nb::tile f = c.sbuf("f", dtype::fp32, 1, 3), b = c.sbuf("b", dtype::bf16, 1, 3);
+  f.at(0, 0) = 1.0f + 0x1p-8f;
+  f.at(0, 1) = 1.0f + 3 * 0x1p-8f;
+  f.at(0, 2) = 1.0f + 0x1p-8f + 0x1p-20f;
+  c.copy(b, f);
+  CHECK(b.at(0, 0) == 1.0f);
+  CHECK(b.at(0, 1) == 1.0f + 0x1p-6f);
+  CHECK(b.at(0, 2) == 1.0f + 0x1p-7f);
+}
+
+TEST_CASE("neuron model: access patterns start where NKI allows", "[neuron]") {
+  nb::core<trn1> c;
+  nb::tile t = c.sbuf("t", dtype::fp32, 128, 4);
+  CHECK_NOTHROW(c.memset(nb::window(t, 96, 32, 0, 4), 0.0f));
+  CHECK_NOTHROW(c.memset(nb::window(t, 64, 64, 0, 4), 0.0f));
+  CHECK_NOTHROW(c.memset(nb::window(t, 0, 65, 0, 4), 0.0f));
+  CHECK(error_of([&] {
+          c.memset(nb::window(t, 16, 16, 0, 4), 0.0f);
+        }).find("cannot start at partition 16") != std::string::npos);
+  CHECK_THROWS_AS(c.memset(nb::window(t, 32, 64, 0, 4), 0.0f), ml::error);
+  CHECK_THROWS_AS(c.memset(nb::window(t, 64, 65, 0, 4), 0.0f), ml::error);
+}
+
+// ---- the cost counters of whole kernel calls against analytic counts ----
+
+TEMPLATE_TEST_CASE("neuron cost: paged decode counts", "[neuron]", trn1, trn2, trn3) {
+  using Gen = TestType;
+  constexpr bool mx = nb::traits<Gen>::mx_matmul;
+  rnd::engine rng(21);
+  const std::int64_t H = 64, len = 300, cols = 320;
+  const auto q = rnd::rows<ml::mxfp8>(rng, H);
+  const auto cache = rnd::paged_cache<ml::mxfp8>(rng, 6, 64);
+  const auto w = rnd::weights<float>(rng, 1, H);
+  auto lens = rnd::matrix<std::int32_t>(1, 1);
+  lens(0, 0) = static_cast<std::int32_t>(len);
+  const auto table = rnd::block_table(rng, lens, 6, 64, 6);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), 64, 1);
+  ml::logits_buffer<ml::bf16> out(1, cols);
+  nb::report rep;
+  {
+    nb::capture cap(rep);
+    ml::fp8_fp4_paged_mqa_logits(ml::backend::neuron<Gen>{}, q.view(), cache.view(), w.view(),
+                                 lens.view(), table.view(), schedule, cols, out.view());
+  }
+  INFO(rep.summary());
+  CHECK(std::string(rep.generation) == nb::traits<Gen>::name);
+  CHECK(rep.calls == 1);
+  // K: one data and one scale descriptor per token; one gather per block-table entry read.
+  // Q: 64 rows of 128 + 4 bytes; weights: one 4-byte descriptor per head (partition); logits:
+  // one row of 300 bf16 and one -inf fill of the 20 columns past the context.
+  CHECK(rep.dma_gathers == 5);
+  CHECK(rep.dma_descriptors == 2 * len + 2 * H + H + 1 + 1);
+  CHECK(rep.dma_bytes == len * 132 + H * 132 + H * 4 + len * 2 + (cols - len) * 2);
+  CHECK(rep.dma_small_descriptors == rep.dma_descriptors);
+  // TensorE: one score matmul [64 heads x 300], one fp32 head-sum matmul, transposes of 3 key
+  // tiles (128 + 128 + 44 tokens) and of Q (and of their scales on trn3).
+  CHECK(rep.matmul_score == 1);
+  CHECK(rep.matmul_head_sum == 1);
+  CHECK(rep.matmul_transpose == (mx ? 8 : 4));
+  CHECK(rep.matmul_flops == 2 * 128 * H * len + 2 * H * 1 * len);
+  const std::int64_t transpose_cycles = (64 + 128) + (64 + 128) + (64 + 44) + (64 + H);
+  CHECK(rep.tensor.cycles == (mx ? 2 : 1) * transpose_cycles + (64 + len) + (64 + 4 * len));
+  CHECK(rep.tensor.seconds == Approx(rep.tensor.cycles / 2.8e9));
+  // ScalarE: relu while evacuating the scores. VectorE: per key tile and for Q a dequantise
+  // (trn3: unpack) and a PSUM copy (trn3: and a scale copy), then one output cast.
+  CHECK(rep.scalar.instructions == 1);
+  CHECK(rep.vector.instructions == (mx ? 3 * 3 + 3 + 1 : 3 * 2 + 2 + 1));
+  CHECK(rep.dma_seconds == Approx(rep.dma_bytes / nb::traits<Gen>::hbm_bytes_per_s));
+  // PSUM: transposes, scores and the head sum, one bank each.
+  CHECK(rep.peak_psum_bytes == 3 * 2048);
+  // SBUF (trn1 / trn2): K^T 2 x 1 KiB, K rows 2 x 128, K scales 2 x 64 (64-byte granules),
+  // dequantised K 256, relu 2 KiB, logits 1 KiB, and Q^T 128, weights 64, Q rows 128 + 64.
+  if constexpr (!mx) CHECK(rep.peak_sbuf_bytes == 2048 + 256 + 128 + 256 + 2048 + 1024 + 384);
+  CHECK(rep.peak_sbuf_bytes <= nb::traits<Gen>::sbuf_partition_bytes);
+  CHECK(rep.estimated_seconds() > 0);
+  CHECK(rep.summary().find("not a device run") != std::string::npos);
+}
+
+TEMPLATE_TEST_CASE("neuron cost: dense prefill counts", "[neuron]", trn1, trn2, trn3) {
+  using Gen = TestType;
+  constexpr bool mx = nb::traits<Gen>::mx_matmul;
+  rnd::engine rng(22);
+  const std::int64_t H = 8, num_q = 3, N = 600;
+  const auto q = rnd::rows<ml::mxfp4>(rng, num_q * H);
+  const auto kv = rnd::rows<ml::mxfp4>(rng, N);
+  const auto w = rnd::weights<ml::bf16>(rng, num_q, H);
+  const std::vector<std::int32_t> ks(num_q, 0), ke(num_q, static_cast<std::int32_t>(N));
+  ml::logits_buffer<float> out(num_q, N);
+  nb::report rep;
+  {
+    nb::capture cap(rep);
+    ml::fp8_fp4_mqa_logits(ml::backend::neuron<Gen>{}, q.view(), kv.view(), w.view(), ks, ke, N,
+                           out.view());
+  }
+  INFO(rep.summary());
+  // Two key tiles (512 + 88) for one tile of 3 query rows. Q rows are contiguous: one data and
+  // one scale descriptor per query token (all heads); weights one bf16 row per token.
+  CHECK(rep.dma_gathers == 0);
+  CHECK(rep.dma_descriptors == 2 * N + 2 * num_q + num_q + 2 * num_q);
+  CHECK(rep.dma_bytes == N * 68 + num_q * H * 68 + num_q * H * 2 + num_q * N * 4);
+  CHECK(rep.matmul_score == 2 * H);
+  CHECK(rep.matmul_head_sum == 0);
+  CHECK(rep.matmul_transpose == (mx ? 2 : 1) * (5 + H));  // 4 + 1 key steps, one per head
+  CHECK(rep.matmul_flops == 2 * 128 * num_q * N * H);
+  CHECK(rep.scalar.instructions == 2 * H);
+  // Per key step and per head: dequantise + copy (trn3: unpack + 2 copies); per key tile and
+  // head a scale_add; one cast per key tile.
+  CHECK(rep.vector.instructions == (mx ? 3 : 2) * (5 + H) + 2 * H + 2);
+  CHECK(rep.peak_psum_bytes == 2 * 2048);
+}
+
+TEST_CASE("neuron cost: a wide prefill Q row is one efficient descriptor", "[neuron]") {
+  rnd::engine rng(23);
+  const std::int64_t H = 64, num_q = 2, N = 50;
+  const auto q = rnd::rows<ml::mxfp8>(rng, num_q * H);
+  const auto kv = rnd::rows<ml::mxfp8>(rng, N);
+  const auto w = rnd::weights<float>(rng, num_q, H);
+  const std::vector<std::int32_t> ks(num_q, 0), ke(num_q, static_cast<std::int32_t>(N));
+  ml::logits_buffer<float> out(num_q, N);
+  nb::report rep;
+  {
+    nb::capture cap(rep);
+    ml::fp8_fp4_mqa_logits(ml::backend::neuron<trn2>{}, q.view(), kv.view(), w.view(), ks, ke, N,
+                           out.view());
+  }
+  // The two Q data rows (64 heads x 128 B = 8 KiB each) are the only descriptors >= 4 KiB.
+  CHECK(rep.dma_descriptors - rep.dma_small_descriptors == num_q);
+}
+
+TEST_CASE("neuron cost: sparse gathers one block per selected index, masks with memsets",
+          "[neuron]") {
+  rnd::engine rng(24);
+  const std::int64_t H = 16, N = 200, B = 16;
+  const auto q = rnd::rows<ml::mxfp8>(rng, H);
+  const auto kv = rnd::rows<ml::mxfp8>(rng, N);
+  const auto w = rnd::weights<float>(rng, 1, H);
+  const std::vector<std::int32_t> ks{0}, ke{static_cast<std::int32_t>(N)};
+  const std::vector<std::int32_t> idx{3, -1, 0, 5};
+  const auto meta = ml::get_sparse_mqa_logits_metadata(
+      ks, ke, N, ml::matrix_view<const std::int32_t>(idx.data(), 1, 4), B);
+  ml::logits_buffer<float> out(1, 4 * B);
+  nb::report rep, outer;
+  {
+    nb::capture c1(outer);
+    {
+      nb::capture c2(rep);  // the innermost capture receives the call
+      ml::fp8_fp4_sparse_mqa_logits(ml::backend::neuron<trn2>{}, q.view(), kv.view(), w.view(),
+                                    meta, out.view());
+    }
+  }
+  CHECK(outer.calls == 0);
+  CHECK(rep.calls == 1);
+  CHECK(rep.dma_gathers == 3);
+  CHECK(rep.dma_descriptors == 2 * 3 * B + 2 * H + H + 1);
+  // One key step: memset of rows and scales (a masked block), dequantise, copy; Q: dequantise,
+  // copy; one output cast.
+  CHECK(rep.vector.instructions == 2 + 2 + 2 + 1);
+  for (std::int64_t c = B; c < 2 * B; ++c) CHECK(std::isinf(out(0, c)));
+  CHECK(std::isfinite(out(0, 0)));
+}
+
+TEST_CASE("neuron cost: calls without a capture report nothing, reports add up", "[neuron]") {
+  rnd::engine rng(25);
+  const auto q = rnd::rows<ml::mxfp8>(rng, 4);
+  const auto kv = rnd::rows<ml::mxfp8>(rng, 10);
+  const auto w = rnd::weights<float>(rng, 1, 4);
+  const std::vector<std::int32_t> ks{0}, ke{10};
+  ml::logits_buffer<float> out(1, 10);
+  CHECK(nb::current_report() == nullptr);
+  ml::fp8_fp4_mqa_logits(ml::backend::neuron<trn1>{}, q.view(), kv.view(), w.view(), ks, ke, 10,
+                         out.view());
+  nb::report one, two;
+  {
+    nb::capture cap(one);
+    ml::fp8_fp4_mqa_logits(ml::backend::neuron<trn1>{}, q.view(), kv.view(), w.view(), ks, ke, 10,
+                           out.view());
+  }
+  {
+    nb::capture cap(two);
+    for (int i = 0; i < 2; ++i)
+      ml::fp8_fp4_mqa_logits(ml::backend::neuron<trn1>{}, q.view(), kv.view(), w.view(), ks, ke, 10,
+                             out.view());
+  }
+  CHECK(nb::current_report() == nullptr);
+  CHECK(two.calls == 2);
+  CHECK(two.dma_bytes == 2 * one.dma_bytes);
+  CHECK(two.matmul_instructions() == 2 * one.matmul_instructions());
+  CHECK(two.peak_sbuf_bytes == one.peak_sbuf_bytes);
+}
