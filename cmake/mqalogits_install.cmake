@@ -1,0 +1,61 @@
+# Install, export and package config of the header-only INTERFACE target (included by the
+# top-level CMakeLists.txt when MQALOGITS_INSTALL is ON):
+#   <prefix>/include/mqalogits/...                          the headers
+#   <prefix>/share/cmake/mqalogits/mqalogits{Config,ConfigVersion,Targets}.cmake
+#   <prefix>/share/pkgconfig/mqalogits.pc
+# Everything lands under share/: the package is architecture independent (ARCH_INDEPENDENT
+# version file), so one install serves 32- and 64-bit consumers alike.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(MQALOGITS_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/mqalogits"
+    CACHE STRING "Where mqalogits' CMake package files are installed (relative to the prefix)")
+set(MQALOGITS_INSTALL_PKGCONFIGDIR "${CMAKE_INSTALL_DATADIR}/pkgconfig"
+    CACHE STRING "Where mqalogits.pc is installed (relative to the prefix)")
+mark_as_advanced(MQALOGITS_INSTALL_CMAKEDIR MQALOGITS_INSTALL_PKGCONFIGDIR)
+
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/mqalogits
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.hpp")
+install(TARGETS mqalogits EXPORT mqalogitsTargets)
+install(EXPORT mqalogitsTargets
+        NAMESPACE mqalogits::
+        DESTINATION ${MQALOGITS_INSTALL_CMAKEDIR})
+
+configure_package_config_file(
+  ${PROJECT_SOURCE_DIR}/cmake/mqalogitsConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/mqalogitsConfig.cmake
+  INSTALL_DESTINATION ${MQALOGITS_INSTALL_CMAKEDIR})
+# 0.x: a minor version may break the API, so only the same minor version is compatible.
+write_basic_package_version_file(
+  ${PROJECT_BINARY_DIR}/mqalogitsConfigVersion.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMinorVersion
+  ARCH_INDEPENDENT)
+install(FILES ${PROJECT_BINARY_DIR}/mqalogitsConfig.cmake
+              ${PROJECT_BINARY_DIR}/mqalogitsConfigVersion.cmake
+        DESTINATION ${MQALOGITS_INSTALL_CMAKEDIR})
+
+# pkg-config: paths relative to the .pc file (${pcfiledir}), so the install is relocatable.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+  set(MQALOGITS_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
+else()
+  set(MQALOGITS_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
+if(IS_ABSOLUTE "${MQALOGITS_INSTALL_PKGCONFIGDIR}")
+  set(MQALOGITS_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH _mqalogits_pc_up "/root/${MQALOGITS_INSTALL_PKGCONFIGDIR}" "/root")
+  string(REGEX REPLACE "/$" "" _mqalogits_pc_up "${_mqalogits_pc_up}")
+  set(MQALOGITS_PC_PREFIX "\${pcfiledir}/${_mqalogits_pc_up}")
+endif()
+string(TOUPPER "${MQALOGITS_BACKEND}" _mqalogits_pc_backend)
+set(MQALOGITS_PC_DEFINES "-DMQALOGITS_BACKEND_${_mqalogits_pc_backend}=1")
+if(MQALOGITS_BACKEND STREQUAL "neuron" AND DEFINED MQALOGITS_NEURON_GEN)
+  string(TOUPPER "${MQALOGITS_NEURON_GEN}" _mqalogits_pc_gen)
+  string(APPEND MQALOGITS_PC_DEFINES " -DMQALOGITS_NEURON_GEN_${_mqalogits_pc_gen}=1")
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/mqalogits.pc.in ${PROJECT_BINARY_DIR}/mqalogits.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/mqalogits.pc DESTINATION ${MQALOGITS_INSTALL_PKGCONFIGDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/mqalogits
+        OPTIONAL)

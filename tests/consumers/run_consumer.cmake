@@ -1,0 +1,77 @@
+# Runs one consumer check as a ctest test: cmake -DMODE=... -P run_consumer.cmake
+#   MODE=install   SOURCE_DIR (mqalogits), WORK_DIR: configure mqalogits alone, install to
+#                  WORK_DIR/prefix (what a packager does).
+#   MODE=project   PROJECT_DIR, WORK_DIR, ARGS (;-list of extra configure args), RUN (0/1),
+#                  EXPECT (text the program must print), EXE (default consumer): configure +
+#                  build a consumer project in a fresh WORK_DIR, then run its program EXE.
+#   MODE=pkgconfig PREFIX, SOURCE (a .cpp), WORK_DIR, CXX: compile SOURCE with the flags
+#                  `pkg-config --cflags --libs mqalogits` gives for PREFIX, then run it.
+# Always passed: GENERATOR, CXX_COMPILER, LAUNCHER (may be empty).
+cmake_minimum_required(VERSION 3.21)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    list(JOIN ARGN " " cmd)
+    message(FATAL_ERROR "failed (${rc}): ${cmd}\n${out}\n${err}")
+  endif()
+  set(run_output "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+set(common -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+if(LAUNCHER)
+  list(APPEND common "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}")
+endif()
+file(REMOVE_RECURSE "${WORK_DIR}")
+
+if(MODE STREQUAL "install")
+  run(${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" ${common}
+      -DMQALOGITS_BUILD_TESTS=OFF -DMQALOGITS_BUILD_BENCH=OFF -DMQALOGITS_BUILD_EXAMPLES=OFF
+      "-DCMAKE_INSTALL_PREFIX=${WORK_DIR}/prefix")
+  run(${CMAKE_COMMAND} --install "${WORK_DIR}/build")
+  foreach(f include/mqalogits/mqalogits.hpp include/mqalogits/quantize.hpp
+            share/cmake/mqalogits/mqalogitsConfig.cmake
+            share/cmake/mqalogits/mqalogitsConfigVersion.cmake
+            share/cmake/mqalogits/mqalogitsTargets.cmake share/pkgconfig/mqalogits.pc)
+    if(NOT EXISTS "${WORK_DIR}/prefix/${f}")
+      message(FATAL_ERROR "install did not produce ${f}")
+    endif()
+  endforeach()
+  file(READ "${WORK_DIR}/prefix/share/cmake/mqalogits/mqalogitsConfigVersion.cmake" version_file)
+  # ARCH_INDEPENDENT: CMake's template returns before its pointer-size check.
+  if(NOT version_file MATCHES "no architecture check, don't perform the check\nif\\(\"TRUE\"\\)")
+    message(FATAL_ERROR "the version file checks the pointer size: not ARCH_INDEPENDENT")
+  endif()
+  message(STATUS "installed to ${WORK_DIR}/prefix")
+elseif(MODE STREQUAL "project")
+  run(${CMAKE_COMMAND} -S "${PROJECT_DIR}" -B "${WORK_DIR}" ${common} ${ARGS})
+  message(STATUS "${run_output}")
+  if(RUN)
+    run(${CMAKE_COMMAND} --build "${WORK_DIR}")
+    if(NOT EXE)
+      set(EXE consumer)
+    endif()
+    run("${WORK_DIR}/${EXE}")
+    message(STATUS "${run_output}")
+    if(NOT run_output MATCHES "${EXPECT}")
+      message(FATAL_ERROR "the consumer printed '${run_output}', expected '${EXPECT}'")
+    endif()
+  endif()
+elseif(MODE STREQUAL "pkgconfig")
+  set(ENV{PKG_CONFIG_PATH} "${PREFIX}/share/pkgconfig")
+  execute_process(COMMAND pkg-config --cflags --libs mqalogits RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE flags OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config --cflags --libs mqalogits failed (${rc})")
+  endif()
+  separate_arguments(flags UNIX_COMMAND "${flags}")
+  file(MAKE_DIRECTORY "${WORK_DIR}")
+  run(${LAUNCHER} ${CXX_COMPILER} ${SOURCE} ${flags} -o "${WORK_DIR}/consumer")
+  run("${WORK_DIR}/consumer")
+  message(STATUS "${run_output}")
+  if(NOT run_output MATCHES "${EXPECT}")
+    message(FATAL_ERROR "the consumer printed '${run_output}', expected '${EXPECT}'")
+  endif()
+else()
+  message(FATAL_ERROR "run_consumer.cmake: unknown MODE '${MODE}'")
+endif()
