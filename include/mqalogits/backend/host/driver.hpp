@@ -1,12 +1,13 @@
 // The one kernel driver of the host backend, shared by all four variants: it walks the plan's
-// work items, decodes Q once per item and each key tile once for every row of the item, scores
-// the tile with the micro-kernel and writes the epilogue (round, -inf mask).
+// work items; per item it decodes the query rows (once per row and thread: consecutive items
+// of the same rows reuse them), decodes each key tile once for every row of the item, scores
+// key groups with the micro-kernel of the chosen instruction set and writes the epilogue
+// (round to the output type, -inf on masked keys when clean_logits).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <vector>
 
 #include "../../config.hpp"
 #include "../../format/bf16.hpp"
@@ -15,23 +16,15 @@
 #include "../../view/matrix_view.hpp"
 #include "../../view/rows_view.hpp"
 #include "../backend.hpp"
+#include "decode.hpp"
 #include "microkernel.hpp"
+#include "simd.hpp"
+#include "workspace.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
 
-inline constexpr std::int64_t key_tile = 16;  // keys decoded and scored together
-
-// Per-thread scratch, grown on first use and reused by every later item on that thread: the
-// hot loop never allocates. Size: rows x H x 128 fp32 for Q plus one key tile.
-struct workspace {
-  std::vector<float> q, w, k, scores;
-  std::vector<unsigned char> key_valid;
-};
-inline workspace& thread_workspace() {
-  thread_local workspace ws;
-  return ws;
-}
+inline constexpr std::int64_t key_tile = 512;  // keys decoded together (one work item's worth)
 
 template <class O>
 constexpr O negative_infinity() {
@@ -57,49 +50,133 @@ void fill_outside(const Plan& plan, const matrix_view<O>& out, const executor_re
   exec.parallel_for(tasks, task);
 }
 
-template <class Format, class Plan, class W, class O>
-void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-              const matrix_view<O>& out, const work_item& item, bool clean, workspace& ws) {
-  const std::int64_t heads = w.cols;
-  const std::int64_t rows = item.row_end - item.row_begin;
-  ws.q.resize(static_cast<std::size_t>(rows * heads * head_dim));
-  ws.w.resize(static_cast<std::size_t>(rows * heads));
-  ws.k.resize(static_cast<std::size_t>(key_tile * head_dim));
-  ws.scores.resize(key_tile);
-  ws.key_valid.resize(key_tile);
+// Decoded query rows of one item, in the workspace.
+template <class I, class Format, class W>
+void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std::int64_t r0,
+                 std::int64_t r1, std::uint64_t call, workspace& ws) {
+  if (ws.call == call && ws.row_begin == r0 && ws.row_end == r1) return;
+  const int heads = static_cast<int>(w.cols);
+  const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
+  const std::int64_t rows = r1 - r0;
+  float* wd = ws.w.reserve(static_cast<std::size_t>(rows * hp));
+  if constexpr (int8_path<Format>) {
+    constexpr int blocks = head_dim / scale_block;
+    std::int32_t* data = ws.q_i8.reserve(static_cast<std::size_t>(rows * hp * head_dim / 4));
+    std::int32_t* bias = ws.q_bias.reserve(static_cast<std::size_t>(rows * hp * blocks));
+    float* scale = ws.q_scale.reserve(static_cast<std::size_t>(rows * hp * blocks));
+    for (std::int64_t r = 0; r < rows; ++r)
+      decode_q_i8(q, (r0 + r) * heads, heads, hp, data + r * hp * head_dim / 4,
+                  bias + r * hp * blocks, scale + r * hp * blocks);
+  } else {
+    float* qt = ws.q_f32.reserve(static_cast<std::size_t>(rows * hp * head_dim));
+    for (std::int64_t r = 0; r < rows; ++r)
+      decode_q_f32(q, (r0 + r) * heads, heads, hp, qt + r * hp * head_dim);
+  }
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t h = 0; h < heads; ++h) {
-      const std::int64_t qr = (item.row_begin + r) * heads + h;
-      Format::decode_row(q.row(qr), q.scale(qr), ws.q.data() + (r * heads + h) * head_dim);
-      ws.w[r * heads + h] = to_float(w(item.row_begin + r, h));
+    for (int h = 0; h < hp; ++h) wd[r * hp + h] = h < heads ? to_float(w(r0 + r, h)) : 0.0f;
+  ws.call = call;
+  ws.row_begin = r0;
+  ws.row_end = r1;
+}
+
+// Keys [k0, k0 + n) of group g into the workspace tile; masked keys decode as zeros.
+template <class I, class Format, class Plan>
+void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t n, workspace& ws) {
+  constexpr int blocks = head_dim / scale_block;
+  const auto rows = static_cast<std::size_t>(key_tile + max_group_keys);
+  unsigned char* valid = ws.key_valid.reserve(rows);
+  if constexpr (int8_path<Format>) {
+    std::uint8_t* k = ws.k_i8.reserve(rows * i8_key_bytes);
+    float* ks = ws.k_scale.reserve(rows * blocks);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const key_ref key = plan.key(g, k0 + i);
+      valid[i] = key.valid();
+      if (key.valid()) {
+        decode_key_i8<I>(key.data, key.scale, k + i * i8_key_bytes, ks + i * blocks);
+      } else {
+        std::fill(k + i * i8_key_bytes, k + (i + 1) * i8_key_bytes, std::uint8_t{12});
+        std::fill(ks + i * blocks, ks + (i + 1) * blocks, 0.0f);
+      }
     }
+  } else {
+    float* k = ws.k_f32.reserve(rows * head_dim);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const key_ref key = plan.key(g, k0 + i);
+      valid[i] = key.valid();
+      if (key.valid())
+        decode_key_f32<I, Format>(key.data, key.scale, k + i * head_dim);
+      else
+        std::fill(k + i * head_dim, k + (i + 1) * head_dim, 0.0f);
+    }
+  }
+}
+
+template <class I, class Format, class Plan, class W, class O>
+void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
+              const matrix_view<O>& out, const work_item& item, bool clean, std::uint64_t call,
+              workspace& ws) {
+  constexpr int blocks = head_dim / scale_block;
+  const int heads = static_cast<int>(w.cols);
+  const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
+  decode_rows<I>(q, w, item.row_begin, item.row_end, call, ws);
+  float* scores = ws.scores.reserve(max_group_keys);
 
   for (std::int64_t k0 = item.key_begin; k0 < item.key_end; k0 += key_tile) {
     const std::int64_t n = std::min(key_tile, item.key_end - k0);
-    for (std::int64_t i = 0; i < n; ++i) {
-      const key_ref key = plan.key(item.group, k0 + i);
-      float* dst = ws.k.data() + i * head_dim;
-      ws.key_valid[i] = key.valid();
-      if (key.valid())
-        Format::decode_row(key.data, key.scale, dst);
-      else
-        std::fill(dst, dst + head_dim, 0.0f);
-    }
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const row_keys rk = plan.row(item.row_begin + r);
+    decode_tile<I, Format>(plan, item.group, k0, n, ws);
+    const unsigned char* valid = ws.key_valid.data();
+    for (std::int64_t r = item.row_begin; r < item.row_end; ++r) {
+      const row_keys rk = plan.row(r);
       const std::int64_t lo = std::max(k0, rk.key_begin), hi = std::min(k0 + n, rk.key_end);
       if (lo >= hi) continue;
-      score_keys_portable(ws.q.data() + r * heads * head_dim, ws.w.data() + r * heads, heads,
-                          ws.k.data() + (lo - k0) * head_dim, hi - lo, ws.scores.data());
-      O* dst = out.row(item.row_begin + r) - rk.col_offset;
-      for (std::int64_t k = lo; k < hi; ++k) {
-        if (ws.key_valid[k - k0])
-          dst[k] = from_float<O>(ws.scores[k - lo]);
-        else if (clean)
-          dst[k] = negative_infinity<O>();
+      O* dst = out.row(r) - rk.col_offset;
+      const std::int64_t ri = r - ws.row_begin;
+      auto emit = [&](std::int64_t t, std::int64_t count) {
+        for (std::int64_t i = 0; i < count; ++i) {
+          if (valid[t + i - k0])
+            dst[t + i] = from_float<O>(scores[i]);
+          else if (clean)
+            dst[t + i] = negative_infinity<O>();
+        }
+      };
+      if constexpr (int8_path<Format>) {
+        const q_i8_row qr{ws.q_i8.data() + ri * hp * head_dim / 4,
+                          ws.q_bias.data() + ri * hp * blocks,
+                          ws.q_scale.data() + ri * hp * blocks,
+                          ws.w.data() + ri * hp,
+                          heads,
+                          hp};
+        const auto kern = select_i8<I>(hp / I::lanes);
+        for (std::int64_t t = lo; t < hi; t += kern.nk) {
+          kern.fn(qr, ws.k_i8.data() + (t - k0) * i8_key_bytes,
+                  ws.k_scale.data() + (t - k0) * blocks, scores);
+          emit(t, std::min<std::int64_t>(kern.nk, hi - t));
+        }
+      } else {
+        const q_f32_row qr{ws.q_f32.data() + ri * hp * head_dim, ws.w.data() + ri * hp, heads, hp};
+        const auto kern = select_f32<I>(hp / I::lanes);
+        for (std::int64_t t = lo; t < hi; t += kern.nk) {
+          kern.fn(qr, ws.k_f32.data() + (t - k0) * head_dim, scores);
+          emit(t, std::min<std::int64_t>(kern.nk, hi - t));
+        }
       }
     }
   }
+}
+
+// The whole call on instruction set I (tests run every compiled one; the backend the best).
+template <class I, class Format, class Plan, class W, class O>
+void run_with(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
+              const matrix_view<O>& out, const options& opt, const tiling& cut) {
+  if (opt.clean_logits) fill_outside(plan, out, opt.executor);
+  const work_list work = plan.work(cut);
+  const std::uint64_t call = next_call_id();
+  auto task = [&](std::int64_t t) {
+    workspace& ws = thread_workspace();
+    for (std::int64_t i = work.task_begin[t]; i < work.task_begin[t + 1]; ++i)
+      run_item<I>(q, plan, w, out, work.items[i], opt.clean_logits, call, ws);
+  };
+  opt.executor.parallel_for(work.num_tasks(), task);
 }
 
 }  // namespace host_backend
@@ -112,14 +189,7 @@ struct backend_kernels<backend::host> {
   template <class Format, class Plan, class W, class O>
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
                   const matrix_view<O>& out, const options& opt) {
-    if (opt.clean_logits) host_backend::fill_outside(plan, out, opt.executor);
-    const work_list work = plan.work(work_tiling);
-    auto task = [&](std::int64_t t) {
-      host_backend::workspace& ws = host_backend::thread_workspace();
-      for (std::int64_t i = work.task_begin[t]; i < work.task_begin[t + 1]; ++i)
-        host_backend::run_item(q, plan, w, out, work.items[i], opt.clean_logits, ws);
-    };
-    opt.executor.parallel_for(work.num_tasks(), task);
+    host_backend::run_with<host_backend::isa_best>(q, plan, w, out, opt, work_tiling);
   }
 };
 
