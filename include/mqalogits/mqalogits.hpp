@@ -13,6 +13,7 @@
 #include "format/fp8_per_token.hpp"
 #include "format/mx.hpp"
 #include "format/ue8m0.hpp"
+#include "interop/span.hpp"
 #include "kernel/dense.hpp"
 #include "kernel/options.hpp"
 #include "kernel/paged.hpp"
