@@ -171,12 +171,14 @@ void run_with(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
   if (opt.clean_logits) fill_outside(plan, out, opt.executor);
   const work_list work = plan.work(cut);
   const std::uint64_t call = next_call_id();
-  auto task = [&](std::int64_t t) {
-    workspace& ws = thread_workspace();
-    for (std::int64_t i = work.task_begin[t]; i < work.task_begin[t + 1]; ++i)
-      run_item<I>(q, plan, w, out, work.items[i], opt.clean_logits, call, ws);
+  // One executor task per work item, in the plan's order (the paged schedule's balanced runs,
+  // back to back): a pool handing out indices dynamically then balances even when a core is
+  // shared, and a thread's consecutive items mostly share their query rows (decoded once).
+  auto task = [&](std::int64_t i) {
+    run_item<I>(q, plan, w, out, work.items[static_cast<std::size_t>(i)], opt.clean_logits, call,
+                thread_workspace());
   };
-  opt.executor.parallel_for(work.num_tasks(), task);
+  opt.executor.parallel_for(static_cast<std::int64_t>(work.items.size()), task);
 }
 
 }  // namespace host_backend

@@ -1,0 +1,100 @@
+// Peak throughput of each instruction the micro-kernels use (or could use), measured the same
+// way as the kernels: 16 independent accumulator chains, so only issue throughput limits them.
+// Counters in the kernels' unit: FLOP/s with a multiply-add counted as 2 operations.
+#include <benchmark/benchmark.h>
+
+#include <thread>
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+constexpr int chains = 16;
+constexpr int steps = 1024;
+
+template <class V, class Step>
+void run_peak(benchmark::State& st, V init, Step step, double ops_per_instruction) {
+  V acc[chains];
+  for (auto& a : acc) a = init;
+  for (auto _ : st) {
+    for (int s = 0; s < steps; ++s)
+      for (auto& a : acc) a = step(a);
+    for (auto& a : acc) benchmark::DoNotOptimize(a);
+  }
+  st.counters["FLOP/s"] = benchmark::Counter(ops_per_instruction * chains * steps,
+                                             benchmark::Counter::kIsIterationInvariantRate);
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+void peak_fma_ymm(benchmark::State& st) {
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-7f);
+  run_peak(
+      st, _mm256_set1_ps(1.0f), [&](__m256 x) { return _mm256_fmadd_ps(x, a, b); }, 16);
+}
+#endif
+
+#if defined(__AVX512F__)
+void peak_fma_zmm(benchmark::State& st) {
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-7f);
+  run_peak(
+      st, _mm512_set1_ps(1.0f), [&](__m512 x) { return _mm512_fmadd_ps(x, a, b); }, 32);
+}
+#endif
+
+#if defined(__AVX512BF16__)
+void peak_dpbf16_zmm(benchmark::State& st) {
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f));
+  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(2e-3f));
+  // 16 lanes x 2 bf16 products, each multiply + add
+  run_peak(
+      st, _mm512_set1_ps(1.0f), [&](__m512 x) { return _mm512_dpbf16_ps(x, a, b); }, 64);
+}
+#endif
+
+#if defined(__AVX512VNNI__)
+void peak_dpbusd_zmm(benchmark::State& st) {
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  // 16 lanes x 4 u8*s8 products, each multiply + add
+  run_peak(
+      st, _mm512_set1_epi32(1), [&](__m512i x) { return _mm512_dpbusd_epi32(x, a, b); }, 128);
+}
+#endif
+
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+void peak_dpbusd_ymm(benchmark::State& st) {
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  run_peak(
+      st, _mm256_set1_epi32(1), [&](__m256i x) { return _mm256_dpbusd_epi32(x, a, b); }, 64);
+#else
+  run_peak(
+      st, _mm256_set1_epi32(1), [&](__m256i x) { return _mm256_dpbusd_avx_epi32(x, a, b); }, 64);
+#endif
+}
+#endif
+
+const int all_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+#define MQALOGITS_PEAK(fn, label)                                \
+  BENCHMARK(fn)->Name("peak/" label)->Threads(1)->UseRealTime(); \
+  BENCHMARK(fn)->Name("peak/" label)->Threads(all_threads)->UseRealTime()
+
+#if defined(__AVX512F__)
+MQALOGITS_PEAK(peak_fma_zmm, "vfmadd231ps_zmm");
+#endif
+#if defined(__AVX512BF16__)
+MQALOGITS_PEAK(peak_dpbf16_zmm, "vdpbf16ps_zmm");
+#endif
+#if defined(__AVX512VNNI__)
+MQALOGITS_PEAK(peak_dpbusd_zmm, "vpdpbusd_zmm");
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+MQALOGITS_PEAK(peak_fma_ymm, "vfmadd231ps_ymm");
+#endif
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+MQALOGITS_PEAK(peak_dpbusd_ymm, "vpdpbusd_ymm");
+#endif
+
+}  // namespace
