@@ -471,3 +471,28 @@ TEST_CASE("quantize: fp8_per_token Q scales fold into the weights", "[quantize][
   INFO(diff);
   CHECK(diff.empty());
 }
+
+TEST_CASE("quantize: mutable and const spans and views give the same bytes", "[quantize][api]") {
+  engine rng(19);
+  auto x = random_rows<float>(rng, 5);
+  const auto a = ml::quantize_rows<ml::mxfp8>(std::span<const float>(x));
+  const auto b = ml::quantize_rows<ml::mxfp8>(std::span(x));  // std::span<float>
+  const auto c = ml::quantize_rows<ml::mxfp8>(ml::matrix_view<float>(x.data(), 5, 128));
+  CHECK(a.data == b.data);
+  CHECK(a.data == c.data);
+  CHECK(a.scales == c.scales);
+  CHECK_THROWS_WITH(ml::quantize_rows<ml::mxfp8>(std::span(x).first(300)),
+                    Catch::Contains("not a multiple of 128"));
+  CHECK_THROWS_WITH(ml::quantize_rows<ml::mxfp8>(ml::matrix_view<float>(x.data(), 2, 64)),
+                    Catch::Contains("must be [rows, 128]"));
+
+  std::vector<std::uint8_t> p1(ml::page_bytes<ml::mxfp8>(32) * 2), p2(p1.size());
+  std::vector<std::int32_t> slots{3, -1, 40, 0, 63};
+  ml::store_into_pages(ml::matrix_view<float>(x.data(), 5, 128), std::span(slots),
+                       ml::mutable_paged_cache<ml::mxfp8>(p1.data(), 2, 32));
+  ml::store_into_pages(a.view(), std::span<const std::int32_t>(slots),
+                       ml::mutable_paged_cache<ml::mxfp8>(p2.data(), 2, 32));
+  CHECK(p1 == p2);
+  CHECK(std::memcmp(p1.data() + 40 % 32 * 128 + ml::page_bytes<ml::mxfp8>(32),
+                    a.data.data() + 2 * 128, 128) == 0);
+}

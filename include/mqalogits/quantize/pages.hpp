@@ -3,6 +3,7 @@
 // paged_cache_view's: page_kv data rows, then page_kv scale rows, then padding.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -84,15 +85,16 @@ void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int
 
 // Quantises k [n, 128] (fp32 or bf16) straight into the cache: token i to slot_mapping[i]
 // (int32 or int64; negative = skip). Every argument is checked before any byte is written.
-template <class Format, quantize_input T, class Slot>
-requires std::is_integral_v<Slot>
-void store_into_pages(matrix_view<const T> k, std::span<const Slot> slot_mapping,
-                      const mutable_paged_cache<Format>& cache) {
+template <class Format, class T, class Slot, std::size_t Extent>
+requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<std::remove_const_t<
+             Slot>>) void store_into_pages(matrix_view<T> k, std::span<Slot, Extent> slot_mapping,
+                                           const mutable_paged_cache<Format>& cache) {
   constexpr const char* where = "store_into_pages";
   detail::require(
       k.cols == head_dim && k.rows >= 0 && k.stride >= k.cols && (k.rows == 0 || k.data), where,
       [&](auto& m) { m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, 128]"; });
-  detail::check_slot_mapping(where, slot_mapping, k.rows, cache);
+  detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
+                             k.rows, cache);
   for (std::int64_t i = 0; i < k.rows; ++i) {
     const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
     if (slot < 0) continue;
@@ -102,14 +104,15 @@ void store_into_pages(matrix_view<const T> k, std::span<const Slot> slot_mapping
 }
 
 // Copies already-quantised rows (data + scale bytes) into the cache through the slot mapping.
-template <class Format, class Slot>
-requires std::is_integral_v<Slot>
-void store_into_pages(const rows_view<Format>& rows, std::span<const Slot> slot_mapping,
+template <class Format, class Slot, std::size_t Extent>
+requires std::is_integral_v<std::remove_const_t<Slot>>
+void store_into_pages(const rows_view<Format>& rows, std::span<Slot, Extent> slot_mapping,
                       const mutable_paged_cache<Format>& cache) {
   constexpr const char* where = "store_into_pages";
   detail::require(rows.rows >= 0 && (rows.rows == 0 || (rows.data && rows.scales)), where,
                   [&](auto& m) { m << "rows are null with " << rows.rows << " rows"; });
-  detail::check_slot_mapping(where, slot_mapping, rows.rows, cache);
+  detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
+                             rows.rows, cache);
   for (std::int64_t i = 0; i < rows.rows; ++i) {
     const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
     if (slot < 0) continue;

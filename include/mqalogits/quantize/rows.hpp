@@ -88,8 +88,9 @@ void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales) {
 
 // Quantises x [rows, 128] into caller-owned rows: row r's data at data + r * data_stride, its
 // scale bytes at scales + r * scale_stride (scales may be null only for fp8_per_token).
-template <class Format, quantize_input T>
-void quantize_rows_into(matrix_view<const T> x, std::uint8_t* data, std::uint8_t* scales,
+template <class Format, class T>
+requires quantize_input<std::remove_const_t<T>>
+void quantize_rows_into(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scales,
                         std::int64_t data_stride = Format::data_bytes,
                         std::int64_t scale_stride = Format::scale_bytes) {
   constexpr const char* where = "quantize_rows";
@@ -128,8 +129,9 @@ struct quantized_rows {
   }
 };
 
-template <class Format, quantize_input T>
-quantized_rows<Format> quantize_rows(matrix_view<const T> x) {
+template <class Format, class T>
+requires quantize_input<std::remove_const_t<T>> quantized_rows<Format> quantize_rows(
+    matrix_view<T> x) {
   quantized_rows<Format> out;
   out.rows = x.rows;
   out.data.resize(static_cast<std::size_t>(x.rows * Format::data_bytes));
@@ -139,13 +141,14 @@ quantized_rows<Format> quantize_rows(matrix_view<const T> x) {
 }
 
 // The same from a flat span of rows * 128 elements (row-major, packed).
-template <class Format, quantize_input T>
-quantized_rows<Format> quantize_rows(std::span<const T> x) {
+template <class Format, class T, std::size_t Extent>
+requires quantize_input<std::remove_const_t<T>> quantized_rows<Format> quantize_rows(
+    std::span<T, Extent> x) {
   detail::require(x.size() % head_dim == 0, "quantize_rows", [&](auto& m) {
     m << "x has " << x.size() << " elements, not a multiple of 128";
   });
   const auto rows = static_cast<std::int64_t>(x.size() / head_dim);
-  return quantize_rows<Format>(matrix_view<const T>(x.data(), rows, head_dim));
+  return quantize_rows<Format>(matrix_view<const std::remove_const_t<T>>(x.data(), rows, head_dim));
 }
 
 // Folds fp8_per_token Q scales into the weights, as upstream's engines do: a scale s > 0
