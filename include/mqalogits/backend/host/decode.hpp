@@ -59,11 +59,18 @@ inline void decode_mxfp8_avx512(const std::uint8_t* data, const std::uint8_t* sc
                                 _mm512_and_si512(_mm512_slli_epi16(x, 7), body));
     const __mmask32 is_nan = _mm256_cmpeq_epi8_mask(_mm256_and_si256(bytes, low7), low7);
     h = _mm512_mask_mov_epi16(h, is_nan, nan);
-    const __m512 s = _mm512_set1_ps(ue8m0_values[scales[b]]);
     const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
     const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
-    _mm512_storeu_ps(out + 32 * b, _mm512_mul_ps(_mm512_mul_ps(lo, restore), s));
-    _mm512_storeu_ps(out + 32 * b + 16, _mm512_mul_ps(_mm512_mul_ps(hi, restore), s));
+    const std::uint8_t e = scales[b];
+    if (e <= 246) {  // 2^8 * 2^(e - 127) is a normal float: one multiply, the same rounding
+      const __m512 s = _mm512_set1_ps(ue8m0_values[e + 8]);
+      _mm512_storeu_ps(out + 32 * b, _mm512_mul_ps(lo, s));
+      _mm512_storeu_ps(out + 32 * b + 16, _mm512_mul_ps(hi, s));
+    } else {
+      const __m512 s = _mm512_set1_ps(ue8m0_values[e]);
+      _mm512_storeu_ps(out + 32 * b, _mm512_mul_ps(_mm512_mul_ps(lo, restore), s));
+      _mm512_storeu_ps(out + 32 * b + 16, _mm512_mul_ps(_mm512_mul_ps(hi, restore), s));
+    }
   }
 }
 #endif

@@ -79,16 +79,35 @@ void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std:
   ws.row_end = r1;
 }
 
+// Paged and sparse keys sit wherever their pages are: fetch them this many keys ahead, so the
+// decode does not wait on memory (only keys inside the item's range: plan.key is safe there).
+inline constexpr std::int64_t prefetch_keys = 16;
+
+template <class Format, class Plan>
+inline void prefetch_key(const Plan& plan, std::int64_t g, std::int64_t k) {
+#if defined(__GNUC__) || defined(__clang__)
+  const key_ref key = plan.key(g, k);
+  if (!key.valid()) return;
+  for (int b = 0; b < Format::data_bytes; b += 64) __builtin_prefetch(key.data + b);
+  __builtin_prefetch(key.scale);
+#else
+  (void)plan, (void)g, (void)k;
+#endif
+}
+
 // Keys [k0, k0 + n) of group g into the workspace tile; masked keys decode as zeros.
 template <class I, class Format, class Plan>
 void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t n, workspace& ws) {
   constexpr int blocks = head_dim / scale_block;
   const auto rows = static_cast<std::size_t>(key_tile + max_group_keys);
   unsigned char* valid = ws.key_valid.reserve(rows);
+  for (std::int64_t i = 0; i < std::min(n, prefetch_keys); ++i)
+    prefetch_key<Format>(plan, g, k0 + i);
   if constexpr (int8_path<Format>) {
     std::uint8_t* k = ws.k_i8.reserve(rows * i8_key_bytes);
     float* ks = ws.k_scale.reserve(rows * blocks);
     for (std::int64_t i = 0; i < n; ++i) {
+      if (i + prefetch_keys < n) prefetch_key<Format>(plan, g, k0 + i + prefetch_keys);
       const key_ref key = plan.key(g, k0 + i);
       valid[i] = key.valid();
       if (key.valid()) {
@@ -101,6 +120,7 @@ void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t
   } else {
     float* k = ws.k_f32.reserve(rows * head_dim);
     for (std::int64_t i = 0; i < n; ++i) {
+      if (i + prefetch_keys < n) prefetch_key<Format>(plan, g, k0 + i + prefetch_keys);
       const key_ref key = plan.key(g, k0 + i);
       valid[i] = key.valid();
       if (key.valid())
