@@ -22,23 +22,25 @@ constexpr std::uint8_t encode_e4m3(float x) {
   const std::uint32_t a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return 0x7F;           // NaN
   if (a >= 0x43E00000u) return sign | 0x7Eu;  // |x| >= 448 (incl. inf): saturate
+  if (a >= 0x3C800000u) {                     // |x| >= 2^-6: a normal e4m3 value
+    // Round the 23-bit mantissa to 3 bits, to nearest even; a carry moves into the exponent.
+    const std::uint32_t r = (a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20;  // fp32 exponent | 3 bits
+    const std::uint32_t code = r - ((127u - 7u) << 3);                // rebias 127 -> 7
+    return static_cast<std::uint8_t>(sign | (code > 0x7Eu ? 0x7Eu : code));
+  }
+  // Subnormal e4m3 (quantum 2^-9): |x| = mant * 2^(exp - 23) -> q = round(|x| * 2^9) in [0, 8]
+  // (8 is the smallest normal, code 0x08).
   const int biased = static_cast<int>(a >> 23);
   if (biased == 0) return sign;  // fp32 subnormal: far below half of e4m3's 2^-9
-  const int exp = biased - 127;  // |x| = mant * 2^(exp - 23), mant in [2^23, 2^24)
+  const int exp = biased - 127;
   const std::uint64_t mant = (a & 0x7FFFFFu) | 0x800000u;
-  // Quantum of the target binade: 2^(exp - 3) for normals (exp >= -6), 2^-9 for subnormals.
-  const int quantum = (exp >= -6 ? exp : -6) - 3;
-  const int shift = quantum - exp + 23;  // >= 20
+  const int shift = 14 - exp;  // > 20
   if (shift >= 64) return sign;
   std::uint64_t q = mant >> shift;
   const std::uint64_t rest = mant & ((std::uint64_t{1} << shift) - 1);
   const std::uint64_t half = std::uint64_t{1} << (shift - 1);
   if (rest > half || (rest == half && (q & 1))) ++q;
-  // Normal: q in [8, 16] (16 carries into the next exponent); subnormal: q in [0, 8].
-  const std::uint32_t code =
-      exp >= -6 ? static_cast<std::uint32_t>(((exp + 7) << 3) + static_cast<int>(q) - 8)
-                : static_cast<std::uint32_t>(q);
-  return static_cast<std::uint8_t>(sign | (code > 0x7Eu ? 0x7Eu : code));
+  return static_cast<std::uint8_t>(sign | static_cast<std::uint32_t>(q));
 }
 
 // The e2m1 nibble nearest to x with ties toward zero (0.25 -> 0, 0.75 -> 0.5, 5 -> 4), |x| > 6
@@ -46,12 +48,16 @@ constexpr std::uint8_t encode_e4m3(float x) {
 // and NaN gives 0 (e2m1 has no NaN).
 constexpr std::uint8_t encode_e2m1(float x) {
   // Midpoints between consecutive magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}; strictly above one
-  // moves up a step, so a tie stays on the smaller magnitude.
-  constexpr float midpoints[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-  const float a = x < 0 ? -x : x;
-  std::uint8_t m = 0;
-  for (float mid : midpoints) m += a > mid ? 1 : 0;
-  return m == 0 ? 0 : static_cast<std::uint8_t>(m | (x < 0 ? 0x8 : 0));
+  // moves up a step, so a tie stays on the smaller magnitude. Non-negative floats order like
+  // their bit patterns, so integer compares do it without branches.
+  constexpr std::uint32_t midpoints[7] = {0x3E800000u, 0x3F400000u, 0x3FA00000u, 0x3FE00000u,
+                                          0x40200000u, 0x40600000u, 0x40A00000u};
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return 0;  // NaN
+  std::uint32_t m = 0;
+  for (std::uint32_t mid : midpoints) m += a > mid ? 1u : 0u;
+  return static_cast<std::uint8_t>(m == 0 ? 0u : m | ((u >> 28) & 0x8u));
 }
 
 // The UE8M0 exponent byte e of a block whose largest magnitude is amax, for codes up to

@@ -28,11 +28,12 @@ concept quantize_input = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
 
 namespace detail {
 
-// 2^(127 - e) for a UE8M0 byte e in [1, 254], applied as one or two exact power-of-two products
-// (2^-127 is below fp32's normal range; only values that encode to 0 anyway are rounded there).
-inline float unscale_ue8m0(float x, std::uint8_t e) {
-  if (e <= 253) return x * std::bit_cast<float>(static_cast<std::uint32_t>(254 - e) << 23);
-  return x * 0x1p-126f * 0.5f;
+// 2^(127 - e) for a UE8M0 byte e in [1, 254], the factor that maps a block onto the code range.
+// One factor per block, never a second product per element: a speculated 2^-126 * 0.5 path
+// produced subnormal intermediates that cost microcode assists on every element.
+inline float ue8m0_reciprocal(std::uint8_t e) {
+  return e <= 253 ? std::bit_cast<float>(static_cast<std::uint32_t>(254 - e) << 23)
+                  : 0x1p-127f;  // exact (an fp32 subnormal); only for |x| near fp32's maximum
 }
 
 template <class T>
@@ -66,8 +67,9 @@ void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales) {
       const int i0 = b * scale_block;
       const std::uint8_t e = ue8m0_for_amax(detail::absmax(x, i0, i0 + scale_block), max_code);
       scales[b] = e;
+      const float inv = detail::ue8m0_reciprocal(e);
       for (int i = i0; i < i0 + scale_block; ++i) {
-        const float v = detail::unscale_ue8m0(to_float(x[i]), e);
+        const float v = to_float(x[i]) * inv;
         if constexpr (fp8) {
           data[i] = encode_e4m3(v);
         } else {
