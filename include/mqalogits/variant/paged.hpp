@@ -12,6 +12,7 @@
 #include "../error.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
+#include "metadata_checks.hpp"
 #include "plan.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -83,6 +84,7 @@ inline paged_mqa_schedule get_paged_mqa_logits_metadata(
   require(context_lens.stride >= context_lens.cols, where, [&](auto& m) {
     m << "context_lens stride " << context_lens.stride << " < cols " << context_lens.cols;
   });
+  detail::check_index_matrix(where, "context_lens", context_lens);  // overflowing extents
   require(supported_page_kv(page_kv), where, [&](auto& m) {
     m << "page_kv = " << page_kv << " is not supported (32, 64, 128 or 256)";
   });

@@ -12,6 +12,7 @@
 #include "../error.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
+#include "metadata_checks.hpp"
 #include "plan.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -39,6 +40,7 @@ inline void check_sparse_indices(const char* where, matrix_view<const std::int32
   require(idx.stride >= idx.cols, where, [&](auto& m) {
     m << "sparse_kv_block_indices stride " << idx.stride << " < cols " << idx.cols;
   });
+  check_index_matrix(where, "sparse_kv_block_indices", idx);  // overflowing extents
   require(supported_sparse_block_kv(sparse_block_kv), where, [&](auto& m) {
     m << "sparse_block_kv = " << sparse_block_kv << " is not supported (8 or 16)";
   });
@@ -95,6 +97,8 @@ inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
   require(static_cast<std::int64_t>(ke.size()) == rows, where, [&](auto& m) {
     m << "ke has " << ke.size() << " entries, sparse_kv_block_indices has " << rows << " rows";
   });
+  detail::check_index_span(where, "ks", ks);
+  detail::check_index_span(where, "ke", ke);
   require(num_kv_tokens > 0, where,
           [&](auto& m) { m << "num_kv_tokens = " << num_kv_tokens << " must be > 0"; });
   sparse_mqa_metadata meta;
