@@ -46,12 +46,14 @@ void check_rows(const char* where, const char* name, const rows_view<Format>& v,
   require(v.scale_stride >= Format::scale_bytes, where, [&](auto& m) {
     m << name << " scale stride " << v.scale_stride << " < row size " << Format::scale_bytes;
   });
-  require(extent_fits(v.rows, v.data_stride, Format::data_bytes) &&
-              extent_fits(v.rows, v.scale_stride, Format::scale_bytes),
-          where, [&](auto& m) {
-            m << name << " byte extent overflows: " << v.rows << " rows x stride "
-              << v.data_stride;
-          });
+  // One check per stride, so the message names the stride that overflows.
+  require(extent_fits(v.rows, v.data_stride, Format::data_bytes), where, [&](auto& m) {
+    m << name << " data byte extent overflows: " << v.rows << " rows x stride " << v.data_stride;
+  });
+  require(extent_fits(v.rows, v.scale_stride, Format::scale_bytes), where, [&](auto& m) {
+    m << name << " scale byte extent overflows: " << v.rows << " rows x stride "
+      << v.scale_stride;
+  });
 }
 
 template <class T>
