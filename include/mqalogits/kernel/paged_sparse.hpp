@@ -24,6 +24,10 @@ void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
                                      matrix_view<O> out, const options& opt = {}) {
   constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
   const matrix_view<const std::remove_const_t<WT>> w = weights;
+  // First, so a default-constructed metadata is named as such, not as a shape mismatch.
+  detail::require(metadata.capacity() > 0, where, [](auto& m) {
+    m << "metadata was not made by get_paged_sparse_mqa_logits_metadata";
+  });
   detail::check_cache(where, cache);
   detail::check_q_weights_out(where, q, w, out, metadata.num_rows(), metadata.num_cols());
   metadata.ensure_snapshot(where, cache);
