@@ -67,9 +67,10 @@ void check_matrix(const char* where, const char* name, const matrix_view<T>& v,
           [&](auto& m) { m << name << " is null with shape [" << v.rows << ", " << v.cols << "]"; });
   require(v.stride >= v.cols, where,
           [&](auto& m) { m << name << " stride " << v.stride << " < cols " << v.cols; });
-  require(extent_fits(v.rows, v.stride * static_cast<std::int64_t>(sizeof(T)),
-                      v.cols * static_cast<std::int64_t>(sizeof(T))) &&
-              v.stride <= std::numeric_limits<std::int64_t>::max() / 8,
+  // The stride bound first: it keeps stride * sizeof(T) (and cols * sizeof(T)) from overflowing.
+  require(v.stride <= std::numeric_limits<std::int64_t>::max() / 8 &&
+              extent_fits(v.rows, v.stride * static_cast<std::int64_t>(sizeof(T)),
+                          v.cols * static_cast<std::int64_t>(sizeof(T))),
           where, [&](auto& m) {
             m << name << " byte extent overflows: " << v.rows << " rows x stride " << v.stride;
           });

@@ -27,7 +27,8 @@ struct matrix_view {
   constexpr matrix_view(const matrix_view<U>& o)
       : data(o.data), rows(o.rows), cols(o.cols), stride(o.stride) {}
 
-  T* row(std::int64_t r) const { return data + r * stride; }
+  // A view with no columns may be null; offsetting a null pointer is undefined, so don't.
+  T* row(std::int64_t r) const { return data ? data + r * stride : data; }
   T& operator()(std::int64_t r, std::int64_t c) const { return data[r * stride + c]; }
   std::span<T> row_span(std::int64_t r) const {
     return {row(r), static_cast<std::size_t>(cols)};
