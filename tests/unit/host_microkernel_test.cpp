@@ -183,7 +183,7 @@ void check_paged_and_sparse() {
 struct toy_int8 {
   using data_type = std::int8_t;
   using scale_type = float;
-  static constexpr const char* name = "toy int8";
+  [[maybe_unused]] static constexpr const char* name = "toy int8";
   static constexpr int data_bytes = 128;
   static constexpr int scale_bytes = 4;
   static void decode_row(const std::uint8_t* data, const std::uint8_t* scales, float* out) {

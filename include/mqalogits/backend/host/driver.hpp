@@ -79,54 +79,53 @@ void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std:
   ws.row_end = r1;
 }
 
-// Paged and sparse keys sit wherever their pages are: fetch them this many keys ahead, so the
-// decode does not wait on memory (only keys inside the item's range: plan.key is safe there).
+// Keys [k0, k0 + n) of group g into the workspace tile; masked keys decode as zeros. The key
+// addresses are looked up first (plan.key once per key; paged keys sit wherever their pages
+// are), then each key is decoded while the one `prefetch_keys` ahead is fetched, so the decode
+// does not wait on memory.
 inline constexpr std::int64_t prefetch_keys = 16;
 
-template <class Format, class Plan>
-inline void prefetch_key(const Plan& plan, std::int64_t g, std::int64_t k) {
+template <class Format>
+inline void prefetch_key(const key_ref& key) {
 #if defined(__GNUC__) || defined(__clang__)
-  const key_ref key = plan.key(g, k);
   if (!key.valid()) return;
   for (int b = 0; b < Format::data_bytes; b += 64) __builtin_prefetch(key.data + b);
   __builtin_prefetch(key.scale);
 #else
-  (void)plan, (void)g, (void)k;
+  (void)key;
 #endif
 }
 
-// Keys [k0, k0 + n) of group g into the workspace tile; masked keys decode as zeros.
 template <class I, class Format, class Plan>
 void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t n, workspace& ws) {
   constexpr int blocks = head_dim / scale_block;
   const auto rows = static_cast<std::size_t>(key_tile + max_group_keys);
   unsigned char* valid = ws.key_valid.reserve(rows);
-  for (std::int64_t i = 0; i < std::min(n, prefetch_keys); ++i)
-    prefetch_key<Format>(plan, g, k0 + i);
-  if constexpr (int8_path<Format>) {
-    std::uint8_t* k = ws.k_i8.reserve(rows * i8_key_bytes);
-    float* ks = ws.k_scale.reserve(rows * blocks);
-    for (std::int64_t i = 0; i < n; ++i) {
-      if (i + prefetch_keys < n) prefetch_key<Format>(plan, g, k0 + i + prefetch_keys);
-      const key_ref key = plan.key(g, k0 + i);
-      valid[i] = key.valid();
+  key_ref* refs = ws.refs.reserve(rows);
+  for (std::int64_t i = 0; i < n; ++i) refs[i] = plan.key(g, k0 + i);
+  for (std::int64_t i = 0; i < std::min(n, prefetch_keys); ++i) prefetch_key<Format>(refs[i]);
+  std::uint8_t* const k_i8 = int8_path<Format> ? ws.k_i8.reserve(rows * i8_key_bytes) : nullptr;
+  float* const k_scale = int8_path<Format> ? ws.k_scale.reserve(rows * blocks) : nullptr;
+  float* const k_f32 = int8_path<Format> ? nullptr : ws.k_f32.reserve(rows * head_dim);
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (i + prefetch_keys < n) prefetch_key<Format>(refs[i + prefetch_keys]);
+    const key_ref key = refs[i];
+    valid[i] = key.valid();
+    if constexpr (int8_path<Format>) {
+      std::uint8_t* k = k_i8 + i * i8_key_bytes;
+      float* ks = k_scale + i * blocks;
       if (key.valid()) {
-        decode_key_i8<I>(key.data, key.scale, k + i * i8_key_bytes, ks + i * blocks);
+        decode_key_i8<I>(key.data, key.scale, k, ks);
       } else {
-        std::fill(k + i * i8_key_bytes, k + (i + 1) * i8_key_bytes, std::uint8_t{12});
-        std::fill(ks + i * blocks, ks + (i + 1) * blocks, 0.0f);
+        std::fill(k, k + i8_key_bytes, std::uint8_t{12});
+        std::fill(ks, ks + blocks, 0.0f);
       }
-    }
-  } else {
-    float* k = ws.k_f32.reserve(rows * head_dim);
-    for (std::int64_t i = 0; i < n; ++i) {
-      if (i + prefetch_keys < n) prefetch_key<Format>(plan, g, k0 + i + prefetch_keys);
-      const key_ref key = plan.key(g, k0 + i);
-      valid[i] = key.valid();
+    } else {
+      float* k = k_f32 + i * head_dim;
       if (key.valid())
-        decode_key_f32<I, Format>(key.data, key.scale, k + i * head_dim);
+        decode_key_f32<I, Format>(key.data, key.scale, k);
       else
-        std::fill(k + i * head_dim, k + (i + 1) * head_dim, 0.0f);
+        std::fill(k, k + head_dim, 0.0f);
     }
   }
 }

@@ -10,6 +10,7 @@
 #include <new>
 
 #include "../../config.hpp"
+#include "../../variant/plan.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
@@ -56,6 +57,7 @@ struct workspace {
   aligned_buffer<float> k_f32, k_scale;
   aligned_buffer<std::uint8_t> k_i8;
   aligned_buffer<unsigned char> key_valid;
+  aligned_buffer<key_ref> refs;
   aligned_buffer<float> scores;
 };
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Turns mqalogits_bench JSON output (--benchmark_out=FILE --benchmark_out_format=json, with
+--benchmark_repetitions=N) into the markdown tables of bench/RESULTS.md.
+
+Per kernel row: median wall-clock time and FLOP/s, the same per CPU-second (robust to a shared
+machine time-slicing the process), the fraction of the measured peak of the instruction the
+path uses (same thread count, same measure), the speed-up over the Eigen baseline (same shape,
+format and threads) and the 1 -> N thread scaling.
+
+usage: make_results.py results.json
+"""
+import json
+import re
+import statistics
+import sys
+from collections import defaultdict
+
+PEAK_OF = {"MXFP8": "vfmadd231ps_zmm", "MXFP4": "vpdpbusd_zmm"}
+
+
+def load(path):
+    runs = defaultdict(list)
+    for b in json.load(open(path))["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        name = b["run_name"].replace("/real_time", "")
+        wall = b["real_time"]
+        cpu = b["cpu_time"]
+        flops = b.get("FLOP/s", 0.0)
+        runs[name].append({
+            "ms": wall if b["time_unit"] == "ms" else wall / 1e6,
+            "flops": flops,
+            "cpu_flops": flops * wall / cpu if cpu > 0 else 0.0,
+            "bytes": b.get("bytes/s", 0.0),
+        })
+    out = {}
+    for name, rs in runs.items():
+        out[name] = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+        out[name]["n"] = len(rs)
+    return out
+
+
+def main():
+    res = load(sys.argv[1])
+    peaks = {}
+    for name, r in res.items():
+        m = re.match(r"peak/([^/]+)/threads:(\d+)", name)
+        if m:
+            peaks[(m.group(1), int(m.group(2)))] = r
+    print("### Peak of each instruction (16 independent chains)\n")
+    print("| instruction | threads | GFLOP/s wall | GFLOP/s per CPU-s |")
+    print("|---|---:|---:|---:|")
+    for (ins, t), r in sorted(peaks.items()):
+        print(f"| `{ins}` | {t} | {r['flops'] / 1e9:.1f} | {r['cpu_flops'] / 1e9:.1f} |")
+
+    print("\n### Kernels\n")
+    print("| kernel | format | threads | ms | GFLOP/s wall | GB/s | GFLOP/s per CPU-s "
+          "| % of peak (wall / CPU) | x Eigen (wall / CPU) | 1->N threads (wall) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, r in res.items():
+        m = re.match(r"mqalogits/([^/]+)/([^/]+)/threads:(\d+)", name)
+        if not m:
+            continue
+        shape, fmt, t = m.group(1), m.group(2), int(m.group(3))
+        peak = peaks.get((PEAK_OF[fmt], t))
+        frac = (f"{100 * r['flops'] / peak['flops']:.0f}% / "
+                f"{100 * r['cpu_flops'] / peak['cpu_flops']:.0f}%") if peak else "-"
+        eig = res.get(f"eigen/{shape}/{fmt}/threads:{t}")
+        vs = (f"{r['flops'] / eig['flops']:.1f}x / {r['cpu_flops'] / eig['cpu_flops']:.1f}x"
+              if eig else "-")
+        scale = "-"
+        if t > 1:
+            one = res.get(f"mqalogits/{shape}/{fmt}/threads:1")
+            if one:
+                scale = f"{r['flops'] / one['flops']:.2f}x"
+        print(f"| {shape} | {fmt} | {t} | {r['ms']:.1f} | {r['flops'] / 1e9:.1f} | "
+              f"{r['bytes'] / 1e9:.2f} | {r['cpu_flops'] / 1e9:.1f} | {frac} | {vs} | {scale} |")
+
+    print("\n### Baselines\n")
+    print("| benchmark | threads | ms | GFLOP/s wall | GFLOP/s per CPU-s |")
+    print("|---|---:|---:|---:|---:|")
+    for name, r in res.items():
+        m = re.match(r"(eigen|reference)/(.+)/threads:(\d+)", name)
+        if m:
+            print(f"| {m.group(1)}/{m.group(2)} | {m.group(3)} | {r['ms']:.1f} | "
+                  f"{r['flops'] / 1e9:.2f} | {r['cpu_flops'] / 1e9:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
