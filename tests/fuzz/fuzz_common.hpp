@@ -1,0 +1,354 @@
+// What the four fuzz targets share: a reader that turns the fuzz input into a case, exact-size
+// buffers (so ASan flags the first byte read or written past a view), an output buffer with a
+// sentinel, the value generators and the two oracles (valid: equal to ref:: within SPEC §6 and
+// nothing outside the columns written; invalid: mqalogits::error and the output bit-for-bit
+// unchanged). A finding prints what it saw and aborts, which libFuzzer records as a crash.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <mqalogits/mqalogits.hpp>
+
+#include "reference/reference.hpp"
+#include "support/accuracy.hpp"
+
+namespace fuzz {
+
+namespace ml = mqalogits;
+using i32 = std::int32_t;
+using i64 = std::int64_t;
+
+[[noreturn]] inline void finding(const std::string& what) {
+  std::fprintf(stderr, "FUZZ FINDING: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+// Reads the input's front part front to back (past its end every read is 0, so every input is
+// a case); its last third (up to 512 bytes) is kept for the content bytes.
+class input {
+ public:
+  input(const std::uint8_t* data, std::size_t size)
+      : p_(data), n_(size - std::min<std::size_t>(size / 3, 512)), tail_n_(size - n_) {}
+
+  std::uint8_t byte() { return i_ < n_ ? p_[i_++] : 0; }
+  std::uint32_t u32() {
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v = v << 8 | byte();
+    return v;
+  }
+  // In [lo, hi]; hi - lo < 2^32.
+  i64 range(i64 lo, i64 hi) {
+    const auto span = static_cast<std::uint64_t>(hi - lo) + 1;
+    const std::uint64_t raw = span <= 256 ? byte() : u32();
+    return lo + static_cast<i64>(raw % span);
+  }
+  // True with probability about 1 / one_in.
+  bool one_in(int n) { return byte() % n == 0; }
+  template <class T, std::size_t N>
+  T pick(const T (&options)[N]) {
+    return options[range(0, N - 1)];
+  }
+  // A 32-bit value that is usually in [lo, hi] and sometimes an edge of the int32 range.
+  i32 int_near(i64 lo, i64 hi) {
+    switch (byte() % 16) {
+      case 0:
+        return std::numeric_limits<i32>::max();
+      case 1:
+        return std::numeric_limits<i32>::min();
+      case 2:
+        return static_cast<i32>(u32());
+      default:
+        return static_cast<i32>(range(lo, hi));
+    }
+  }
+  // The tail kept for content bytes.
+  const std::uint8_t* tail() const { return p_ + n_; }
+  std::size_t tail_size() const { return tail_n_; }
+  std::uint64_t seed() {
+    std::uint64_t s = u32();
+    return s << 32 | u32();
+  }
+
+ private:
+  const std::uint8_t* p_;
+  std::size_t n_;
+  std::size_t tail_n_;
+  std::size_t i_ = 0;
+};
+
+// Content bytes: the input's tail first, then a splitmix64 stream seeded from the input.
+class content {
+ public:
+  explicit content(input& in) : state_(in.seed()), lead_(in.tail()), lead_n_(in.tail_size()) {
+    nan_codes_ = in.one_in(4);
+    nan_scales_ = in.one_in(6);
+    nan_weights_ = in.one_in(8);
+  }
+  std::uint8_t raw() {
+    if (lead_n_) {
+      --lead_n_;
+      return *lead_++;
+    }
+    state_ += 0x9E3779B97F4A7C15ull;
+    std::uint64_t z = state_;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return static_cast<std::uint8_t>(z ^ (z >> 31));
+  }
+  // A data byte: any code, NaN codes only in cases that allow them (e2m1 has none).
+  template <class Format>
+  std::uint8_t data() {
+    const std::uint8_t b = raw();
+    if (std::is_same_v<Format, ml::mxfp8> && !nan_codes_ && (b & 0x7F) == 0x7F) return b ^ 1;
+    return b;
+  }
+  // A UE8M0 scale in 2^-10..2^10 so no fp32 sum over- or underflows (SPEC §6 holds for values
+  // fp32 represents), 255 (NaN) in cases that allow it.
+  std::uint8_t scale() {
+    const std::uint8_t b = raw();
+    if (nan_scales_ && b >= 252) return 255;
+    return static_cast<std::uint8_t>(117 + b % 21);
+  }
+  // A bf16-exact weight, |w| in 2^-8..2^8 or 0; NaN in cases that allow it.
+  float weight() {
+    const std::uint8_t a = raw(), b = raw();
+    if (nan_weights_ && a == 0xFF) return std::numeric_limits<float>::quiet_NaN();
+    if (a % 32 == 0) return 0.0f;
+    const int exponent = 127 + (b % 17) - 8;
+    const std::uint32_t bits = (a & 0x80u) << 24 | static_cast<std::uint32_t>(exponent) << 23 |
+                               static_cast<std::uint32_t>(a & 0x7F) << 16;
+    return std::bit_cast<float>(bits);
+  }
+
+ private:
+  std::uint64_t state_;
+  const std::uint8_t* lead_;
+  std::size_t lead_n_;
+  bool nan_codes_ = false, nan_scales_ = false, nan_weights_ = false;
+};
+
+// An exact-size heap buffer: ASan's redzones sit right before and after it.
+template <class T>
+struct guarded {
+  std::unique_ptr<T[]> p;
+  i64 n = 0;
+  explicit guarded(i64 count)
+      : p(count > 0 ? new T[static_cast<std::size_t>(count)]() : nullptr), n(count) {}
+  T* data() const { return p.get(); }
+  T& operator[](i64 i) const { return p[static_cast<std::size_t>(i)]; }
+};
+
+// Elements a [rows, cols] matrix with `stride` spans: the last row ends at its last column.
+inline i64 matrix_extent(i64 rows, i64 cols, i64 stride) {
+  return rows > 0 && cols > 0 ? (rows - 1) * stride + cols : 0;
+}
+
+// Quantised rows in exact-size buffers with the given strides (padding bytes are content too).
+template <class Format>
+struct rows_buf {
+  i64 rows, data_stride, scale_stride;
+  guarded<std::uint8_t> data, scales;
+  rows_buf(content& c, i64 n, i64 ds = Format::data_bytes, i64 ss = Format::scale_bytes)
+      : rows(n),
+        data_stride(ds),
+        scale_stride(ss),
+        data(n > 0 ? (n - 1) * ds + Format::data_bytes : 0),
+        scales(n > 0 ? (n - 1) * ss + Format::scale_bytes : 0) {
+    for (i64 i = 0; i < data.n; ++i) data[i] = c.data<Format>();
+    for (i64 i = 0; i < scales.n; ++i) scales[i] = c.scale();
+  }
+  ml::rows_view<Format> view() const {
+    ml::rows_view<Format> v;
+    v.data = data.data();
+    v.scales = scales.data();
+    v.rows = rows;
+    v.data_stride = data_stride;
+    v.scale_stride = scale_stride;
+    return v;
+  }
+};
+
+// Weights [rows, H] with a row stride, exact size.
+template <class W>
+struct weights_buf {
+  i64 rows, cols, stride;
+  guarded<W> data;
+  weights_buf(content& c, i64 r, i64 h, i64 s)
+      : rows(r), cols(h), stride(s), data(matrix_extent(r, h, s)) {
+    for (i64 i = 0; i < data.n; ++i) {
+      const float f = c.weight();
+      if constexpr (std::is_same_v<W, ml::bf16>)
+        data[i] =
+            ml::bf16::from_bits(static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(f) >> 16));
+      else
+        data[i] = f;
+    }
+  }
+  ml::matrix_view<const W> view() const { return {data.data(), rows, cols, stride}; }
+};
+
+// An int32 matrix (block table, sparse indices, context lengths), exact size.
+struct ints_buf {
+  i64 rows, cols, stride;
+  guarded<i32> data;
+  ints_buf(i64 r, i64 c, i64 s) : rows(r), cols(c), stride(s), data(matrix_extent(r, c, s)) {}
+  i32& operator()(i64 r, i64 c) const { return data[r * stride + c]; }
+  ml::matrix_view<const i32> view() const { return {data.data(), rows, cols, stride}; }
+};
+
+// A paged cache [num_pages, page_stride] bytes, the last page cut right after its scales.
+template <class Format>
+struct cache_buf {
+  static constexpr i64 token_bytes = Format::data_bytes + Format::scale_bytes;
+  i64 num_pages, page_stride;
+  i32 page_kv;
+  guarded<std::uint8_t> bytes;
+  cache_buf(content& c, i64 pages, i32 kv, i64 stride)
+      : num_pages(pages),
+        page_stride(stride),
+        page_kv(kv),
+        bytes(pages > 0 ? (pages - 1) * stride + i64{kv} * token_bytes : 0) {
+    for (i64 p = 0; p < num_pages; ++p)
+      for (i64 i = 0; i < page_stride && p * page_stride + i < bytes.n; ++i)
+        bytes[p * page_stride + i] =
+            i < i64{page_kv} * Format::data_bytes ? c.data<Format>() : c.scale();
+  }
+  ml::paged_cache_view<Format> view() const {
+    ml::paged_cache_view<Format> v;
+    v.base = bytes.data();
+    v.num_pages = num_pages;
+    v.page_kv = page_kv;
+    v.page_stride = page_stride;
+    return v;
+  }
+};
+
+// The output: exact size, every element (stride padding included) a sentinel NaN pattern.
+template <class O>
+struct out_buf {
+  i64 rows, cols, stride;
+  guarded<O> data;
+  out_buf(i64 r, i64 c, i64 s) : rows(r), cols(c), stride(s), data(matrix_extent(r, c, s)) {
+    for (i64 i = 0; i < data.n; ++i) std::memcpy(&data[i], &sentinel_bits, sizeof(O));
+  }
+  ml::matrix_view<O> view() const { return {data.data(), rows, cols, stride}; }
+  static constexpr std::uint32_t sentinel_bits = 0x7FA5A5A5u;  // a NaN in fp32 and in bf16
+  bool untouched(i64 i) const { return std::memcmp(&data[i], &sentinel_bits, sizeof(O)) == 0; }
+  bool all_untouched() const {
+    for (i64 i = 0; i < data.n; ++i)
+      if (!untouched(i)) return false;
+    return true;
+  }
+};
+
+inline std::string format_name(const char* format, bool bf16_w, bool bf16_o) {
+  return std::string(format) + (bf16_w ? " bf16 weights" : " fp32 weights") +
+         (bf16_o ? ", bf16 logits" : ", fp32 logits");
+}
+
+// Runs `call`; returns the error message, or "" when the call returned.
+template <class Fn>
+std::string outcome(Fn&& call, const std::string& context) {
+  try {
+    call();
+    return {};
+  } catch (const ml::error& e) {
+    const std::string what = e.what();
+    if (what.empty()) finding(context + ": empty error message");
+    return what;
+  } catch (const std::exception& e) {
+    finding(context + ": threw a non-mqalogits exception: " + e.what());
+  } catch (...) {
+    finding(context + ": threw a non-exception");
+  }
+}
+
+// Invalid input: an error naming the function, and the output bit-for-bit unchanged.
+template <class O, class Fn>
+void expect_rejected(const out_buf<O>& out, const std::string& context, const char* where,
+                     Fn&& call) {
+  const std::string err = outcome(call, context);
+  if (err.empty()) finding(context + ": invalid input was accepted");
+  if (err.rfind(where, 0) != 0) finding(context + ": error does not name " + where + ": " + err);
+  if (!out.all_untouched()) finding(context + ": rejected call wrote the output (" + err + ")");
+}
+
+// Valid input: no error, every column equal to the reference within SPEC §6 (invalid columns
+// -inf when clean_logits, otherwise unspecified), stride padding untouched.
+template <class O>
+void expect_matches(const out_buf<O>& out, const ref::result& exact, bool clean,
+                    const std::string& context) {
+  if (exact.rows != out.rows || exact.cols != out.cols)
+    finding(context + ": reference shape differs from the output shape");
+  for (i64 r = 0; r < out.rows; ++r) {
+    for (i64 c = 0; c < out.cols; ++c) {
+      const i64 i = r * out.stride + c;
+      const double want = exact.at(r, c);
+      const bool masked = std::isinf(want) && want < 0;
+      if (masked && !clean) continue;
+      const double got = ml::to_float(out.data[i]);
+      if (!masked && out.untouched(i))
+        finding(context + ": valid column [" + std::to_string(r) + "][" + std::to_string(c) +
+                "] was never written");
+      if (!accuracy::within(got, want, exact.mag(r, c)))
+        finding(context + ": [" + std::to_string(r) + "][" + std::to_string(c) + "] got " +
+                std::to_string(got) + ", expected " + std::to_string(want) +
+                " (M = " + std::to_string(exact.mag(r, c)) + ")");
+    }
+    for (i64 c = out.cols; out.data.n > 0 && c < out.stride && r + 1 < out.rows; ++c)
+      if (!out.untouched(r * out.stride + c))
+        finding(context + ": stride padding [" + std::to_string(r) + "][" + std::to_string(c) +
+                "] was written");
+  }
+}
+
+template <class O>
+void expect_ok(const out_buf<O>& out, const std::string& context, const std::string& err) {
+  if (!err.empty()) finding(context + ": valid input was rejected: " + err);
+  (void)out;
+}
+
+// Executors the targets pick from: serial (default), and a small pool for the threaded driver.
+inline ml::thread_pool& shared_pool() {
+  static ml::thread_pool pool(3);
+  return pool;
+}
+inline ml::options pick_options(input& in) {
+  ml::options opt;
+  const std::uint8_t b = in.byte();
+  if (b & 1) opt.executor = shared_pool();
+  opt.clean_logits = (b & 6) != 0;  // 3 in 4 clean
+  return opt;
+}
+
+// A defect enumerator (0 = none): none for about 5 in 8 inputs, else one of the others.
+template <class Defect>
+Defect pick_defect(input& in) {
+  const std::uint8_t b = in.byte();
+  constexpr int n = static_cast<int>(Defect::count);
+  return b < 160 ? Defect{} : static_cast<Defect>(1 + (b - 160) % (n - 1));
+}
+
+// A stride: the minimum, usually, or a little more (padding the kernel must skip).
+inline i64 pick_stride(input& in, i64 minimum, i64 max_pad) {
+  return in.one_in(3) ? minimum + in.range(1, max_pad) : minimum;
+}
+
+// The huge byte stride a rejected view claims: with 2+ rows its extent overflows int64.
+inline constexpr i64 overflowing_stride = std::numeric_limits<i64>::max() / 2 + 1;
+
+}  // namespace fuzz
