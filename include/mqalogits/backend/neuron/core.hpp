@@ -446,6 +446,7 @@ class core {
               (!has_scales || (scales.type() == dtype::u8 && scales.np == out.np &&
                                scales.nc >= Format::scale_bytes)),
           "dequantise reads [P, data_bytes] and [P, scale_bytes] u8 into [P, 128]");
+    check_partition_start(out);
     std::uint8_t bytes[Format::data_bytes], exps[Format::scale_bytes];
     float row[head_dim];
     for (std::int64_t p = 0; p < out.np; ++p) {
@@ -465,6 +466,7 @@ class core {
   void unpack_codes(const window& out, const window& data) {
     check(data.type() == dtype::u8 && data.np == out.np && out.nc == head_dim,
           "unpack_codes reads [P, data_bytes] u8 into [P, 128]");
+    check_partition_start(out);
     std::uint8_t bytes[Format::data_bytes];
     for (std::int64_t p = 0; p < out.np; ++p) {
       for (int i = 0; i < Format::data_bytes; ++i)
