@@ -185,7 +185,9 @@ void add(const std::string& name, Fn fn, bool all_thread_counts = true) {
   auto* b = benchmark::RegisterBenchmark(name.c_str(), fn);
   b->Arg(1);
   if (all_thread_counts && all_threads > 1) b->Arg(all_threads);
-  b->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
+  // Wall-clock time per call; CPU time of the whole process (all pool threads), so FLOP per
+  // CPU-second shows parallel efficiency even when other processes share the cores.
+  b->ArgName("threads")->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
 }
 
 template <class F>

@@ -2,10 +2,11 @@
 """Turns mqalogits_bench JSON output (--benchmark_out=FILE --benchmark_out_format=json, with
 --benchmark_repetitions=N) into the markdown tables of bench/RESULTS.md.
 
-Per kernel row: median wall-clock time and FLOP/s, the same per CPU-second (robust to a shared
-machine time-slicing the process), the fraction of the measured peak of the instruction the
-path uses (same thread count, same measure), the speed-up over the Eigen baseline (same shape,
-format and threads) and the 1 -> N thread scaling.
+Per kernel row: median wall-clock time and FLOP/s, the same per CPU-second of the whole process
+(robust to a shared machine time-slicing it), the fraction of the measured peak of the
+instruction the path uses (wall: the peak at the same thread count; CPU: one core's peak), the
+speed-up over the Eigen baseline (same shape, format and threads) and the 1 -> N thread scaling
+(wall-clock, and N x the parallel efficiency in FLOP per CPU-second).
 
 usage: make_results.py results.json
 """
@@ -23,7 +24,7 @@ def load(path):
     for b in json.load(open(path))["benchmarks"]:
         if b.get("run_type") != "iteration":
             continue
-        name = b["run_name"].replace("/real_time", "")
+        name = b["run_name"].replace("/process_time", "").replace("/real_time", "")
         wall = b["real_time"]
         cpu = b["cpu_time"]
         flops = b.get("FLOP/s", 0.0)
@@ -55,7 +56,7 @@ def main():
 
     print("\n### Kernels\n")
     print("| kernel | format | threads | ms | GFLOP/s wall | GB/s | GFLOP/s per CPU-s "
-          "| % of peak (wall / CPU) | x Eigen (wall / CPU) | 1->N threads (wall) |")
+          "| % of peak (wall / CPU) | x Eigen (wall / CPU) | 1->N threads (wall / CPU) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in res.items():
         m = re.match(r"mqalogits/([^/]+)/([^/]+)/threads:(\d+)", name)
@@ -63,16 +64,18 @@ def main():
             continue
         shape, fmt, t = m.group(1), m.group(2), int(m.group(3))
         peak = peaks.get((PEAK_OF[fmt], t))
+        peak1 = peaks.get((PEAK_OF[fmt], 1))  # per CPU-second, one core's peak is the bound
         frac = (f"{100 * r['flops'] / peak['flops']:.0f}% / "
-                f"{100 * r['cpu_flops'] / peak['cpu_flops']:.0f}%") if peak else "-"
+                f"{100 * r['cpu_flops'] / peak1['cpu_flops']:.0f}%") if peak and peak1 else "-"
         eig = res.get(f"eigen/{shape}/{fmt}/threads:{t}")
         vs = (f"{r['flops'] / eig['flops']:.1f}x / {r['cpu_flops'] / eig['cpu_flops']:.1f}x"
               if eig else "-")
         scale = "-"
         if t > 1:
             one = res.get(f"mqalogits/{shape}/{fmt}/threads:1")
-            if one:
-                scale = f"{r['flops'] / one['flops']:.2f}x"
+            if one:  # wall-clock, and t x the parallel efficiency in FLOP per CPU-second
+                scale = (f"{r['flops'] / one['flops']:.2f}x / "
+                         f"{t * r['cpu_flops'] / one['cpu_flops']:.2f}x")
         print(f"| {shape} | {fmt} | {t} | {r['ms']:.1f} | {r['flops'] / 1e9:.1f} | "
               f"{r['bytes'] / 1e9:.2f} | {r['cpu_flops'] / 1e9:.1f} | {frac} | {vs} | {scale} |")
 
