@@ -31,8 +31,7 @@ inline void check_index_matrix(const char* where, const char* name,
   });
 }
 
-inline void check_index_span(const char* where, const char* name,
-                             std::span<const std::int32_t> s) {
+inline void check_index_span(const char* where, const char* name, std::span<const std::int32_t> s) {
   require(s.empty() || s.data(), where,
           [&](auto& msg) { msg << name << " is null with " << s.size() << " entries"; });
 }
