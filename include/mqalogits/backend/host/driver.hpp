@@ -83,14 +83,15 @@ void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std:
 // addresses are looked up first (plan.key once per key; paged keys sit wherever their pages
 // are), then each key is decoded while the one `prefetch_keys` ahead is fetched, so the decode
 // does not wait on memory.
-inline constexpr std::int64_t prefetch_keys = 16;
+inline constexpr std::int64_t prefetch_keys = 32;
 
 template <class Format>
 inline void prefetch_key(const key_ref& key) {
 #if defined(__GNUC__) || defined(__clang__)
   if (!key.valid()) return;
-  for (int b = 0; b < Format::data_bytes; b += 64) __builtin_prefetch(key.data + b);
-  __builtin_prefetch(key.scale);
+  // Into L2 (prefetcht1): L1 stays for the query row and the tile being written.
+  for (int b = 0; b < Format::data_bytes; b += 64) __builtin_prefetch(key.data + b, 0, 2);
+  __builtin_prefetch(key.scale, 0, 2);
 #else
   (void)key;
 #endif
