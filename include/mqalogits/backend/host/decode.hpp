@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "../../config.hpp"
@@ -95,26 +96,58 @@ inline void decode_key_f32(const std::uint8_t* data, const std::uint8_t* scales,
 inline constexpr std::uint8_t e2m1_doubled_plus12[16] = {12, 13, 14, 15, 16, 18, 20, 24,
                                                          12, 11, 10, 9,  8,  6,  4,  0};
 
+#if defined(MQALOGITS_HOST_AVX512)
+// One packed e2m1 row (64 bytes) into 128 doubled values in the stored block order: nibbles
+// through a 16-entry table (vpshufb), then block b's low and high nibbles side by side.
+inline void e2m1_row_avx512(const std::uint8_t* packed, const std::uint8_t (&table)[16],
+                            std::uint8_t* out) {
+  const __m512i x = _mm512_loadu_si512(packed);
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i t =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+  const __m512i lo = _mm512_shuffle_epi8(t, _mm512_and_si512(x, nib));
+  const __m512i hi = _mm512_shuffle_epi8(t, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
+  // 128-bit lanes: block b's low nibbles are lane b of lo, its high nibbles lane b of hi.
+  const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  _mm512_storeu_si512(out, _mm512_permutex2var_epi64(lo, first, hi));
+  _mm512_storeu_si512(out + 64, _mm512_permutex2var_epi64(lo, second, hi));
+}
+#endif
+
+inline constexpr std::uint8_t e2m1_doubled[16] = {0, 1,   2,   3,   4,   6,   8,   12,
+                                                  0, 255, 254, 253, 252, 250, 248, 244};
+
 // Query rows (one query token) into a q_i8_row's arrays: data [32][hp] words, bias [4][hp],
 // scale [4][hp].
-inline void decode_q_i8(const rows_view<mxfp4>& q, std::int64_t first_row, int heads, int hp,
-                        std::int32_t* data, std::int32_t* bias, float* scale) {
+template <class I>
+void decode_q_i8(const rows_view<mxfp4>& q, std::int64_t first_row, int heads, int hp,
+                 std::int32_t* data, std::int32_t* bias, float* scale) {
   constexpr int blocks = head_dim / scale_block;
-  auto* bytes = reinterpret_cast<std::int8_t*>(data);
   for (int h = 0; h < heads; ++h) {
     const std::uint8_t* packed = q.row(first_row + h);
     const std::uint8_t* sc = q_scales(q, first_row + h);
+    alignas(64) std::int8_t v[head_dim];  // doubled values, stored block order
+#if defined(MQALOGITS_HOST_AVX512)
+    if constexpr (std::is_same_v<I, isa_avx512>) {
+      e2m1_row_avx512(packed, e2m1_doubled, reinterpret_cast<std::uint8_t*>(v));
+    } else
+#endif
+    {
+      for (int b = 0; b < blocks; ++b)
+        for (int j = 0; j < 16; ++j) {
+          const std::uint8_t byte = packed[b * 16 + j];
+          v[b * 32 + j] = float_e2m1::decode_doubled(byte & 0xF);
+          v[b * 32 + 16 + j] = float_e2m1::decode_doubled(byte >> 4);
+        }
+    }
     for (int b = 0; b < blocks; ++b) {
       int sum = 0;
-      for (int p = 0; p < scale_block; ++p) {  // p: position in the block's stored order
-        const std::uint8_t byte = packed[b * 16 + (p & 15)];
-        const std::int8_t v = float_e2m1::decode_doubled(p < 16 ? byte & 0xF : byte >> 4);
-        sum += v;
-        bytes[((b * 8 + p / 4) * hp + h) * 4 + p % 4] = v;
-      }
+      for (int p = 0; p < scale_block; ++p) sum += v[b * scale_block + p];
       bias[b * hp + h] = -12 * sum;
       scale[b * hp + h] = 0.25f * (sc ? ue8m0_values[sc[b]] : 1.0f);
     }
+    for (int w = 0; w < head_dim / 4; ++w) std::memcpy(&data[w * hp + h], v + 4 * w, 4);
   }
   for (int h = heads; h < hp; ++h)
     for (int b = 0; b < blocks; ++b) {
@@ -132,17 +165,7 @@ inline void decode_key_i8(const std::uint8_t* packed, const std::uint8_t* scales
   for (int b = 0; b < blocks; ++b) ks[b] = ue8m0_values[scales[b]];
 #if defined(MQALOGITS_HOST_AVX512)
   if constexpr (std::is_same_v<I, isa_avx512>) {
-    const __m512i x = _mm512_loadu_si512(packed);
-    const __m512i nib = _mm512_set1_epi8(0x0F);
-    const __m512i table = _mm512_broadcast_i32x4(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(e2m1_doubled_plus12)));
-    const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(x, nib));
-    const __m512i hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
-    // 128-bit lanes: block b's low nibbles are lane b of lo, its high nibbles lane b of hi.
-    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-    const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
-    _mm512_storeu_si512(out, _mm512_permutex2var_epi64(lo, first, hi));
-    _mm512_storeu_si512(out + 64, _mm512_permutex2var_epi64(lo, second, hi));
+    e2m1_row_avx512(packed, e2m1_doubled_plus12, out);
     return;
   }
 #endif

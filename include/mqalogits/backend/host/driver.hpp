@@ -65,7 +65,7 @@ void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std:
     std::int32_t* bias = ws.q_bias.reserve(static_cast<std::size_t>(rows * hp * blocks));
     float* scale = ws.q_scale.reserve(static_cast<std::size_t>(rows * hp * blocks));
     for (std::int64_t r = 0; r < rows; ++r)
-      decode_q_i8(q, (r0 + r) * heads, heads, hp, data + r * hp * head_dim / 4,
+      decode_q_i8<I>(q, (r0 + r) * heads, heads, hp, data + r * hp * head_dim / 4,
                   bias + r * hp * blocks, scale + r * hp * blocks);
   } else {
     float* qt = ws.q_f32.reserve(static_cast<std::size_t>(rows * hp * head_dim));
