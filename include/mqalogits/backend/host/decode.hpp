@@ -30,19 +30,6 @@ const std::uint8_t* q_scales(const rows_view<Format>& q, std::int64_t r) {
 
 // ---- fp32 path ----
 
-// Query rows r0.. (one query token: `heads` consecutive rows) into qt[d * hp + h].
-template <class Format>
-void decode_q_f32(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
-                  float* qt) {
-  alignas(64) float tmp[head_dim];
-  for (int h = 0; h < heads; ++h) {
-    Format::decode_row(q.row(first_row + h), q_scales(q, first_row + h), tmp);
-    for (int d = 0; d < head_dim; ++d) qt[d * hp + h] = tmp[d];
-  }
-  for (int h = heads; h < hp; ++h)
-    for (int d = 0; d < head_dim; ++d) qt[d * hp + h] = 0.0f;
-}
-
 #if defined(MQALOGITS_HOST_AVX512)
 // e4m3 -> fp16 is a pure bit move (same mantissa, exponent bias 7 vs 15: value / 2^8, subnormals
 // included), vcvtph2ps widens exactly, x 256 restores the value (exact), x the block scale is
@@ -86,6 +73,19 @@ inline void decode_key_f32(const std::uint8_t* data, const std::uint8_t* scales,
   }
 #endif
   Format::decode_row(data, scales, out);
+}
+
+// Query rows r0.. (one query token: `heads` consecutive rows) into qt[d * hp + h].
+template <class I, class Format>
+void decode_q_f32(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
+                  float* qt) {
+  alignas(64) float tmp[head_dim];
+  for (int h = 0; h < heads; ++h) {
+    decode_key_f32<I, Format>(q.row(first_row + h), q_scales(q, first_row + h), tmp);
+    for (int d = 0; d < head_dim; ++d) qt[d * hp + h] = tmp[d];
+  }
+  for (int h = heads; h < hp; ++h)
+    for (int d = 0; d < head_dim; ++d) qt[d * hp + h] = 0.0f;
 }
 
 // ---- int8 path (MXFP4) ----

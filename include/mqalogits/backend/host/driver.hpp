@@ -70,7 +70,7 @@ void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std:
   } else {
     float* qt = ws.q_f32.reserve(static_cast<std::size_t>(rows * hp * head_dim));
     for (std::int64_t r = 0; r < rows; ++r)
-      decode_q_f32(q, (r0 + r) * heads, heads, hp, qt + r * hp * head_dim);
+      decode_q_f32<I>(q, (r0 + r) * heads, heads, hp, qt + r * hp * head_dim);
   }
   for (std::int64_t r = 0; r < rows; ++r)
     for (int h = 0; h < hp; ++h) wd[r * hp + h] = h < heads ? to_float(w(r0 + r, h)) : 0.0f;
