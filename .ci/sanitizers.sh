@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Sanitizer CI (issue 6): the whole test suite under ASan+UBSan, the threaded tests under TSan,
+# and a bounded run of each libFuzzer target over its committed corpus. Clang 14 (libFuzzer comes
+# with Debian's libclang-rt-14-dev). -O1 keeps the instrumented binaries quick to build and run.
+#
+#   bash .ci/sanitizers.sh              # everything, in build-asan and build-tsan
+#   FUZZ_SECONDS=60 bash .ci/sanitizers.sh
+#
+# Each build only compiles the test binary (and the fuzzers), not the benchmarks or examples.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CXX=${CXX_SANITIZE:-clang++}
+JOBS=${JOBS:-2}
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+ASAN_DIR=${ASAN_DIR:-build-asan}
+TSAN_DIR=${TSAN_DIR:-build-tsan}
+launcher=()
+command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+configure() {  # dir, sanitizers, extra cmake args...
+  local dir=$1 san=$2
+  shift 2
+  cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER="$CXX" "${launcher[@]}" \
+    -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS="-O1 -g" \
+    -DMQALOGITS_BUILD_BENCH=OFF -DMQALOGITS_BUILD_EXAMPLES=OFF \
+    -DMQALOGITS_SANITIZE="$san" "$@" > /dev/null
+}
+
+t0=$(date +%s)
+stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
+
+# A finding must fail the test, never scroll by: abort on the first report.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+stamp "ASan+UBSan: configure and build (tests + fuzzers)"
+configure "$ASAN_DIR" address,undefined -DMQALOGITS_FUZZ=ON -DMQALOGITS_FUZZ_SECONDS="$FUZZ_SECONDS"
+cmake --build "$ASAN_DIR" -j "$JOBS" --target mqalogits_tests fuzz_dense fuzz_paged fuzz_sparse \
+  fuzz_paged_sparse
+stamp "ASan+UBSan: every test"
+# (The consumer tests configure projects of their own, without sanitizers: the main CI runs them.)
+ctest --test-dir "$ASAN_DIR" -j "$JOBS" -LE 'fuzz|consumer' --output-on-failure
+stamp "fuzz smoke: each target ${FUZZ_SECONDS} s over its corpus"
+ctest --test-dir "$ASAN_DIR" -j "$JOBS" -L fuzz --output-on-failure
+
+stamp "TSan: configure and build"
+configure "$TSAN_DIR" thread
+cmake --build "$TSAN_DIR" -j "$JOBS" --target mqalogits_tests
+stamp "TSan: the threaded tests"
+# The tests that run threads: thread pools, concurrent calls, determinism over thread counts and
+# the kernel tests that pass a pool.
+# (The NeuronCore model runs on the calling thread: its tests are left to the ASan build.)
+ctest --test-dir "$TSAN_DIR" -j "$JOBS" --output-on-failure \
+  -R 'concurrency|determinism|thread|pool|executor|golden' -E 'NeuronCore|neuron'
+stamp "sanitizers done"
