@@ -262,3 +262,31 @@ TEST_CASE("a logits view with no columns may be null, rows or not", "[offsets]")
   opt.clean_logits = false;
   CHECK_NOTHROW(ml::fp8_fp4_mqa_logits(q.view(), empty_kv, w.view(), ks, ke, 0, out, opt));
 }
+
+TEST_CASE("a block table too wide for max_blocks * page_kv in int64 is rejected", "[offsets]") {
+  // Regression: a [1, 2^59] table view passes the byte-extent check (2^61 bytes), but the plan's
+  // capacity 2^59 * page_kv overflowed (UB) before any slot was read.
+  using F = ml::mxfp8;
+  std::mt19937_64 rng(5);
+  const i64 H = 2;
+  const auto q = ref::rand::rows<F>(rng, H);
+  const auto w = ref::rand::weights<float>(rng, 1, H);
+  const auto cache = ref::rand::paged_cache<F>(rng, 1, 256);
+  auto lens = ref::rand::matrix<i32>(1, 1, 0, 10);
+  const std::vector<i32> table_storage = {0};
+  const ml::matrix_view<const i32> table(table_storage.data(), 1, i64{1} << 59);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), 256, 1);
+  ml::logits_buffer<float> out(1, 16);
+  const float sentinel = -7.0f;
+  for (i64 c = 0; c < 16; ++c) out(0, c) = sentinel;
+  std::string what;
+  try {
+    ml::fp8_fp4_paged_mqa_logits(q.view(), cache.view(), w.view(), lens.view(), table, schedule, 16,
+                                 out.view());
+  } catch (const ml::error& e) {
+    what = e.what();
+  }
+  INFO(what);
+  CHECK(what.find("block_table has") != std::string::npos);
+  CHECK(all_equal(out, sentinel));
+}

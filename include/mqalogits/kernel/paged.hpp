@@ -33,7 +33,8 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
     m << "context_lens shape [" << B << ", " << next_n << "] must be [B, next_n >= 1]";
   });
   detail::check_matrix(where, "context_lens", context_lens, B, next_n);
-  require(block_table.cols >= 1, where,
+  // The plan's capacity max_blocks * page_kv (page_kv <= 256) must not overflow int64.
+  require(block_table.cols >= 1 && block_table.cols <= INT64_MAX / 256, where,
           [&](auto& m) { m << "block_table has " << block_table.cols << " columns"; });
   detail::check_matrix(where, "block_table", block_table, B, block_table.cols);
   require(max_context_len > 0, where,
