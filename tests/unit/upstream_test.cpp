@@ -214,8 +214,8 @@ TEST_CASE("upstream: dense fp8_per_token, fp32 weights and logits, bounded and f
   // Same bits on a pool, and bf16 logits within the contract too.
   ml::thread_pool pool(3);
   ml::logits_buffer<float> pooled(num_q, e.cols, upstream_alignment);
-  ml::fp8_fp4_mqa_logits(ml::backend::host{}, q.lib(), kv.lib(), w.view(), ks, ke, max_seqlen_k,
-                         pooled.view(), {.executor = pool, .clean_logits = clean});
+  ml::fp8_fp4_mqa_logits(ml::default_backend{}, q.lib(), kv.lib(), w.view(), ks, ke,
+                         max_seqlen_k, pooled.view(), {.executor = pool, .clean_logits = clean});
   CHECK(same_bits(out, pooled, e));
   ml::logits_buffer<ml::bf16> half(num_q, e.cols);
   ml::fp8_fp4_mqa_logits(q.lib(), kv.lib(), w.view(), ks, ke, max_seqlen_k, half.view(),
