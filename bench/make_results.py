@@ -8,7 +8,7 @@ instruction the path uses (wall: the peak at the same thread count; CPU: one cor
 speed-up over the Eigen baseline (same shape, format and threads) and the 1 -> N thread scaling
 (wall-clock, and N x the parallel efficiency in FLOP per CPU-second).
 
-usage: make_results.py results.json
+usage: make_results.py results.json [--summary]
 """
 import json
 import re
@@ -41,8 +41,47 @@ def load(path):
     return out
 
 
+def summary(res, peaks):
+    """One line per shape: both formats, one thread, per CPU-second (plus wall scaling)."""
+    print("| shape | MXFP8 GFLOP/s | % of fp32 FMA peak | MXFP4 GFLOP/s | % of vpdpbusd peak "
+          "| MXFP4 / MXFP8 | x Eigen (MXFP8 / MXFP4) | 2 threads / 1 (MXFP8 / MXFP4) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    shapes = []
+    for name in res:
+        m = re.match(r"mqalogits/([^/]+)/MXFP8/threads:1$", name)
+        if m:
+            shapes.append(m.group(1))
+    for shape in shapes:
+        r8, r4 = res[f"mqalogits/{shape}/MXFP8/threads:1"], res[f"mqalogits/{shape}/MXFP4/threads:1"]
+        p8, p4 = peaks[(PEAK_OF["MXFP8"], 1)], peaks[(PEAK_OF["MXFP4"], 1)]
+        e8, e4 = res[f"eigen/{shape}/MXFP8/threads:1"], res[f"eigen/{shape}/MXFP4/threads:1"]
+        def scaling(fmt):
+            one, two = res.get(f"mqalogits/{shape}/{fmt}/threads:1"), None
+            for k, v in res.items():
+                if k.startswith(f"mqalogits/{shape}/{fmt}/threads:") and not k.endswith(":1"):
+                    two = v
+            if not two:
+                return "-"
+            t = int(next(k for k, v in res.items() if v is two).rsplit(":", 1)[1])
+            return (f"{two['flops'] / one['flops']:.2f}x wall, "
+                    f"{t * two['cpu_flops'] / one['cpu_flops']:.2f}x CPU")
+        print(f"| {shape} | {r8['cpu_flops'] / 1e9:.0f} | {100 * r8['cpu_flops'] / p8['cpu_flops']:.0f}% "
+              f"| {r4['cpu_flops'] / 1e9:.0f} | {100 * r4['cpu_flops'] / p4['cpu_flops']:.0f}% "
+              f"| {r4['cpu_flops'] / r8['cpu_flops']:.2f}x "
+              f"| {r8['cpu_flops'] / e8['cpu_flops']:.1f}x / {r4['cpu_flops'] / e4['cpu_flops']:.1f}x "
+              f"| {scaling('MXFP8')} / {scaling('MXFP4')} |")
+
+
 def main():
     res = load(sys.argv[1])
+    if len(sys.argv) > 2 and sys.argv[2] == "--summary":
+        peaks = {}
+        for name, r in res.items():
+            m = re.match(r"peak/([^/]+)/threads:(\d+)", name)
+            if m:
+                peaks[(m.group(1), int(m.group(2)))] = r
+        summary(res, peaks)
+        return
     peaks = {}
     for name, r in res.items():
         m = re.match(r"peak/([^/]+)/threads:(\d+)", name)
