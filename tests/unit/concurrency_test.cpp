@@ -12,6 +12,7 @@
 #include <latch>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -322,4 +323,43 @@ TEST_CASE("concurrency: two formats race for one metadata's first call; one wins
       CHECK(f.find("snapshot") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("concurrency: one thread_pool driven by several callers at once", "[concurrency][pool]") {
+  // Every task of every caller runs exactly once; a task's exception reaches its own caller only,
+  // and the pool keeps working afterwards.
+  ml::thread_pool pool(4);
+  constexpr int callers = 6;
+  constexpr i64 n = 2000;
+  std::vector<std::vector<std::atomic<int>>> runs_of(callers);
+  for (auto& v : runs_of) v = std::vector<std::atomic<int>>(n);
+  std::vector<int> threw(callers, 0);
+  const auto failures = run_together(callers, [&](int c) {
+    auto task = [&, c](i64 i) {
+      runs_of[c][i].fetch_add(1, std::memory_order_relaxed);
+      if (c == 0 && i == n / 2) throw std::runtime_error("task 1000 of caller 0");
+    };
+    try {
+      pool.parallel_for(n, task);
+    } catch (const std::runtime_error&) {
+      threw[c] = 1;
+    }
+  });
+  CHECK(failures.empty());
+  CHECK(threw[0] == 1);
+  for (int c = 0; c < callers; ++c) {
+    INFO("caller " << c);
+    if (c) CHECK(threw[c] == 0);
+    i64 once = 0, more = 0;
+    for (i64 i = 0; i < n; ++i) {
+      once += runs_of[c][i] == 1;
+      more += runs_of[c][i] > 1;
+    }
+    CHECK(more == 0);
+    if (c) CHECK(once == n);  // caller 0 stopped early: some of its tasks never ran
+  }
+  std::atomic<i64> sum{0};
+  auto add = [&](i64 i) { sum += i; };
+  pool.parallel_for(n, add);
+  CHECK(sum == n * (n - 1) / 2);
 }
