@@ -3,6 +3,8 @@
 // error before anything is read or written (no signed overflow on the way: run under UBSan).
 #include <catch2/catch.hpp>
 
+#include <chrono>
+
 #include <sys/mman.h>
 
 #include <cstdint>
@@ -289,4 +291,31 @@ TEST_CASE("a block table too wide for max_blocks * page_kv in int64 is rejected"
   INFO(what);
   CHECK(what.find("block_table has") != std::string::npos);
   CHECK(all_equal(out, sentinel));
+}
+
+TEST_CASE("context lengths of INT32_MAX cost what the output costs, not 2^31 keys", "[offsets]") {
+  // Regression (fuzz_paged slow units): the paged plan walked every 512-key unit of a request's
+  // context, 4M of them for a length of INT32_MAX, even when max_context_len and the table's
+  // capacity stop it after a few keys. 512 such requests took minutes; now they take no time.
+  using F = ml::mxfp4;
+  std::mt19937_64 rng(9);
+  const i64 B = 512, H = 1, page_kv = 64, max_blocks = 2, cols = 100;
+  const auto q = ref::rand::rows<F>(rng, B * H);
+  const auto w = ref::rand::weights<float>(rng, B, H);
+  const auto cache = ref::rand::paged_cache<F>(rng, 2, page_kv);
+  auto lens = ref::rand::matrix<i32>(B, 1, 0, std::numeric_limits<i32>::max());
+  auto table = ref::rand::matrix<i32>(B, max_blocks, 0, 1);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 4);
+  ml::logits_buffer<float> out(B, cols);
+  const auto t0 = std::chrono::steady_clock::now();
+  ml::fp8_fp4_paged_mqa_logits(q.view(), cache.view(), w.view(), lens.view(), table.view(),
+                               schedule, cols, out.view());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(seconds < 10.0);
+  const auto exact = ref::paged(q.view(), cache.view(), w.view(), lens.view(), table.view(), cols);
+  CHECK(accuracy::compare(
+            B, cols, [&](i64 r, i64 c) { return double(out(r, c)); },
+            [&](i64 r, i64 c) { return exact.at(r, c); },
+            [&](i64 r, i64 c) { return exact.mag(r, c); }) == "");
 }

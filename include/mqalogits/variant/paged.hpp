@@ -177,7 +177,11 @@ class paged_plan {
           continue;
         }
         const std::int64_t k0 = u * unit, k1 = std::min(group_keys(b), k0 + unit);
-        if (k0 < k1) list.items.push_back({b, group_rows(b).begin, group_rows(b).end, k0, k1});
+        if (k0 >= k1) {  // the rest of the request's units lie past its keys (capacity, columns):
+          u = schedule_->request_units(b);  // skip them at once, not one by one (a length of
+          continue;                          // INT32_MAX is 4M units)
+        }
+        list.items.push_back({b, group_rows(b).begin, group_rows(b).end, k0, k1});
         ++u;
       }
       list.close_task();
