@@ -90,6 +90,9 @@ class input {
   std::size_t i_ = 0;
 };
 
+template <class Format>
+inline constexpr bool per_token = std::is_same_v<Format, ml::fp8_per_token>;
+
 // Content bytes: the input's tail first, then a splitmix64 stream seeded from the input.
 class content {
  public:
@@ -113,7 +116,8 @@ class content {
   template <class Format>
   std::uint8_t data() {
     const std::uint8_t b = raw();
-    if (std::is_same_v<Format, ml::mxfp8> && !nan_codes_ && (b & 0x7F) == 0x7F) return b ^ 1;
+    constexpr bool e4m3 = std::is_same_v<Format, ml::mxfp8> || per_token<Format>;
+    if (e4m3 && !nan_codes_ && (b & 0x7F) == 0x7F) return b ^ 1;
     return b;
   }
   // A UE8M0 scale in 2^-10..2^10 so no fp32 sum over- or underflows (SPEC §6 holds for values
@@ -122,6 +126,21 @@ class content {
     const std::uint8_t b = raw();
     if (nan_scales_ && b >= 252) return 255;
     return static_cast<std::uint8_t>(117 + b % 21);
+  }
+  // One row's scale bytes: 4 UE8M0 bytes, or for FP8 per-token one little-endian fp32 of either
+  // sign with |s| in 2^-10..2^10 and a random significand (NaN in cases that allow it).
+  template <class Format>
+  void scale_row(std::uint8_t* dst) {
+    if constexpr (per_token<Format>) {
+      const std::uint32_t m = std::uint32_t{raw()} << 16 | std::uint32_t{raw()} << 8 | raw();
+      const std::uint8_t e = raw();
+      std::uint32_t bits =
+          (e & 0x80u) << 24 | static_cast<std::uint32_t>(127 + e % 21 - 10) << 23 | (m & 0x7FFFFFu);
+      if (nan_scales_ && e % 64 == 63) bits = 0x7FC00000u;
+      std::memcpy(dst, &bits, 4);
+    } else {
+      for (int i = 0; i < Format::scale_bytes; ++i) dst[i] = scale();
+    }
   }
   // A bf16-exact weight, |w| in 2^-8..2^8 or 0; NaN in cases that allow it.
   float weight() {
@@ -158,26 +177,42 @@ inline i64 matrix_extent(i64 rows, i64 cols, i64 stride) {
 }
 
 // Quantised rows in exact-size buffers with the given strides (padding bytes are content too).
+// no_scales (formats with optional scales only): the view carries a null scale pointer, read as
+// scale 1; ref_view() then hands the reference explicit 1.0f scales (it needs a pointer).
 template <class Format>
 struct rows_buf {
   i64 rows, data_stride, scale_stride;
+  bool no_scales;
   guarded<std::uint8_t> data, scales;
-  rows_buf(content& c, i64 n, i64 ds = Format::data_bytes, i64 ss = Format::scale_bytes)
+  std::vector<float> ones;
+  rows_buf(content& c, i64 n, i64 ds = Format::data_bytes, i64 ss = Format::scale_bytes,
+           bool without_scales = false)
       : rows(n),
         data_stride(ds),
         scale_stride(ss),
+        no_scales(without_scales && ml::scales_optional_v<Format>),
         data(n > 0 ? (n - 1) * ds + Format::data_bytes : 0),
-        scales(n > 0 ? (n - 1) * ss + Format::scale_bytes : 0) {
+        scales(n > 0 && !no_scales ? (n - 1) * ss + Format::scale_bytes : 0) {
     for (i64 i = 0; i < data.n; ++i) data[i] = c.data<Format>();
-    for (i64 i = 0; i < scales.n; ++i) scales[i] = c.scale();
+    for (i64 i = 0; i < scales.n; ++i) scales[i] = c.raw();  // padding: any bytes
+    for (i64 r = 0; r < rows && !no_scales; ++r) c.scale_row<Format>(&scales[r * ss]);
+    if (no_scales) ones.assign(static_cast<std::size_t>(std::max<i64>(n, 1)), 1.0f);
   }
   ml::rows_view<Format> view() const {
     ml::rows_view<Format> v;
     v.data = data.data();
-    v.scales = scales.data();
+    v.scales = no_scales ? nullptr : scales.data();
     v.rows = rows;
     v.data_stride = data_stride;
-    v.scale_stride = scale_stride;
+    v.scale_stride = no_scales ? Format::scale_bytes : scale_stride;
+    return v;
+  }
+  ml::rows_view<Format> ref_view() const {
+    ml::rows_view<Format> v = view();
+    if (no_scales) {
+      v.scales = reinterpret_cast<const std::uint8_t*>(ones.data());
+      v.scale_stride = sizeof(float);
+    }
     return v;
   }
 };
@@ -222,10 +257,14 @@ struct cache_buf {
         page_stride(stride),
         page_kv(kv),
         bytes(pages > 0 ? (pages - 1) * stride + i64{kv} * token_bytes : 0) {
-    for (i64 p = 0; p < num_pages; ++p)
+    for (i64 p = 0; p < num_pages; ++p) {
       for (i64 i = 0; i < page_stride && p * page_stride + i < bytes.n; ++i)
         bytes[p * page_stride + i] =
-            i < i64{page_kv} * Format::data_bytes ? c.data<Format>() : c.scale();
+            i < i64{page_kv} * Format::data_bytes ? c.data<Format>() : c.raw();
+      for (i64 s = 0; s < page_kv; ++s)
+        c.scale_row<Format>(
+            &bytes[p * page_stride + i64{page_kv} * Format::data_bytes + s * Format::scale_bytes]);
+    }
   }
   ml::paged_cache_view<Format> view() const {
     ml::paged_cache_view<Format> v;

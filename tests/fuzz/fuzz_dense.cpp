@@ -82,7 +82,7 @@ void run(input& in, const char* combo) {
   }
 
   content c(in);
-  const rows_buf<Format> q(c, q_rows, q_ds, q_ss);
+  const rows_buf<Format> q(c, q_rows, q_ds, q_ss, in.one_in(2));
   const rows_buf<Format> kv(c, kv_rows, kv_ds, kv_ss);
   const weights_buf<W> w(c, rows, H, w_stride);
   const out_buf<O> out(out_rows, out_cols, out_stride);
@@ -100,7 +100,7 @@ void run(input& in, const char* combo) {
       kvv.rows = -static_cast<i64>(in.range(1, 1000));
       break;
     case defect::kv_null:
-      (in.one_in(2) ? kvv.data : kvv.scales) = nullptr;
+      (in.one_in(2) || ml::scales_optional_v<Format> ? kvv.data : kvv.scales) = nullptr;
       break;
     case defect::kv_data_stride:
       kvv.data_stride = in.range(-2, Format::data_bytes - 1);
@@ -109,10 +109,11 @@ void run(input& in, const char* combo) {
       kvv.scale_stride = in.range(-2, Format::scale_bytes - 1);
       break;
     case defect::kv_overflow:
-      kvv.data_stride = std::numeric_limits<i64>::max() - in.range(0, 200);
+      kvv.data_stride =  // + one row of data bytes overflows
+          std::numeric_limits<i64>::max() - in.range(0, Format::data_bytes - 1);
       break;
     case defect::q_null:
-      (in.one_in(2) ? qv.data : qv.scales) = nullptr;
+      (in.one_in(2) || ml::scales_optional_v<Format> ? qv.data : qv.scales) = nullptr;
       break;
     case defect::q_overflow:  // (q_rows - 1) * stride > INT64_MAX
       qv.scale_stride = q_rows == 2 ? std::numeric_limits<i64>::max()
@@ -150,15 +151,15 @@ void run(input& in, const char* combo) {
   auto call = [&] { ml::fp8_fp4_mqa_logits(qv, kvv, wv, ks_span, ke_span, seqlen, ov, opt); };
   if (d != defect::none) return expect_rejected(out, context, where, call);
   expect_ok(out, context, outcome(call, context));
-  expect_matches(out, ref::dense(qv, kvv, wv, ks_span, ke_span, max_seqlen_k), opt.clean_logits,
-                 context);
+  expect_matches(out, ref::dense(q.ref_view(), kvv, wv, ks_span, ke_span, max_seqlen_k),
+                 opt.clean_logits, context);
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   input in(data, size);
-  switch (in.byte() % 8) {
+  switch (in.byte() % 12) {
     case 0:
       run<ml::mxfp8, ml::bf16, ml::bf16>(in, "MXFP8 bf16->bf16");
       break;
@@ -180,8 +181,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 6:
       run<ml::mxfp4, ml::bf16, float>(in, "MXFP4 bf16->fp32");
       break;
-    default:
+    case 7:
       run<ml::mxfp4, float, ml::bf16>(in, "MXFP4 fp32->bf16");
+      break;
+    case 8:
+      run<ml::fp8_per_token, ml::bf16, ml::bf16>(in, "FP8 per-token bf16->bf16");
+      break;
+    case 9:
+      run<ml::fp8_per_token, float, float>(in, "FP8 per-token fp32->fp32");
+      break;
+    case 10:
+      run<ml::fp8_per_token, ml::bf16, float>(in, "FP8 per-token bf16->fp32");
+      break;
+    default:
+      run<ml::fp8_per_token, float, ml::bf16>(in, "FP8 per-token fp32->bf16");
       break;
   }
   return 0;

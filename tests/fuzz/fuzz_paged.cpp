@@ -112,7 +112,7 @@ void run(input& in, const char* combo) {
   const cache_buf<Format> cache(c, num_pages, page_kv, page_stride);
   const i64 q_rows = rows * H + (d == defect::q_rows ? (in.one_in(2) ? -1 : 1) : 0);
   const rows_buf<Format> q(c, q_rows, pick_stride(in, Format::data_bytes, 40),
-                           pick_stride(in, Format::scale_bytes, 4));
+                           pick_stride(in, Format::scale_bytes, 4), in.one_in(2));
   const weights_buf<W> w(c, rows, H, pick_stride(in, H, 3));
   const i64 out_rows = rows + (d == defect::out_rows ? (in.one_in(2) ? -1 : 1) : 0);
   const i64 out_cols = max_context_len + (d == defect::out_cols ? (in.one_in(2) ? -1 : 1) : 0);
@@ -210,7 +210,8 @@ void run(input& in, const char* combo) {
   auto call = [&] { ml::fp8_fp4_paged_mqa_logits(qv, cv, wv, lv, tv, schedule, mcl, ov, opt); };
   if (d != defect::none || !table_ok) return expect_rejected(out, context, where, call);
   expect_ok(out, context, outcome(call, context));
-  expect_matches(out, ref::paged(qv, cv, wv, lv, tv, max_context_len), opt.clean_logits, context);
+  expect_matches(out, ref::paged(q.ref_view(), cv, wv, lv, tv, max_context_len), opt.clean_logits,
+                 context);
 
   // Another schedule and executor: the same bits (SPEC §6).
   if (in.one_in(2)) {
@@ -229,7 +230,7 @@ void run(input& in, const char* combo) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   input in(data, size);
-  switch (in.byte() % 8) {
+  switch (in.byte() % 12) {
     case 0:
       run<ml::mxfp8, ml::bf16, ml::bf16>(in, "MXFP8 bf16->bf16");
       break;
@@ -251,8 +252,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 6:
       run<ml::mxfp4, ml::bf16, float>(in, "MXFP4 bf16->fp32");
       break;
-    default:
+    case 7:
       run<ml::mxfp4, float, ml::bf16>(in, "MXFP4 fp32->bf16");
+      break;
+    case 8:
+      run<ml::fp8_per_token, ml::bf16, ml::bf16>(in, "FP8 per-token bf16->bf16");
+      break;
+    case 9:
+      run<ml::fp8_per_token, float, float>(in, "FP8 per-token fp32->fp32");
+      break;
+    case 10:
+      run<ml::fp8_per_token, ml::bf16, float>(in, "FP8 per-token bf16->fp32");
+      break;
+    default:
+      run<ml::fp8_per_token, float, ml::bf16>(in, "FP8 per-token fp32->bf16");
       break;
   }
   return 0;

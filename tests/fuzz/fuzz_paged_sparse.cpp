@@ -58,6 +58,8 @@ i32 not_a_page(input& in, i64 num_pages) {
   }
 }
 
+// A format whose snapshot differs: MXFP8 <-> MXFP4, FP8 per-token -> MXFP8 (same 132-byte
+// token, another format: still rejected).
 template <class Format>
 using other_format = std::conditional_t<std::is_same_v<Format, ml::mxfp8>, ml::mxfp4, ml::mxfp8>;
 
@@ -145,7 +147,7 @@ void run(input& in, const char* combo) {
   const cache_buf<Format> cache(c, num_pages, page_kv, page_stride);
   const i64 q_rows = rows * H + (d == defect::q_rows ? (in.one_in(2) ? -1 : 1) : 0);
   const rows_buf<Format> q(c, q_rows, pick_stride(in, Format::data_bytes, 40),
-                           pick_stride(in, Format::scale_bytes, 4));
+                           pick_stride(in, Format::scale_bytes, 4), in.one_in(2));
   const weights_buf<W> w(c, rows, H, pick_stride(in, H, 3));
   const i64 cols = cap * block;
   const i64 out_rows = rows + (d == defect::out_rows ? (in.one_in(2) ? -1 : 1) : 0);
@@ -246,14 +248,14 @@ void run(input& in, const char* combo) {
     return;
   }
   expect_ok(out, context, outcome(call, context));
-  expect_matches(out, ref::paged_sparse(qv, cv, wv, lens_span, tv, iv, block), opt.clean_logits,
-                 context);
+  expect_matches(out, ref::paged_sparse(q.ref_view(), cv, wv, lens_span, tv, iv, block),
+                 opt.clean_logits, context);
   if (!meta.has_snapshot()) finding(context + ": no snapshot after the first call");
 
   // Reuse: new Q and weights against a different cache; the snapshot of the first call is read.
   if (in.one_in(2)) {
     const cache_buf<Format> other_cache(c, in.range(0, 2), page_kv, page_bytes);
-    const rows_buf<Format> q2(c, rows * H);
+    const rows_buf<Format> q2(c, rows * H, Format::data_bytes, Format::scale_bytes, in.one_in(2));
     const weights_buf<W> w2(c, rows, H, H);
     const out_buf<O> out2(rows, cols, cols);
     const std::string ctx2 = context + " (reuse)";
@@ -264,7 +266,7 @@ void run(input& in, const char* combo) {
                                                         meta, out2.view(), opt);
                   },
                   ctx2));
-    expect_matches(out2, ref::paged_sparse(q2.view(), cv, w2.view(), lens_span, tv, iv, block),
+    expect_matches(out2, ref::paged_sparse(q2.ref_view(), cv, w2.view(), lens_span, tv, iv, block),
                    opt.clean_logits, ctx2);
   } else {
     // The snapshot holds this format: the other format on the same metadata is rejected.
@@ -282,7 +284,7 @@ void run(input& in, const char* combo) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   input in(data, size);
-  switch (in.byte() % 8) {
+  switch (in.byte() % 12) {
     case 0:
       run<ml::mxfp8, ml::bf16, ml::bf16>(in, "MXFP8 bf16->bf16");
       break;
@@ -304,8 +306,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 6:
       run<ml::mxfp4, ml::bf16, float>(in, "MXFP4 bf16->fp32");
       break;
-    default:
+    case 7:
       run<ml::mxfp4, float, ml::bf16>(in, "MXFP4 fp32->bf16");
+      break;
+    case 8:
+      run<ml::fp8_per_token, ml::bf16, ml::bf16>(in, "FP8 per-token bf16->bf16");
+      break;
+    case 9:
+      run<ml::fp8_per_token, float, float>(in, "FP8 per-token fp32->fp32");
+      break;
+    case 10:
+      run<ml::fp8_per_token, ml::bf16, float>(in, "FP8 per-token bf16->fp32");
+      break;
+    default:
+      run<ml::fp8_per_token, float, ml::bf16>(in, "FP8 per-token fp32->bf16");
       break;
   }
   return 0;

@@ -93,7 +93,7 @@ void run(input& in, const char* combo) {
                             pick_stride(in, Format::scale_bytes, 4));
   const i64 q_rows = rows * H + (d == defect::q_rows ? (in.one_in(2) ? -1 : 1) : 0);
   const rows_buf<Format> q(c, q_rows, pick_stride(in, Format::data_bytes, 40),
-                           pick_stride(in, Format::scale_bytes, 4));
+                           pick_stride(in, Format::scale_bytes, 4), in.one_in(2));
   const weights_buf<W> w(c, rows, H, pick_stride(in, H, 3));
   const i64 out_rows = rows + (d == defect::out_rows ? (in.one_in(2) ? -1 : 1) : 0);
   const i64 out_cols =
@@ -139,13 +139,14 @@ void run(input& in, const char* combo) {
   auto ov = out.view();
   switch (d) {
     case defect::kv_null:
-      (in.one_in(2) ? kvv.data : kvv.scales) = nullptr;
+      (in.one_in(2) || ml::scales_optional_v<Format> ? kvv.data : kvv.scales) = nullptr;
       break;
     case defect::kv_stride:
       kvv.data_stride = in.range(-1, Format::data_bytes - 1);
       break;
     case defect::kv_overflow:
-      kvv.data_stride = std::numeric_limits<i64>::max() - in.range(0, 100);
+      kvv.data_stride =  // + one row of data bytes overflows
+          std::numeric_limits<i64>::max() - in.range(0, Format::data_bytes - 1);
       break;
     case defect::w_null:
       wv.data = nullptr;
@@ -160,7 +161,7 @@ void run(input& in, const char* combo) {
   auto call = [&] { ml::fp8_fp4_sparse_mqa_logits(qv, kvv, wv, meta, ov, opt); };
   if (d != defect::none) return expect_rejected(out, context, where, call);
   expect_ok(out, context, outcome(call, context));
-  expect_matches(out, ref::sparse(qv, kvv, wv, ks_span, ke_span, num_kv, iv, block),
+  expect_matches(out, ref::sparse(q.ref_view(), kvv, wv, ks_span, ke_span, num_kv, iv, block),
                  opt.clean_logits, context);
 }
 
@@ -168,7 +169,7 @@ void run(input& in, const char* combo) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   input in(data, size);
-  switch (in.byte() % 8) {
+  switch (in.byte() % 12) {
     case 0:
       run<ml::mxfp8, ml::bf16, ml::bf16>(in, "MXFP8 bf16->bf16");
       break;
@@ -190,8 +191,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 6:
       run<ml::mxfp4, ml::bf16, float>(in, "MXFP4 bf16->fp32");
       break;
-    default:
+    case 7:
       run<ml::mxfp4, float, ml::bf16>(in, "MXFP4 fp32->bf16");
+      break;
+    case 8:
+      run<ml::fp8_per_token, ml::bf16, ml::bf16>(in, "FP8 per-token bf16->bf16");
+      break;
+    case 9:
+      run<ml::fp8_per_token, float, float>(in, "FP8 per-token fp32->fp32");
+      break;
+    case 10:
+      run<ml::fp8_per_token, ml::bf16, float>(in, "FP8 per-token bf16->fp32");
+      break;
+    default:
+      run<ml::fp8_per_token, float, ml::bf16>(in, "FP8 per-token fp32->bf16");
       break;
   }
   return 0;
