@@ -38,6 +38,13 @@ def load(path):
     for name, rs in runs.items():
         out[name] = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
         out[name]["n"] = len(rs)
+        # Benchmarks run with ->Threads(t) (the peaks) sum both the counter and the iterations
+        # over the t threads, so their rate counters read t times the total: undo that.
+        m = re.match(r"peak/.*/threads:(\d+)$", name)
+        if m:
+            t = int(m.group(1))
+            out[name]["flops"] /= t
+            out[name]["cpu_flops"] /= t
     return out
 
 
