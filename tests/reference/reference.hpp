@@ -112,7 +112,8 @@ std::vector<double> decode_all(const ml::rows_view<Format>& q) {
   std::vector<double> out;
   out.reserve(static_cast<std::size_t>(q.rows) * dim);
   for (std::int64_t r = 0; r < q.rows; ++r) {
-    const auto v = row<Format>(q.data + r * q.data_stride, q.scales + r * q.scale_stride);
+    const auto v =
+        row<Format>(q.data + r * q.data_stride, q.scales ? q.scales + r * q.scale_stride : nullptr);
     out.insert(out.end(), v.begin(), v.end());
   }
   return out;
