@@ -390,4 +390,47 @@ inline i64 pick_stride(input& in, i64 minimum, i64 max_pad) {
 // The huge byte stride a rejected view claims: with 2+ rows its extent overflows int64.
 inline constexpr i64 overflowing_stride = std::numeric_limits<i64>::max() / 2 + 1;
 
+// Picks one format x weight x logit type combination from the next input byte and calls
+// fn.template operator()<Format, W, O>(name): the dispatch every fuzz target shares.
+template <class Fn>
+void for_one_combination(input& in, Fn&& fn) {
+  switch (in.byte() % 12) {
+    case 0:
+      fn.template operator()<ml::mxfp8, ml::bf16, ml::bf16>("MXFP8 bf16->bf16");
+      break;
+    case 1:
+      fn.template operator()<ml::mxfp8, float, float>("MXFP8 fp32->fp32");
+      break;
+    case 2:
+      fn.template operator()<ml::mxfp8, ml::bf16, float>("MXFP8 bf16->fp32");
+      break;
+    case 3:
+      fn.template operator()<ml::mxfp8, float, ml::bf16>("MXFP8 fp32->bf16");
+      break;
+    case 4:
+      fn.template operator()<ml::mxfp4, ml::bf16, ml::bf16>("MXFP4 bf16->bf16");
+      break;
+    case 5:
+      fn.template operator()<ml::mxfp4, float, float>("MXFP4 fp32->fp32");
+      break;
+    case 6:
+      fn.template operator()<ml::mxfp4, ml::bf16, float>("MXFP4 bf16->fp32");
+      break;
+    case 7:
+      fn.template operator()<ml::mxfp4, float, ml::bf16>("MXFP4 fp32->bf16");
+      break;
+    case 8:
+      fn.template operator()<ml::fp8_per_token, ml::bf16, ml::bf16>("FP8 per-token bf16->bf16");
+      break;
+    case 9:
+      fn.template operator()<ml::fp8_per_token, float, float>("FP8 per-token fp32->fp32");
+      break;
+    case 10:
+      fn.template operator()<ml::fp8_per_token, ml::bf16, float>("FP8 per-token bf16->fp32");
+      break;
+    default:
+      fn.template operator()<ml::fp8_per_token, float, ml::bf16>("FP8 per-token fp32->bf16");
+  }
+}
+
 }  // namespace fuzz

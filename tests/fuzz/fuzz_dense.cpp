@@ -159,43 +159,7 @@ void run(input& in, const char* combo) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   input in(data, size);
-  switch (in.byte() % 12) {
-    case 0:
-      run<ml::mxfp8, ml::bf16, ml::bf16>(in, "MXFP8 bf16->bf16");
-      break;
-    case 1:
-      run<ml::mxfp8, float, float>(in, "MXFP8 fp32->fp32");
-      break;
-    case 2:
-      run<ml::mxfp8, ml::bf16, float>(in, "MXFP8 bf16->fp32");
-      break;
-    case 3:
-      run<ml::mxfp8, float, ml::bf16>(in, "MXFP8 fp32->bf16");
-      break;
-    case 4:
-      run<ml::mxfp4, ml::bf16, ml::bf16>(in, "MXFP4 bf16->bf16");
-      break;
-    case 5:
-      run<ml::mxfp4, float, float>(in, "MXFP4 fp32->fp32");
-      break;
-    case 6:
-      run<ml::mxfp4, ml::bf16, float>(in, "MXFP4 bf16->fp32");
-      break;
-    case 7:
-      run<ml::mxfp4, float, ml::bf16>(in, "MXFP4 fp32->bf16");
-      break;
-    case 8:
-      run<ml::fp8_per_token, ml::bf16, ml::bf16>(in, "FP8 per-token bf16->bf16");
-      break;
-    case 9:
-      run<ml::fp8_per_token, float, float>(in, "FP8 per-token fp32->fp32");
-      break;
-    case 10:
-      run<ml::fp8_per_token, ml::bf16, float>(in, "FP8 per-token bf16->fp32");
-      break;
-    default:
-      run<ml::fp8_per_token, float, ml::bf16>(in, "FP8 per-token fp32->bf16");
-      break;
-  }
+  for_one_combination(
+      in, [&]<class Format, class W, class O>(const char* what) { run<Format, W, O>(in, what); });
   return 0;
 }
