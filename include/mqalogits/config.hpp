@@ -1,6 +1,8 @@
 // Version, backend selection and the versioned inline namespace.
 #pragma once
 
+#include "target.hpp"
+
 #define MQALOGITS_VERSION_MAJOR 0
 #define MQALOGITS_VERSION_MINOR 1
 #define MQALOGITS_VERSION_PATCH 0
@@ -14,15 +16,38 @@
 #define MQALOGITS_BACKEND_HOST 1
 #endif
 
-// The inline namespace carries the version, so two vendored copies of different versions
-// linked into one program never share a symbol (no ODR clash). Backend code lives in further
-// nested namespaces of its own.
+// The inline namespace carries the version and the instruction set the unit is compiled for
+// (target.hpp): a header-only library is compiled anew in every translation unit, and an engine
+// may build one hot file with -march=native and the rest without. With the ISA in every mangled
+// name, two such units never share a symbol, so the linker cannot keep one unit's code for both
+// (which would run one unit's path in the other, or SIGILL on an older CPU). Two vendored copies
+// of different versions stay apart for the same reason.
+#define MQALOGITS_CONCAT_(a, b) a##b
+#define MQALOGITS_CONCAT(a, b) MQALOGITS_CONCAT_(a, b)
+#define MQALOGITS_ABI_NAMESPACE MQALOGITS_CONCAT(v0_1_, MQALOGITS_ISA_TAG)
 #define MQALOGITS_NAMESPACE_BEGIN \
   namespace mqalogits {           \
-  inline namespace v0_1 {
+  inline namespace MQALOGITS_ABI_NAMESPACE {
 #define MQALOGITS_NAMESPACE_END \
   }                             \
   }
+
+// The entry points without a backend tag call the default backend, so their bodies depend on
+// it too: they live in one more inline namespace that names it (host, neuron_trn1, ...).
+#if defined(MQALOGITS_BACKEND_NEURON)
+#if defined(MQALOGITS_NEURON_GEN_TRN1)
+#define MQALOGITS_DEFAULT_BACKEND_TAG neuron_trn1
+#elif defined(MQALOGITS_NEURON_GEN_TRN3)
+#define MQALOGITS_DEFAULT_BACKEND_TAG neuron_trn3
+#else
+#define MQALOGITS_DEFAULT_BACKEND_TAG neuron_trn2
+#endif
+#else
+#define MQALOGITS_DEFAULT_BACKEND_TAG host
+#endif
+#define MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN \
+  inline namespace MQALOGITS_CONCAT(default_, MQALOGITS_DEFAULT_BACKEND_TAG) {
+#define MQALOGITS_DEFAULT_BACKEND_NAMESPACE_END }
 
 MQALOGITS_NAMESPACE_BEGIN
 inline constexpr int version_major = MQALOGITS_VERSION_MAJOR;

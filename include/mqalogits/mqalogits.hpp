@@ -2,10 +2,15 @@
 // attention, for FP8 / FP4 inputs, on the host CPU or as a NeuronCore model. One include.
 #pragma once
 
+#include "api/dense.hpp"
+#include "api/paged.hpp"
+#include "api/paged_sparse.hpp"
+#include "api/sparse.hpp"
 #include "backend/neuron/neuron.hpp"
 #include "config.hpp"
 #include "error.hpp"
 #include "exec/executor.hpp"
+#include "exec/options.hpp"
 #include "exec/thread_pool.hpp"
 #include "format/bf16.hpp"
 #include "format/e2m1.hpp"
@@ -14,11 +19,6 @@
 #include "format/mx.hpp"
 #include "format/ue8m0.hpp"
 #include "interop/span.hpp"
-#include "kernel/dense.hpp"
-#include "kernel/options.hpp"
-#include "kernel/paged.hpp"
-#include "kernel/paged_sparse.hpp"
-#include "kernel/sparse.hpp"
 #include "quantize.hpp"
 #include "view/logits_buffer.hpp"
 #include "view/matrix_view.hpp"

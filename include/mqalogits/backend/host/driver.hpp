@@ -11,7 +11,7 @@
 
 #include "../../config.hpp"
 #include "../../format/bf16.hpp"
-#include "../../kernel/options.hpp"
+#include "../../exec/options.hpp"
 #include "../../variant/plan.hpp"
 #include "../../view/matrix_view.hpp"
 #include "../../view/rows_view.hpp"

@@ -7,14 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../../config.hpp"
-
-#if defined(__AVX2__) && defined(__FMA__)
-#define MQALOGITS_HOST_AVX2 1
-#endif
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
-#define MQALOGITS_HOST_AVX512 1
-#endif
+#include "../../config.hpp"  // target.hpp: MQALOGITS_HOST_AVX2 / _AVX512
 #if defined(MQALOGITS_HOST_AVX2) || defined(MQALOGITS_HOST_AVX512)
 // GCC 12's AVX-512 intrinsics seed results with _mm512_undefined_*(), which -Wuninitialized
 // reports inside the header; the pragma covers the header's lines only.
@@ -154,8 +147,8 @@ struct isa_avx2 {
     return _mm256_set1_epi32(x);
   }
   static vi dot4(vi acc, vi u, vi s) {
-#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#if defined(MQALOGITS_HOST_VNNI256)
+#if defined(MQALOGITS_HOST_VNNI512)
     return _mm256_dpbusd_epi32(acc, u, s);
 #else
     return _mm256_dpbusd_avx_epi32(acc, u, s);

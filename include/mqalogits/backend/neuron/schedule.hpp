@@ -30,7 +30,7 @@
 #include "../../config.hpp"
 #include "../../format/bf16.hpp"
 #include "../../format/mx.hpp"
-#include "../../kernel/options.hpp"
+#include "../../exec/options.hpp"
 #include "../../variant/dense.hpp"
 #include "../../variant/paged.hpp"
 #include "../../variant/paged_sparse.hpp"

@@ -16,12 +16,15 @@ MQALOGITS_NAMESPACE_BEGIN
 // max_seqlen_k == 0 (upstream's full-width mode): out is [num_q, N], column j = token j.
 // A column is valid iff its token t satisfies max(ks, 0) <= t < min(ke, N); others are -inf.
 template <class Backend, class Format, class WT, class O>
-  requires(is_backend_v<Backend> && weight_element<std::remove_const_t<WT>> &&
-           logit_element<O>)
-void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<Format>& kv,
-                        matrix_view<WT> weights, std::span<const std::int32_t> ks,
-                        std::span<const std::int32_t> ke, std::int64_t max_seqlen_k,
-                        matrix_view<O> out, const options& opt = {}) {
+requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&&
+             logit_element<O>) void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q,
+                                                       const rows_view<Format>& kv,
+                                                       matrix_view<WT> weights,
+                                                       std::span<const std::int32_t> ks,
+                                                       std::span<const std::int32_t> ke,
+                                                       std::int64_t max_seqlen_k,
+                                                       matrix_view<O> out,
+                                                       const options& opt = {}) {
   constexpr const char* where = "fp8_fp4_mqa_logits";
   using detail::require;
   const matrix_view<const std::remove_const_t<WT>> w = weights;
@@ -38,13 +41,15 @@ void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<For
   detail::dispatch<Backend>(q, plan, w, out, opt);
 }
 
+// The same call on the default backend.
+MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
 template <class Format, class WT, class O>
-  requires(weight_element<std::remove_const_t<WT>> && logit_element<O>)
-void fp8_fp4_mqa_logits(const rows_view<Format>& q, const rows_view<Format>& kv,
-                        matrix_view<WT> weights, std::span<const std::int32_t> ks,
-                        std::span<const std::int32_t> ke, std::int64_t max_seqlen_k,
-                        matrix_view<O> out, const options& opt = {}) {
+requires(weight_element<std::remove_const_t<WT>>&& logit_element<O>) void fp8_fp4_mqa_logits(
+    const rows_view<Format>& q, const rows_view<Format>& kv, matrix_view<WT> weights,
+    std::span<const std::int32_t> ks, std::span<const std::int32_t> ke, std::int64_t max_seqlen_k,
+    matrix_view<O> out, const options& opt = {}) {
   fp8_fp4_mqa_logits(default_backend{}, q, kv, weights, ks, ke, max_seqlen_k, out, opt);
 }
 
+MQALOGITS_DEFAULT_BACKEND_NAMESPACE_END
 MQALOGITS_NAMESPACE_END

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "../config.hpp"
-#include "../exec/executor.hpp"
+#include "executor.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 

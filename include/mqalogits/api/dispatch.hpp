@@ -7,9 +7,9 @@
 
 #include "../backend/default.hpp"
 #include "../config.hpp"
+#include "../exec/options.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
-#include "options.hpp"
 #include "validate.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN

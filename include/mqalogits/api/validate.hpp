@@ -34,9 +34,8 @@ inline bool extent_fits(std::int64_t rows, std::int64_t stride_bytes, std::int64
 template <class Format>
 void check_rows(const char* where, const char* name, const rows_view<Format>& v,
                 std::int64_t expected_rows) {
-  require(v.rows == expected_rows, where, [&](auto& m) {
-    m << name << " has " << v.rows << " rows, expected " << expected_rows;
-  });
+  require(v.rows == expected_rows, where,
+          [&](auto& m) { m << name << " has " << v.rows << " rows, expected " << expected_rows; });
   require(v.rows == 0 || (v.data && (v.scales || scales_optional_v<Format>)), where, [&](auto& m) {
     m << name << (v.data ? " scales" : " data") << " is null with " << v.rows << " rows";
   });
@@ -51,20 +50,20 @@ void check_rows(const char* where, const char* name, const rows_view<Format>& v,
     m << name << " data byte extent overflows: " << v.rows << " rows x stride " << v.data_stride;
   });
   require(extent_fits(v.rows, v.scale_stride, Format::scale_bytes), where, [&](auto& m) {
-    m << name << " scale byte extent overflows: " << v.rows << " rows x stride "
-      << v.scale_stride;
+    m << name << " scale byte extent overflows: " << v.rows << " rows x stride " << v.scale_stride;
   });
 }
 
 template <class T>
-void check_matrix(const char* where, const char* name, const matrix_view<T>& v,
-                  std::int64_t rows, std::int64_t cols) {
+void check_matrix(const char* where, const char* name, const matrix_view<T>& v, std::int64_t rows,
+                  std::int64_t cols) {
   require(v.rows == rows && v.cols == cols, where, [&](auto& m) {
-    m << name << " shape [" << v.rows << ", " << v.cols << "], expected [" << rows << ", "
-      << cols << "]";
+    m << name << " shape [" << v.rows << ", " << v.cols << "], expected [" << rows << ", " << cols
+      << "]";
   });
-  require(v.rows == 0 || v.cols == 0 || v.data, where,
-          [&](auto& m) { m << name << " is null with shape [" << v.rows << ", " << v.cols << "]"; });
+  require(v.rows == 0 || v.cols == 0 || v.data, where, [&](auto& m) {
+    m << name << " is null with shape [" << v.rows << ", " << v.cols << "]";
+  });
   require(v.stride >= v.cols, where,
           [&](auto& m) { m << name << " stride " << v.stride << " < cols " << v.cols; });
   // The stride bound first: it keeps stride * sizeof(T) (and cols * sizeof(T)) from overflowing.

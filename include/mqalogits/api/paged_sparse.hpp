@@ -15,13 +15,12 @@ MQALOGITS_NAMESPACE_BEGIN
 // metadata object gathers the selected tokens of `cache` into it (checking every block-table
 // entry it reads); later calls reuse that snapshot and do not read `cache`.
 template <class Backend, class Format, class WT, class O>
-  requires(is_backend_v<Backend> && weight_element<std::remove_const_t<WT>> &&
-           logit_element<O>)
-void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
-                                     const paged_cache_view<Format>& cache,
-                                     matrix_view<WT> weights,
-                                     const paged_sparse_mqa_metadata& metadata,
-                                     matrix_view<O> out, const options& opt = {}) {
+requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&& logit_element<
+         O>) void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
+                                                  const paged_cache_view<Format>& cache,
+                                                  matrix_view<WT> weights,
+                                                  const paged_sparse_mqa_metadata& metadata,
+                                                  matrix_view<O> out, const options& opt = {}) {
   constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
   const matrix_view<const std::remove_const_t<WT>> w = weights;
   // First, so a default-constructed metadata is named as such, not as a shape mismatch.
@@ -34,14 +33,17 @@ void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
   detail::dispatch<Backend>(q, paged_sparse_plan<Format>(metadata), w, out, opt);
 }
 
+// The same call on the default backend.
+MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
 template <class Format, class WT, class O>
-  requires(weight_element<std::remove_const_t<WT>> && logit_element<O>)
-void fp8_fp4_paged_sparse_mqa_logits(const rows_view<Format>& q,
-                                     const paged_cache_view<Format>& cache,
-                                     matrix_view<WT> weights,
-                                     const paged_sparse_mqa_metadata& metadata,
-                                     matrix_view<O> out, const options& opt = {}) {
+requires(weight_element<std::remove_const_t<WT>>&& logit_element<
+         O>) void fp8_fp4_paged_sparse_mqa_logits(const rows_view<Format>& q,
+                                                  const paged_cache_view<Format>& cache,
+                                                  matrix_view<WT> weights,
+                                                  const paged_sparse_mqa_metadata& metadata,
+                                                  matrix_view<O> out, const options& opt = {}) {
   fp8_fp4_paged_sparse_mqa_logits(default_backend{}, q, cache, weights, metadata, out, opt);
 }
 
+MQALOGITS_DEFAULT_BACKEND_NAMESPACE_END
 MQALOGITS_NAMESPACE_END

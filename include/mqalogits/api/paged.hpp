@@ -17,14 +17,15 @@ MQALOGITS_NAMESPACE_BEGIN
 // j < context_lens[b][j'] and j < max_blocks * page_kv. Block-table slots past the context are
 // never read; every slot that is read must name a page.
 template <class Backend, class Format, class WT, class O>
-  requires(is_backend_v<Backend> && weight_element<std::remove_const_t<WT>> &&
-           logit_element<O>)
-void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
-                              const paged_cache_view<Format>& cache, matrix_view<WT> weights,
-                              matrix_view<const std::int32_t> context_lens,
-                              matrix_view<const std::int32_t> block_table,
-                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
-                              matrix_view<O> out, const options& opt = {}) {
+requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&& logit_element<
+         O>) void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
+                                           const paged_cache_view<Format>& cache,
+                                           matrix_view<WT> weights,
+                                           matrix_view<const std::int32_t> context_lens,
+                                           matrix_view<const std::int32_t> block_table,
+                                           const paged_mqa_schedule& schedule,
+                                           std::int64_t max_context_len, matrix_view<O> out,
+                                           const options& opt = {}) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
   using detail::require;
   const matrix_view<const std::remove_const_t<WT>> w = weights;
@@ -52,20 +53,20 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
   require(schedule.next_n() == next_n && schedule.num_requests() == B &&
               schedule.page_kv() == cache.page_kv,
           where, [&](auto& m) {
-            m << "schedule was made for " << schedule.num_requests() << " x "
-              << schedule.next_n() << " rows with page_kv " << schedule.page_kv() << ", the call has "
-              << B << " x " << next_n << " with page_kv " << cache.page_kv;
+            m << "schedule was made for " << schedule.num_requests() << " x " << schedule.next_n()
+              << " rows with page_kv " << schedule.page_kv() << ", the call has " << B << " x "
+              << next_n << " with page_kv " << cache.page_kv;
           });
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t j = 0; j < next_n; ++j)
-      require(schedule.context_lens()[static_cast<std::size_t>(b * next_n + j)] ==
-                  context_lens(b, j),
-              where, [&](auto& m) {
-                m << "schedule is stale: context_lens[" << b << "][" << j << "] = "
-                  << context_lens(b, j) << " but the schedule was made for "
-                  << schedule.context_lens()[static_cast<std::size_t>(b * next_n + j)]
-                  << " (regenerate it with get_paged_mqa_logits_metadata)";
-              });
+      require(
+          schedule.context_lens()[static_cast<std::size_t>(b * next_n + j)] == context_lens(b, j),
+          where, [&](auto& m) {
+            m << "schedule is stale: context_lens[" << b << "][" << j
+              << "] = " << context_lens(b, j) << " but the schedule was made for "
+              << schedule.context_lens()[static_cast<std::size_t>(b * next_n + j)]
+              << " (regenerate it with get_paged_mqa_logits_metadata)";
+          });
   const paged_plan<Format> plan(cache, block_table, context_lens, max_context_len, schedule);
   detail::check_q_weights_out(where, q, w, out, B * next_n, max_context_len);
   // Every block-table slot the kernel reads must name a page; slots past the context are not read.
@@ -82,16 +83,17 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
   detail::dispatch<Backend>(q, plan, w, out, opt);
 }
 
+// The same call on the default backend.
+MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
 template <class Format, class WT, class O>
-  requires(weight_element<std::remove_const_t<WT>> && logit_element<O>)
-void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
-                              matrix_view<WT> weights,
-                              matrix_view<const std::int32_t> context_lens,
-                              matrix_view<const std::int32_t> block_table,
-                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
-                              matrix_view<O> out, const options& opt = {}) {
+requires(weight_element<std::remove_const_t<WT>>&& logit_element<O>) void fp8_fp4_paged_mqa_logits(
+    const rows_view<Format>& q, const paged_cache_view<Format>& cache, matrix_view<WT> weights,
+    matrix_view<const std::int32_t> context_lens, matrix_view<const std::int32_t> block_table,
+    const paged_mqa_schedule& schedule, std::int64_t max_context_len, matrix_view<O> out,
+    const options& opt = {}) {
   fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
                            schedule, max_context_len, out, opt);
 }
 
+MQALOGITS_DEFAULT_BACKEND_NAMESPACE_END
 MQALOGITS_NAMESPACE_END

@@ -1,0 +1,47 @@
+// get_sparse_mqa_logits_metadata + fp8_fp4_sparse_mqa_logits: selected blocks of a token-major KV.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../config.hpp"
+#include "../variant/sparse.hpp"
+#include "dispatch.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+// q: [num_q * H] rows; kv: at least metadata.num_kv_tokens() rows; weights: [num_q, H];
+// out: [num_q, cap * B]. The selection, ks and ke come from the metadata.
+template <class Backend, class Format, class WT, class O>
+requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&&
+             logit_element<O>) void fp8_fp4_sparse_mqa_logits(Backend, const rows_view<Format>& q,
+                                                              const rows_view<Format>& kv,
+                                                              matrix_view<WT> weights,
+                                                              const sparse_mqa_metadata& metadata,
+                                                              matrix_view<O> out,
+                                                              const options& opt = {}) {
+  constexpr const char* where = "fp8_fp4_sparse_mqa_logits";
+  using detail::require;
+  const matrix_view<const std::remove_const_t<WT>> w = weights;
+  require(metadata.num_kv_tokens() > 0, where,
+          [](auto& m) { m << "metadata was not made by get_sparse_mqa_logits_metadata"; });
+  require(kv.rows >= metadata.num_kv_tokens(), where, [&](auto& m) {
+    m << "kv has " << kv.rows
+      << " rows, the metadata says num_kv_tokens = " << metadata.num_kv_tokens();
+  });
+  detail::check_rows(where, "kv", kv, kv.rows);
+  detail::check_q_weights_out(where, q, w, out, metadata.num_rows(), metadata.num_cols());
+  detail::dispatch<Backend>(q, sparse_plan<Format>(kv, metadata), w, out, opt);
+}
+
+// The same call on the default backend.
+MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
+template <class Format, class WT, class O>
+requires(weight_element<std::remove_const_t<WT>>&& logit_element<O>) void fp8_fp4_sparse_mqa_logits(
+    const rows_view<Format>& q, const rows_view<Format>& kv, matrix_view<WT> weights,
+    const sparse_mqa_metadata& metadata, matrix_view<O> out, const options& opt = {}) {
+  fp8_fp4_sparse_mqa_logits(default_backend{}, q, kv, weights, metadata, out, opt);
+}
+
+MQALOGITS_DEFAULT_BACKEND_NAMESPACE_END
+MQALOGITS_NAMESPACE_END

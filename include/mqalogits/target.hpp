@@ -1,0 +1,49 @@
+// Which host instruction set this translation unit is compiled for, from the compiler's target
+// macros (-march, -mavx2, -mcpu=...+dotprod): preprocessor only, so config.hpp can name it in
+// the library's inline namespace. A header-only library takes its consumer's flags; it never
+// picks an instruction set at run time.
+//
+// MQALOGITS_ISA_TAG is the token that names the unit's path in every mangled symbol:
+//   avx512_vnni, avx512, avx2_vnni, avx2, neon_dotprod, neon, portable.
+// Define MQALOGITS_HOST_PORTABLE to force the portable path whatever the flags say.
+#pragma once
+
+#if !defined(MQALOGITS_HOST_PORTABLE)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512DQ__) && defined(__FMA__)
+#define MQALOGITS_HOST_AVX512 1
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+#define MQALOGITS_HOST_AVX2 1
+#endif
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define MQALOGITS_HOST_NEON 1
+#endif
+#endif
+
+// The int8 dot-product extensions the paths use when present.
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define MQALOGITS_HOST_VNNI512 1
+#endif
+#if defined(MQALOGITS_HOST_VNNI512) || defined(__AVXVNNI__)
+#define MQALOGITS_HOST_VNNI256 1
+#endif
+#if defined(__ARM_FEATURE_DOTPROD)
+#define MQALOGITS_HOST_DOTPROD 1
+#endif
+
+#if defined(MQALOGITS_HOST_AVX512) && defined(MQALOGITS_HOST_VNNI512)
+#define MQALOGITS_ISA_TAG avx512_vnni
+#elif defined(MQALOGITS_HOST_AVX512)
+#define MQALOGITS_ISA_TAG avx512
+#elif defined(MQALOGITS_HOST_AVX2) && defined(MQALOGITS_HOST_VNNI256)
+#define MQALOGITS_ISA_TAG avx2_vnni
+#elif defined(MQALOGITS_HOST_AVX2)
+#define MQALOGITS_ISA_TAG avx2
+#elif defined(MQALOGITS_HOST_NEON) && defined(MQALOGITS_HOST_DOTPROD)
+#define MQALOGITS_ISA_TAG neon_dotprod
+#elif defined(MQALOGITS_HOST_NEON)
+#define MQALOGITS_ISA_TAG neon
+#else
+#define MQALOGITS_ISA_TAG portable
+#endif
