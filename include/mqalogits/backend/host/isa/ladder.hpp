@@ -9,6 +9,7 @@
 #include "../../../config.hpp"
 #include "avx2.hpp"
 #include "avx512.hpp"
+#include "neon.hpp"
 #include "portable.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -17,6 +18,9 @@ namespace host_backend {
 // Every compiled ISA, as a type list (the micro-kernel tests run each of them).
 // clang-format off
 using compiled_isas = std::tuple<isa_portable
+#if defined(MQALOGITS_HOST_NEON)
+    , isa_neon
+#endif
 #if defined(MQALOGITS_HOST_AVX2)
     , isa_avx2
 #endif
