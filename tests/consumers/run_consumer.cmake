@@ -6,7 +6,8 @@
 #                  build a consumer project in a fresh WORK_DIR, then run its program EXE.
 #   MODE=pkgconfig PREFIX, SOURCE (a .cpp), WORK_DIR, CXX: compile SOURCE with the flags
 #                  `pkg-config --cflags --libs mqalogits` gives for PREFIX, then run it.
-# Always passed: GENERATOR, CXX_COMPILER, LAUNCHER (may be empty).
+# Always passed: GENERATOR, CXX_COMPILER, LAUNCHER, TOOLCHAIN (a cross build's toolchain file)
+# and EMULATOR (;-list: what runs the cross-built programs), each possibly empty.
 cmake_minimum_required(VERSION 3.21)
 
 function(run)
@@ -21,6 +22,16 @@ endfunction()
 set(common -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
 if(LAUNCHER)
   list(APPEND common "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}")
+endif()
+if(TOOLCHAIN)
+  list(APPEND common "-DCMAKE_TOOLCHAIN_FILE=${TOOLCHAIN}")
+  # The toolchain searches packages under its roots only: an install prefix the consumer is
+  # pointed at becomes one more root.
+  foreach(arg IN LISTS ARGS)
+    if(arg MATCHES "^-DCMAKE_PREFIX_PATH=(.*)$")
+      list(APPEND ARGS "-DCMAKE_FIND_ROOT_PATH=${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
 endif()
 file(REMOVE_RECURSE "${WORK_DIR}")
 
@@ -51,7 +62,7 @@ elseif(MODE STREQUAL "project")
     if(NOT EXE)
       set(EXE consumer)
     endif()
-    run("${WORK_DIR}/${EXE}")
+    run(${EMULATOR} "${WORK_DIR}/${EXE}")
     message(STATUS "${run_output}")
     if(NOT run_output MATCHES "${EXPECT}")
       message(FATAL_ERROR "the consumer printed '${run_output}', expected '${EXPECT}'")
@@ -67,7 +78,7 @@ elseif(MODE STREQUAL "pkgconfig")
   separate_arguments(flags UNIX_COMMAND "${flags}")
   file(MAKE_DIRECTORY "${WORK_DIR}")
   run(${LAUNCHER} ${CXX_COMPILER} ${SOURCE} ${flags} -o "${WORK_DIR}/consumer")
-  run("${WORK_DIR}/consumer")
+  run(${EMULATOR} "${WORK_DIR}/consumer")
   message(STATUS "${run_output}")
   if(NOT run_output MATCHES "${EXPECT}")
     message(FATAL_ERROR "the consumer printed '${run_output}', expected '${EXPECT}'")
