@@ -23,7 +23,7 @@ namespace host_backend {
 
 // Which micro-kernel family a format uses: the one place that decides it.
 template <class Format>
-inline constexpr bool int8_path = std::is_same_v<Format, mxfp4>;
+inline constexpr bool int8_path = Format::doubled_codes_int8&& Format::power_of_two_scales;
 
 // Bytes of one decoded int8 key: one per element.
 inline constexpr int i8_key_bytes = head_dim;
@@ -58,9 +58,12 @@ void decode_q_f32(const rows_view<Format>& q, std::int64_t first_row, int heads,
 
 // Query rows (one query token) into an i8_path::query's arrays: data [32][hp] words, start
 // [4][hp] (only written when I's encoding offsets keys), scale [4][hp].
-template <class I>
-void decode_q_i8(const rows_view<mxfp4>& q, std::int64_t first_row, int heads, int hp,
+template <class I, class Format>
+void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
                  std::int32_t* data, std::int32_t* start, float* scale) {
+  static_assert(std::conjunction_v<std::is_same<typename Format::data_type, float_e2m1>,
+                                   std::bool_constant<Format::scale_block == scale_block>>,
+                "the int8 path reads packed e2m1 codes with one scale per 32 elements");
   constexpr int blocks = head_dim / scale_block;
   for (int h = 0; h < heads; ++h) {
     const std::uint8_t* sc = q_scales(q, first_row + h);

@@ -74,8 +74,10 @@ inline constexpr const std::uint8_t (&query_code)[16] = int8_signed_keys::key_co
 // Formats whose rows are e4m3 codes with one UE8M0 scale per 32 elements (MXFP8): the layout an
 // ISA's own fp32 row decoder may handle instead of Format::decode_row.
 template <class Format>
-inline constexpr bool e4m3_ue8m0_rows = std::is_same_v<typename Format::data_type, float_e4m3>&&
-    std::is_same_v<typename Format::scale_type, float_ue8m0>;
+inline constexpr bool e4m3_ue8m0_rows =
+    std::conjunction_v<std::is_same<typename Format::data_type, float_e4m3>,
+                       std::is_same<typename Format::scale_type, ue8m0_block_scales>,
+                       std::bool_constant<Format::scale_block == 32>>;
 
 // The decoders an ISA keeps unless it has a faster one: both are exact, so every ISA produces
 // the same decoded bits.
