@@ -234,8 +234,8 @@ void check_paged_and_sparse() {
 // optional (null = 1), like the per-token FP8 format. It must run through the generic path.
 // Its data codec: one signed byte per element.
 struct int8_codes {
-  static constexpr const char* name = "int8";
-  static constexpr float max_finite = 127.0f;
+  [[maybe_unused]] static constexpr const char* name = "int8";
+  [[maybe_unused]] static constexpr float max_finite = 127.0f;
   static constexpr int bits = 8;
   static constexpr bool doubled_is_int8 = false;
   static constexpr float element(const std::uint8_t* data, int i) {
