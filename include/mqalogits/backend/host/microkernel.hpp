@@ -79,9 +79,9 @@ struct f32_path {
 // whenever the block's scaled sum can be a normal float, and one multiply-add applies it:
 // scaling by one scale first could overflow (a query scale of 2^118 times a block sum of 4608)
 // where the scaled sum itself is an ordinary number. A product past the float range is capped
-// at the largest float, so an all-zero block stays 0 instead of 0 x inf = NaN (any nonzero sum
-// still overflows to infinity, but for a block sum of +-1 exactly at the edge, which gives the
-// largest float).
+// at the largest float, so an all-zero block stays 0 instead of 0 x inf = NaN; a nonzero sum
+// still overflows to infinity, except a sum of +-1, which gives +-the largest float (its exact
+// value, at least 2^128, is past the range too).
 struct i8_path {
   // One decoded query row: data[(b * 8 + s) * padded_heads + h] is the 4 bytes (s8) of elements
   // 4s..4s+3 of block b of head h, in the stored block order; start[b * padded_heads + h] the
