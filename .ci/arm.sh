@@ -40,7 +40,7 @@ fi
 run_target() {  # name, -march value
   local name=$1 march=$2 dir=build-arm-$1
   stamp "$name ($march): configure"
-  cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
+  cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake" \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="-march=$march" "${launcher[@]}" \
     -DMQALOGITS_BUILD_BENCH=OFF -DMQALOGITS_BUILD_EXAMPLES=OFF > /dev/null
   stamp "$name: build the test binary and the ABI test programs"

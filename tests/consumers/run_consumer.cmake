@@ -27,11 +27,9 @@ if(TOOLCHAIN)
   list(APPEND common "-DCMAKE_TOOLCHAIN_FILE=${TOOLCHAIN}")
   # The toolchain searches packages under its roots only: an install prefix the consumer is
   # pointed at becomes one more root.
-  foreach(arg IN LISTS ARGS)
-    if(arg MATCHES "^-DCMAKE_PREFIX_PATH=(.*)$")
-      list(APPEND ARGS "-DCMAKE_FIND_ROOT_PATH=${CMAKE_MATCH_1}")
-    endif()
-  endforeach()
+  if(ARGS MATCHES "-DCMAKE_PREFIX_PATH=([^;\\]*)")
+    list(APPEND ARGS "-DCMAKE_FIND_ROOT_PATH=${CMAKE_MATCH_1}")
+  endif()
 endif()
 file(REMOVE_RECURSE "${WORK_DIR}")
 
