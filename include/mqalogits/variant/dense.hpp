@@ -38,6 +38,8 @@ class dense_plan {
   }
   key_ref key(std::int64_t, std::int64_t k) const { return {kv_.row(k), kv_.scale(k)}; }
   work_list work(const tiling& t) const { return detail::split_work(*this, t); }
+  static constexpr bool prefill = true;
+  std::int64_t gather_block() const { return 0; }  // keys are contiguous tokens
 
   const rows_view<Format>& kv() const { return kv_; }
 

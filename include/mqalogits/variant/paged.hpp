@@ -189,6 +189,9 @@ class paged_plan {
     return list;
   }
 
+  static constexpr bool prefill = false;
+  std::int64_t gather_block() const { return cache_.page_kv; }  // one page per indirect read
+
   const paged_cache_view<Format>& cache() const { return cache_; }
   const matrix_view<const std::int32_t>& block_table() const { return table_; }
 

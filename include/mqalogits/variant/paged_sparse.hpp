@@ -212,6 +212,8 @@ class paged_sparse_plan {
     return {t, t + Format::data_bytes};
   }
   work_list work(const tiling& t) const { return detail::split_work(*this, t); }
+  static constexpr bool prefill = false;
+  std::int64_t gather_block() const { return meta_->sparse_block_kv(); }  // one selected block
 
  private:
   const paged_sparse_mqa_metadata* meta_;

@@ -139,6 +139,8 @@ class sparse_plan {
   }
   work_list work(const tiling& t) const { return detail::split_work(*this, t); }
   std::int64_t sparse_block_kv() const { return meta_->sparse_block_kv(); }
+  static constexpr bool prefill = false;
+  std::int64_t gather_block() const { return meta_->sparse_block_kv(); }  // one selected block
 
  private:
   rows_view<Format> kv_;
