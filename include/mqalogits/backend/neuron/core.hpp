@@ -155,8 +155,9 @@ struct window {
 class pool {
  public:
   pool(memory space, std::int64_t budget, std::int64_t granule, std::int64_t max_tile,
-       const char* generation, bool compute)
-      : space_(space),
+       const char* generation, bool compute, bool psum_bf16 = false)
+      : psum_bf16_(psum_bf16),
+        space_(space),
         budget_(budget),
         granule_(granule),
         max_tile_(max_tile),
@@ -179,9 +180,11 @@ class pool {
                       m << mem << " tile " << name << " [" << partitions << " x " << free
                         << "] needs 1..128 partitions and a non-empty free size";
                     });
-    // PSUM holds fp32 (and, for transposed MX operands, packed 32 / 16-bit words).
-    detail::require(space_ == memory::sbuf || type == dtype::fp32 || dtype_lanes(type) == 4, where,
-                    [&](auto& m) {
+    // PSUM holds fp32 (and, for transposed MX operands, packed 32 / 16-bit words; bf16 matmul
+    // output where the generation writes it).
+    detail::require(space_ == memory::sbuf || type == dtype::fp32 || dtype_lanes(type) == 4 ||
+                        (type == dtype::bf16 && psum_bf16_),
+                    where, [&](auto& m) {
                       m << "PSUM tile " << name << " must be fp32, not " << dtype_name(type);
                     });
     const std::int64_t bytes = partition_bytes(type, free);
@@ -213,6 +216,7 @@ class pool {
   void release(std::int64_t bytes) { used_ -= bytes; }
 
  private:
+  bool psum_bf16_;
   memory space_;
   std::int64_t budget_, granule_, max_tile_;
   const char* generation_;
@@ -279,7 +283,7 @@ class core {
         sbuf_(memory::sbuf, traits_type::sbuf_partition_bytes, 64, traits_type::sbuf_partition_bytes,
               traits_type::name, compute),
         psum_(memory::psum, traits_type::psum_partition_bytes, traits_type::psum_bank_bytes,
-              max_psum_tile_bytes<Gen>, traits_type::name, compute) {
+              max_psum_tile_bytes<Gen>, traits_type::name, compute, traits_type::psum_bf16_output) {
     report_.generation = traits_type::name;
     report_.psum_read_exclusive = traits_type::psum_read_exclusive;
     report_.sbuf_vector_gpsimd_exclusive = traits_type::sbuf_vector_gpsimd_exclusive;
@@ -421,7 +425,9 @@ class core {
               matmul_kind kind = matmul_kind::score) {
     const std::int64_t K = stationary.np, M = stationary.nc, N = moving.nc;
     const dtype t = stationary.type();
-    check_matmul(out, stationary, moving, traits_type::pe_max_moving_fp32);
+    check_matmul(out, stationary, moving,
+                 out.type() == dtype::bf16 ? traits_type::pe_max_moving_bf16
+                                           : traits_type::pe_max_moving_fp32);
     check(t == moving.type() &&
               (t == dtype::bf16 || t == dtype::fp32 ||
                (t == dtype::fp8 && traits_type::native_e4m3fn)),
@@ -718,6 +724,11 @@ class core {
       gpsimd_instruction(traits_type::topk_cycles_per_element * n + k);
     report_.topk_calls += calls;
   }
+  // A VectorE instruction of `elements` per partition and `inputs` inputs whose result the
+  // caller computes (a compare whose outcome feeds a host-side selection, e.g. top-k).
+  void vector_elementwise(std::int64_t elements, int inputs) {
+    vector_instruction(elements, inputs, false, false);
+  }
   // A GpSimd instruction of `elements` per partition (one per lane per cycle), `inputs` inputs.
   void gpsimd_elementwise(std::int64_t elements, int inputs) {
     gpsimd_instruction(elements * (inputs > 1 ? traits_type::two_input_cycle_factor : 1));
@@ -765,8 +776,11 @@ class core {
                     });
     check(st.space() == memory::sbuf && mv.space() == memory::sbuf,
           "matmul operands are read from SBUF");
-    check(out.space() == memory::psum && out.type() == dtype::fp32 && out.np == M && out.nc == N,
-          "matmul writes a [M, N] fp32 PSUM tile");
+    check(out.space() == memory::psum &&
+              (out.type() == dtype::fp32 ||
+               (out.type() == dtype::bf16 && traits_type::psum_bf16_output)) &&
+              out.np == M && out.nc == N,
+          "matmul writes a [M, N] fp32 PSUM tile (bf16 on trn3)");
     check_partition_start(st);
     check_partition_start(mv);
     check_partition_start(out);
@@ -775,7 +789,7 @@ class core {
     for (std::int64_t m = 0; m < out.np; ++m)
       for (std::int64_t n = 0; n < out.nc; ++n) {
         const float a = acc[static_cast<std::size_t>(m * out.nc + n)];
-        out.at(m, n) = accumulate ? out.at(m, n) + a : a;
+        out.at(m, n) = store_as(out.type(), accumulate ? out.at(m, n) + a : a);
       }
   }
   void finish_transfer(std::int64_t descriptors, std::int64_t bytes, std::int64_t blocks) {

@@ -6,4 +6,5 @@
 #include "core.hpp"
 #include "report.hpp"
 #include "schedule.hpp"
+#include "topk.hpp"
 #include "traits.hpp"

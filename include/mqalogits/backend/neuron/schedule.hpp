@@ -151,8 +151,8 @@ class kernel {
       if constexpr (mx_format || per_token) bcast_ = c.psum("broadcast", 128, key_tile);
     }
     tp_ = c.psum("transpose", 128, 128);
-    logits_ = c.sbuf("logits", dtype::fp32, 128, chunk_);
-    out_tile_ = c.sbuf("logits out", out_type, 128, chunk_);
+    logits_ = c.template sbuf<shape<dtype::fp32, 128, score_step>>("logits");
+    out_tile_ = c.template sbuf<shape<out_type, 128, score_step>>("logits out");
     valid_.resize(static_cast<std::size_t>(chunk_));
   }
 
@@ -461,7 +461,8 @@ class kernel {
     const std::int64_t step = mx ? quadrant_tile : key_tile;
     for (std::int64_t c0 = 0; c0 < kcols; c0 += step) {
       const std::int64_t n = std::min(step, kcols - c0), keys = mx ? mx_pack * n : n;
-      const window acc(logits_, 0, r, mx ? mx_pack * c0 : c0, keys);
+      const std::int64_t first = mx ? mx_pack * c0 : c0;  // the tile's first key in the chunk
+      const window acc(logits_, 0, r, 0, keys);
       for (std::int64_t h = 0; h < heads_; ++h) {
         if constexpr (mx) {
           for (int j = 0; j < mx_pack; ++j) {
@@ -480,9 +481,9 @@ class kernel {
         }
         c_.scale_add(acc, window(relu_, 0, r, 0, keys), window(pq_.w, 0, r, h, 1), h == 0);
       }
-      if constexpr (per_token) apply_key_scales(acc, r, mx ? mx_pack * c0 : c0);
+      if constexpr (per_token) apply_key_scales(acc, r, first);
+      epilogue(acc, item.row_begin, R, k0 + first, first);
     }
-    epilogue(window(logits_, 0, r, 0, nk), item.row_begin, R, k0, nk);
   }
 
   // acc [rows, n] *= |K scale| of its columns: the scale row broadcast to the rows by a matmul
@@ -571,29 +572,37 @@ class kernel {
             c_.matmul(window(head_, 0, i + 1, 0, keys), window(pass.w, i * h, h, 0, i + 1),
                       window(relu_, i * h, h, 0, keys), false, matmul_kind::head_sum);
         }
-        const window dst(logits_, 0, rows, mx ? mx_pack * c0 : c0, keys);
+        const std::int64_t first = mx ? mx_pack * c0 : c0;  // the tile's first key
         if constexpr (per_token) {
-          const window b(bcast_, 0, rows, 0, keys);
-          c_.matmul(b, window(ones_, 0, 1, 0, rows),
-                    window(k_scale_row_, 0, 1, mx ? mx_pack * c0 : c0, keys), false,
-                    matmul_kind::broadcast);
+          const window b(bcast_, 0, rows, 0, keys), dst(logits_, 0, rows, 0, keys);
+          c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, first, keys),
+                    false, matmul_kind::broadcast);
           c_.multiply_abs(dst, sum, b);
+          epilogue(dst, pass.row_begin, rows, k0 + first, first);
         } else {
-          c_.copy(dst, sum);
+          epilogue(sum, pass.row_begin, rows, k0 + first, first);  // straight from PSUM
         }
       }
-      epilogue(window(logits_, 0, rows, 0, nk), pass.row_begin, rows, k0, nk);
     }
   }
 
   // ---- the epilogue ----
 
-  // fp32 logits [R, nk] of rows [r0, r0 + R), keys [k0, k0 + nk): cast (RNE for bf16), -inf on
-  // masked keys when clean, then one DMA with a row per output row over its candidate columns.
+  // fp32 logits [R, n] (PSUM or SBUF) of rows [r0, r0 + R), keys [k0, k0 + n), the keys from
+  // offset `first` of the loaded chunk: cast to the output type (RNE for bf16) with -inf on
+  // masked keys when clean (VectorE's predicated copy), or, with nothing to mask, by ScalarE's
+  // identity activation (the cast evacuations alternate engines, as AWS's decode kernels do);
+  // then one DMA with a row per output row over its candidate columns. Only this function
+  // writes logits.
   void epilogue(const window& logits, std::int64_t r0, std::int64_t R, std::int64_t k0,
-                std::int64_t nk) {
+                std::int64_t first) {
+    const std::int64_t nk = logits.nc;
+    const unsigned char* valid = valid_.data() + first;
     const window o(out_tile_, 0, static_cast<int>(R), 0, nk);
-    c_.select(o, logits, nullptr, clean_ ? valid_.data() : nullptr, minus_inf);
+    if (clean_ && std::find(valid, valid + nk, 0) != valid + nk)
+      c_.select(o, logits, nullptr, valid, minus_inf);
+    else
+      c_.activation(o, logits, activation_fn::identity);
     auto t = c_.dma();
     for (std::int64_t r = 0; r < R; ++r) {
       const row_keys rk = plan_.row(r0 + r);
