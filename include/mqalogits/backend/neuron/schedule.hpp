@@ -45,6 +45,7 @@
 
 #include "../../config.hpp"
 #include "../../error.hpp"
+#include "../../exec/executor.hpp"
 #include "../../exec/options.hpp"
 #include "../../format/bf16.hpp"
 #include "../../format/mx.hpp"
@@ -79,17 +80,30 @@ constexpr std::int64_t decode_rows_per_pass(std::int64_t heads) {
   return heads == 32 || heads == 64 ? common_traits::partitions / heads : 1;
 }
 
+// OCP MX: power-of-two (UE8M0) scales, one per 32 elements, the layout nc_matmul_mx takes.
 template <class F>
-inline constexpr bool is_mx_format_v = std::is_same_v<typename F::scale_type, float_ue8m0>;
+inline constexpr bool is_mx_format_v = F::power_of_two_scales && F::scale_block == scale_block;
 
-template <class Gen, class Format, class Plan, class W, class O>
+// The element type an output policy writes (the logits row's O; fp32 for others).
+template <class Output>
+struct output_element {
+  using type = float;
+};
+template <class Output>
+  requires requires { typename Output::element_type; }
+struct output_element<Output> {
+  using type = typename Output::element_type;
+};
+
+template <class Gen, class Format, class Plan, class W, class Output>
 class kernel {
+  using O = typename output_element<Output>::type;
   static_assert(variant_plan<Plan>, "mqalogits neuron model: Plan is not a variant plan");
   using tr = traits<Gen>;
   static constexpr bool mx_format = is_mx_format_v<Format>;
   static constexpr bool per_token = !mx_format;
   static constexpr bool mx = tr::mx_matmul && mx_format;  // trn3 MX matmul
-  static constexpr bool fp4 = Format::data_bytes * 2 == head_dim;
+  static constexpr bool fp4 = Format::data_type::bits == 4;
   static constexpr bool fp8_operands = per_token && tr::native_e4m3fn;  // trn3 fp8_per_token
   static constexpr dtype word_type = fp4 ? dtype::fp4x4 : dtype::fp8x4;
   // The matmul operand: x4 words (trn3 MX), fp8 codes (trn3 per-token) or decoded bf16.
@@ -102,13 +116,13 @@ class kernel {
 
  public:
   kernel(core<Gen>& c, const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-         const matrix_view<O>& out, bool clean, int part, int parts)
+         Output& output, int part, int parts)
       : c_(c),
         q_(q),
         plan_(plan),
         w_(w),
-        out_(out),
-        clean_(clean),
+        output_(output),
+        clean_(clean_of(output)),
         part_(part),
         parts_(parts),
         heads_(w.cols),
@@ -158,8 +172,8 @@ class kernel {
 
   void run() {
     if (clean_ && part_ == 0) fill_outside();
-    const work_list work =
-        plan_.work(tiling{Plan::prefill ? prefill_rows : 8, chunk_});
+    work_list work;
+    plan_.fill_work(tiling{Plan::prefill ? prefill_rows : 8, chunk_}, work);
     // Consecutive items of one group, rows and contiguous keys form one chunk.
     std::vector<work_item> chunks;
     for (const work_item& it : work.items) {
@@ -240,7 +254,7 @@ class kernel {
           const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
           if (!k.valid()) continue;
           if constexpr (per_token) {
-            const float v = Format::scale(k.scale);
+            const float v = Format::block_scale(k.scale, 0);
             t.values_in(window(k_scale_), p, s, &v, 1, false);
           } else {
             t.bytes_in(window(exps_), p, s * sb, k.scale, sb, false);
@@ -255,7 +269,7 @@ class kernel {
         if (!read[p]) continue;
         for (std::int64_t s = 0; s < B; ++s) {
           const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
-          const float v = k.valid() ? Format::scale(k.scale) : 0.0f;
+          const float v = k.valid() ? Format::block_scale(k.scale, 0) : 0.0f;
           t.values_in(window(k_scale_row_), 0, p * B + s, &v, 1, false);
         }
         t.row(B * sb);
@@ -362,7 +376,7 @@ class kernel {
         for (std::int64_t s = 0; s < S; ++s) {
           const std::uint8_t* sc = q_.scale(first + p * S + s);
           if constexpr (per_token) {
-            const float v = Format::scale(sc);
+            const float v = Format::block_scale(sc, 0);
             t.values_in(window(qscale), p, s, &v, 1, false);
           } else {
             t.bytes_in(window(exps), p, s * sb, sc, sb, false);
@@ -592,8 +606,9 @@ class kernel {
   // offset `first` of the loaded chunk: cast to the output type (RNE for bf16) with -inf on
   // masked keys when clean (VectorE's predicated copy), or, with nothing to mask, by ScalarE's
   // identity activation (the cast evacuations alternate engines, as AWS's decode kernels do);
-  // then one DMA with a row per output row over its candidate columns. Only this function
-  // writes logits.
+  // then one DMA with a row per output row over its candidate columns. The values themselves
+  // reach the caller through the output policy (its consume), fed the same fp32 scores; this
+  // function carries their cost.
   void epilogue(const window& logits, std::int64_t r0, std::int64_t R, std::int64_t k0,
                 std::int64_t first) {
     const std::int64_t nk = logits.nc;
@@ -607,29 +622,41 @@ class kernel {
     for (std::int64_t r = 0; r < R; ++r) {
       const row_keys rk = plan_.row(r0 + r);
       const std::int64_t lo = std::max(k0, rk.key_begin), hi = std::min(k0 + nk, rk.key_end);
-      if (lo < hi)
-        t.values_out(out_.row(r0 + r) - rk.col_offset + lo, o, r, lo - k0, hi - lo);
+      if (lo >= hi) continue;
+      t.row((hi - lo) * static_cast<std::int64_t>(sizeof(O)));
+      if (c_.computes())
+        output_.consume(0, r0 + r, lo - rk.col_offset, &logits.at(r, lo - k0),
+                        valid + (lo - k0), hi - lo);
     }
   }
 
-  // -inf in every column outside a row's candidate range: a DMA from a constant SBUF row.
+  // -inf in every column outside a row's candidate range: a DMA from a constant SBUF row (the
+  // values are the output policy's begin).
   void fill_outside() {
-    const O fill = from_float<O>(minus_inf);
+    if (c_.computes()) output_.begin(plan_, 1, executor_ref{});
     auto t = c_.dma();
-    for (std::int64_t r = 0; r < out_.rows; ++r) {
+    const std::int64_t cols = plan_.num_cols(), bytes = sizeof(O);
+    for (std::int64_t r = 0; r < plan_.num_rows(); ++r) {
       const row_keys k = plan_.row(r);
-      const std::int64_t c0 = k.empty() ? out_.cols : k.key_begin - k.col_offset;
-      const std::int64_t c1 = k.empty() ? out_.cols : k.key_end - k.col_offset;
-      if (c0 > 0) t.fill_out(out_.row(r), c0, fill);
-      if (out_.cols > c1) t.fill_out(out_.row(r) + c1, out_.cols - c1, fill);
+      const std::int64_t c0 = k.empty() ? cols : k.key_begin - k.col_offset;
+      const std::int64_t c1 = k.empty() ? cols : k.key_end - k.col_offset;
+      if (c0 > 0) t.row(c0 * bytes);
+      if (cols > c1) t.row((cols - c1) * bytes);
     }
+  }
+
+  static bool clean_of(const Output& output) {
+    if constexpr (requires { output.clean(); })
+      return output.clean();
+    else
+      return true;
   }
 
   core<Gen>& c_;
   const rows_view<Format>& q_;
   const Plan& plan_;
   const matrix_view<const W>& w_;
-  const matrix_view<O>& out_;
+  Output& output_;
   bool clean_;
   int part_, parts_;
   std::int64_t heads_, block_, chunk_, rows_;
@@ -650,9 +677,10 @@ struct backend_kernels<backend::neuron<Gen>> {
   // Arguments are validated by the caller. The model runs one NeuronCore's schedule (two with
   // LNC = 2) on the calling thread (options.executor is not used) and adds its cost to the
   // thread's open neuron_backend::capture, if any.
-  template <class Format, class Plan, class W, class O>
+  // Values reach the caller through `output` (an output policy); cost-only captures skip it.
+  template <class Format, class Plan, class W, class Output>
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-                  const matrix_view<O>& out, const options& opt) {
+                  Output& output, const options&) {
     using tr = neuron_backend::traits<Gen>;
     const neuron_backend::capture_state cap = neuron_backend::current_capture();
     const int cores = cap.target ? cap.options.logical_cores : 1;
@@ -668,8 +696,7 @@ struct backend_kernels<backend::neuron<Gen>> {
     for (int part = 0; part < cores; ++part) {
       neuron_backend::core<Gen> c(compute);
       {
-        neuron_backend::kernel<Gen, Format, Plan, W, O> k(c, q, plan, w, out, opt.clean_logits,
-                                                          part, cores);
+        neuron_backend::kernel<Gen, Format, Plan, W, Output> k(c, q, plan, w, output, part, cores);
         k.run();
       }
       const neuron_backend::report& one = c.counters();
@@ -679,6 +706,7 @@ struct backend_kernels<backend::neuron<Gen>> {
       }
       neuron_backend::accumulate(call, one);
     }
+    if (compute) output.finish(executor_ref{});
     if (cap.target) {
       neuron_backend::report& r = *cap.target;
       neuron_backend::accumulate(r, call);
