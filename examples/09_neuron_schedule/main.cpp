@@ -18,11 +18,13 @@ void print() {
 }
 
 int main() {
-  std::puts("mqalogits neuron backend: cost of the modelled NeuronCore schedule (not a device run)\n");
+  std::puts(
+      "mqalogits neuron backend: cost of the modelled NeuronCore schedule (not a device run)\n");
   print<ml::backend::trn1>();
   print<ml::backend::trn2>();
   print<ml::backend::trn3>();
   // LNC = 2 on trn3: the two physical cores split the 64 requests.
-  const auto lnc = neuron_shapes::paged_decode<ml::backend::trn3, ml::mxfp8>(64, 8192, {.logical_cores = 2});
+  const auto lnc =
+      neuron_shapes::paged_decode<ml::backend::trn3, ml::mxfp8>(64, 8192, {.logical_cores = 2});
   std::puts(lnc.line("paged-decode-mxfp8-lnc2", "64x8192/H64/page64").c_str());
 }

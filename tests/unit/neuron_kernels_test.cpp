@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -289,7 +289,10 @@ TEMPLATE_TEST_CASE("neuron fp8_per_token: folded scales (negative, zero, NaN) ma
   auto scale = [&](int i) {
     // Mostly positive, some negative (relu(s x d) = |s| relu(-d)), zeros and a NaN.
     const float v = std::uniform_real_distribution<float>(0.001f, 3.0f)(rng);
-    return i % 17 == 3 ? -v : i % 31 == 5 ? 0.0f : i == 40 ? std::numeric_limits<float>::quiet_NaN() : v;
+    return i % 17 == 3   ? -v
+           : i % 31 == 5 ? 0.0f
+           : i == 40     ? std::numeric_limits<float>::quiet_NaN()
+                         : v;
   };
   {
     const std::int64_t num_q = 3, H = 16, N = 140;
@@ -305,11 +308,10 @@ TEMPLATE_TEST_CASE("neuron fp8_per_token: folded scales (negative, zero, NaN) ma
     for (const bool with_q_scales : {false, true}) {
       INFO("Q scales " << with_q_scales);
       const std::vector<float> ones(q_scales.size(), 1.0f);
-      const ml::rows_view<ml::fp8_per_token> q(qd.data.data(),
-                                               with_q_scales ? q_scales.data() : nullptr, num_q * H);
-      const ml::rows_view<ml::fp8_per_token> q_ref(qd.data.data(),
-                                                   with_q_scales ? q_scales.data() : ones.data(),
-                                                   num_q * H);
+      const ml::rows_view<ml::fp8_per_token> q(
+          qd.data.data(), with_q_scales ? q_scales.data() : nullptr, num_q * H);
+      const ml::rows_view<ml::fp8_per_token> q_ref(
+          qd.data.data(), with_q_scales ? q_scales.data() : ones.data(), num_q * H);
       auto host = garbage<float>(num_q, N), neuron = garbage<float>(num_q, N);
       ml::fp8_fp4_mqa_logits(ml::backend::host{}, q, kv, w.view(), ks, ke, N, host.view());
       ml::neuron_backend::report rep;
@@ -360,6 +362,47 @@ TEMPLATE_TEST_CASE("neuron fp8_per_token: folded scales (negative, zero, NaN) ma
                                  schedule, 256, neuron.view());
     check_against(neuron, host, ref::paged(q_ref, cv, w.view(), lens.view(), tv, 256), true);
   }
+}
+
+TEMPLATE_TEST_CASE("neuron native MX cache layout (trn3) matches ref and host", "[neuron]",
+                   ml::mxfp8, ml::mxfp4) {
+  using F = TestType;
+  rnd::engine rng(9000);
+  const std::int64_t next_n = GENERATE(1, 2);
+  const std::int64_t B = 3, H = 64, max_len = 700, max_blocks = 12, pages = B * max_blocks;
+  const std::int32_t page_kv = 64;
+  const rnd::code_options nan{.nan_codes = std::is_same_v<F, ml::mxfp8> ? 2 : 0, .nan_scales = 1};
+  const auto q = rnd::rows<F>(rng, B * next_n * H, nan);
+  const auto cache = rnd::paged_cache<F>(rng, pages, page_kv, 0, nan);
+  const auto w = rnd::weights<float>(rng, B * next_n, H);
+  const auto lens = rnd::context_lens(rng, B, next_n, max_len);
+  const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, pages);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 1);
+  const auto native =
+      ml::neuron_backend::to_native_paged_cache(cache.view(), table.view(), lens.view());
+  auto host = garbage<ml::bf16>(B * next_n, max_len), out = garbage<ml::bf16>(B * next_n, max_len);
+  ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), lens.view(),
+                               table.view(), schedule, max_len, host.view());
+  ml::neuron_backend::report rep;
+  {
+    ml::neuron_backend::capture cap(rep);
+    ml::neuron_backend::fp8_fp4_paged_mqa_logits_native(ml::backend::neuron<ml::backend::trn3>{},
+                                                        q.view(), native, w.view(), lens.view(),
+                                                        max_len, out.view());
+  }
+  check_against(out, host,
+                ref::paged(q.view(), cache.view(), w.view(), lens.view(), table.view(), max_len),
+                true);
+  // Keys come as native blocks: the only transposes are Q's (words and scales per pass).
+  const std::int64_t passes = B * ((next_n + 1) / 2);
+  CHECK(rep.matmul_transpose == 2 * passes);
+  CHECK(rep.dma_gathers >= B);
+  // A bad shape is a named error.
+  const auto short_lens = rnd::context_lens(rng, B - 1, next_n, max_len);
+  CHECK_THROWS_WITH(ml::neuron_backend::fp8_fp4_paged_mqa_logits_native(
+                        ml::backend::neuron<ml::backend::trn3>{}, q.view(), native, w.view(),
+                        short_lens.view(), max_len, out.view()),
+                    Catch::Contains("requests of the cache"));
 }
 
 // ---- the independent float64 golden cases, on every generation ----

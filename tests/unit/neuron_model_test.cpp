@@ -223,8 +223,8 @@ TEMPLATE_TEST_CASE("neuron cost: paged decode counts", "[neuron]", trn1, trn2, t
   CHECK(rep.dma_inefficient_descriptors == rep.dma_descriptors - 5);
   const auto& tr = nb::traits<Gen>{};
   CHECK(rep.dma_seconds ==
-        Approx(7 * tr.dma_fixed_s / 16 + (rep.dma_bytes + 512.0 * rep.dma_descriptors) /
-                                             tr.dma_bytes_per_s));
+        Approx(7 * tr.dma_fixed_s / 16 +
+               (rep.dma_bytes + 512.0 * rep.dma_descriptors) / tr.dma_bytes_per_s));
   // TensorE. trn1 / trn2: 64 slot transposes of the 5 pages' codes and of their exponents, Q's
   // two, two exponent broadcasts (320 and 64 columns), one bf16 score matmul (300 columns) and
   // one fp32 head-sum matmul (4 passes). trn3: 16 transposes of four slots' x4 words (32-bit:
@@ -296,8 +296,7 @@ TEMPLATE_TEST_CASE("neuron cost: dense prefill counts", "[neuron]", trn1, trn2, 
   }
 }
 
-TEST_CASE("neuron cost: prefill Q rows and dense key rows are efficient descriptors",
-          "[neuron]") {
+TEST_CASE("neuron cost: prefill Q rows and dense key rows are efficient descriptors", "[neuron]") {
   rnd::engine rng(23);
   const std::int64_t H = 64, num_q = 2, N = 50;
   const auto q = rnd::rows<ml::mxfp8>(rng, num_q * H);

@@ -47,9 +47,13 @@ constexpr int dtype_bits(dtype t) {
          : t == dtype::fp32 || t == dtype::fp8x4 ? 32
                                                  : 8;
 }
-constexpr int dtype_lanes(dtype t) { return t == dtype::fp8x4 || t == dtype::fp4x4 ? 4 : 1; }
+constexpr int dtype_lanes(dtype t) {
+  return t == dtype::fp8x4 || t == dtype::fp4x4 ? 4 : 1;
+}
 // 16-bit or narrower data: VectorE / ScalarE run their faster modes on it (trn2 / trn3).
-constexpr bool is_narrow(dtype t) { return dtype_bits(t) <= 16; }
+constexpr bool is_narrow(dtype t) {
+  return dtype_bits(t) <= 16;
+}
 constexpr const char* dtype_name(dtype t) {
   return t == dtype::u8      ? "u8"
          : t == dtype::fp8   ? "fp8"
@@ -210,7 +214,8 @@ class pool {
     t.free_ = free;
     t.reserved_ = reserve;
     t.owner_ = this;
-    if (compute_) t.values_.assign(static_cast<std::size_t>(partitions * free * dtype_lanes(type)), 0.0f);
+    if (compute_)
+      t.values_.assign(static_cast<std::size_t>(partitions * free * dtype_lanes(type)), 0.0f);
     return t;
   }
   void release(std::int64_t bytes) { used_ -= bytes; }
@@ -261,14 +266,12 @@ struct decode_step {
   int num, den;
   bool applies_scale;  // the step that multiplies by the row's scale (skipped without scales)
 };
-inline constexpr decode_step e4m3_decode_steps[] = {{1, 1, 1, false}, {1, 1, 1, false},
-                                                    {2, 1, 1, false}, {1, 1, 1, false},
-                                                    {2, 1, 1, true},  {1, 1, 1, false},
-                                                    {2, 1, 1, false}};
-inline constexpr decode_step e2m1_decode_steps[] = {{1, 1, 2, false}, {1, 1, 2, false},
-                                                    {1, 1, 1, false}, {1, 1, 1, false},
-                                                    {2, 1, 1, false}, {1, 1, 1, false},
-                                                    {2, 1, 1, true}};
+inline constexpr decode_step e4m3_decode_steps[] = {
+    {1, 1, 1, false}, {1, 1, 1, false}, {2, 1, 1, false}, {1, 1, 1, false},
+    {2, 1, 1, true},  {1, 1, 1, false}, {2, 1, 1, false}};
+inline constexpr decode_step e2m1_decode_steps[] = {
+    {1, 1, 2, false}, {1, 1, 2, false}, {1, 1, 1, false}, {1, 1, 1, false},
+    {2, 1, 1, false}, {1, 1, 1, false}, {2, 1, 1, true}};
 inline constexpr int scale_decode_instructions = 3;
 
 // One NeuronCore of generation Gen: its two memories and its engines. Every engine call checks
@@ -280,8 +283,8 @@ class core {
 
   explicit core(bool compute = true)
       : compute_(compute),
-        sbuf_(memory::sbuf, traits_type::sbuf_partition_bytes, 64, traits_type::sbuf_partition_bytes,
-              traits_type::name, compute),
+        sbuf_(memory::sbuf, traits_type::sbuf_partition_bytes, 64,
+              traits_type::sbuf_partition_bytes, traits_type::name, compute),
         psum_(memory::psum, traits_type::psum_partition_bytes, traits_type::psum_bank_bytes,
               max_psum_tile_bytes<Gen>, traits_type::name, compute, traits_type::psum_bf16_output) {
     report_.generation = traits_type::name;
@@ -373,10 +376,24 @@ class core {
                     : 0.0f;
       if (count) row(partition_bytes(dst.type(), words));
     }
+    // n packed x4 words (consecutive, 4 or 2 bytes each) into partition p of an x4 tile.
+    template <class Format>
+    void packed_words_in(const window& dst, std::int64_t p, std::int64_t c0,
+                         const std::uint8_t* src, std::int64_t n, bool count = true) {
+      c_.check(dtype_lanes(dst.type()) == 4 && dst.space() == memory::sbuf,
+               "DMA words go to an x4 SBUF tile");
+      c_.check(c0 + n <= dst.nc && p < dst.np, "DMA row past the end of its tile");
+      constexpr int word_bytes = mx_pack * Format::data_type::bits / 8;
+      if (c_.compute_)
+        for (std::int64_t w = 0; w < n; ++w)
+          for (int j = 0; j < mx_pack; ++j)
+            dst.at(p, c0 + w, j) = Format::element(src + w * word_bytes, j);
+      if (count) row(n * word_bytes);
+    }
     // n values of T into partition p of an SBUF tile.
     template <class T>
-    void values_in(const window& dst, std::int64_t p, std::int64_t c0, const T* src,
-                   std::int64_t n, bool count = true) {
+    void values_in(const window& dst, std::int64_t p, std::int64_t c0, const T* src, std::int64_t n,
+                   bool count = true) {
       c_.check(dst.space() == memory::sbuf && c0 + n <= dst.nc && p < dst.np,
                "DMA row past the end of its tile");
       if (c_.compute_)
@@ -428,9 +445,8 @@ class core {
     check_matmul(out, stationary, moving,
                  out.type() == dtype::bf16 ? traits_type::pe_max_moving_bf16
                                            : traits_type::pe_max_moving_fp32);
-    check(t == moving.type() &&
-              (t == dtype::bf16 || t == dtype::fp32 ||
-               (t == dtype::fp8 && traits_type::native_e4m3fn)),
+    check(t == moving.type() && (t == dtype::bf16 || t == dtype::fp32 ||
+                                 (t == dtype::fp8 && traits_type::native_e4m3fn)),
           "matmul operands are both bf16, both fp32 or both fp8 (e4m3fn is native on trn3 only; "
           "MX codes go through matmul_mx)");
     if (compute_) {
@@ -478,9 +494,9 @@ class core {
           "matmul_mx operands span a multiple of 32 partitions from a quadrant");
     check(M % 2 == 0, "matmul_mx stationary free size must be even");
     const int rows = static_cast<int>(P * mx_pack / scale_block);  // scale rows: 4 per quadrant
-    check(st_scales.type() == dtype::u8 && mv_scales.type() == dtype::u8 &&
-              st_scales.np == rows && mv_scales.np == rows && st_scales.p0 == st.p0 &&
-              mv_scales.p0 == mv.p0 && st_scales.nc == M && mv_scales.nc == N,
+    check(st_scales.type() == dtype::u8 && mv_scales.type() == dtype::u8 && st_scales.np == rows &&
+              mv_scales.np == rows && st_scales.p0 == st.p0 && mv_scales.p0 == mv.p0 &&
+              st_scales.nc == M && mv_scales.nc == N,
           "matmul_mx scales are u8 [np / 8, M] and [np / 8, N] in the operands' quadrant rows");
     if (compute_) {
       std::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f), block(acc.size());
@@ -554,7 +570,8 @@ class core {
         }
       }
     const bool narrow = is_narrow(in.type()) && is_narrow(out.type());
-    scalar_instruction(in.nc, narrow ? traits_type::scalar_bf16_rate : traits_type::scalar_fp32_rate,
+    scalar_instruction(in.nc,
+                       narrow ? traits_type::scalar_bf16_rate : traits_type::scalar_fp32_rate,
                        in.space() == memory::psum);
   }
 
@@ -610,9 +627,8 @@ class core {
       for (std::int64_t p = 0; p < out.np; ++p)
         for (std::int64_t i = 0; i < out.nc; ++i)
           for (int j = 0; j < lanes; ++j)
-            out.at(p, i, j) = store_as(out.type(), !valid || valid[i]
-                                                       ? in.at(p, src ? src[i] : i, j)
-                                                       : fill);
+            out.at(p, i, j) =
+                store_as(out.type(), !valid || valid[i] ? in.at(p, src ? src[i] : i, j) : fill);
     vector_instruction(out.nc, valid ? 2 : 1, is_narrow(in.type()) && is_narrow(out.type()),
                        in.space() == memory::psum);
   }
@@ -624,8 +640,7 @@ class core {
       for (std::int64_t p = 0; p < out.np; ++p)
         for (std::int64_t i = 0; i < out.nc; ++i)
           out.at(p, i) = store_as(out.type(), a.at(p, i) * std::fabs(b.at(p, i)));
-    vector_instruction(out.nc, 2, false,
-                       a.space() == memory::psum || b.space() == memory::psum);
+    vector_instruction(out.nc, 2, false, a.space() == memory::psum || b.space() == memory::psum);
   }
   // Flips the sign of the codes of every row whose fp32 scale is negative: codes [P, S x per]
   // (u8 bytes: bit 7; fp8 values: negated), scales [P, S], one scale per `per` codes (a
@@ -645,9 +660,9 @@ class core {
   // Low and high nibbles of [P, m] bytes into [P, 2m] e2m1 codes (x & 0xF to the even elements,
   // x >> 4 to the odd ones: two tensor_scalar instructions).
   void unpack_nibbles(const window& out, const window& in) {
-    check(in.type() == dtype::u8 && out.type() == dtype::u8 && out.np == in.np &&
-              out.nc == 2 * in.nc,
-          "unpack_nibbles reads [P, m] bytes into [P, 2m] codes");
+    check(
+        in.type() == dtype::u8 && out.type() == dtype::u8 && out.np == in.np && out.nc == 2 * in.nc,
+        "unpack_nibbles reads [P, m] bytes into [P, 2m] codes");
     check_partition_start(out);
     check_partition_start(in);
     if (compute_)
@@ -718,8 +733,8 @@ class core {
 
   // nisa.topk cost: one call per 8 rows, ~4n + K cycles for n candidates and K outputs.
   void topk_cost(std::int64_t rows, std::int64_t n, std::int64_t k) {
-    const std::int64_t calls = (rows + traits_type::topk_rows_per_call - 1) /
-                               traits_type::topk_rows_per_call;
+    const std::int64_t calls =
+        (rows + traits_type::topk_rows_per_call - 1) / traits_type::topk_rows_per_call;
     for (std::int64_t c = 0; c < calls; ++c)
       gpsimd_instruction(traits_type::topk_cycles_per_element * n + k);
     report_.topk_calls += calls;
@@ -865,8 +880,9 @@ inline void accumulate(report& into, const report& call) {
   into.topk_calls += call.topk_calls;
   into.scalar_psum_seconds += call.scalar_psum_seconds;
   into.vector_psum_seconds += call.vector_psum_seconds;
-  for (auto [a, b] : {std::pair{&into.tensor, &call.tensor}, std::pair{&into.scalar, &call.scalar},
-                      std::pair{&into.vector, &call.vector}, std::pair{&into.gpsimd, &call.gpsimd}}) {
+  for (auto [a, b] :
+       {std::pair{&into.tensor, &call.tensor}, std::pair{&into.scalar, &call.scalar},
+        std::pair{&into.vector, &call.vector}, std::pair{&into.gpsimd, &call.gpsimd}}) {
     a->instructions += b->instructions;
     a->cycles += b->cycles;
     a->seconds += b->seconds;

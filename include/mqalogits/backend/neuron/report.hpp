@@ -46,9 +46,9 @@ struct report {
   std::int64_t dma_bytes = 0;
   std::int64_t dma_transfers = 0;
   std::int64_t dma_descriptors = 0;
-  std::int64_t dma_small_descriptors = 0;      // rows below 256 B: overhead-bound
+  std::int64_t dma_small_descriptors = 0;        // rows below 256 B: overhead-bound
   std::int64_t dma_inefficient_descriptors = 0;  // rows below the efficient 4 KiB
-  std::int64_t dma_gathers = 0;  // indirect transfers (block-table pages, sparse blocks)
+  std::int64_t dma_gathers = 0;          // indirect transfers (block-table pages, sparse blocks)
   std::int64_t dma_gathered_blocks = 0;  // blocks those transfers read, one per partition row
   // Per transfer: its fixed cost / the DMA queues in flight + (bytes + a per-descriptor
   // overhead) / the per-core DMA bandwidth.
@@ -58,8 +58,8 @@ struct report {
   std::int64_t matmul_score = 0;
   std::int64_t matmul_head_sum = 0;
   std::int64_t matmul_transpose = 0;
-  std::int64_t matmul_broadcast = 0;  // 0/1 matmuls copying a row to many partitions
-  std::int64_t matmul_flops = 0;  // 2 x K x M x N of score and head-sum matmuls
+  std::int64_t matmul_broadcast = 0;   // 0/1 matmuls copying a row to many partitions
+  std::int64_t matmul_flops = 0;       // 2 x K x M x N of score and head-sum matmuls
   std::int64_t vector_transposes = 0;  // 32 x 32 VectorE transposes (trn1: NaN-exact)
   std::int64_t topk_calls = 0;         // nisa.topk on GpSimd
   engine_count tensor, scalar, vector, gpsimd;
@@ -116,9 +116,7 @@ struct report {
   double estimated_seconds() const {
     return logical_cores > 1 ? lnc_core_seconds : single_core_seconds();
   }
-  const char* bound_by() const {
-    return logical_cores > 1 ? lnc_core_bound : single_core_bound();
-  }
+  const char* bound_by() const { return logical_cores > 1 ? lnc_core_bound : single_core_bound(); }
 
   // `neuron <gen> <kernel> <shape> estimate <microseconds> us bound <engine>`
   std::string line(const std::string& kernel, const std::string& shape) const {
@@ -158,15 +156,15 @@ struct report {
     add("  TensorE  %9lld matmuls (%lld score, %lld head-sum, %lld transpose, %lld broadcast)  "
         "%.3g flop  %12lld cycles  %10.2f us\n",
         ll(matmul_instructions()), ll(matmul_score), ll(matmul_head_sum), ll(matmul_transpose),
-        ll(matmul_broadcast),
-        static_cast<double>(matmul_flops), ll(tensor.cycles), tensor.seconds * 1e6);
+        ll(matmul_broadcast), static_cast<double>(matmul_flops), ll(tensor.cycles),
+        tensor.seconds * 1e6);
     add("  ScalarE  %9lld instructions %12lld cycles  %10.2f us (%.2f us reading PSUM)\n",
         ll(scalar.instructions), ll(scalar.cycles), scalar.seconds * 1e6,
         scalar_psum_seconds * 1e6);
     add("  VectorE  %9lld instructions %12lld cycles  %10.2f us (%.2f us reading PSUM, %lld "
         "32x32 transposes)\n",
-        ll(vector.instructions), ll(vector.cycles), vector.seconds * 1e6,
-        vector_psum_seconds * 1e6, ll(vector_transposes));
+        ll(vector.instructions), ll(vector.cycles), vector.seconds * 1e6, vector_psum_seconds * 1e6,
+        ll(vector_transposes));
     add("  GpSimd   %9lld instructions %12lld cycles  %10.2f us (%lld topk calls)\n",
         ll(gpsimd.instructions), ll(gpsimd.cycles), gpsimd.seconds * 1e6, ll(topk_calls));
     if (psum_read_exclusive)
@@ -202,7 +200,9 @@ inline capture_state& current_capture() {
   thread_local capture_state s;
   return s;
 }
-inline report* current_report() { return current_capture().target; }
+inline report* current_report() {
+  return current_capture().target;
+}
 
 // Routes the cost of neuron-backend calls made on this thread to `r` while it lives.
 class capture {

@@ -82,7 +82,7 @@ constexpr std::int64_t decode_rows_per_pass(std::int64_t heads) {
 
 // OCP MX: power-of-two (UE8M0) scales, one per 32 elements, the layout nc_matmul_mx takes.
 template <class F>
-inline constexpr bool is_mx_format_v = F::power_of_two_scales && F::scale_block == scale_block;
+inline constexpr bool is_mx_format_v = F::power_of_two_scales&& F::scale_block == scale_block;
 
 // The element type an output policy writes (the logits row's O; fp32 for others).
 template <class Output>
@@ -90,7 +90,9 @@ struct output_element {
   using type = float;
 };
 template <class Output>
-  requires requires { typename Output::element_type; }
+requires requires {
+  typename Output::element_type;
+}
 struct output_element<Output> {
   using type = typename Output::element_type;
 };
@@ -112,6 +114,11 @@ class kernel {
   static constexpr int db = Format::data_bytes, sb = Format::scale_bytes;
   static constexpr int words = head_dim / mx_pack;  // x4 words per row
   static constexpr std::int64_t score_step = mx ? mx_pack * quadrant_tile : key_tile;
+  // Keys stored in the Neuron-native MX layout (native_paged.hpp): whole blocks by DMA.
+  static constexpr bool native = requires { requires Plan::native_mx_layout; };
+  static_assert(!native || mx, "mqalogits neuron model: the native MX layout needs trn3 and MX");
+  // Columns per quadrant matmul: 256 (4 x 256 keys), native: one 128-token block per quadrant.
+  static constexpr std::int64_t quadrant_step = native ? 128 : quadrant_tile;
   static constexpr float minus_inf = -std::numeric_limits<float>::infinity();
 
  public:
@@ -135,10 +142,12 @@ class kernel {
         scores_(c.template psum<shape<dtype::fp32, 128, score_step>>("scores")),
         head_(c.template psum<shape<dtype::fp32, 128, score_step>>("head sum")) {
     // Per-call tiles sized by the chunk (runtime: an overflow is a named error).
-    raw_ = mx             ? c.sbuf("K words", word_type, rows_, block_ * words)
-           : fp8_operands ? c.sbuf("K codes", dtype::fp8, rows_, block_ * db)
-                          : c.sbuf("K bytes", dtype::u8, rows_, block_ * db);
-    if constexpr (mx_format) exps_ = c.sbuf("K scales", dtype::u8, rows_, block_ * sb);
+    if constexpr (!native) {  // native blocks go straight to K^T
+      raw_ = mx             ? c.sbuf("K words", word_type, rows_, block_ * words)
+             : fp8_operands ? c.sbuf("K codes", dtype::fp8, rows_, block_ * db)
+                            : c.sbuf("K bytes", dtype::u8, rows_, block_ * db);
+      if constexpr (mx_format) exps_ = c.sbuf("K scales", dtype::u8, rows_, block_ * sb);
+    }
     if constexpr (per_token) {
       k_scale_ = c.sbuf("K scales", dtype::fp32, rows_, block_);
       k_scale_row_ = c.sbuf("K scale row", dtype::fp32, 1, chunk_);
@@ -215,6 +224,10 @@ class kernel {
       if (o < nk) keys_[static_cast<std::size_t>(o)] = plan_.key(g, k0 + o);
       valid_[static_cast<std::size_t>(o)] = keys_[static_cast<std::size_t>(o)].valid();
       masked |= !valid_[static_cast<std::size_t>(o)];
+    }
+    if constexpr (native) {
+      load_native_blocks(g, k0, R);
+      return;
     }
     if (masked) {  // masked keys score a zero row; their columns become -inf
       c_.memset(window(raw_, 0, r, 0, raw_.free()), 0.0f);
@@ -302,9 +315,36 @@ class kernel {
         codes = window(codes_, 0, r, 0, B * head_dim);
       }
       if constexpr (per_token) c_.flip_signs(codes, window(k_scale_, 0, r, 0, B), head_dim);
-      transpose_codes(codes, mx_format ? &exps_ : nullptr, r, B,
-                      fp8_operands ? kt_ : codes_t_, [&](std::int64_t s) { return s; }, B);
+      transpose_codes(
+          codes, mx_format ? &exps_ : nullptr, r, B, fp8_operands ? kt_ : codes_t_,
+          [&](std::int64_t s) { return s; }, B);
       if constexpr (!fp8_operands) decode_operand(kt_, R * B);
+    }
+  }
+
+  // Native blocks [32, 128 words | 128 scale bytes] straight into K^T: block i to quadrant
+  // i % 4, columns (i / 4) x 128 + t, its scale rows 0..3 into the quadrant's scale rows. One
+  // gather of 32 rows per block.
+  void load_native_blocks(std::int64_t g, std::int64_t k0, std::int64_t R) {
+    using cache = typename Plan::cache_type;
+    std::int64_t blocks = 0;
+    for (std::int64_t i = 0; i < R; ++i)
+      blocks += plan_.block_of(g, k0 / cache::block_tokens + i) != nullptr;
+    auto t = c_.gather(blocks);
+    for (std::int64_t i = 0; i < R; ++i) {
+      const std::uint8_t* blk = plan_.block_of(g, k0 / cache::block_tokens + i);
+      if (!blk) continue;
+      const int q0 = static_cast<int>(i % mx_pack) * mx_quadrant;
+      const std::int64_t col = (i / mx_pack) * cache::block_tokens;
+      for (int p = 0; p < cache::rows; ++p) {
+        const std::uint8_t* row = blk + p * cache::row_bytes;
+        t.template packed_words_in<Format>(window(kt_), q0 + p, col, row, cache::block_tokens,
+                                           false);
+        if (p < Format::blocks)
+          t.bytes_in(window(kt_scales_), q0 + p, col, row + cache::block_tokens * cache::word_bytes,
+                     cache::block_tokens, false);
+        t.row(cache::row_bytes);
+      }
     }
   }
 
@@ -315,7 +355,8 @@ class kernel {
   void transpose_codes(const window& codes, tile* exps, int np, std::int64_t S, tile& dst,
                        First first, std::int64_t step, std::int64_t exps_slot0 = 0) {
     for (std::int64_t s = 0; s < S; ++s) {
-      c_.transpose(window(tp_, 0, 128, 0, np), window(*codes.t, 0, np, codes.c0 + s * head_dim, 128));
+      c_.transpose(window(tp_, 0, 128, 0, np),
+                   window(*codes.t, 0, np, codes.c0 + s * head_dim, 128));
       c_.copy(window(dst, 0, 128, first(s), np, step), window(tp_, 0, 128, 0, np));
       if (exps) {
         c_.transpose(window(tp_, 0, sb, 0, np), window(*exps, 0, np, (exps_slot0 + s) * sb, sb));
@@ -345,8 +386,8 @@ class kernel {
   // Loads Q rows [first, first + np x S) (S consecutive rows per partition) and builds the
   // operand: qt [128, S x stride] (slot s at columns s x stride), with scales qsc on trn3;
   // per-token Q scales (if any) flip the codes' signs and are returned in qscale [np, S].
-  void load_q(std::int64_t first, int np, std::int64_t S, std::int64_t stride, tile& qt,
-              tile& qsc, tile& qscale) {
+  void load_q(std::int64_t first, int np, std::int64_t S, std::int64_t stride, tile& qt, tile& qsc,
+              tile& qscale) {
     const bool contiguous = q_.data_stride == db && q_.scale_stride == sb;
     tile raw = mx             ? c_.sbuf("Q words", word_type, np, S * words)
                : fp8_operands ? c_.sbuf("Q codes", dtype::fp8, np, S * db)
@@ -424,14 +465,16 @@ class kernel {
       qt = c_.sbuf("Q^T", operand_type, 128, S * stride);
       if (S * stride > np * S) c_.memset(window(qt), 0.0f);
       if constexpr (fp8_operands) {
-        transpose_codes(codes, nullptr, np, S, qt, [&](std::int64_t s) { return s * stride; }, 1);
+        transpose_codes(
+            codes, nullptr, np, S, qt, [&](std::int64_t s) { return s * stride; }, 1);
       } else {
         // The Q codes pass through codes_t_ / exps_t_ (free between key chunks).
         for (std::int64_t s0 = 0; s0 < S; s0 += chunk_ / stride) {
           const std::int64_t n = std::min(S - s0, chunk_ / stride);
           const window part(*codes.t, 0, np, s0 * head_dim, n * head_dim);
-          transpose_codes(part, mx_format ? &exps : nullptr, np, n, codes_t_,
-                          [&](std::int64_t s) { return s * stride; }, 1, s0);
+          transpose_codes(
+              part, mx_format ? &exps : nullptr, np, n, codes_t_,
+              [&](std::int64_t s) { return s * stride; }, 1, s0);
           tile piece = c_.sbuf("Q^T piece", dtype::bf16, 128, n * stride);
           decode_operand(piece, n * stride);
           c_.copy(window(qt, 0, 128, s0 * stride, n * stride), window(piece));
@@ -550,13 +593,18 @@ class kernel {
 
   void decode(const work_item& item, std::int64_t k0, std::int64_t nk) {
     load_decode_q(item.row_begin, item.row_end);
-    const std::int64_t kcols = mx ? (nk + mx_pack - 1) / mx_pack : nk;
-    const std::int64_t step = mx ? quadrant_tile : key_tile;
+    const std::int64_t kcols =
+        native ? (nk + 4 * quadrant_step - 1) / (4 * quadrant_step) * quadrant_step
+        : mx   ? (nk + mx_pack - 1) / mx_pack
+               : nk;
+    const std::int64_t step = mx ? quadrant_step : key_tile;
     for (decode_pass& pass : passes_) {
       const int P = static_cast<int>(pass.partitions), Ps = static_cast<int>(pass.stride);
       const int rows = static_cast<int>(pass.row_end - pass.row_begin);
       for (std::int64_t c0 = 0; c0 < kcols; c0 += step) {
         const std::int64_t n = std::min(step, kcols - c0), keys = mx ? mx_pack * n : n;
+        const std::int64_t first = mx ? mx_pack * c0 : c0;  // the tile's first key
+        const std::int64_t written = std::min(keys, nk - first);
         if constexpr (mx) {
           for (int j = 0; j < mx_pack; ++j) {
             const int q0 = j * mx_quadrant;
@@ -564,8 +612,10 @@ class kernel {
                          window(pass.qt, q0, mx_quadrant, 0, Ps), window(pass.qsc, q0, sb, 0, Ps),
                          window(kt_, q0, mx_quadrant, c0, n), window(kt_scales_, q0, sb, c0, n),
                          false);
-            c_.activation(window(relu_, 0, P, j, n, mx_pack),
-                          window(scores_, 0, P, j * quadrant_tile, n), activation_fn::relu);
+            // Quadrant j holds keys 4c + j (native: the block 4 x (c / 128) + j).
+            c_.activation(
+                native ? window(relu_, 0, P, j * n, n) : window(relu_, 0, P, j, n, mx_pack),
+                window(scores_, 0, P, j * quadrant_tile, n), activation_fn::relu);
           }
         } else {
           const window s(scores_, 0, P, 0, n);
@@ -586,15 +636,14 @@ class kernel {
             c_.matmul(window(head_, 0, i + 1, 0, keys), window(pass.w, i * h, h, 0, i + 1),
                       window(relu_, i * h, h, 0, keys), false, matmul_kind::head_sum);
         }
-        const std::int64_t first = mx ? mx_pack * c0 : c0;  // the tile's first key
         if constexpr (per_token) {
           const window b(bcast_, 0, rows, 0, keys), dst(logits_, 0, rows, 0, keys);
-          c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, first, keys),
-                    false, matmul_kind::broadcast);
+          c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, first, keys), false,
+                    matmul_kind::broadcast);
           c_.multiply_abs(dst, sum, b);
-          epilogue(dst, pass.row_begin, rows, k0 + first, first);
-        } else {
-          epilogue(sum, pass.row_begin, rows, k0 + first, first);  // straight from PSUM
+          epilogue(window(logits_, 0, rows, 0, written), pass.row_begin, rows, k0 + first, first);
+        } else {  // straight from PSUM
+          epilogue(window(head_, 0, rows, 0, written), pass.row_begin, rows, k0 + first, first);
         }
       }
     }
@@ -625,8 +674,8 @@ class kernel {
       if (lo >= hi) continue;
       t.row((hi - lo) * static_cast<std::int64_t>(sizeof(O)));
       if (c_.computes())
-        output_.consume(0, r0 + r, lo - rk.col_offset, &logits.at(r, lo - k0),
-                        valid + (lo - k0), hi - lo);
+        output_.consume(0, r0 + r, lo - rk.col_offset, &logits.at(r, lo - k0), valid + (lo - k0),
+                        hi - lo);
     }
   }
 

@@ -49,7 +49,9 @@ inline bool ranks_before(float a, std::int64_t ia, float b, std::int64_t ib) {
   return ia < ib;
 }
 // bf16 rounding as the threshold pass sees it (NaN stays NaN, ranked first).
-inline float bf16_key(float v) { return bf16::from_float(v).to_float(); }
+inline float bf16_key(float v) {
+  return bf16::from_float(v).to_float();
+}
 }  // namespace detail_topk
 
 // logits [rows, cols] fp32; valid: [rows, cols] 0/1 (data null: every column valid); k >= 1;
@@ -67,8 +69,9 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
             m << "logits [" << logits.rows << ", " << logits.cols << "] stride " << logits.stride
               << " is not a non-empty row-major matrix";
           });
-  require(logits.cols <= std::numeric_limits<std::int32_t>::max(), where,
-          [&](auto& m) { m << "logits has " << logits.cols << " columns, more than int32 indexes"; });
+  require(logits.cols <= std::numeric_limits<std::int32_t>::max(), where, [&](auto& m) {
+    m << "logits has " << logits.cols << " columns, more than int32 indexes";
+  });
   require(!valid.data || (valid.rows == logits.rows && valid.cols == logits.cols &&
                           valid.stride >= valid.cols),
           where, [&](auto& m) {
@@ -78,8 +81,8 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
   require(indices.rows == logits.rows && indices.cols == k && indices.stride >= k &&
               (logits.rows == 0 || indices.data),
           where, [&](auto& m) {
-            m << "indices [" << indices.rows << ", " << indices.cols << "] must be ["
-              << logits.rows << ", " << k << "]";
+            m << "indices [" << indices.rows << ", " << indices.cols << "] must be [" << logits.rows
+              << ", " << k << "]";
           });
   require(!values.data || (values.rows == logits.rows && values.cols == k && values.stride >= k),
           where, [&](auto& m) {
@@ -131,7 +134,8 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
         const float t = detail_topk::bf16_key(x[by_key[static_cast<std::size_t>(take - 1)]]);
         std::int64_t cand = 0;
         for (std::int64_t i : order)
-          cand += std::isnan(t) ? std::isnan(x[i]) : (std::isnan(x[i]) || detail_topk::bf16_key(x[i]) >= t);
+          cand += std::isnan(t) ? std::isnan(x[i])
+                                : (std::isnan(x[i]) || detail_topk::bf16_key(x[i]) >= t);
         most_candidates = std::max(most_candidates, cand);
       }
       std::partial_sort(order.begin(), order.begin() + take, order.end(),
@@ -151,7 +155,8 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
     // above on the host: these instructions carry its cost.
     for (std::int64_t s = 0; s < segs; ++s)
       c.vector_elementwise(std::min(topk_segment, n - s * topk_segment), 1);
-    const auto log2c = static_cast<std::int64_t>(std::ceil(std::log2(std::max<double>(2, most_candidates))));
+    const auto log2c =
+        static_cast<std::int64_t>(std::ceil(std::log2(std::max<double>(2, most_candidates))));
     c.gpsimd_elementwise(most_candidates * log2c, 1);
     {
       auto t = c.dma();

@@ -133,7 +133,7 @@ struct traits<backend::trn2> : common_traits {
   static constexpr std::int64_t pe_fp8_rows_per_cycle = 2;
   static constexpr bool native_e4m3fn = false;  // EVRF051: e4m3fn not usable on v3 [isa]
   static constexpr bool mx_matmul = false;
-  static constexpr bool exact_pe_transpose = true;  // [isa nc_transpose]
+  static constexpr bool exact_pe_transpose = true;    // [isa nc_transpose]
   static constexpr bool psum_read_exclusive = false;  // lifted on v3 [arch-v3]
   static constexpr bool sbuf_vector_gpsimd_exclusive = false;
   static constexpr double dma_bytes_per_s = 368e9;  // per-core DMA ~368 GB/s [dma-bw]
