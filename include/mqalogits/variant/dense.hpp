@@ -41,8 +41,6 @@ class dense_plan {
   static constexpr bool prefill = true;
   std::int64_t gather_block() const { return 0; }  // keys are contiguous tokens
 
-  const rows_view<Format>& kv() const { return kv_; }
-
  private:
   rows_view<Format> kv_;
   std::span<const std::int32_t> ks_, ke_;
