@@ -27,8 +27,8 @@
 #include "../../api/dispatch.hpp"
 #include "../../config.hpp"
 #include "../../error.hpp"
-#include "../../variant/metadata_checks.hpp"
 #include "../../variant/plan.hpp"
+#include "../../view/checks.hpp"
 #include "../../view/matrix_view.hpp"
 #include "../../view/paged_cache_view.hpp"
 #include "../backend.hpp"
@@ -67,8 +67,8 @@ native_paged_cache<Format> to_native_paged_cache(const paged_cache_view<Format>&
     m << "context_lens [" << context_lens.rows << ", " << context_lens.cols << "] and block_table ["
       << block_table.rows << ", " << block_table.cols << "] must have one row per request";
   });
-  mqalogits::detail::check_index_matrix(where, "context_lens", context_lens);
-  mqalogits::detail::check_index_matrix(where, "block_table", block_table);
+  mqalogits::detail::check_matrix_extent(where, "context_lens", context_lens);
+  mqalogits::detail::check_matrix_extent(where, "block_table", block_table);
   const std::int64_t B = context_lens.rows,
                      capacity = block_table.cols * std::int64_t{cache.page_kv};
   std::vector<std::int64_t> keys(static_cast<std::size_t>(B));
