@@ -38,6 +38,8 @@ class dense_plan {
   }
   key_ref key(std::int64_t, std::int64_t k) const { return {kv_.row(k), kv_.scale(k)}; }
   void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
+  static constexpr bool prefill = true;
+  std::int64_t gather_block() const { return 0; }  // keys are contiguous tokens
 
  private:
   rows_view<Format> kv_;

@@ -190,6 +190,9 @@ class paged_plan {
     }
   }
 
+  static constexpr bool prefill = false;
+  std::int64_t gather_block() const { return cache_.page_kv; }  // one page per indirect read
+
   const paged_cache_view<Format>& cache() const { return cache_; }
 
  private:
