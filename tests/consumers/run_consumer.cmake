@@ -27,6 +27,7 @@ file(REMOVE_RECURSE "${WORK_DIR}")
 if(MODE STREQUAL "install")
   run(${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" ${common}
       -DMQALOGITS_BUILD_TESTS=OFF -DMQALOGITS_BUILD_BENCH=OFF -DMQALOGITS_BUILD_EXAMPLES=OFF
+      -DMQALOGITS_BUILD_PYTHON=OFF
       "-DCMAKE_INSTALL_PREFIX=${WORK_DIR}/prefix")
   run(${CMAKE_COMMAND} --install "${WORK_DIR}/build")
   foreach(f include/mqalogits/mqalogits.hpp include/mqalogits/quantize.hpp
@@ -63,6 +64,10 @@ elseif(MODE STREQUAL "pkgconfig")
                   OUTPUT_VARIABLE flags OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "pkg-config --cflags --libs mqalogits failed (${rc})")
+  endif()
+  # Normalised paths: the include directory itself, no `..` hops through share/pkgconfig.
+  if(flags MATCHES "/\\.\\./" OR NOT flags MATCHES "-I${PREFIX}/include( |$)")
+    message(FATAL_ERROR "pkg-config flags are not normalised: '${flags}' (want -I${PREFIX}/include)")
   endif()
   separate_arguments(flags UNIX_COMMAND "${flags}")
   file(MAKE_DIRECTORY "${WORK_DIR}")
