@@ -12,7 +12,7 @@ endif()
 execute_process(COMMAND ${COMPILER} ${flags} ${SOURCE} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                 ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
-  string(REGEX MATCHALL "warning: [^\n]*" warnings "${err}")
+  string(REGEX MATCHALL "(warning|error): [^\n]*" warnings "${err}")
   list(LENGTH warnings n)
   string(SUBSTRING "${err}" 0 6000 head)
   message(FATAL_ERROR "${COMPILER} ${ISA_FLAGS}: ${n} diagnostics\n${head}")
