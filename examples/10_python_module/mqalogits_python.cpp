@@ -3,10 +3,11 @@
 //
 // Inputs are viewed in place, never copied: an array with the wrong dtype or a layout the view
 // cannot describe is refused with ValueError instead of being converted. Outputs are new numpy
-// arrays whose rows are padded as upstream pads them (rows start 1024 bytes apart, the first on a
-// 1024-byte boundary). Library errors (mqalogits::error, a std::invalid_argument) reach Python as
+// arrays whose rows are padded as upstream pads them (a row stride that is a multiple of 1024
+// bytes, the first row on a 1024-byte boundary). Library errors (mqalogits::error, a std::invalid_argument) reach Python as
 // ValueError with the library's message. Kernels release the GIL and run on a process-wide pool
-// of `num_threads` threads (default: every core).
+// of `num_threads` threads (default: every core), on the host backend whatever the build's
+// default backend is.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -523,7 +524,7 @@ py::array fp8_fp4_mqa_logits(const py::object& q, const py::object& kv, const py
     const auto kvv = kv_view<Format>(ki);
     with_weights(where, wi, [&](auto w) {
       const auto call = [&](auto out) {
-        ml::fp8_fp4_mqa_logits(qv, kvv, w, ks, ke, max_seqlen_k, out, opt);
+        ml::fp8_fp4_mqa_logits(ml::backend::host{}, qv, kvv, w, ks, ke, max_seqlen_k, out, opt);
       };
       result = lt == logits_type::f32 ? run_into<float>(rows, cols, stride, call)
                                       : run_into<ml::bf16>(rows, cols, stride, call);
@@ -614,8 +615,8 @@ py::array fp8_fp4_paged_mqa_logits(const py::object& q, const py::object& kv_cac
     const auto cv = cache_view<Format>(ci);
     with_weights(where, wi, [&](auto w) {
       const auto call = [&](auto out) {
-        ml::fp8_fp4_paged_mqa_logits(qv, cv, w, lens, table, schedule_meta.schedule,
-                                     max_context_len, out, opt);
+        ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
+                                     schedule_meta.schedule, max_context_len, out, opt);
       };
       result = lt == logits_type::f32 ? run_into<float>(rows, max_context_len, stride, call)
                                       : run_into<ml::bf16>(rows, max_context_len, stride, call);
@@ -705,7 +706,7 @@ py::array fp8_fp4_sparse_mqa_logits(const py::object& q, const py::object& kv,
     const auto kvv = kv_view<Format>(ki);
     with_weights(where, wi, [&](auto w) {
       result = run_into<ml::bf16>(metadata.meta.num_rows(), cols, stride, [&](auto out) {
-        ml::fp8_fp4_sparse_mqa_logits(qv, kvv, w, metadata.meta, out, opt);
+        ml::fp8_fp4_sparse_mqa_logits(ml::backend::host{}, qv, kvv, w, metadata.meta, out, opt);
       });
     });
   });
@@ -782,7 +783,7 @@ py::array fp8_fp4_paged_sparse_mqa_logits(const py::object& q, const py::object&
     const auto cv = cache_view<Format>(ci);
     with_weights(where, wi, [&](auto w) {
       result = run_into<ml::bf16>(metadata.num_q, cols, stride, [&](auto out) {
-        ml::fp8_fp4_paged_sparse_mqa_logits(qv, cv, w, meta, out, opt);
+        ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, qv, cv, w, meta, out, opt);
       });
     });
   });
@@ -821,7 +822,8 @@ py::array fp8_mqa_logits(const py::object& q, const py::object& kv, const py::ob
   py::array result;
   with_weights(where, wi, [&](auto w) {
     result = run_into<float>(qi.dims[0], cols, stride, [&](auto out) {
-      ml::fp8_mqa_logits(qv, kvv, w, ks, ke, clean_logits, max_seqlen_k, out, {.executor = pool});
+      ml::fp8_mqa_logits(ml::backend::host{}, qv, kvv, w, ks, ke, clean_logits, max_seqlen_k, out,
+                         {.executor = pool});
     });
   });
   return result;
@@ -848,8 +850,8 @@ py::array fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
   py::array result;
   with_weights(where, wi, [&](auto w) {
     result = run_into<float>(lens.rows * lens.cols, max_context_len, stride, [&](auto out) {
-      ml::fp8_paged_mqa_logits(qv, cv, w, lens, table, schedule_meta.schedule, max_context_len,
-                               clean_logits, out, {.executor = pool});
+      ml::fp8_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table, schedule_meta.schedule,
+                               max_context_len, clean_logits, out, {.executor = pool});
     });
   });
   return result;
