@@ -22,12 +22,6 @@
 
 namespace ml = mqalogits;
 
-// The host path this file was compiled for (AVX-512, AVX2, portable, ...), from the ISA tag the
-// library puts in its inline namespace.
-#define QUICK_START_STR2(x) #x
-#define QUICK_START_STR(x) QUICK_START_STR2(x)
-constexpr const char* host_isa = QUICK_START_STR(MQALOGITS_ISA_TAG);
-
 namespace {
 
 constexpr std::int64_t H = 64, num_q = 32, num_kv = 2048, page_kv = 64, cap = 32, B = 16;
@@ -210,7 +204,7 @@ bool demo(ml::thread_pool& pool, const problem& p) {
 int main() {
   ml::thread_pool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   std::printf("mqalogits %d.%d.%d quick start, host path: %s (this file's compiler flags)\n",
-              ml::version_major, ml::version_minor, ml::version_patch, host_isa);
+              ml::version_major, ml::version_minor, ml::version_patch, ml::host_isa_name());
   const problem p;
   const bool ok = demo<ml::mxfp8>(pool, p) & demo<ml::mxfp4>(pool, p);
   std::printf("%s\n", ok ? "every kernel matches the reference" : "MISMATCH");

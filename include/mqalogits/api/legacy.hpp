@@ -38,12 +38,12 @@ inline options with_clean_logits(const options& opt, bool clean_logits) {
 
 // Dense: upstream's fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
 // clean_logits = true, max_seqlen_k = 0). Columns and validity as fp8_fp4_mqa_logits.
-template <class Backend, class WT>
-requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>) void fp8_mqa_logits(
-    Backend backend, const rows_view<fp8_per_token>& q, const rows_view<fp8_per_token>& kv,
-    matrix_view<WT> weights, std::span<const std::int32_t> cu_seq_len_k_start,
-    std::span<const std::int32_t> cu_seq_len_k_end, bool clean_logits, std::int64_t max_seqlen_k,
-    matrix_view<float> out, const options& opt = {}) {
+template <backend_tag Backend, weight_input WT>
+void fp8_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
+                    const rows_view<fp8_per_token>& kv, matrix_view<WT> weights,
+                    std::span<const std::int32_t> cu_seq_len_k_start,
+                    std::span<const std::int32_t> cu_seq_len_k_end, bool clean_logits,
+                    std::int64_t max_seqlen_k, matrix_view<float> out, const options& opt = {}) {
   detail::require_bare_q("fp8_mqa_logits", q);
   fp8_fp4_mqa_logits(backend, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k,
                      out, detail::with_clean_logits(opt, clean_logits));
@@ -52,13 +52,13 @@ requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>) void f
 // Paged decode: upstream's fp8_paged_mqa_logits(q, kv_cache, weights, context_lens,
 // block_table, schedule_meta, max_context_len, clean_logits = false). Columns and validity as
 // fp8_fp4_paged_mqa_logits.
-template <class Backend, class WT>
-requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>) void fp8_paged_mqa_logits(
-    Backend backend, const rows_view<fp8_per_token>& q,
-    const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
-    matrix_view<const std::int32_t> context_lens, matrix_view<const std::int32_t> block_table,
-    const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len, bool clean_logits,
-    matrix_view<float> out, const options& opt = {}) {
+template <backend_tag Backend, weight_input WT>
+void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
+                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
+                          matrix_view<const std::int32_t> context_lens,
+                          matrix_view<const std::int32_t> block_table,
+                          const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
+                          bool clean_logits, matrix_view<float> out, const options& opt = {}) {
   detail::require_bare_q("fp8_paged_mqa_logits", q);
   fp8_fp4_paged_mqa_logits(backend, q, kv_cache, weights, context_lens, block_table, schedule_meta,
                            max_context_len, out, detail::with_clean_logits(opt, clean_logits));
@@ -66,23 +66,22 @@ requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>) void f
 
 // The same calls on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <class WT>
-requires(weight_element<std::remove_const_t<WT>>) void fp8_mqa_logits(
-    const rows_view<fp8_per_token>& q, const rows_view<fp8_per_token>& kv, matrix_view<WT> weights,
-    std::span<const std::int32_t> cu_seq_len_k_start,
-    std::span<const std::int32_t> cu_seq_len_k_end, bool clean_logits, std::int64_t max_seqlen_k,
-    matrix_view<float> out, const options& opt = {}) {
+template <weight_input WT>
+void fp8_mqa_logits(const rows_view<fp8_per_token>& q, const rows_view<fp8_per_token>& kv,
+                    matrix_view<WT> weights, std::span<const std::int32_t> cu_seq_len_k_start,
+                    std::span<const std::int32_t> cu_seq_len_k_end, bool clean_logits,
+                    std::int64_t max_seqlen_k, matrix_view<float> out, const options& opt = {}) {
   fp8_mqa_logits(default_backend{}, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
                  clean_logits, max_seqlen_k, out, opt);
 }
 
-template <class WT>
-requires(weight_element<std::remove_const_t<WT>>) void fp8_paged_mqa_logits(
-    const rows_view<fp8_per_token>& q, const paged_cache_view<fp8_per_token>& kv_cache,
-    matrix_view<WT> weights, matrix_view<const std::int32_t> context_lens,
-    matrix_view<const std::int32_t> block_table, const paged_mqa_schedule& schedule_meta,
-    std::int64_t max_context_len, bool clean_logits, matrix_view<float> out,
-    const options& opt = {}) {
+template <weight_input WT>
+void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
+                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
+                          matrix_view<const std::int32_t> context_lens,
+                          matrix_view<const std::int32_t> block_table,
+                          const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
+                          bool clean_logits, matrix_view<float> out, const options& opt = {}) {
   fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
                        schedule_meta, max_context_len, clean_logits, out, opt);
 }
