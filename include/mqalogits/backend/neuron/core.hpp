@@ -345,7 +345,9 @@ class core {
       for (std::int64_t m = 0; m < M; ++m) {
         const float a = ue8m0_values[static_cast<std::uint8_t>(sm[m])];
         for (std::int64_t n = 0; n < N; ++n)
-          acc[m * N + n] += block[m * N + n] * (a * ue8m0_values[static_cast<std::uint8_t>(sn[n])]);
+          acc[static_cast<std::size_t>(m * N + n)] +=
+              block[static_cast<std::size_t>(m * N + n)] *
+              (a * ue8m0_values[static_cast<std::uint8_t>(sn[n])]);
       }
     }
     write_psum(out, acc, accumulate);
@@ -430,7 +432,8 @@ class core {
     for (std::int64_t p = 0; p < in.np; ++p) {
       const float* x = in.row(p);
       float* y = out.row(p);
-      for (std::int64_t i = 0; i < in.nc; ++i) y[i] = store_as(out.type(), valid[i] ? x[i] : fill);
+      for (std::int64_t i = 0; i < in.nc; ++i)
+        y[i] = store_as(out.type(), valid[static_cast<std::size_t>(i)] ? x[i] : fill);
     }
     engine_instruction(report_.vector, traits_type::vector_hz, in.nc);
   }

@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "../../config.hpp"
+#include "../../exec/options.hpp"
 #include "../../format/bf16.hpp"
 #include "../../format/mx.hpp"
-#include "../../exec/options.hpp"
 #include "../../output/logits_row.hpp"
 #include "../../variant/dense.hpp"
 #include "../../variant/paged.hpp"
@@ -159,13 +159,13 @@ class kernel {
         c_.memset(exp, 0.0f);
       }
       for (int i = 0; i < m; ++i) {
-        if (!keys_[i].valid()) continue;
+        if (!keys_[static_cast<std::size_t>(i)].valid()) continue;
         if (const std::int64_t u = gather_unit(k0 + s0 + i); u >= 0 && u != last_unit) {
           c_.dma_gather();
           last_unit = u;
         }
-        c_.dma_bytes_in(raw, i, 0, keys_[i].data, db);
-        c_.dma_bytes_in(exp, i, 0, keys_[i].scale, sb);
+        c_.dma_bytes_in(raw, i, 0, keys_[static_cast<std::size_t>(i)].data, db);
+        c_.dma_bytes_in(exp, i, 0, keys_[static_cast<std::size_t>(i)].scale, sb);
       }
       to_operand(window(kt_, 0, 128, s0, m), raw, exp,
                  mx ? window(kt_exp_, 0, sb, s0, m) : window());
