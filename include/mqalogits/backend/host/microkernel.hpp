@@ -11,6 +11,7 @@
 // work item or the thread that computed it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "../../config.hpp"
@@ -30,10 +31,11 @@ struct q_f32_row {
 };
 
 template <class I, int HC, int NK>
-inline void f32_chunk(const q_f32_row& q, int v0, const float* k, typename I::vf (&part)[NK]) {
+inline void f32_chunk(const q_f32_row& q, int v0, const float* k,
+                      typename I::vf (&part)[static_cast<std::size_t>(NK)]) {
   using vf = typename I::vf;
   constexpr int L = I::lanes;
-  vf acc[HC][NK];
+  vf acc[static_cast<std::size_t>(HC)][static_cast<std::size_t>(NK)];
   MQALOGITS_UNROLL
   for (int j = 0; j < HC; ++j) {
     MQALOGITS_UNROLL
@@ -41,7 +43,7 @@ inline void f32_chunk(const q_f32_row& q, int v0, const float* k, typename I::vf
   }
   const float* qd = q.qt + v0 * L;
   for (int d = 0; d < head_dim; ++d, qd += q.hp) {
-    vf kb[NK];
+    vf kb[static_cast<std::size_t>(NK)];
     MQALOGITS_UNROLL
     for (int i = 0; i < NK; ++i) kb[i] = I::broadcast(k + i * head_dim + d);
     MQALOGITS_UNROLL
@@ -64,7 +66,7 @@ inline void f32_chunk(const q_f32_row& q, int v0, const float* k, typename I::vf
 template <class I, int HC, int NK>
 void f32_keys(const q_f32_row& q, const float* k, float* out) {
   using vf = typename I::vf;
-  vf part[NK];
+  vf part[static_cast<std::size_t>(NK)];
   MQALOGITS_UNROLL
   for (int i = 0; i < NK; ++i) part[i] = I::zero();
   const int hv = q.hp / I::lanes;
@@ -105,19 +107,19 @@ inline constexpr int i8_key_bytes = head_dim;  // one decoded key: 128 biased u8
 
 template <class I, int HC, int NK>
 inline void i8_chunk(const q_i8_row& q, int v0, const std::uint8_t* k, const float* ks,
-                     typename I::vf (&part)[NK]) {
+                     typename I::vf (&part)[static_cast<std::size_t>(NK)]) {
   using vf = typename I::vf;
   using vi = typename I::vi;
   constexpr int L = I::lanes;
   constexpr int blocks = head_dim / scale_block, steps = scale_block / 4;
-  vf f[HC][NK];
+  vf f[static_cast<std::size_t>(HC)][static_cast<std::size_t>(NK)];
   MQALOGITS_UNROLL
   for (int j = 0; j < HC; ++j) {
     MQALOGITS_UNROLL
     for (int i = 0; i < NK; ++i) f[j][i] = I::zero();
   }
   for (int b = 0; b < blocks; ++b) {
-    vi acc[HC][NK];
+    vi acc[static_cast<std::size_t>(HC)][static_cast<std::size_t>(NK)];
     MQALOGITS_UNROLL
     for (int j = 0; j < HC; ++j) {
       const vi bias = I::loadi(q.bias + b * q.hp + (v0 + j) * L);
@@ -126,7 +128,7 @@ inline void i8_chunk(const q_i8_row& q, int v0, const std::uint8_t* k, const flo
     }
     const std::int32_t* qd = q.data + b * steps * q.hp + v0 * L;
     for (int s = 0; s < steps; ++s, qd += q.hp) {
-      vi kb[NK];
+      vi kb[static_cast<std::size_t>(NK)];
       MQALOGITS_UNROLL
       for (int i = 0; i < NK; ++i)
         kb[i] = I::broadcast4(k + i * i8_key_bytes + b * scale_block + 4 * s);
@@ -159,7 +161,7 @@ inline void i8_chunk(const q_i8_row& q, int v0, const std::uint8_t* k, const flo
 template <class I, int HC, int NK>
 void i8_keys(const q_i8_row& q, const std::uint8_t* k, const float* ks, float* out) {
   using vf = typename I::vf;
-  vf part[NK];
+  vf part[static_cast<std::size_t>(NK)];
   MQALOGITS_UNROLL
   for (int i = 0; i < NK; ++i) part[i] = I::zero();
   const int hv = q.hp / I::lanes;
