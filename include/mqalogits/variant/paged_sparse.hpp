@@ -77,7 +77,8 @@ class paged_sparse_mqa_metadata {
 
   // Snapshot bytes of column k of row r ([data | scale]), or null when the column is masked.
   const std::uint8_t* snapshot_token(std::int64_t r, std::int64_t k) const {
-    const std::size_t slot = static_cast<std::size_t>(snap_->row_offset[r] + k);
+    const std::size_t slot =
+        static_cast<std::size_t>(snap_->row_offset[static_cast<std::size_t>(r)] + k);
     return snap_->valid[slot] ? snap_->bytes.data() + slot * snap_->token_bytes : nullptr;
   }
 
@@ -125,7 +126,8 @@ class paged_sparse_mqa_metadata {
       for (std::int64_t k = 0; k < num_blocks(r) * block_; ++k) {
         const std::int64_t p = position(r, k);
         if (p < 0) continue;
-        const std::size_t slot = static_cast<std::size_t>(s.row_offset[r] + k);
+        const std::size_t slot =
+            static_cast<std::size_t>(s.row_offset[static_cast<std::size_t>(r)] + k);
         const std::int64_t pg = page(r, p);
         std::uint8_t* dst = s.bytes.data() + slot * s.token_bytes;
         std::memcpy(dst, cache.data(pg, p % page_kv_), Format::data_bytes);
