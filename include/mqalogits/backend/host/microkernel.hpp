@@ -11,6 +11,7 @@
 // work item or the thread that computed it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
@@ -40,10 +41,11 @@ struct f32_path {
 
   // Adds the weighted relu scores of head vectors v0 .. v0 + HeadVectors - 1 to part.
   template <class I, int HeadVectors, int Keys>
-  static void chunk(const query& q, int v0, const keys& k, typename I::vf (&part)[Keys]) {
+  static void chunk(const query& q, int v0, const keys& k,
+                    typename I::vf (&part)[static_cast<std::size_t>(Keys)]) {
     using vf = typename I::vf;
     constexpr int L = I::lanes;
-    vf acc[HeadVectors][Keys];
+    vf acc[static_cast<std::size_t>(HeadVectors)][static_cast<std::size_t>(Keys)];
     MQALOGITS_UNROLL
     for (int j = 0; j < HeadVectors; ++j) {
       MQALOGITS_UNROLL
@@ -51,7 +53,7 @@ struct f32_path {
     }
     const float* qd = q.qt + v0 * L;
     for (int d = 0; d < head_dim; ++d, qd += q.padded_heads) {
-      vf kb[Keys];
+      vf kb[static_cast<std::size_t>(Keys)];
       MQALOGITS_UNROLL
       for (int i = 0; i < Keys; ++i) kb[i] = I::broadcast(k.values + i * head_dim + d);
       MQALOGITS_UNROLL
@@ -108,20 +110,21 @@ struct i8_path {
   }
 
   template <class I, int HeadVectors, int Keys>
-  static void chunk(const query& q, int v0, const keys& k, typename I::vf (&part)[Keys]) {
+  static void chunk(const query& q, int v0, const keys& k,
+                    typename I::vf (&part)[static_cast<std::size_t>(Keys)]) {
     using vf = typename I::vf;
     using vi = typename I::vi;
     constexpr int L = I::lanes;
     constexpr int blocks = head_dim / scale_block, steps = scale_block / 4;
     const int hp = q.padded_heads;
-    vf f[HeadVectors][Keys];
+    vf f[static_cast<std::size_t>(HeadVectors)][static_cast<std::size_t>(Keys)];
     MQALOGITS_UNROLL
     for (int j = 0; j < HeadVectors; ++j) {
       MQALOGITS_UNROLL
       for (int i = 0; i < Keys; ++i) f[j][i] = I::zero();
     }
     for (int b = 0; b < blocks; ++b) {
-      vi acc[HeadVectors][Keys];
+      vi acc[static_cast<std::size_t>(HeadVectors)][static_cast<std::size_t>(Keys)];
       MQALOGITS_UNROLL
       for (int j = 0; j < HeadVectors; ++j) {
         vi start;
@@ -134,7 +137,7 @@ struct i8_path {
       }
       const std::int32_t* qd = q.data + b * steps * hp + v0 * L;
       for (int s = 0; s < steps; ++s, qd += hp) {
-        vi kb[Keys];
+        vi kb[static_cast<std::size_t>(Keys)];
         MQALOGITS_UNROLL
         for (int i = 0; i < Keys; ++i)
           kb[i] = I::broadcast4(k.codes + i * key_bytes + b * scale_block + 4 * s);
@@ -172,7 +175,7 @@ struct i8_path {
 template <class I, class Path, int HeadVectors, int Keys>
 void score_keys(const typename Path::query& q, const typename Path::keys& k, float* out) {
   using vf = typename I::vf;
-  vf part[Keys];
+  vf part[static_cast<std::size_t>(Keys)];
   MQALOGITS_UNROLL
   for (int i = 0; i < Keys; ++i) part[i] = I::zero();
   const int head_vectors = q.padded_heads / I::lanes;

@@ -513,8 +513,9 @@ class core {
         for (std::int64_t m = 0; m < M; ++m) {
           const float a = ue8m0_values[static_cast<std::uint8_t>(st_scales.at(b, m))];
           for (std::int64_t n = 0; n < N; ++n)
-            acc[m * N + n] += block[m * N + n] *
-                              (a * ue8m0_values[static_cast<std::uint8_t>(mv_scales.at(b, n))]);
+            acc[static_cast<std::size_t>(m * N + n)] +=
+                block[static_cast<std::size_t>(m * N + n)] *
+                (a * ue8m0_values[static_cast<std::uint8_t>(mv_scales.at(b, n))]);
         }
       }
       write_psum(out, acc, accumulate);

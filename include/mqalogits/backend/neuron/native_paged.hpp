@@ -77,7 +77,8 @@ native_paged_cache<Format> to_native_paged_cache(const paged_cache_view<Format>&
       require(context_lens(b, j) >= 0, where, [&](auto& m) {
         m << "context_lens[" << b << "][" << j << "] = " << context_lens(b, j) << " < 0";
       });
-      keys[b] = std::max<std::int64_t>(keys[b], context_lens(b, j));
+      keys[static_cast<std::size_t>(b)] =
+          std::max<std::int64_t>(keys[static_cast<std::size_t>(b)], context_lens(b, j));
     }
     keys[b] = std::min(keys[b], capacity);
     for (std::int64_t p = 0; p < (keys[b] + cache.page_kv - 1) / cache.page_kv; ++p)
@@ -100,7 +101,7 @@ native_paged_cache<Format> to_native_paged_cache(const paged_cache_view<Format>&
           static_cast<std::int32_t>(out.num_blocks++);
   out.bytes.assign(static_cast<std::size_t>(out.num_blocks * native::block_bytes), 0);
   for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t pos = 0; pos < keys[b]; ++pos) {
+    for (std::int64_t pos = 0; pos < keys[static_cast<std::size_t>(b)]; ++pos) {
       const std::int64_t page = block_table(b, pos / cache.page_kv), slot = pos % cache.page_kv;
       const std::uint8_t* data = cache.data(page, slot);
       const std::uint8_t* scales = cache.scale(page, slot);

@@ -238,14 +238,15 @@ class kernel {
     std::vector<unsigned char> read(static_cast<std::size_t>(R), 0);
     std::int64_t blocks = 0;
     for (std::int64_t p = 0; p < R; ++p) {
-      for (std::int64_t s = 0; s < B; ++s) read[p] |= valid_[static_cast<std::size_t>(p * B + s)];
-      blocks += read[p];
+      for (std::int64_t s = 0; s < B; ++s)
+        read[static_cast<std::size_t>(p)] |= valid_[static_cast<std::size_t>(p * B + s)];
+      blocks += read[static_cast<std::size_t>(p)];
     }
     const bool indirect = plan_.gather_block() > 0;
     {
       auto t = indirect ? c_.gather(blocks) : c_.dma();
       for (std::int64_t p = 0; p < R; ++p) {
-        if (!read[p]) continue;
+        if (!read[static_cast<std::size_t>(p)]) continue;
         for (std::int64_t s = 0; s < B; ++s) {
           const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
           if (!k.valid()) continue;
@@ -262,7 +263,7 @@ class kernel {
     {
       auto t = indirect ? c_.gather(blocks) : c_.dma();
       for (std::int64_t p = 0; p < R; ++p) {
-        if (!read[p]) continue;
+        if (!read[static_cast<std::size_t>(p)]) continue;
         for (std::int64_t s = 0; s < B; ++s) {
           const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
           if (!k.valid()) continue;
@@ -279,7 +280,7 @@ class kernel {
     if constexpr (per_token) {  // the K scales again, as one row in key order on partition 0
       auto t = indirect ? c_.gather(blocks) : c_.dma();
       for (std::int64_t p = 0; p < R; ++p) {
-        if (!read[p]) continue;
+        if (!read[static_cast<std::size_t>(p)]) continue;
         for (std::int64_t s = 0; s < B; ++s) {
           const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
           const float v = k.valid() ? Format::block_scale(k.scale, 0) : 0.0f;
@@ -299,9 +300,9 @@ class kernel {
         c_.transpose(window(tpx_, 0, 128, 0, r), window(raw_, 0, r, gq * 128, 128));
         c_.copy(window(kt_, 0, 128, gq, r, groups), window(tpx_, 0, 128, 0, r));
         for (int i = 0; i < 128; ++i) {
-          is_scale[i] = i % mx_quadrant < sb;
-          map[i] = static_cast<std::int32_t>((gq * mx_pack + i / mx_quadrant) * sb +
-                                             std::min(i % mx_quadrant, sb - 1));
+          is_scale[static_cast<std::size_t>(i)] = i % mx_quadrant < sb;
+          map[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(
+              (gq * mx_pack + i / mx_quadrant) * sb + std::min(i % mx_quadrant, sb - 1));
         }
         c_.select(window(stage_, 0, r, 0, 128), window(exps_, 0, r, 0, B * sb), map.data(),
                   is_scale.data(), 0.0f);
@@ -440,13 +441,15 @@ class kernel {
       std::vector<std::int32_t> map(128);
       std::vector<unsigned char> is_scale(128);
       for (std::int64_t s = 0; s < S; ++s) {
-        for (int i = 0; i < 128; ++i) map[i] = static_cast<std::int32_t>(s * words + i % words);
+        for (int i = 0; i < 128; ++i)
+          map[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(s * words + i % words);
         c_.select(window(stage_w), window(raw), map.data(), nullptr, 0.0f);
         c_.transpose(window(tpx_, 0, 128, 0, np), window(stage_w));
         c_.copy(window(qt, 0, 128, s * stride, np), window(tpx_, 0, 128, 0, np));
         for (int i = 0; i < 128; ++i) {
-          is_scale[i] = i % mx_quadrant < sb;
-          map[i] = static_cast<std::int32_t>(s * sb + std::min(i % mx_quadrant, sb - 1));
+          is_scale[static_cast<std::size_t>(i)] = i % mx_quadrant < sb;
+          map[static_cast<std::size_t>(i)] =
+              static_cast<std::int32_t>(s * sb + std::min(i % mx_quadrant, sb - 1));
         }
         c_.select(window(stage_, 0, np, 0, 128), window(exps), map.data(), is_scale.data(), 0.0f);
         c_.transpose(window(tp_, 0, 128, 0, np), window(stage_, 0, np, 0, 128));

@@ -155,8 +155,8 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
     // above on the host: these instructions carry its cost.
     for (std::int64_t s = 0; s < segs; ++s)
       c.vector_elementwise(std::min(topk_segment, n - s * topk_segment), 1);
-    const auto log2c =
-        static_cast<std::int64_t>(std::ceil(std::log2(std::max<double>(2, most_candidates))));
+    const auto log2c = static_cast<std::int64_t>(
+        std::ceil(std::log2(std::max(2.0, static_cast<double>(most_candidates)))));
     c.gpsimd_elementwise(most_candidates * log2c, 1);
     {
       auto t = c.dma();
