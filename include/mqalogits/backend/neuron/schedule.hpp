@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "../../config.hpp"
+#include "../../exec/options.hpp"
 #include "../../format/bf16.hpp"
 #include "../../format/mx.hpp"
-#include "../../exec/options.hpp"
 #include "../../output/logits_row.hpp"
 #include "../../variant/dense.hpp"
 #include "../../variant/paged.hpp"
@@ -378,10 +378,46 @@ struct backend_kernels<backend::neuron<Gen>> {
   template <class Format, class Plan, class W, class O>
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
                   logits_row_output<O>& output, const options&) {
+    run_logits(q, plan, w, output.view(), output.clean());
+  }
+
+  // Any other output (the top-k selection): the model's fp32 logits, row by row, handed to the
+  // output as one task; masked columns are the plan's, not the -inf the schedule writes (a
+  // logit can be -inf itself).
+  template <class Format, class Plan, class W, output_policy Output>
+  static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
+                  Output& output, const options&) {
+    const std::int64_t rows = plan.num_rows(), cols = plan.num_cols();
+    std::vector<float> logits(static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)));
+    run_logits(q, plan, w, matrix_view<float>(logits.data(), rows, cols), true);
+    const executor_ref serial;
+    output.begin(plan, 1, serial);
+    std::vector<unsigned char> valid;
+    for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
+      const row_span span = plan.group_rows(g);
+      for (std::int64_t r = span.begin; r < span.end; ++r) {
+        const row_keys rk = plan.row(r);
+        if constexpr (grouped_output_policy<Output>) output.open_rows(0, r, r + 1, false);
+        if (rk.empty()) continue;
+        valid.resize(static_cast<std::size_t>(rk.key_end - rk.key_begin));
+        for (std::int64_t k = rk.key_begin; k < rk.key_end; ++k)
+          valid[static_cast<std::size_t>(k - rk.key_begin)] = plan.key(g, k).valid();
+        const std::int64_t c0 = rk.key_begin - rk.col_offset;
+        output.consume(0, r, c0, logits.data() + r * cols + c0, valid.data(),
+                       rk.key_end - rk.key_begin);
+      }
+    }
+    if constexpr (grouped_output_policy<Output>) output.close_task(0);
+    output.finish(serial);
+  }
+
+ private:
+  template <class Format, class Plan, class W, class O>
+  static void run_logits(const rows_view<Format>& q, const Plan& plan,
+                         const matrix_view<const W>& w, const matrix_view<O>& out, bool clean) {
     neuron_backend::core<Gen> c;
     {
-      neuron_backend::kernel<Gen, Format, Plan, W, O> k(c, q, plan, w, output.view(),
-                                                        output.clean());
+      neuron_backend::kernel<Gen, Format, Plan, W, O> k(c, q, plan, w, out, clean);
       k.run();
     }
     if (neuron_backend::report* r = neuron_backend::current_report())
