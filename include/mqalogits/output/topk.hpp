@@ -141,6 +141,7 @@ struct alignas(64) topk_task {
   std::vector<std::uint64_t> candidates;  // [rows of the block, capacity]
   std::vector<std::int64_t> count;        // candidates held per row
   std::vector<std::uint64_t> floor;       // per row: a key must exceed it to enter
+  std::vector<float> floor_value;         // its score (-inf until the buffer first fills)
   std::vector<std::uint64_t> spill;
   std::vector<spilled_row> spilled;
 };
@@ -273,6 +274,7 @@ class topk_output {
     s.candidates.resize(std::max(s.candidates.size(), rows * static_cast<std::size_t>(capacity_)));
     s.count.assign(rows, 0);
     s.floor.assign(rows, 0);  // every key is > 0: NaN-free or not, its rank is >= 2^23
+    s.floor_value.assign(rows, -std::numeric_limits<float>::infinity());
   }
   void close_task(std::int64_t task) {
     close_rows(scratch_->tasks[static_cast<std::size_t>(task)]);
@@ -282,21 +284,33 @@ class topk_output {
                const unsigned char* valid, std::int64_t n) {
     detail::topk_task& s = scratch_->tasks[static_cast<std::size_t>(task)];
     const auto ri = static_cast<std::size_t>(row - s.row_begin);
+    // Once the threshold has risen, most slices hold no candidate: one branch-free pass (it
+    // vectorises) says so, and NaN, which never compares below, always counts as one.
+    {
+      const float bar = s.floor_value[ri];
+      bool any = false;
+      for (std::int64_t i = 0; i < n; ++i) any |= (valid[i] != 0) & !(scores[i] < bar);
+      if (!any) return;
+    }
     std::uint64_t* keys = s.candidates.data() + ri * static_cast<std::size_t>(capacity_);
     std::int64_t held = s.count[ri];
     std::uint64_t floor = s.floor[ri];
+    float floor_value = s.floor_value[ri];
     for (std::int64_t i = 0; i < n; ++i) {
-      if (!valid[i]) continue;
+      // Most scores lose to the threshold on value alone (a NaN never does).
+      if (!valid[i] || scores[i] < floor_value) continue;
       const std::uint64_t key = detail::topk_key::make(scores[i], col + i);
       if (key <= floor) continue;
       keys[held++] = key;
       if (held == capacity_) {  // full: keep the k best; the k-th is the new threshold
         floor = detail::keep_best(keys, held, k_);
+        floor_value = detail::topk_key::value(floor);
         held = k_;
       }
     }
     s.count[ri] = held;
     s.floor[ri] = floor;
+    s.floor_value[ri] = floor_value;
   }
 
   // Rows scored by several tasks: each task's sorted candidates of the row, merged once here
