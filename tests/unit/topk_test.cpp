@@ -3,12 +3,11 @@
 // (descending, NaN first, ties to the lower column). Four kernels x MXFP8 / MXFP4 / FP8
 // per-token x 1, 2, 3 pool threads x k in {1, 7, 2048, more than a row's valid columns}; the
 // edges (empty rows, all columns masked, ties, NaN, -inf), paged slot translation with garbage
-// in the block table past each context, bad input, the NeuronCore model, and a warm call that
-// allocates nothing.
+// in the block table past each context, bad input and the NeuronCore model. (A warm top-k call
+// allocating nothing is checked in allocation_test.cpp.)
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -16,8 +15,6 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <memory>
-#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,54 +22,6 @@
 #include <mqalogits/mqalogits.hpp>
 
 #include "reference/random_inputs.hpp"
-
-// ThreadSanitizer's runtime defines operator new itself (a second definition does not link),
-// so the allocation count, and the warm-call test that uses it, exist only without it.
-#if defined(__SANITIZE_THREAD__)
-#define TOPK_TEST_COUNTS_ALLOCATIONS 0
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TOPK_TEST_COUNTS_ALLOCATIONS 0
-#endif
-#endif
-#ifndef TOPK_TEST_COUNTS_ALLOCATIONS
-#define TOPK_TEST_COUNTS_ALLOCATIONS 1
-#endif
-
-#if TOPK_TEST_COUNTS_ALLOCATIONS
-// Counts every allocation of the process while `counting` is set (the warm-call test).
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<long> allocations{0};
-void* counted(std::size_t n, std::size_t align) {
-  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
-  if (n == 0) n = 1;
-  void* p = align <= alignof(std::max_align_t)
-                ? std::malloc(n)
-                : std::aligned_alloc(align, (n + align - 1) / align * align);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-void* operator new(std::size_t n) {
-  return counted(n, 0);
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  return counted(n, static_cast<std::size_t>(a));
-}
-[[gnu::noinline]] void operator delete(void* p) noexcept {
-  std::free(p);
-}
-[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-[[gnu::noinline]] void operator delete(void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-[[gnu::noinline]] void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-#endif
 
 namespace ml = mqalogits;
 namespace rnd = ref::rand;
@@ -564,40 +513,3 @@ TEMPLATE_TEST_CASE("topk: the NeuronCore model selects from its own fp32 logits"
     }
   }
 }
-
-#if TOPK_TEST_COUNTS_ALLOCATIONS
-TEST_CASE("topk: a warm call allocates nothing", "[topk][alloc]") {
-  rnd::engine rng(800);
-  const std::int64_t B = 2, next_n = 1, H = 8, max_blocks = 80, pages = 200;
-  const std::int32_t page_kv = 64;
-  const auto cache = rnd::paged_cache<ml::mxfp8>(rng, pages, page_kv);
-  const auto lens = rnd::context_lens(rng, B, next_n, 5000, 4000);
-  const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, pages);
-  const auto q = rnd::rows<ml::mxfp8>(rng, B * next_n * H);
-  const auto w = rnd::weights<float>(rng, B * next_n, H);
-  ml::thread_pool pool(2);
-  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 2);
-  const std::int64_t k = 512;
-  std::vector<std::int32_t> idx(static_cast<std::size_t>(B * next_n * k));
-  std::vector<float> val(idx.size());
-  auto call = [&] {
-    ml::fp8_fp4_paged_mqa_logits(
-        q.view(), cache.view(), w.view(), lens.view(), table.view(), schedule, max_blocks * page_kv,
-        ml::topk(ml::matrix_view<std::int32_t>(idx.data(), B * next_n, k),
-                 ml::matrix_view<float>(val.data(), B * next_n, k), ml::topk_index::slot),
-        {.executor = pool});
-  };
-  call();  // cold: buffers grow
-  call();
-  allocations = 0;
-  counting = true;
-  call();
-  counting = false;
-  CHECK(allocations.load() == 0);
-  // The counter sees allocations (this file's operator new is the one in use).
-  counting = true;
-  auto probe = std::make_unique<std::vector<int>>(3);
-  counting = false;
-  CHECK(allocations.load() == 2);
-}
-#endif
