@@ -22,6 +22,7 @@
 #include "interop/span.hpp"
 #include "output/logits_row.hpp"
 #include "output/output.hpp"
+#include "output/topk.hpp"
 #include "quantize.hpp"
 #include "view/logits_buffer.hpp"
 #include "view/matrix_view.hpp"

@@ -157,4 +157,42 @@ TEMPLATE_TEST_CASE("allocations: a warm call of each kernel allocates nothing (p
         }) == 0);
 }
 
+TEST_CASE("allocations: a warm fused top-k call allocates nothing (pool of 2)",
+          "[allocation][topk]") {
+  using F = ml::mxfp8;
+  rnd::engine rng(6);
+  ml::thread_pool pool(2);
+  const i64 H = 8, num_q = 20, N = 6000, k = 512;
+  const auto q = rnd::rows<F>(rng, num_q * H);
+  const auto kv = rnd::rows<F>(rng, N);
+  const auto w = rnd::weights<float>(rng, num_q, H);
+  std::vector<i32> ks(num_q, 0), ke(num_q, static_cast<i32>(N));
+  std::vector<i32> idx(static_cast<std::size_t>(num_q * k));
+  std::vector<float> val(idx.size());
+  CHECK(warm_allocations(pool, [&](const ml::options& opt) {
+          ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), std::span<const i32>(ks),
+                                 std::span<const i32>(ke), 0,
+                                 ml::topk(ml::matrix_view<i32>(idx.data(), num_q, k),
+                                          ml::matrix_view<float>(val.data(), num_q, k)),
+                                 opt);
+        }) == 0);
+
+  const i64 B = 2, max_blocks = 80, pages = 200;
+  const i32 page_kv = 64;
+  const auto cache = rnd::paged_cache<F>(rng, pages, page_kv);
+  const auto lens = rnd::context_lens(rng, B, 1, 5000, 4000);
+  const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, pages);
+  const auto pq = rnd::rows<F>(rng, B * H);
+  const auto pw = rnd::weights<float>(rng, B, H);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 2);
+  CHECK(warm_allocations(pool, [&](const ml::options& opt) {
+          ml::fp8_fp4_paged_mqa_logits(
+              pq.view(), cache.view(), pw.view(), lens.view(), table.view(), schedule,
+              max_blocks * page_kv,
+              ml::topk(ml::matrix_view<i32>(idx.data(), B, k),
+                       ml::matrix_view<float>(val.data(), B, k), ml::topk_index::slot),
+              opt);
+        }) == 0);
+}
+
 #endif  // !MQALOGITS_TEST_SANITIZED

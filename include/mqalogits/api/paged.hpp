@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "../config.hpp"
+#include "../output/topk.hpp"
 #include "../variant/paged.hpp"
 #include "dispatch.hpp"
 
@@ -14,9 +15,10 @@ MQALOGITS_NAMESPACE_BEGIN
 // context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1]); block_table: [B, max_blocks], shared by the
 // next_n rows of a request; schedule: from get_paged_mqa_logits_metadata on the same
 // context_lens; out: [B * next_n, max_context_len]. Column j is context position j, valid iff
-// j < context_lens[b][j'] and j < max_blocks * page_kv. Block-table slots past the context are
-// never read; every slot that is read must name a page.
-template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
+// j < context_lens[b][j'] and j < max_blocks * page_kv. out may also be a top-k selection,
+// ml::topk(indices, values, ml::topk_index::slot) to get cache slots. Block-table slots past the
+// context are never read; every slot that is read must name a page.
+template <backend_tag Backend, class Format, weight_input WT, paged_output_argument Out>
 void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
                               const paged_cache_view<Format>& cache, matrix_view<WT> weights,
                               matrix_view<const std::int32_t> context_lens,
@@ -65,8 +67,14 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
               << " (regenerate it with get_paged_mqa_logits_metadata)";
           });
   const paged_plan<Format> plan(cache, block_table, context_lens, max_context_len, schedule);
-  auto output = to_output_policy(out, opt);
+  // A slot-translating top-k writes block_table[b, pos / page_kv] * page_kv + pos % page_kv.
+  auto output = detail::paged_output_policy(out, opt, block_table, cache.page_kv, next_n);
   detail::check_q_weights_out(where, q, w, output, B * next_n, max_context_len);
+  if constexpr (std::is_same_v<Out, topk_selection<topk_index::slot_t>>)
+    require(cache.num_pages <= (std::int64_t{INT32_MAX} + 1) / cache.page_kv, where, [&](auto& m) {
+      m << "top-k slots of " << cache.num_pages << " pages x page_kv " << cache.page_kv
+        << " do not fit int32";
+    });
   // Every block-table slot the kernel reads must name a page; slots past the context are not read.
   for (std::int64_t b = 0; b < B; ++b) {
     const std::int64_t slots = (plan.group_keys(b) + cache.page_kv - 1) / cache.page_kv;
@@ -83,7 +91,7 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
 
 // The same call on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <class Format, weight_input WT, output_argument Out>
+template <class Format, weight_input WT, paged_output_argument Out>
 void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
                               matrix_view<WT> weights, matrix_view<const std::int32_t> context_lens,
                               matrix_view<const std::int32_t> block_table,

@@ -156,6 +156,42 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
   }
 }
 
+// Tasks of an output that keeps per-task state: contiguous runs of the plan's items, about
+// tasks_per_thread per executor thread (enough for a dynamic pool to balance, few enough that
+// the per-task state stays small). Every plan emits the items of one row block back to back,
+// so a block is scored by one task or by neighbouring ones: only a task's first and last block
+// can be shared.
+inline constexpr std::int64_t tasks_per_thread = 4;
+
+template <class I, class Format, class Plan, class W, class Output>
+void run_grouped(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
+                 Output& output, const options& opt, const work_list& work, std::uint64_t call) {
+  const auto items = static_cast<std::int64_t>(work.items.size());
+  const std::int64_t tasks =
+      std::min(items, tasks_per_thread * std::max(1, opt.executor.concurrency()));
+  output.begin(plan, tasks, opt.executor);
+  auto item = [&](std::int64_t i) -> const work_item& {
+    return work.items[static_cast<std::size_t>(i)];
+  };
+  auto same_rows = [&](std::int64_t a, std::int64_t b) {
+    return item(a).row_begin == item(b).row_begin && item(a).row_end == item(b).row_end;
+  };
+  auto task = [&](std::int64_t t) {
+    const std::int64_t first = items * t / tasks, last = items * (t + 1) / tasks;
+    workspace& ws = thread_workspace();
+    for (std::int64_t i = first; i < last; ++i) {
+      if (i == first || !same_rows(i, i - 1)) {
+        const bool shared = (i == first && first > 0 && same_rows(first - 1, first)) ||
+                            (last < items && same_rows(i, last - 1) && same_rows(last - 1, last));
+        output.open_rows(t, item(i).row_begin, item(i).row_end, shared);
+      }
+      run_item<I>(q, plan, w, output, t, item(i), call, ws);
+    }
+    output.close_task(t);
+  };
+  opt.executor.parallel_for(tasks, task);
+}
+
 // The whole call on instruction set I (tests run every compiled one; the backend the best).
 template <class I, class Format, class Plan, class W, class Output>
 void run_with(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
@@ -164,16 +200,20 @@ void run_with(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
   work_list& work = reused.get();
   plan.fill_work(cut, work);
   const auto items = static_cast<std::int64_t>(work.items.size());
-  output.begin(plan, items, opt.executor);
   const std::uint64_t call = next_call_id();
-  // One executor task per work item, in the plan's order (the paged schedule's balanced runs,
-  // back to back): a pool handing out indices dynamically then balances even when a core is
-  // shared, and a thread's consecutive items mostly share their query rows (decoded once).
-  auto task = [&](std::int64_t i) {
-    run_item<I>(q, plan, w, output, i, work.items[static_cast<std::size_t>(i)], call,
-                thread_workspace());
-  };
-  opt.executor.parallel_for(items, task);
+  if constexpr (grouped_output_policy<Output>) {
+    run_grouped<I>(q, plan, w, output, opt, work, call);
+  } else {
+    output.begin(plan, items, opt.executor);
+    // One executor task per work item, in the plan's order (the paged schedule's balanced runs,
+    // back to back): a pool handing out indices dynamically then balances even when a core is
+    // shared, and a thread's consecutive items mostly share their query rows (decoded once).
+    auto task = [&](std::int64_t i) {
+      run_item<I>(q, plan, w, output, i, work.items[static_cast<std::size_t>(i)], call,
+                  thread_workspace());
+    };
+    opt.executor.parallel_for(items, task);
+  }
   output.finish(opt.executor);
 }
 

@@ -49,6 +49,10 @@
 #include "../../exec/options.hpp"
 #include "../../format/bf16.hpp"
 #include "../../format/mx.hpp"
+#include "../../output/logits_row.hpp"
+#include "../../variant/dense.hpp"
+#include "../../variant/paged.hpp"
+#include "../../variant/paged_sparse.hpp"
 #include "../../variant/plan.hpp"
 #include "../../view/matrix_view.hpp"
 #include "../../view/rows_view.hpp"
@@ -730,9 +734,9 @@ struct backend_kernels<backend::neuron<Gen>> {
   // LNC = 2) on the calling thread (options.executor is not used) and adds its cost to the
   // thread's open neuron_backend::capture, if any.
   // Values reach the caller through `output` (an output policy); cost-only captures skip it.
-  template <class Format, class Plan, class W, class Output>
+  template <class Format, class Plan, class W, class O>
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-                  Output& output, const options&) {
+                  logits_row_output<O>& output, const options&) {
     using tr = neuron_backend::traits<Gen>;
     const neuron_backend::capture_state cap = neuron_backend::current_capture();
     const int cores = cap.target ? cap.options.logical_cores : 1;
@@ -748,7 +752,8 @@ struct backend_kernels<backend::neuron<Gen>> {
     for (int part = 0; part < cores; ++part) {
       neuron_backend::core<Gen> c(compute);
       {
-        neuron_backend::kernel<Gen, Format, Plan, W, Output> k(c, q, plan, w, output, part, cores);
+        neuron_backend::kernel<Gen, Format, Plan, W, logits_row_output<O>> k(c, q, plan, w, output,
+                                                                             part, cores);
         k.run();
       }
       const neuron_backend::report& one = c.counters();
@@ -769,6 +774,37 @@ struct backend_kernels<backend::neuron<Gen>> {
         r.lnc_core_bound = bound;
       }
     }
+  }
+
+  // Any other output (the top-k selection): the model's fp32 logits, row by row, handed to the
+  // output as one task; masked columns are the plan's, not the -inf the schedule writes (a
+  // logit can be -inf itself).
+  template <class Format, class Plan, class W, output_policy Output>
+  static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
+                  Output& output, const options& opt) {
+    const std::int64_t rows = plan.num_rows(), cols = plan.num_cols();
+    std::vector<float> logits(static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)));
+    logits_row_output<float> full(matrix_view<float>(logits.data(), rows, cols), true);
+    run(q, plan, w, full, opt);
+    const executor_ref serial;
+    output.begin(plan, 1, serial);
+    std::vector<unsigned char> valid;
+    for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
+      const row_span span = plan.group_rows(g);
+      for (std::int64_t r = span.begin; r < span.end; ++r) {
+        const row_keys rk = plan.row(r);
+        if constexpr (grouped_output_policy<Output>) output.open_rows(0, r, r + 1, false);
+        if (rk.empty()) continue;
+        valid.resize(static_cast<std::size_t>(rk.key_end - rk.key_begin));
+        for (std::int64_t k = rk.key_begin; k < rk.key_end; ++k)
+          valid[static_cast<std::size_t>(k - rk.key_begin)] = plan.key(g, k).valid();
+        const std::int64_t c0 = rk.key_begin - rk.col_offset;
+        output.consume(0, r, c0, logits.data() + r * cols + c0, valid.data(),
+                       rk.key_end - rk.key_begin);
+      }
+    }
+    if constexpr (grouped_output_policy<Output>) output.close_task(0);
+    output.finish(serial);
   }
 };
 

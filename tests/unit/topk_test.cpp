@@ -1,0 +1,515 @@
+// The fused top-k output (ml::topk) of every kernel against the two-pass result: the same
+// library kernel writes an fp32 logits buffer, and each row's valid columns are stable-sorted
+// (descending, NaN first, ties to the lower column). Four kernels x MXFP8 / MXFP4 / FP8
+// per-token x 1, 2, 3 pool threads x k in {1, 7, 2048, more than a row's valid columns}; the
+// edges (empty rows, all columns masked, ties, NaN, -inf), paged slot translation with garbage
+// in the block table past each context, bad input and the NeuronCore model. (A warm top-k call
+// allocating nothing is checked in allocation_test.cpp.)
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <mqalogits/mqalogits.hpp>
+
+#include "reference/random_inputs.hpp"
+
+namespace ml = mqalogits;
+namespace rnd = ref::rand;
+
+namespace {
+
+constexpr std::uint32_t sentinel_bits = 0xFFA5A5A5u;  // a NaN no kernel writes: "not written"
+
+void put_float(std::uint8_t* dst, float v) {
+  std::memcpy(dst, &v, sizeof v);
+}
+float token_scale(rnd::engine& rng) {
+  const float m = std::uniform_real_distribution<float>(1.0f, 2.0f)(rng);
+  return std::ldexp(m, static_cast<int>(rnd::uniform(rng, -10, -2)));
+}
+
+// Rows of any of the three formats (FP8 per-token: e4m3 codes and a random fp32 scale per row).
+template <class F>
+rnd::owned_rows<F> make_rows(rnd::engine& rng, std::int64_t n, const rnd::code_options& o = {}) {
+  if constexpr (std::is_same_v<F, ml::fp8_per_token>) {
+    rnd::owned_rows<F> r;
+    r.n = n;
+    r.data = rnd::rows<ml::mxfp8>(rng, n, o).data;
+    r.scales.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 1) * 4));
+    for (std::int64_t i = 0; i < n; ++i) put_float(r.scale(i), token_scale(rng));
+    return r;
+  } else {
+    return rnd::rows<F>(rng, n, o);
+  }
+}
+
+template <class F>
+rnd::owned_paged_cache<F> make_cache(rnd::engine& rng, std::int64_t pages, std::int32_t page_kv) {
+  if constexpr (std::is_same_v<F, ml::fp8_per_token>) {
+    auto mx = rnd::paged_cache<ml::mxfp8>(rng, pages, page_kv);
+    rnd::owned_paged_cache<F> c;
+    c.num_pages = mx.num_pages;
+    c.page_kv = mx.page_kv;
+    c.page_stride = mx.page_stride;
+    c.bytes = std::move(mx.bytes);
+    for (std::int64_t p = 0; p < pages; ++p)
+      for (std::int64_t s = 0; s < page_kv; ++s) put_float(c.scale(p, s), token_scale(rng));
+    return c;
+  } else {
+    return rnd::paged_cache<F>(rng, pages, page_kv);
+  }
+}
+
+// NaN above everything, then numeric order (-0 == +0): the order torch.topk and the library use.
+bool ranks_above(float a, float b) {
+  if (std::isnan(a)) return !std::isnan(b);
+  if (std::isnan(b)) return false;
+  return a > b;
+}
+
+struct entry {
+  float value;
+  std::int32_t column;
+};
+
+// The two-pass result: the kernel's fp32 logits (clean_logits = false into a sentinel-filled
+// buffer, so the columns it writes are exactly the valid ones, even where a logit is -inf or
+// NaN), each row's valid columns stable-sorted.
+struct two_pass {
+  std::int64_t rows = 0, cols = 0, max_valid = 0, nans = 0, minus_infs = 0;
+  std::vector<std::vector<entry>> sorted;
+};
+
+template <class Call>
+two_pass expect(Call&& call, std::int64_t rows, std::int64_t cols, const ml::options& opt = {}) {
+  std::vector<float> logits(static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)),
+                            std::bit_cast<float>(sentinel_bits));
+  ml::options o = opt;
+  o.clean_logits = false;
+  call(ml::matrix_view<float>(logits.data(), rows, cols), o);
+  two_pass e;
+  e.rows = rows;
+  e.cols = cols;
+  e.sorted.resize(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    auto& row = e.sorted[static_cast<std::size_t>(r)];
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float v = logits[static_cast<std::size_t>(r * cols + c)];
+      if (std::bit_cast<std::uint32_t>(v) == sentinel_bits) continue;
+      row.push_back({v, static_cast<std::int32_t>(c)});
+      e.nans += std::isnan(v);
+      e.minus_infs += std::isinf(v) && v < 0;
+    }
+    std::stable_sort(row.begin(), row.end(),
+                     [](const entry& a, const entry& b) { return ranks_above(a.value, b.value); });
+    e.max_valid = std::max<std::int64_t>(e.max_valid, static_cast<std::int64_t>(row.size()));
+  }
+  return e;
+}
+
+using numbering = std::function<std::int32_t(std::int64_t row, std::int32_t column)>;
+std::int32_t same_column(std::int64_t, std::int32_t c) {
+  return c;
+}
+
+bool same_value(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) ||
+         std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+}
+
+// "" when indices / values (values may be empty: not requested) are the first k of the two-pass
+// result, padded with -1 / -inf; else the first difference.
+std::string against(const two_pass& e, std::int64_t k, const std::vector<std::int32_t>& idx,
+                    const std::vector<float>& val, const numbering& number = same_column) {
+  for (std::int64_t r = 0; r < e.rows; ++r) {
+    const auto& row = e.sorted[static_cast<std::size_t>(r)];
+    for (std::int64_t i = 0; i < k; ++i) {
+      const auto at = static_cast<std::size_t>(r * k + i);
+      const bool pad = i >= static_cast<std::int64_t>(row.size());
+      const std::int32_t want_i = pad ? -1 : number(r, row[static_cast<std::size_t>(i)].column);
+      const float want_v =
+          pad ? -std::numeric_limits<float>::infinity() : row[static_cast<std::size_t>(i)].value;
+      if (idx[at] != want_i || (!val.empty() && !same_value(val[at], want_v)))
+        return "row " + std::to_string(r) + " rank " + std::to_string(i) + ": got index " +
+               std::to_string(idx[at]) + (val.empty() ? "" : " value " + std::to_string(val[at])) +
+               ", expected " + std::to_string(want_i) + " value " + std::to_string(want_v);
+    }
+  }
+  return "";
+}
+
+struct topk_result {
+  std::vector<std::int32_t> indices;
+  std::vector<float> values;
+};
+
+template <class Call>
+topk_result run_topk(Call&& call, std::int64_t rows, std::int64_t k, bool with_values,
+                     const ml::options& opt, bool slots = false) {
+  topk_result t;
+  t.indices.assign(static_cast<std::size_t>(std::max<std::int64_t>(rows * k, 1)), 0x5A5A5A5A);
+  if (with_values) t.values.assign(t.indices.size(), std::bit_cast<float>(sentinel_bits));
+  const ml::matrix_view<std::int32_t> iv(t.indices.data(), rows, k);
+  const ml::matrix_view<float> vv =
+      with_values ? ml::matrix_view<float>(t.values.data(), rows, k) : ml::matrix_view<float>();
+  if constexpr (requires { call(ml::topk(iv, vv, ml::topk_index::slot), opt); }) {
+    if (slots) {
+      call(ml::topk(iv, vv, ml::topk_index::slot), opt);
+      return t;
+    }
+  }
+  REQUIRE(!slots);
+  if (with_values)
+    call(ml::topk(iv, vv), opt);
+  else
+    call(ml::topk(iv), opt);
+  return t;
+}
+
+// Every thread count and k against the two-pass result of the same kernel.
+template <class Call>
+void check_kernel(Call&& call, std::int64_t rows, std::int64_t cols,
+                  const numbering& slot_of = nullptr) {
+  const two_pass e = expect(call, rows, cols);
+  INFO("rows " << rows << " cols " << cols << " most valid columns in a row " << e.max_valid);
+  REQUIRE(e.max_valid > 2 * 2048);  // k = 2048 exercises the buffer's cut-to-k path
+  for (int threads : {1, 2, 3}) {
+    ml::thread_pool pool(threads);
+    const ml::options opt{.executor = pool};
+    for (std::int64_t k : {std::int64_t{1}, std::int64_t{7}, std::int64_t{2048}, e.max_valid + 5}) {
+      INFO(threads << " threads, k " << k);
+      const topk_result t = run_topk(call, rows, k, true, opt);
+      CHECK(against(e, k, t.indices, t.values) == "");
+      if (k == 7) {
+        const topk_result i_only = run_topk(call, rows, k, false, opt);
+        CHECK(against(e, k, i_only.indices, {}) == "");
+      }
+      if (slot_of) {
+        const topk_result s = run_topk(call, rows, k, true, opt, true);
+        CHECK(against(e, k, s.indices, s.values, slot_of) == "");
+      }
+    }
+  }
+}
+
+template <class F>
+void dense_topk(rnd::engine& rng, std::int64_t max_seqlen_k) {
+  const std::int64_t num_q = 11, H = 4, N = 9000;
+  const auto q = make_rows<F>(rng, num_q * H);
+  const auto kv = make_rows<F>(rng, N);
+  const auto w = rnd::weights<float>(rng, num_q, H);
+  auto ks = rnd::ints(rng, num_q, -20, 2000);
+  auto ke = rnd::ints(rng, num_q, 4000, N + 30);
+  ks[2] = 500;  // empty row
+  ke[2] = 400;
+  ks[3] = 0;  // the whole context
+  ke[3] = static_cast<std::int32_t>(N);
+  const std::int64_t cols = max_seqlen_k ? max_seqlen_k : N;
+  INFO(F::name << " dense, max_seqlen_k " << max_seqlen_k);
+  check_kernel(
+      [&](ml::output_argument auto out, const ml::options& o) -> void {
+        ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k, out, o);
+      },
+      num_q, cols);
+}
+
+template <class F>
+void paged_topk(rnd::engine& rng) {
+  const std::int64_t B = 3, next_n = 2, H = 4, max_blocks = 160;
+  const std::int32_t page_kv = 64;
+  const std::int64_t pages = 400, max_len = max_blocks * page_kv + 100;
+  const auto cache = make_cache<F>(rng, pages, page_kv);
+  auto lens = rnd::context_lens(rng, B, next_n, 9000, 100);
+  lens(0, 1) = 0;                                                     // empty row
+  lens(1, 0) = static_cast<std::int32_t>(max_blocks * page_kv + 50);  // past the table
+  lens(2, 0) = 5000;
+  // Garbage (not a page) in every slot past each request's context.
+  const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, pages);
+  const auto q = make_rows<F>(rng, B * next_n * H);
+  const auto w = rnd::weights<float>(rng, B * next_n, H);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 5);
+  INFO(F::name << " paged");
+  const numbering slot = [&](std::int64_t row, std::int32_t pos) {
+    return static_cast<std::int32_t>(table(row / next_n, pos / page_kv) * page_kv + pos % page_kv);
+  };
+  check_kernel(
+      [&](ml::paged_output_argument auto out, const ml::options& o) -> void {
+        ml::fp8_fp4_paged_mqa_logits(q.view(), cache.view(), w.view(), lens.view(), table.view(),
+                                     schedule, max_len, out, o);
+      },
+      B* next_n, max_len, slot);
+}
+
+template <class F>
+void sparse_topk(rnd::engine& rng) {
+  const std::int64_t num_q = 5, H = 4, N = 12000, cap = 400, blk = 16;
+  const auto q = make_rows<F>(rng, num_q * H);
+  const auto kv = make_rows<F>(rng, N);
+  const auto w = rnd::weights<float>(rng, num_q, H);
+  auto ks = rnd::ints(rng, num_q, 0, 100);
+  auto ke = rnd::ints(rng, num_q, N - 100, N);
+  auto idx = rnd::sparse_indices(rng, num_q, cap, N / blk, {.pad = 0.05, .tail_padding = false});
+  for (std::int64_t b = 0; b < cap; ++b) idx(1, b) = -1;  // all columns masked
+  const auto meta = ml::get_sparse_mqa_logits_metadata(ks, ke, N, idx.view(), blk);
+  INFO(F::name << " sparse");
+  check_kernel(
+      [&](ml::output_argument auto out, const ml::options& o) -> void {
+        ml::fp8_fp4_sparse_mqa_logits(q.view(), kv.view(), w.view(), meta, out, o);
+      },
+      num_q, cap* blk);
+}
+
+template <class F>
+void paged_sparse_topk(rnd::engine& rng) {
+  const std::int64_t num_q = 4, H = 4, blk = 16, max_blocks = 100, cap = 352;
+  const std::int32_t page_kv = 64;
+  const std::int64_t pages = 300;
+  const auto cache = make_cache<F>(rng, pages, page_kv);
+  std::vector<std::int32_t> lens = {6400, 6000, 0, 5900};
+  const std::vector<std::int64_t> keys(lens.begin(), lens.end());
+  const auto table = rnd::block_table(rng, keys, max_blocks, page_kv, pages);
+  auto idx = rnd::sparse_indices(rng, num_q, cap, 6400 / blk, {.pad = 0.02, .tail_padding = false});
+  const auto q = make_rows<F>(rng, num_q * H);
+  const auto w = rnd::weights<float>(rng, num_q, H);
+  const auto meta =
+      ml::get_paged_sparse_mqa_logits_metadata(lens, table.view(), page_kv, idx.view(), blk);
+  INFO(F::name << " paged sparse");
+  check_kernel(
+      [&](ml::output_argument auto out, const ml::options& o) -> void {
+        ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta, out, o);
+      },
+      num_q, cap* blk);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("topk: dense equals the stable sort of its fp32 logits", "[topk][dense]",
+                   ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+  const std::int64_t max_seqlen_k = GENERATE(0, 6000);  // full width, compressed
+  rnd::engine rng(100 + static_cast<std::uint64_t>(max_seqlen_k));
+  dense_topk<TestType>(rng, max_seqlen_k);
+}
+
+TEMPLATE_TEST_CASE("topk: paged equals the stable sort of its fp32 logits, and its cache slots",
+                   "[topk][paged]", ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+  rnd::engine rng(200);
+  paged_topk<TestType>(rng);
+}
+
+TEMPLATE_TEST_CASE("topk: sparse equals the stable sort of its fp32 logits", "[topk][sparse]",
+                   ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+  rnd::engine rng(300);
+  sparse_topk<TestType>(rng);
+}
+
+TEMPLATE_TEST_CASE("topk: paged sparse equals the stable sort of its fp32 logits",
+                   "[topk][paged_sparse]", ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+  rnd::engine rng(400);
+  paged_sparse_topk<TestType>(rng);
+}
+
+namespace {
+// Dense MXFP8 rows for the edges: num_q rows of H heads over N keys, every column valid.
+struct edge_inputs {
+  std::int64_t num_q = 3, H = 2, N = 700;
+  rnd::owned_rows<ml::mxfp8> q, kv;
+  rnd::owned_matrix<float> w;
+  std::vector<std::int32_t> ks, ke;
+  edge_inputs(rnd::engine& rng, const rnd::code_options& o = {})
+      : q(rnd::rows<ml::mxfp8>(rng, num_q * H)),
+        kv(rnd::rows<ml::mxfp8>(rng, N, o)),
+        w(rnd::weights<float>(rng, num_q, H)),
+        ks(static_cast<std::size_t>(num_q), 0),
+        ke(static_cast<std::size_t>(num_q), static_cast<std::int32_t>(N)) {}
+  auto call() {
+    return [this](ml::output_argument auto out, const ml::options& o) -> void {
+      ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, 0, out, o);
+    };
+  }
+};
+
+// Whether a kernel call accepts Out in the position of its output.
+template <class Call, class Out>
+concept takes_output = requires(Call c, Out out) {
+  c(out, ml::options{});
+};
+
+void check_edges(edge_inputs& in, std::int64_t k) {
+  auto call = in.call();
+  const two_pass e = expect(call, in.num_q, in.N);
+  ml::thread_pool pool(3);
+  const topk_result t = run_topk(call, in.num_q, k, true, {.executor = pool});
+  CHECK(against(e, k, t.indices, t.values) == "");
+}
+}  // namespace
+
+TEST_CASE("topk: ties (identical keys) go to the lower column", "[topk][edges]") {
+  rnd::engine rng(500);
+  edge_inputs in(rng);
+  for (std::int64_t t = 1; t < in.N; ++t) {  // every key a copy of key 0
+    std::memcpy(in.kv.row(t), in.kv.row(0), ml::mxfp8::data_bytes);
+    std::memcpy(in.kv.scale(t), in.kv.scale(0), ml::mxfp8::scale_bytes);
+  }
+  for (std::int64_t k : {1, 7, 300, 800}) {
+    INFO("k " << k);
+    check_edges(in, k);
+    auto call = in.call();
+    ml::thread_pool pool(2);
+    const topk_result t = run_topk(call, in.num_q, k, true, {.executor = pool});
+    for (std::int64_t i = 0; i < std::min<std::int64_t>(k, in.N); ++i)
+      CHECK(t.indices[static_cast<std::size_t>(i)] == i);  // all equal: columns in order
+  }
+}
+
+TEST_CASE("topk: NaN ranks above +inf, -inf logits are selectable, empty and masked rows pad",
+          "[topk][edges]") {
+  rnd::engine rng(501);
+  edge_inputs in(rng, {.nan_codes = 9});
+  // Keys 100..104: codes of 1.0 at scale 2^127 with Q codes 1.0 at 2^0: dot = 128 x 2^127
+  // overflows to +inf, relu keeps it, a negative weight makes the head's term -inf.
+  for (std::int64_t t = 100; t < 105; ++t) {
+    std::fill(in.kv.row(t), in.kv.row(t) + ml::mxfp8::data_bytes, std::uint8_t{0x38});
+    std::fill(in.kv.scale(t), in.kv.scale(t) + ml::mxfp8::scale_bytes, std::uint8_t{254});
+  }
+  for (std::int64_t r = 0; r < in.num_q * in.H; ++r) {
+    std::fill(in.q.row(r), in.q.row(r) + ml::mxfp8::data_bytes, std::uint8_t{0x38});
+    std::fill(in.q.scale(r), in.q.scale(r) + ml::mxfp8::scale_bytes, std::uint8_t{127});
+  }
+  for (auto& v : in.w.data) v = -std::abs(v) - 0.25f;
+  in.ks[1] = 50;  // an empty row
+  in.ke[1] = 10;
+  in.ks[2] = static_cast<std::int32_t>(in.N + 5);  // every column past the keys: masked
+  auto call = in.call();
+  const two_pass e = expect(call, in.num_q, in.N);
+  CHECK(e.nans > 0);
+  CHECK(e.minus_infs >= 5);
+  CHECK(e.sorted[1].empty());
+  CHECK(e.sorted[2].empty());
+  CHECK(std::isnan(e.sorted[0].front().value));
+  for (std::int64_t k : {1, 7, 695, 700, 900}) {
+    INFO("k " << k);
+    check_edges(in, k);
+  }
+}
+
+TEST_CASE("topk: values keep the sign of a zero logit", "[topk][edges]") {
+  rnd::engine rng(502);
+  edge_inputs in(rng);
+  for (std::int64_t r = 0; r < in.num_q * in.H; ++r)  // Q all zero codes: every logit is a zero
+    std::fill(in.q.row(r), in.q.row(r) + ml::mxfp8::data_bytes, std::uint8_t{0});
+  for (auto& v : in.w.data) v = -1.0f;  // 0 x -1 = -0
+  check_edges(in, 50);
+}
+
+TEST_CASE("topk: bad input is a named error and the output is untouched", "[topk][validate]") {
+  rnd::engine rng(600);
+  edge_inputs in(rng);
+  auto call = in.call();
+  std::vector<std::int32_t> idx(64 * 8, 77);
+  std::vector<float> val(64 * 8, 3.0f);
+  auto untouched = [&] {
+    return std::all_of(idx.begin(), idx.end(), [](std::int32_t v) { return v == 77; }) &&
+           std::all_of(val.begin(), val.end(), [](float v) { return v == 3.0f; });
+  };
+  using Catch::Matchers::Contains;
+  const std::int64_t R = in.num_q;
+  CHECK_THROWS_WITH(call(ml::topk(ml::matrix_view<std::int32_t>(idx.data(), R, 0)), {}),
+                    Contains("fp8_fp4_mqa_logits") && Contains("k must be >= 1"));
+  CHECK_THROWS_WITH(call(ml::topk(ml::matrix_view<std::int32_t>(idx.data(), R + 1, 4)), {}),
+                    Contains("top-k indices shape [4, 4], expected [3, 4]"));
+  CHECK_THROWS_WITH(call(ml::topk(ml::matrix_view<std::int32_t>(nullptr, R, 4)), {}),
+                    Contains("top-k indices is null"));
+  CHECK_THROWS_WITH(call(ml::topk(ml::matrix_view<std::int32_t>(idx.data(), R, 4),
+                                  ml::matrix_view<float>(val.data(), R, 5)),
+                         {}),
+                    Contains("top-k values shape [3, 5], expected [3, 4]"));
+  CHECK_THROWS_WITH(call(ml::topk(ml::matrix_view<std::int32_t>(idx.data(), R, 4),
+                                  ml::matrix_view<float>(nullptr, R, 4)),
+                         {}),
+                    Contains("top-k values is null"));
+  CHECK_THROWS_WITH(call(ml::topk(ml::matrix_view<std::int32_t>(idx.data(), R, 4, 2)), {}),
+                    Contains("top-k indices stride 2 < cols 4"));
+  CHECK(untouched());
+  // Slot translation is a paged-kernel output: the other kernels do not take it.
+  using slot_sel = ml::topk_selection<ml::topk_index::slot_t>;
+  static_assert(!ml::output_argument<slot_sel>);
+  static_assert(ml::paged_output_argument<slot_sel>);
+  static_assert(ml::output_argument<ml::topk_selection<ml::topk_index::column_t>>);
+  static_assert(!takes_output<decltype(call), slot_sel>);
+}
+
+TEST_CASE("topk: paged slots past 2^31 are rejected", "[topk][validate]") {
+  rnd::engine rng(601);
+  const std::int32_t page_kv = 64;
+  auto lens = rnd::context_lens(rng, 1, 1, 10, 10);
+  const auto table = rnd::block_table(rng, lens, 1, page_kv, 1);
+  const auto cache = rnd::paged_cache<ml::mxfp8>(rng, 1, page_kv);
+  // A view that claims 2^25 + 1 pages (never read: the check comes first).
+  const ml::paged_cache_view<ml::mxfp8> huge(cache.bytes.data(), (1 << 25) + 1, page_kv,
+                                             cache.page_stride);
+  const auto q = rnd::rows<ml::mxfp8>(rng, 2);
+  const auto w = rnd::weights<float>(rng, 1, 2);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 1);
+  std::vector<std::int32_t> idx(4, 77);
+  CHECK_THROWS_WITH(
+      ml::fp8_fp4_paged_mqa_logits(
+          q.view(), huge, w.view(), lens.view(), table.view(), schedule, 10,
+          ml::topk(ml::matrix_view<std::int32_t>(idx.data(), 1, 4), ml::topk_index::slot)),
+      Catch::Matchers::Contains("do not fit int32"));
+  CHECK(std::all_of(idx.begin(), idx.end(), [](std::int32_t v) { return v == 77; }));
+}
+
+TEMPLATE_TEST_CASE("topk: the NeuronCore model selects from its own fp32 logits", "[topk][neuron]",
+                   ml::mxfp8, ml::mxfp4) {
+  using F = TestType;
+  using neuron = ml::backend::neuron<ml::backend::trn2>;
+  rnd::engine rng(700);
+  {
+    const std::int64_t num_q = 3, H = 4, N = 600;
+    const auto q = rnd::rows<F>(rng, num_q * H);
+    const auto kv = rnd::rows<F>(rng, N);
+    const auto w = rnd::weights<float>(rng, num_q, H);
+    const std::vector<std::int32_t> ks = {0, 100, 700}, ke = {600, 550, 800};
+    auto call = [&](ml::output_argument auto out, const ml::options& o) -> void {
+      ml::fp8_fp4_mqa_logits(neuron{}, q.view(), kv.view(), w.view(), ks, ke, 0, out, o);
+    };
+    const two_pass e = expect(call, num_q, N);
+    for (std::int64_t k : {1, 7, 2048}) {
+      const topk_result t = run_topk(call, num_q, k, true, {});
+      CHECK(against(e, k, t.indices, t.values) == "");
+    }
+  }
+  {
+    const std::int64_t B = 2, next_n = 2, H = 4, max_blocks = 8, pages = 20;
+    const std::int32_t page_kv = 64;
+    const auto cache = rnd::paged_cache<F>(rng, pages, page_kv);
+    const auto lens = rnd::context_lens(rng, B, next_n, 400, 1);
+    const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, pages);
+    const auto q = rnd::rows<F>(rng, B * next_n * H);
+    const auto w = rnd::weights<float>(rng, B * next_n, H);
+    const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 1);
+    auto call = [&](ml::paged_output_argument auto out, const ml::options& o) -> void {
+      ml::fp8_fp4_paged_mqa_logits(neuron{}, q.view(), cache.view(), w.view(), lens.view(),
+                                   table.view(), schedule, 512, out, o);
+    };
+    const two_pass e = expect(call, B * next_n, 512);
+    const numbering slot = [&](std::int64_t row, std::int32_t pos) {
+      return static_cast<std::int32_t>(table(row / next_n, pos / page_kv) * page_kv +
+                                       pos % page_kv);
+    };
+    for (std::int64_t k : {1, 7, 600}) {
+      const topk_result t = run_topk(call, B * next_n, k, true, {}, true);
+      CHECK(against(e, k, t.indices, t.values, slot) == "");
+    }
+  }
+}
