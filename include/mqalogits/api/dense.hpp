@@ -38,6 +38,11 @@ requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&&
   detail::check_span(where, "ke", ke, rows);
   const dense_plan<Format> plan(kv, ks, ke, max_seqlen_k);
   detail::check_q_weights_out(where, q, w, out, rows, plan.num_cols());
+  detail::check_no_overlap(
+      where, out,
+      {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
+       detail::data_range_of("kv", kv), detail::scale_range_of("kv scales", kv),
+       detail::range_of("weights", w), detail::range_of("ks", ks), detail::range_of("ke", ke)});
   detail::dispatch<Backend>(q, plan, w, out, opt);
 }
 

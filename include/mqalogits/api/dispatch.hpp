@@ -10,6 +10,7 @@
 #include "../exec/options.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
+#include "overlap.hpp"
 #include "validate.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN

@@ -80,6 +80,11 @@ requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&& logit
       });
     }
   }
+  detail::check_no_overlap(where, out,
+                           {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
+                            detail::range_of("cache", cache), detail::range_of("weights", w),
+                            detail::range_of("context_lens", context_lens),
+                            detail::range_of("block_table", block_table)});
   detail::dispatch<Backend>(q, plan, w, out, opt);
 }
 

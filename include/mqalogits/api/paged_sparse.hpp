@@ -29,6 +29,9 @@ requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&& logit
   });
   detail::check_cache(where, cache);
   detail::check_q_weights_out(where, q, w, out, metadata.num_rows(), metadata.num_cols());
+  detail::check_no_overlap(where, out,
+                           {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
+                            detail::range_of("cache", cache), detail::range_of("weights", w)});
   metadata.ensure_snapshot(where, cache);
   detail::dispatch<Backend>(q, paged_sparse_plan<Format>(metadata), w, out, opt);
 }

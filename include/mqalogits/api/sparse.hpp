@@ -31,6 +31,11 @@ requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&&
   });
   detail::check_rows(where, "kv", kv, kv.rows);
   detail::check_q_weights_out(where, q, w, out, metadata.num_rows(), metadata.num_cols());
+  detail::check_no_overlap(
+      where, out,
+      {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
+       detail::data_range_of("kv", kv), detail::scale_range_of("kv scales", kv),
+       detail::range_of("weights", w)});
   detail::dispatch<Backend>(q, sparse_plan<Format>(kv, metadata), w, out, opt);
 }
 

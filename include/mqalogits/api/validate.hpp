@@ -2,6 +2,7 @@
 // and the offending value; all run before anything is written.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -29,6 +30,16 @@ inline bool extent_fits(std::int64_t rows, std::int64_t stride_bytes, std::int64
   std::int64_t span;
   return !__builtin_mul_overflow(rows - 1, stride_bytes, &span) &&
          !__builtin_add_overflow(span, row_bytes, &span);
+}
+
+// Weights, logits, lengths and block tables are read and written as typed elements, so they must
+// sit at their type's natural alignment (a misaligned one is undefined behaviour in C++, and
+// faults on some targets); the quantised rows and the cache are bytes and may sit anywhere.
+inline void check_aligned(const char* where, const char* name, const void* p, std::size_t align) {
+  require(reinterpret_cast<std::uintptr_t>(p) % align == 0, where, [&](auto& m) {
+    m << name << " address " << static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p))
+      << " is not aligned to its element size " << align;
+  });
 }
 
 template <class Format>
@@ -66,6 +77,7 @@ void check_matrix(const char* where, const char* name, const matrix_view<T>& v, 
   });
   require(v.stride >= v.cols, where,
           [&](auto& m) { m << name << " stride " << v.stride << " < cols " << v.cols; });
+  check_aligned(where, name, v.data, alignof(T));
   // The stride bound first: it keeps stride * sizeof(T) (and cols * sizeof(T)) from overflowing.
   require(v.stride <= std::numeric_limits<std::int64_t>::max() / 8 &&
               extent_fits(v.rows, v.stride * static_cast<std::int64_t>(sizeof(T)),
@@ -86,6 +98,7 @@ inline void check_span(const char* where, const char* name, std::span<const std:
   require(static_cast<std::int64_t>(s.size()) == size, where,
           [&](auto& m) { m << name << " has " << s.size() << " entries, expected " << size; });
   require(size == 0 || s.data(), where, [&](auto& m) { m << name << " is null"; });
+  check_aligned(where, name, s.data(), alignof(std::int32_t));
 }
 
 template <class Format>

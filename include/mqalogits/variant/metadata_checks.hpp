@@ -13,6 +13,14 @@
 MQALOGITS_NAMESPACE_BEGIN
 namespace detail {
 
+// int32 arrays are read as int32: they must sit at a multiple of 4 bytes.
+inline void check_int32_aligned(const char* where, const char* name, const std::int32_t* p) {
+  require(reinterpret_cast<std::uintptr_t>(p) % alignof(std::int32_t) == 0, where, [&](auto& msg) {
+    msg << name << " address " << static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p))
+        << " is not aligned to its element size 4";
+  });
+}
+
 // m: [rows, cols] int32 with a row stride in elements.
 inline void check_index_matrix(const char* where, const char* name,
                                matrix_view<const std::int32_t> m) {
@@ -21,6 +29,7 @@ inline void check_index_matrix(const char* where, const char* name,
   });
   require(m.stride >= m.cols, where,
           [&](auto& msg) { msg << name << " stride " << m.stride << " < cols " << m.cols; });
+  check_int32_aligned(where, name, m.data);
   // The byte offset of the last element read: ((rows - 1) * stride + cols) * 4.
   std::int64_t last = 0;
   const bool fits = m.rows <= 0 || (!__builtin_mul_overflow(m.rows - 1, m.stride, &last) &&
@@ -34,6 +43,7 @@ inline void check_index_matrix(const char* where, const char* name,
 inline void check_index_span(const char* where, const char* name, std::span<const std::int32_t> s) {
   require(s.empty() || s.data(), where,
           [&](auto& msg) { msg << name << " is null with " << s.size() << " entries"; });
+  check_int32_aligned(where, name, s.data());
 }
 
 }  // namespace detail

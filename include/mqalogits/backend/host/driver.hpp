@@ -47,7 +47,7 @@ void fill_outside(const Plan& plan, const matrix_view<O>& out, const executor_re
       std::fill(row + c1, row + out.cols, negative_infinity<O>());
     }
   };
-  exec.parallel_for(tasks, task);
+  detail::checked_parallel_for(exec, tasks, task);
 }
 
 // Decoded query rows of one item, in the workspace.
@@ -198,7 +198,7 @@ void run_with(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
     run_item<I>(q, plan, w, out, work.items[static_cast<std::size_t>(i)], opt.clean_logits, call,
                 thread_workspace());
   };
-  opt.executor.parallel_for(static_cast<std::int64_t>(work.items.size()), task);
+  detail::checked_parallel_for(opt.executor, static_cast<std::int64_t>(work.items.size()), task);
 }
 
 }  // namespace host_backend
