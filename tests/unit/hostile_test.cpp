@@ -301,10 +301,8 @@ TEST_CASE("hostile, pool: a thread count below 1 is rejected", "[hostile][pool]"
   CHECK(ml::thread_pool::default_threads() >= 1);
 }
 
-TEST_CASE(
-    "hostile, pool: a worker that cannot start makes the constructor throw, the started "
-    "ones joined",
-    "[hostile][pool]") {
+TEST_CASE("hostile, pool: a worker that fails to start: the constructor throws, joins the rest",
+          "[hostile][pool]") {
   struct reset_hook {
     ~reset_hook() { ml::detail::thread_pool_fail_start_at.store(-1); }
   } reset;
