@@ -356,14 +356,28 @@ TEST_CASE("hostile, pool: the destructor waits for a parallel_for in progress on
           "[hostile][pool]") {
   auto pool = std::make_unique<ml::thread_pool>(2);
   constexpr int n = 16;
-  std::atomic<int> started{0}, done{0};
-  auto slow = [&](std::int64_t) {
-    started.fetch_add(1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::atomic<int> done{0};
+  std::atomic<bool> caller_busy{false};
+  std::thread::id caller_id;
+  std::atomic<bool> id_set{false};
+  // The worker's tasks are quick; the calling thread's are slow, so the pool's own worker has
+  // finished (and can be joined) while the caller is still inside its task.
+  auto task = [&](std::int64_t) {
+    while (!id_set.load()) std::this_thread::yield();
+    if (std::this_thread::get_id() == caller_id) {
+      caller_busy.store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // leaves the caller a task
+    }
     done.fetch_add(1);
   };
-  std::thread caller([&] { pool->parallel_for(n, slow); });
-  while (started.load() == 0) std::this_thread::yield();
+  std::thread caller([&] {
+    caller_id = std::this_thread::get_id();
+    id_set.store(true);
+    pool->parallel_for(n, task);
+  });
+  while (!caller_busy.load()) std::this_thread::yield();
   pool.reset();  // was freed under the caller (heap-use-after-free)
   CHECK(done.load() == n);
   caller.join();
