@@ -19,6 +19,8 @@
 #include "format/mx.hpp"
 #include "format/ue8m0.hpp"
 #include "interop/span.hpp"
+#include "output/logits_row.hpp"
+#include "output/output.hpp"
 #include "quantize.hpp"
 #include "view/logits_buffer.hpp"
 #include "view/matrix_view.hpp"

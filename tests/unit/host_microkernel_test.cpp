@@ -36,10 +36,9 @@ bool same_float(float a, float b) {
 template <class I, class Format, class Plan, class W, class O>
 void run_on(const ml::rows_view<Format>& q, const Plan& plan, ml::matrix_view<const W> w,
             ml::logits_buffer<O>& out, bool clean = true) {
-  ml::options opt;
-  opt.clean_logits = clean;
-  ml::matrix_view<O> v = out.view();
-  hb::run_with<I>(q, plan, w, v, opt, ml::backend_kernels<ml::backend::host>::work_tiling);
+  ml::logits_row_output<O> output(out.view(), clean);
+  hb::run_with<I>(q, plan, w, output, ml::options{},
+                  ml::backend_kernels<ml::backend::host>::work_tiling);
 }
 
 template <class I>
@@ -180,18 +179,19 @@ void check_paged_and_sparse() {
 
 // A format the backend knows nothing about: int8 codes times one fp32 scale per row, scales
 // optional (null = 1), like the per-token FP8 format. It must run through the generic path.
-struct toy_int8 {
-  using data_type = std::int8_t;
-  using scale_type = float;
-  [[maybe_unused]] static constexpr const char* name = "toy int8";
-  static constexpr int data_bytes = 128;
-  static constexpr int scale_bytes = 4;
-  static void decode_row(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
-    float s = 1.0f;
-    if (scales) std::memcpy(&s, scales, 4);
-    for (int i = 0; i < 128; ++i)
-      out[i] = static_cast<float>(static_cast<std::int8_t>(data[i])) * s;
+// Its data codec: one signed byte per element.
+struct int8_codes {
+  static constexpr const char* name = "int8";
+  static constexpr float max_finite = 127.0f;
+  static constexpr int bits = 8;
+  static constexpr bool doubled_is_int8 = false;
+  static constexpr float element(const std::uint8_t* data, int i) {
+    return static_cast<float>(static_cast<std::int8_t>(data[i]));
   }
+  static constexpr void store(std::uint8_t* data, int i, std::uint8_t code) { data[i] = code; }
+};
+struct toy_int8 : ml::block_scaled<int8_codes, ml::fp32_row_scale, 128> {
+  [[maybe_unused]] static constexpr const char* name = "toy int8";
 };
 static_assert(ml::row_format<toy_int8>);
 

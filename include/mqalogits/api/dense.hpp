@@ -15,16 +15,11 @@ MQALOGITS_NAMESPACE_BEGIN
 // max_seqlen_k > 0: out is [num_q, max_seqlen_k], column j = token ks[q] + j.
 // max_seqlen_k == 0 (upstream's full-width mode): out is [num_q, N], column j = token j.
 // A column is valid iff its token t satisfies max(ks, 0) <= t < min(ke, N); others are -inf.
-template <class Backend, class Format, class WT, class O>
-requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&&
-             logit_element<O>) void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q,
-                                                       const rows_view<Format>& kv,
-                                                       matrix_view<WT> weights,
-                                                       std::span<const std::int32_t> ks,
-                                                       std::span<const std::int32_t> ke,
-                                                       std::int64_t max_seqlen_k,
-                                                       matrix_view<O> out,
-                                                       const options& opt = {}) {
+template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
+void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<Format>& kv,
+                        matrix_view<WT> weights, std::span<const std::int32_t> ks,
+                        std::span<const std::int32_t> ke, std::int64_t max_seqlen_k, Out out,
+                        const options& opt = {}) {
   constexpr const char* where = "fp8_fp4_mqa_logits";
   using detail::require;
   const matrix_view<const std::remove_const_t<WT>> w = weights;
@@ -37,22 +32,23 @@ requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&&
   detail::check_span(where, "ks", ks, rows);
   detail::check_span(where, "ke", ke, rows);
   const dense_plan<Format> plan(kv, ks, ke, max_seqlen_k);
-  detail::check_q_weights_out(where, q, w, out, rows, plan.num_cols());
+  auto output = to_output_policy(out, opt);
+  detail::check_q_weights_out(where, q, w, output, rows, plan.num_cols());
   detail::check_no_overlap(
-      where, out,
+      where, output,
       {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
        detail::data_range_of("kv", kv), detail::scale_range_of("kv scales", kv),
        detail::range_of("weights", w), detail::range_of("ks", ks), detail::range_of("ke", ke)});
-  detail::dispatch<Backend>(q, plan, w, out, opt);
+  detail::dispatch<Backend>(q, plan, w, output, opt);
 }
 
 // The same call on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <class Format, class WT, class O>
-requires(weight_element<std::remove_const_t<WT>>&& logit_element<O>) void fp8_fp4_mqa_logits(
-    const rows_view<Format>& q, const rows_view<Format>& kv, matrix_view<WT> weights,
-    std::span<const std::int32_t> ks, std::span<const std::int32_t> ke, std::int64_t max_seqlen_k,
-    matrix_view<O> out, const options& opt = {}) {
+template <class Format, weight_input WT, output_argument Out>
+void fp8_fp4_mqa_logits(const rows_view<Format>& q, const rows_view<Format>& kv,
+                        matrix_view<WT> weights, std::span<const std::int32_t> ks,
+                        std::span<const std::int32_t> ke, std::int64_t max_seqlen_k, Out out,
+                        const options& opt = {}) {
   fp8_fp4_mqa_logits(default_backend{}, q, kv, weights, ks, ke, max_seqlen_k, out, opt);
 }
 

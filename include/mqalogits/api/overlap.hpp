@@ -62,19 +62,23 @@ byte_range range_of(const char* name, const paged_cache_view<Format>& c) {
                         std::int64_t{c.page_kv} * paged_cache_view<Format>::token_bytes);
 }
 
-// Throws when the output's bytes meet any input's.
-template <class O>
-void check_no_overlap(const char* where, const matrix_view<O>& out,
+// Throws when the output's bytes meet any input's. The output is the call's output policy: one
+// that writes a logits view (view()) is checked; a policy without one writes nothing the call
+// reads.
+template <class Output>
+void check_no_overlap(const char* where, const Output& output,
                       std::initializer_list<byte_range> inputs) {
-  const byte_range o = range_of("logits", out);
-  if (o.empty()) return;
-  for (const byte_range& in : inputs)
-    require(in.empty() || in.end <= o.begin || o.end <= in.begin, where, [&](auto& m) {
-      m << "logits [" << static_cast<std::uint64_t>(o.begin) << ", "
-        << static_cast<std::uint64_t>(o.end) << ") overlap " << in.name << " ["
-        << static_cast<std::uint64_t>(in.begin) << ", " << static_cast<std::uint64_t>(in.end)
-        << "): the output must not share a byte with an input";
-    });
+  if constexpr (requires { range_of("logits", output.view()); }) {
+    const byte_range o = range_of("logits", output.view());
+    if (o.empty()) return;
+    for (const byte_range& in : inputs)
+      require(in.empty() || in.end <= o.begin || o.end <= in.begin, where, [&](auto& m) {
+        m << "logits [" << static_cast<std::uint64_t>(o.begin) << ", "
+          << static_cast<std::uint64_t>(o.end) << ") overlap " << in.name << " ["
+          << static_cast<std::uint64_t>(in.begin) << ", " << static_cast<std::uint64_t>(in.end)
+          << "): the output must not share a byte with an input";
+      });
+  }
 }
 
 }  // namespace detail

@@ -16,16 +16,13 @@ MQALOGITS_NAMESPACE_BEGIN
 // context_lens; out: [B * next_n, max_context_len]. Column j is context position j, valid iff
 // j < context_lens[b][j'] and j < max_blocks * page_kv. Block-table slots past the context are
 // never read; every slot that is read must name a page.
-template <class Backend, class Format, class WT, class O>
-requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&& logit_element<
-         O>) void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
-                                           const paged_cache_view<Format>& cache,
-                                           matrix_view<WT> weights,
-                                           matrix_view<const std::int32_t> context_lens,
-                                           matrix_view<const std::int32_t> block_table,
-                                           const paged_mqa_schedule& schedule,
-                                           std::int64_t max_context_len, matrix_view<O> out,
-                                           const options& opt = {}) {
+template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
+void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
+                              const paged_cache_view<Format>& cache, matrix_view<WT> weights,
+                              matrix_view<const std::int32_t> context_lens,
+                              matrix_view<const std::int32_t> block_table,
+                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
+                              Out out, const options& opt = {}) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
   using detail::require;
   const matrix_view<const std::remove_const_t<WT>> w = weights;
@@ -68,7 +65,8 @@ requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&& logit
               << " (regenerate it with get_paged_mqa_logits_metadata)";
           });
   const paged_plan<Format> plan(cache, block_table, context_lens, max_context_len, schedule);
-  detail::check_q_weights_out(where, q, w, out, B * next_n, max_context_len);
+  auto output = to_output_policy(out, opt);
+  detail::check_q_weights_out(where, q, w, output, B * next_n, max_context_len);
   // Every block-table slot the kernel reads must name a page; slots past the context are not read.
   for (std::int64_t b = 0; b < B; ++b) {
     const std::int64_t slots = (plan.group_keys(b) + cache.page_kv - 1) / cache.page_kv;
@@ -80,22 +78,22 @@ requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&& logit
       });
     }
   }
-  detail::check_no_overlap(where, out,
+  detail::check_no_overlap(where, output,
                            {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
                             detail::range_of("cache", cache), detail::range_of("weights", w),
                             detail::range_of("context_lens", context_lens),
                             detail::range_of("block_table", block_table)});
-  detail::dispatch<Backend>(q, plan, w, out, opt);
+  detail::dispatch<Backend>(q, plan, w, output, opt);
 }
 
 // The same call on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <class Format, class WT, class O>
-requires(weight_element<std::remove_const_t<WT>>&& logit_element<O>) void fp8_fp4_paged_mqa_logits(
-    const rows_view<Format>& q, const paged_cache_view<Format>& cache, matrix_view<WT> weights,
-    matrix_view<const std::int32_t> context_lens, matrix_view<const std::int32_t> block_table,
-    const paged_mqa_schedule& schedule, std::int64_t max_context_len, matrix_view<O> out,
-    const options& opt = {}) {
+template <class Format, weight_input WT, output_argument Out>
+void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
+                              matrix_view<WT> weights, matrix_view<const std::int32_t> context_lens,
+                              matrix_view<const std::int32_t> block_table,
+                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
+                              Out out, const options& opt = {}) {
   fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
                            schedule, max_context_len, out, opt);
 }

@@ -14,13 +14,11 @@ MQALOGITS_NAMESPACE_BEGIN
 // q: [num_q * H] rows; weights: [num_q, H]; out: [num_q, cap * B]. The first call with a
 // metadata object gathers the selected tokens of `cache` into it (checking every block-table
 // entry it reads); later calls reuse that snapshot and do not read `cache`.
-template <class Backend, class Format, class WT, class O>
-requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&& logit_element<
-         O>) void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
-                                                  const paged_cache_view<Format>& cache,
-                                                  matrix_view<WT> weights,
-                                                  const paged_sparse_mqa_metadata& metadata,
-                                                  matrix_view<O> out, const options& opt = {}) {
+template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
+void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
+                                     const paged_cache_view<Format>& cache, matrix_view<WT> weights,
+                                     const paged_sparse_mqa_metadata& metadata, Out out,
+                                     const options& opt = {}) {
   constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
   const matrix_view<const std::remove_const_t<WT>> w = weights;
   // First, so a default-constructed metadata is named as such, not as a shape mismatch.
@@ -28,23 +26,22 @@ requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&& logit
     m << "metadata was not made by get_paged_sparse_mqa_logits_metadata";
   });
   detail::check_cache(where, cache);
-  detail::check_q_weights_out(where, q, w, out, metadata.num_rows(), metadata.num_cols());
-  detail::check_no_overlap(where, out,
+  auto output = to_output_policy(out, opt);
+  detail::check_q_weights_out(where, q, w, output, metadata.num_rows(), metadata.num_cols());
+  detail::check_no_overlap(where, output,
                            {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
                             detail::range_of("cache", cache), detail::range_of("weights", w)});
   metadata.ensure_snapshot(where, cache);
-  detail::dispatch<Backend>(q, paged_sparse_plan<Format>(metadata), w, out, opt);
+  detail::dispatch<Backend>(q, paged_sparse_plan<Format>(metadata), w, output, opt);
 }
 
 // The same call on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <class Format, class WT, class O>
-requires(weight_element<std::remove_const_t<WT>>&& logit_element<
-         O>) void fp8_fp4_paged_sparse_mqa_logits(const rows_view<Format>& q,
-                                                  const paged_cache_view<Format>& cache,
-                                                  matrix_view<WT> weights,
-                                                  const paged_sparse_mqa_metadata& metadata,
-                                                  matrix_view<O> out, const options& opt = {}) {
+template <class Format, weight_input WT, output_argument Out>
+void fp8_fp4_paged_sparse_mqa_logits(const rows_view<Format>& q,
+                                     const paged_cache_view<Format>& cache, matrix_view<WT> weights,
+                                     const paged_sparse_mqa_metadata& metadata, Out out,
+                                     const options& opt = {}) {
   fp8_fp4_paged_sparse_mqa_logits(default_backend{}, q, cache, weights, metadata, out, opt);
 }
 

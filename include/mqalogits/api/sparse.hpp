@@ -12,14 +12,10 @@ MQALOGITS_NAMESPACE_BEGIN
 
 // q: [num_q * H] rows; kv: at least metadata.num_kv_tokens() rows; weights: [num_q, H];
 // out: [num_q, cap * B]. The selection, ks and ke come from the metadata.
-template <class Backend, class Format, class WT, class O>
-requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&&
-             logit_element<O>) void fp8_fp4_sparse_mqa_logits(Backend, const rows_view<Format>& q,
-                                                              const rows_view<Format>& kv,
-                                                              matrix_view<WT> weights,
-                                                              const sparse_mqa_metadata& metadata,
-                                                              matrix_view<O> out,
-                                                              const options& opt = {}) {
+template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
+void fp8_fp4_sparse_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<Format>& kv,
+                               matrix_view<WT> weights, const sparse_mqa_metadata& metadata,
+                               Out out, const options& opt = {}) {
   constexpr const char* where = "fp8_fp4_sparse_mqa_logits";
   using detail::require;
   const matrix_view<const std::remove_const_t<WT>> w = weights;
@@ -30,21 +26,22 @@ requires(is_backend_v<Backend>&& weight_element<std::remove_const_t<WT>>&&
       << " rows, the metadata says num_kv_tokens = " << metadata.num_kv_tokens();
   });
   detail::check_rows(where, "kv", kv, kv.rows);
-  detail::check_q_weights_out(where, q, w, out, metadata.num_rows(), metadata.num_cols());
+  auto output = to_output_policy(out, opt);
+  detail::check_q_weights_out(where, q, w, output, metadata.num_rows(), metadata.num_cols());
   detail::check_no_overlap(
-      where, out,
+      where, output,
       {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
        detail::data_range_of("kv", kv), detail::scale_range_of("kv scales", kv),
        detail::range_of("weights", w)});
-  detail::dispatch<Backend>(q, sparse_plan<Format>(kv, metadata), w, out, opt);
+  detail::dispatch<Backend>(q, sparse_plan<Format>(kv, metadata), w, output, opt);
 }
 
 // The same call on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <class Format, class WT, class O>
-requires(weight_element<std::remove_const_t<WT>>&& logit_element<O>) void fp8_fp4_sparse_mqa_logits(
-    const rows_view<Format>& q, const rows_view<Format>& kv, matrix_view<WT> weights,
-    const sparse_mqa_metadata& metadata, matrix_view<O> out, const options& opt = {}) {
+template <class Format, weight_input WT, output_argument Out>
+void fp8_fp4_sparse_mqa_logits(const rows_view<Format>& q, const rows_view<Format>& kv,
+                               matrix_view<WT> weights, const sparse_mqa_metadata& metadata,
+                               Out out, const options& opt = {}) {
   fp8_fp4_sparse_mqa_logits(default_backend{}, q, kv, weights, metadata, out, opt);
 }
 

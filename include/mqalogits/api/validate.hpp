@@ -21,6 +21,9 @@ template <class T>
 concept weight_element = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
 template <class T>
 concept logit_element = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
+// A weights view's element type as the entry points deduce it (const or not).
+template <class T>
+concept weight_input = weight_element<std::remove_const_t<T>>;
 
 namespace detail {
 

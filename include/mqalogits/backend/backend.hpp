@@ -44,5 +44,7 @@ template <>
 inline constexpr bool is_backend_v<backend::host> = true;
 template <class Gen>
 inline constexpr bool is_backend_v<backend::neuron<Gen>> = true;
+template <class B>
+concept backend_tag = is_backend_v<B>;
 
 MQALOGITS_NAMESPACE_END

@@ -33,8 +33,12 @@ struct bf16 {
 static_assert(sizeof(bf16) == 2 && alignof(bf16) == 2);
 
 // Scalar conversions the kernels use for weights and outputs of either element type.
-constexpr float to_float(float v) { return v; }
-constexpr float to_float(bf16 v) { return v.to_float(); }
+constexpr float to_float(float v) {
+  return v;
+}
+constexpr float to_float(bf16 v) {
+  return v.to_float();
+}
 template <class T>
 constexpr T from_float(float v);
 template <>

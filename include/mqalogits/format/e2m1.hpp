@@ -12,6 +12,12 @@ MQALOGITS_NAMESPACE_BEGIN
 struct float_e2m1 {
   static constexpr const char* name = "e2m1";
   static constexpr float max_finite = 6.0f;
+  static constexpr int bits = 4;  // two codes per byte
+  // Twice every code is an integer in [-12, 12] (decode_doubled): block dot products are exact
+  // in int8 x int8 -> int32.
+  static constexpr bool doubled_is_int8 = true;
+  // Element i of a packed row (defined below, after the table).
+  static constexpr float element(const std::uint8_t* packed, int i);
 
   static constexpr float decode(std::uint8_t nibble) {
     constexpr float magnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -23,6 +29,12 @@ struct float_e2m1 {
     constexpr std::int8_t magnitudes[8] = {0, 1, 2, 3, 4, 6, 8, 12};
     const std::int8_t m = magnitudes[nibble & 0x7];
     return (nibble & 0x8) ? static_cast<std::int8_t>(-m) : m;
+  }
+  // Stores a nibble as element i of a packed row (the other nibble of its byte is kept).
+  static constexpr void store(std::uint8_t* packed, int i, std::uint8_t code) {
+    std::uint8_t& byte = packed[i >> 1];
+    byte = (i & 1) ? static_cast<std::uint8_t>((byte & 0x0F) | (code << 4))
+                   : static_cast<std::uint8_t>((byte & 0xF0) | (code & 0x0F));
   }
   // Element i of a packed row.
   static constexpr std::uint8_t nibble(const std::uint8_t* packed, int i) {
@@ -40,5 +52,9 @@ constexpr std::array<float, 16> make_e2m1_table() {
 }  // namespace detail
 
 inline constexpr std::array<float, 16> e2m1_values = detail::make_e2m1_table();
+
+constexpr float float_e2m1::element(const std::uint8_t* packed, int i) {
+  return e2m1_values[nibble(packed, i)];
+}
 
 MQALOGITS_NAMESPACE_END

@@ -12,6 +12,7 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "../config.hpp"
 
@@ -37,5 +38,23 @@ constexpr std::array<float, 256> make_ue8m0_table() {
 }  // namespace detail
 
 inline constexpr std::array<float, 256> ue8m0_values = detail::make_ue8m0_table();
+
+// The scale codec of the MX formats: one UE8M0 byte per block of a row, in block order, in the
+// row's 4-byte scale field. Callers hold the field as uint8[4], int16[2] (low byte = even
+// block) or int32[1] (byte k = block k), the same bytes in little-endian memory.
+struct ue8m0_block_scales {
+  using codec = float_ue8m0;
+  static constexpr bool power_of_two = true;  // scales fold into exponents exactly
+  static constexpr bool optional = false;     // every row has its scales
+  template <class Storage>
+  static constexpr bool accepts_storage =
+      std::is_same_v<Storage, std::uint8_t> || std::is_same_v<Storage, std::int16_t> ||
+      std::is_same_v<Storage, std::int32_t>;
+  // The biased exponent of block b (2^(e - 127)), and its value.
+  static constexpr int exponent(const std::uint8_t* scales, int b) { return scales[b]; }
+  static constexpr float value(const std::uint8_t* scales, int b) {
+    return ue8m0_values[scales[b]];
+  }
+};
 
 MQALOGITS_NAMESPACE_END

@@ -60,6 +60,14 @@ constexpr std::uint8_t encode_e2m1(float x) {
   return static_cast<std::uint8_t>(m == 0 ? 0u : m | ((u >> 28) & 0x8u));
 }
 
+// The code of x in a data codec, found by the codec's tag: a new codec adds its own overload.
+constexpr std::uint8_t encode_code(float_e4m3, float x) {
+  return encode_e4m3(x);
+}
+constexpr std::uint8_t encode_code(float_e2m1, float x) {
+  return encode_e2m1(x);
+}
+
 // The UE8M0 exponent byte e of a block whose largest magnitude is amax, for codes up to
 // max_code: the smallest e with amax <= max_code * 2^(e - 127) (amax / max_code rounded up to a
 // power of two), clamped to [1, 254]. amax = 0 gives 1; inf or NaN gives 254.

@@ -62,32 +62,25 @@ inline float fp8_per_token_scale(float amax) {
 // (e4m3) or 0 (e2m1, which has none).
 template <class Format, quantize_input T>
 void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales) {
-  if constexpr (std::is_same_v<Format, mxfp8> || std::is_same_v<Format, mxfp4>) {
-    constexpr bool fp8 = std::is_same_v<Format, mxfp8>;
-    constexpr float max_code = fp8 ? float_e4m3::max_finite : float_e2m1::max_finite;
-    for (int b = 0; b < head_dim / scale_block; ++b) {
-      const int i0 = b * scale_block;
-      const std::uint8_t e = ue8m0_for_amax(detail::absmax(x, i0, i0 + scale_block), max_code);
+  using codec = typename Format::data_type;
+  if constexpr (Format::power_of_two_scales) {
+    for (int b = 0; b < Format::blocks; ++b) {
+      const int i0 = b * Format::scale_block, i1 = i0 + Format::scale_block;
+      const std::uint8_t e = ue8m0_for_amax(detail::absmax(x, i0, i1), codec::max_finite);
       scales[b] = e;
       const bool top = e == 254;  // 2^-127 = 2^-64 * 2^-63, both normal (see ue8m0_reciprocal)
       const float inv = top ? 0x1p-64f : detail::ue8m0_reciprocal(e);
-      for (int i = i0; i < i0 + scale_block; ++i) {
+      for (int i = i0; i < i1; ++i) {
         const float v = top ? to_float(x[i]) * inv * 0x1p-63f : to_float(x[i]) * inv;
-        if constexpr (fp8) {
-          data[i] = encode_e4m3(v);
-        } else {
-          const std::uint8_t nib = encode_e2m1(v);  // element 2j low nibble, 2j+1 high nibble
-          data[i / 2] = (i & 1) ? static_cast<std::uint8_t>((data[i / 2] & 0x0F) | (nib << 4))
-                                : static_cast<std::uint8_t>((data[i / 2] & 0xF0) | nib);
-        }
+        codec::store(data, i, encode_code(codec{}, v));
       }
     }
-  } else if constexpr (std::is_same_v<Format, fp8_per_token>) {
-    const float s = fp8_per_token_scale(detail::absmax(x, 0, head_dim));
-    for (int i = 0; i < head_dim; ++i) data[i] = encode_e4m3(to_float(x[i]) / s);
-    if (scales) std::memcpy(scales, &s, sizeof s);
   } else {
-    static_assert(dependent_false<Format>, "mqalogits: no quantizer for this format");
+    static_assert(Format::blocks == 1, "mqalogits: fp32 scales come one per row");
+    const float s = fp8_per_token_scale(detail::absmax(x, 0, head_dim));
+    for (int i = 0; i < head_dim; ++i)
+      codec::store(data, i, encode_code(codec{}, to_float(x[i]) / s));
+    if (scales) std::memcpy(scales, &s, sizeof s);
   }
 }
 
@@ -144,7 +137,7 @@ struct quantized_rows {
     return rows_view<Format>(data.data(), nullptr, rows);
   }
   // fp8_per_token: row r's fp32 scale.
-  float token_scale(std::int64_t r) const requires std::is_same_v<Format, fp8_per_token> {
+  float token_scale(std::int64_t r) const requires(!Format::power_of_two_scales) {
     return Format::scale(scales.data() + r * Format::scale_bytes);
   }
 };

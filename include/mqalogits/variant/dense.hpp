@@ -37,7 +37,7 @@ class dense_plan {
     return {std::max<std::int64_t>({ks, 0, offset}), std::min(ke, offset + cols_), offset};
   }
   key_ref key(std::int64_t, std::int64_t k) const { return {kv_.row(k), kv_.scale(k)}; }
-  work_list work(const tiling& t) const { return detail::split_work(*this, t); }
+  void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
 
   const rows_view<Format>& kv() const { return kv_; }
 

@@ -74,7 +74,7 @@ class paged_mqa_schedule {
  private:
   std::int64_t rows() const { return static_cast<std::int64_t>(lens_.size()); }
 
-  std::vector<std::int32_t> lens_;   // [B * next_n], the lengths this schedule was built for
+  std::vector<std::int32_t> lens_;  // [B * next_n], the lengths this schedule was built for
   std::int64_t next_n_ = 0;
   std::int32_t page_kv_ = 0;
   std::int64_t keys_per_unit_ = 0;
@@ -178,15 +178,17 @@ class paged_plan {
       k = std::max(k, row(r).key_end);
     return k;
   }
-  std::int64_t page_of(std::int64_t b, std::int64_t k) const { return table_(b, k / cache_.page_kv); }
+  std::int64_t page_of(std::int64_t b, std::int64_t k) const {
+    return table_(b, k / cache_.page_kv);
+  }
   key_ref key(std::int64_t b, std::int64_t k) const {
     const std::int64_t page = page_of(b, k), slot = k % cache_.page_kv;
     return {cache_.data(page, slot), cache_.scale(page, slot)};
   }
 
   // One task per scheduled worker, running its run of (request, unit) pairs.
-  work_list work(const tiling&) const {
-    work_list list;
+  void fill_work(const tiling&, work_list& list) const {
+    list.clear();
     const auto& start = schedule_->start();
     const std::int64_t unit = schedule_->keys_per_unit();
     for (int w = 0; w < schedule_->num_workers(); ++w) {
@@ -201,14 +203,13 @@ class paged_plan {
         const std::int64_t k0 = u * unit, k1 = std::min(group_keys(b), k0 + unit);
         if (k0 >= k1) {  // the rest of the request's units lie past its keys (capacity, columns):
           u = schedule_->request_units(b);  // skip them at once, not one by one (a length of
-          continue;                          // INT32_MAX is 4M units)
+          continue;                         // INT32_MAX is 4M units)
         }
         list.items.push_back({b, group_rows(b).begin, group_rows(b).end, k0, k1});
         ++u;
       }
       list.close_task();
     }
-    return list;
   }
 
   const paged_cache_view<Format>& cache() const { return cache_; }

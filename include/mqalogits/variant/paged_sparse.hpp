@@ -101,9 +101,8 @@ class paged_sparse_mqa_metadata {
   template <class Format>
   void ensure_snapshot(const char* where, const paged_cache_view<Format>& cache) const {
     using detail::require;
-    require(snap_ != nullptr, where, [](auto& m) {
-      m << "metadata was not made by get_paged_sparse_mqa_logits_metadata";
-    });
+    require(snap_ != nullptr, where,
+            [](auto& m) { m << "metadata was not made by get_paged_sparse_mqa_logits_metadata"; });
     if (!has_snapshot()) {
       std::lock_guard lock(snap_->mutex);
       if (!snap_->ready.load(std::memory_order_relaxed)) take_snapshot(where, cache);
@@ -188,7 +187,9 @@ class paged_sparse_mqa_metadata {
   std::unique_ptr<snapshot> snap_;
 };
 
-inline bool supported_sparse_page_kv(std::int64_t page_kv) { return page_kv == 64 || page_kv == 128; }
+inline bool supported_sparse_page_kv(std::int64_t page_kv) {
+  return page_kv == 64 || page_kv == 128;
+}
 
 // context_lens: [num_q]; block_table: [num_q, max_blocks]; sparse_kv_block_indices: [num_q, cap]
 // with cap % (page_kv / sparse_block_kv) == 0; page_kv 64 or 128; sparse_block_kv 8 or 16.
@@ -203,8 +204,8 @@ inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
           [&](auto& m) { m << "page_kv = " << page_kv << " is not supported (64 or 128)"; });
   const std::int64_t rows = sparse_kv_block_indices.rows, cap = sparse_kv_block_indices.cols;
   require(cap % (page_kv / sparse_block_kv) == 0, where, [&](auto& m) {
-    m << "capacity " << cap << " is not a multiple of page_kv / sparse_block_kv = "
-      << page_kv / sparse_block_kv;
+    m << "capacity " << cap
+      << " is not a multiple of page_kv / sparse_block_kv = " << page_kv / sparse_block_kv;
   });
   require(static_cast<std::int64_t>(context_lens.size()) == rows, where, [&](auto& m) {
     m << "context_lens has " << context_lens.size() << " entries, sparse_kv_block_indices has "
@@ -262,7 +263,7 @@ class paged_sparse_plan {
     if (!t) return {};
     return {t, t + Format::data_bytes};
   }
-  work_list work(const tiling& t) const { return detail::split_work(*this, t); }
+  void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
 
  private:
   const paged_sparse_mqa_metadata* meta_;

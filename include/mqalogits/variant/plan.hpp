@@ -26,8 +26,8 @@ struct key_ref {
 };
 
 struct row_keys {
-  std::int64_t key_begin = 0;  // first candidate key of the row
-  std::int64_t key_end = 0;    // one past the last; empty when key_end <= key_begin
+  std::int64_t key_begin = 0;   // first candidate key of the row
+  std::int64_t key_end = 0;     // one past the last; empty when key_end <= key_begin
   std::int64_t col_offset = 0;  // column = key - col_offset
   constexpr bool empty() const { return key_end <= key_begin; }
 };
@@ -52,6 +52,11 @@ struct work_list {
 
   std::int64_t num_tasks() const { return static_cast<std::int64_t>(task_begin.size()) - 1; }
   void close_task() { task_begin.push_back(static_cast<std::int64_t>(items.size())); }
+  // Empties the list, keeping its storage (a reused list then costs no allocation).
+  void clear() {
+    items.clear();
+    task_begin.assign(1, 0);
+  }
 };
 
 // How a backend likes its work cut.
@@ -61,23 +66,24 @@ struct tiling {
 };
 
 template <class P>
-concept variant_plan = requires(const P& p, std::int64_t i) {
+concept variant_plan = requires(const P& p, std::int64_t i, work_list& list) {
   { p.num_rows() } -> std::convertible_to<std::int64_t>;
   { p.num_cols() } -> std::convertible_to<std::int64_t>;
   { p.num_groups() } -> std::convertible_to<std::int64_t>;
   { p.group_rows(i) } -> std::same_as<row_span>;
   { p.row(i) } -> std::same_as<row_keys>;
   { p.key(i, i) } -> std::same_as<key_ref>;
-  { p.work(tiling{}) } -> std::same_as<work_list>;
+  p.fill_work(tiling{}, list);
 };
 
 namespace detail {
 
-// The default cut: per group, blocks of rows_per_item rows, each block's key union in chunks of
-// keys_per_item; one item per task. Plans whose keys are a schedule (paged) cut their own.
+// The default cut into `list`: per group, blocks of rows_per_item rows, each block's key union in
+// chunks of keys_per_item; one item per task. Plans whose keys are a schedule (paged) cut their
+// own.
 template <class Plan>
-work_list split_work(const Plan& plan, const tiling& t) {
-  work_list list;
+void split_work(const Plan& plan, const tiling& t, work_list& list) {
+  list.clear();
   for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
     const row_span rows = plan.group_rows(g);
     for (std::int64_t r0 = rows.begin; r0 < rows.end; r0 += t.rows_per_item) {
@@ -95,7 +101,6 @@ work_list split_work(const Plan& plan, const tiling& t) {
       }
     }
   }
-  return list;
 }
 
 }  // namespace detail

@@ -18,13 +18,16 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
-inline bool supported_sparse_block_kv(std::int64_t b) { return b == 8 || b == 16; }
+inline bool supported_sparse_block_kv(std::int64_t b) {
+  return b == 8 || b == 16;
+}
 inline constexpr std::int64_t max_sparse_capacity = 4096;
 
 namespace detail {
-constexpr std::int64_t floor_mod(std::int64_t a, std::int64_t b) { return ((a % b) + b) % b; }
-constexpr std::int64_t selected_blocks(std::int64_t length, std::int64_t block,
-                                       std::int64_t cap) {
+constexpr std::int64_t floor_mod(std::int64_t a, std::int64_t b) {
+  return ((a % b) + b) % b;
+}
+constexpr std::int64_t selected_blocks(std::int64_t length, std::int64_t block, std::int64_t cap) {
   return std::min(cap, (std::max<std::int64_t>(length, 0) + block - 1) / block);
 }
 
@@ -35,9 +38,8 @@ inline void check_sparse_indices(const char* where, matrix_view<const std::int32
     m << "sparse_kv_block_indices capacity " << idx.cols << " is out of range [1, "
       << max_sparse_capacity << "] (shape [" << idx.rows << ", " << idx.cols << "])";
   });
-  require(idx.rows == 0 || idx.data, where, [&](auto& m) {
-    m << "sparse_kv_block_indices is null with " << idx.rows << " rows";
-  });
+  require(idx.rows == 0 || idx.data, where,
+          [&](auto& m) { m << "sparse_kv_block_indices is null with " << idx.rows << " rows"; });
   require(idx.stride >= idx.cols, where, [&](auto& m) {
     m << "sparse_kv_block_indices stride " << idx.stride << " < cols " << idx.cols;
   });
@@ -95,9 +97,11 @@ class sparse_mqa_metadata {
     return idx_[static_cast<std::size_t>(r * cap_ + b)];
   }
 
-  friend sparse_mqa_metadata get_sparse_mqa_logits_metadata(
-      std::span<const std::int32_t>, std::span<const std::int32_t>, std::int64_t,
-      matrix_view<const std::int32_t>, std::int64_t);
+  friend sparse_mqa_metadata get_sparse_mqa_logits_metadata(std::span<const std::int32_t>,
+                                                            std::span<const std::int32_t>,
+                                                            std::int64_t,
+                                                            matrix_view<const std::int32_t>,
+                                                            std::int64_t);
 
  private:
   std::int64_t rows_ = 0, cap_ = 0, block_ = 0, num_kv_ = 0;
@@ -142,7 +146,9 @@ class sparse_plan {
   std::int64_t num_cols() const { return meta_->num_cols(); }
   std::int64_t num_groups() const { return num_rows(); }
   row_span group_rows(std::int64_t r) const { return {r, r + 1}; }
-  row_keys row(std::int64_t r) const { return {0, meta_->num_blocks(r) * meta_->sparse_block_kv(), 0}; }
+  row_keys row(std::int64_t r) const {
+    return {0, meta_->num_blocks(r) * meta_->sparse_block_kv(), 0};
+  }
 
   // The token a column reads, or -1 when the column is masked.
   std::int64_t token(std::int64_t r, std::int64_t k) const {
@@ -158,7 +164,7 @@ class sparse_plan {
     if (t < 0) return {};
     return {kv_.row(t), kv_.scale(t)};
   }
-  work_list work(const tiling& t) const { return detail::split_work(*this, t); }
+  void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
   std::int64_t sparse_block_kv() const { return meta_->sparse_block_kv(); }
 
  private:

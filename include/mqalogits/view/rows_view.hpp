@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "../config.hpp"
-#include "../format/mx.hpp"
+#include "../format/block_scaled.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
@@ -25,12 +25,13 @@ struct rows_view {
   std::int64_t scale_stride = Format::scale_bytes;  // bytes between rows, >= scale_bytes
 
   constexpr rows_view() = default;
+  // Scale storage of a type the format allows (MX: uint8 / int16 / int32 words of UE8M0 bytes;
+  // FP8 per-token: float, or the raw bytes): any other pointer type is a compile error.
   template <class Scale>
-    requires(std::is_same_v<Scale, std::uint8_t> || std::is_same_v<Scale, std::int16_t> ||
-             std::is_same_v<Scale, std::int32_t> || std::is_same_v<Scale, float>)
-  rows_view(const void* data_bytes, const Scale* scale_storage, std::int64_t num_rows,
-            std::int64_t data_stride_bytes = Format::data_bytes,
-            std::int64_t scale_stride_bytes = Format::scale_bytes)
+  requires(Format::template accepts_scale_storage<Scale>)
+      rows_view(const void* data_bytes, const Scale* scale_storage, std::int64_t num_rows,
+                std::int64_t data_stride_bytes = Format::data_bytes,
+                std::int64_t scale_stride_bytes = Format::scale_bytes)
       : data(static_cast<const std::uint8_t*>(data_bytes)),
         scales(reinterpret_cast<const std::uint8_t*>(scale_storage)),
         rows(num_rows),
@@ -40,7 +41,8 @@ struct rows_view {
   // Rows without scales: only for formats with scales_optional_v (fp8_per_token's Q).
   rows_view(const void* data_bytes, std::nullptr_t, std::int64_t num_rows,
             std::int64_t data_stride_bytes = Format::data_bytes)
-      : data(static_cast<const std::uint8_t*>(data_bytes)), rows(num_rows),
+      : data(static_cast<const std::uint8_t*>(data_bytes)),
+        rows(num_rows),
         data_stride(data_stride_bytes) {}
 
   const std::uint8_t* row(std::int64_t r) const { return data + r * data_stride; }
@@ -49,7 +51,5 @@ struct rows_view {
     return scales ? scales + r * scale_stride : nullptr;
   }
 };
-
-static_assert(std::is_trivially_copyable_v<rows_view<mxfp8>>);
 
 MQALOGITS_NAMESPACE_END

@@ -21,7 +21,7 @@ namespace host_backend {
 
 // Which micro-kernel family a format uses.
 template <class Format>
-inline constexpr bool int8_path = std::is_same_v<Format, mxfp4>;
+inline constexpr bool int8_path = Format::doubled_codes_int8&& Format::power_of_two_scales;
 
 template <class Format>
 const std::uint8_t* q_scales(const rows_view<Format>& q, std::int64_t r) {

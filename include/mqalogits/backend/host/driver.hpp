@@ -1,8 +1,8 @@
 // The one kernel driver of the host backend, shared by all four variants: it walks the plan's
 // work items; per item it decodes the query rows (once per row and thread: consecutive items
 // of the same rows reuse them), decodes each key tile once for every row of the item, scores
-// key groups with the micro-kernel of the chosen instruction set and writes the epilogue
-// (round to the output type, -inf on masked keys when clean_logits).
+// key groups with the micro-kernel of the chosen instruction set and hands the fp32 scores to
+// the call's output policy (output/), which decides what is kept of them.
 #pragma once
 
 #include <algorithm>
@@ -10,8 +10,9 @@
 #include <limits>
 
 #include "../../config.hpp"
-#include "../../format/bf16.hpp"
 #include "../../exec/options.hpp"
+#include "../../format/bf16.hpp"
+#include "../../output/output.hpp"
 #include "../../variant/plan.hpp"
 #include "../../view/matrix_view.hpp"
 #include "../../view/rows_view.hpp"
@@ -25,30 +26,6 @@ MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
 
 inline constexpr std::int64_t key_tile = 512;  // keys decoded together (one work item's worth)
-
-template <class O>
-constexpr O negative_infinity() {
-  return from_float<O>(-std::numeric_limits<float>::infinity());
-}
-
-// Writes -inf into every column outside each row's candidate range.
-template <class Plan, class O>
-void fill_outside(const Plan& plan, const matrix_view<O>& out, const executor_ref& exec) {
-  constexpr std::int64_t rows_per_task = 64;
-  const std::int64_t tasks = (out.rows + rows_per_task - 1) / rows_per_task;
-  auto task = [&](std::int64_t t) {
-    const std::int64_t r1 = std::min(out.rows, (t + 1) * rows_per_task);
-    for (std::int64_t r = t * rows_per_task; r < r1; ++r) {
-      const row_keys k = plan.row(r);
-      const std::int64_t c0 = k.empty() ? out.cols : k.key_begin - k.col_offset;
-      const std::int64_t c1 = k.empty() ? out.cols : k.key_end - k.col_offset;
-      O* row = out.row(r);
-      std::fill(row, row + c0, negative_infinity<O>());
-      std::fill(row + c1, row + out.cols, negative_infinity<O>());
-    }
-  };
-  detail::checked_parallel_for(exec, tasks, task);
-}
 
 // Decoded query rows of one item, in the workspace.
 template <class I, class Format, class W>
@@ -66,7 +43,7 @@ void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std:
     float* scale = ws.q_scale.reserve(static_cast<std::size_t>(rows * hp * blocks));
     for (std::int64_t r = 0; r < rows; ++r)
       decode_q_i8<I>(q, (r0 + r) * heads, heads, hp, data + r * hp * head_dim / 4,
-                  bias + r * hp * blocks, scale + r * hp * blocks);
+                     bias + r * hp * blocks, scale + r * hp * blocks);
   } else {
     float* qt = ws.q_f32.reserve(static_cast<std::size_t>(rows * hp * head_dim));
     for (std::int64_t r = 0; r < rows; ++r)
@@ -131,9 +108,9 @@ void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t
   }
 }
 
-template <class I, class Format, class Plan, class W, class O>
+template <class I, class Format, class Plan, class W, class Output>
 void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-              const matrix_view<O>& out, const work_item& item, bool clean, std::uint64_t call,
+              Output& output, std::int64_t task, const work_item& item, std::uint64_t call,
               workspace& ws) {
   constexpr int blocks = head_dim / scale_block;
   const int heads = static_cast<int>(w.cols);
@@ -149,15 +126,10 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
       const row_keys rk = plan.row(r);
       const std::int64_t lo = std::max(k0, rk.key_begin), hi = std::min(k0 + n, rk.key_end);
       if (lo >= hi) continue;
-      O* dst = out.row(r) - rk.col_offset;
       const std::int64_t ri = r - ws.row_begin;
+      // Scores of keys [t, t + count) are columns t - col_offset of row r.
       auto emit = [&](std::int64_t t, std::int64_t count) {
-        for (std::int64_t i = 0; i < count; ++i) {
-          if (valid[t + i - k0])
-            dst[t + i] = from_float<O>(scores[i]);
-          else if (clean)
-            dst[t + i] = negative_infinity<O>();
-        }
+        output.consume(task, r, t - rk.col_offset, scores, valid + (t - k0), count);
       };
       if constexpr (int8_path<Format>) {
         const q_i8_row qr{ws.q_i8.data() + ri * hp * head_dim / 4,
@@ -185,20 +157,24 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
 }
 
 // The whole call on instruction set I (tests run every compiled one; the backend the best).
-template <class I, class Format, class Plan, class W, class O>
+template <class I, class Format, class Plan, class W, class Output>
 void run_with(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-              const matrix_view<O>& out, const options& opt, const tiling& cut) {
-  if (opt.clean_logits) fill_outside(plan, out, opt.executor);
-  const work_list work = plan.work(cut);
+              Output& output, const options& opt, const tiling& cut) {
+  const scoped_work_list reused;
+  work_list& work = reused.get();
+  plan.fill_work(cut, work);
+  const auto items = static_cast<std::int64_t>(work.items.size());
+  output.begin(plan, items, opt.executor);
   const std::uint64_t call = next_call_id();
   // One executor task per work item, in the plan's order (the paged schedule's balanced runs,
   // back to back): a pool handing out indices dynamically then balances even when a core is
   // shared, and a thread's consecutive items mostly share their query rows (decoded once).
   auto task = [&](std::int64_t i) {
-    run_item<I>(q, plan, w, out, work.items[static_cast<std::size_t>(i)], opt.clean_logits, call,
+    run_item<I>(q, plan, w, output, i, work.items[static_cast<std::size_t>(i)], call,
                 thread_workspace());
   };
-  detail::checked_parallel_for(opt.executor, static_cast<std::int64_t>(work.items.size()), task);
+  detail::checked_parallel_for(opt.executor, items, task);
+  output.finish(opt.executor);
 }
 
 }  // namespace host_backend
@@ -208,10 +184,10 @@ struct backend_kernels<backend::host> {
   static constexpr tiling work_tiling{8, 512};
 
   // Arguments are validated by the caller; this only computes.
-  template <class Format, class Plan, class W, class O>
+  template <class Format, class Plan, class W, output_policy Output>
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-                  const matrix_view<O>& out, const options& opt) {
-    host_backend::run_with<host_backend::isa_best>(q, plan, w, out, opt, work_tiling);
+                  Output& output, const options& opt) {
+    host_backend::run_with<host_backend::isa_best>(q, plan, w, output, opt, work_tiling);
   }
 };
 

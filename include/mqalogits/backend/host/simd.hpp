@@ -223,4 +223,10 @@ using isa_best = isa_portable;
 #endif
 
 }  // namespace host_backend
+
+// The host path the calling translation unit was compiled for: "avx512", "avx2", "neon" or
+// "portable" (its own, even when other units of the program were built with other flags).
+inline const char* host_isa_name() {
+  return host_backend::isa_best::name;
+}
 MQALOGITS_NAMESPACE_END

@@ -7,7 +7,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
+#include <vector>
 
 #include "../../config.hpp"
 #include "../../variant/plan.hpp"
@@ -65,6 +67,33 @@ inline workspace& thread_workspace() {
   thread_local workspace ws;
   return ws;
 }
+
+// The work list of a call, reused by every later call on the same thread at the same nesting
+// depth (a kernel called from inside another call's task gets a list of its own): a warm call
+// allocates nothing for it.
+class scoped_work_list {
+ public:
+  scoped_work_list() : lists_(stack()) {
+    if (lists_.depth == lists_.lists.size()) lists_.lists.push_back(std::make_unique<work_list>());
+    list_ = lists_.lists[lists_.depth++].get();
+  }
+  scoped_work_list(const scoped_work_list&) = delete;
+  scoped_work_list& operator=(const scoped_work_list&) = delete;
+  ~scoped_work_list() { --lists_.depth; }
+  work_list& get() const { return *list_; }
+
+ private:
+  struct lists_in_use {
+    std::vector<std::unique_ptr<work_list>> lists;
+    std::size_t depth = 0;
+  };
+  static lists_in_use& stack() {
+    thread_local lists_in_use s;
+    return s;
+  }
+  lists_in_use& lists_;
+  work_list* list_;
+};
 
 // Every kernel call gets a fresh id, so a workspace never reuses rows decoded by another call.
 inline std::uint64_t next_call_id() {

@@ -31,6 +31,7 @@
 #include "../../format/bf16.hpp"
 #include "../../format/mx.hpp"
 #include "../../exec/options.hpp"
+#include "../../output/logits_row.hpp"
 #include "../../variant/dense.hpp"
 #include "../../variant/paged.hpp"
 #include "../../variant/paged_sparse.hpp"
@@ -114,7 +115,8 @@ class kernel {
 
   void run() {
     if (clean_) fill_outside();
-    const work_list work = plan_.work(tiling{is_dense_plan_v<Plan> ? prefill_rows : 8, key_tile});
+    work_list work;
+    plan_.fill_work(tiling{is_dense_plan_v<Plan> ? prefill_rows : 8, key_tile}, work);
     for (const work_item& item : work.items)
       for (std::int64_t k0 = item.key_begin; k0 < item.key_end; k0 += key_tile) {
         const std::int64_t n = std::min(key_tile, item.key_end - k0);
@@ -375,10 +377,11 @@ struct backend_kernels<backend::neuron<Gen>> {
   // neuron_backend::capture, if any.
   template <class Format, class Plan, class W, class O>
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-                  const matrix_view<O>& out, const options& opt) {
+                  logits_row_output<O>& output, const options&) {
     neuron_backend::core<Gen> c;
     {
-      neuron_backend::kernel<Gen, Format, Plan, W, O> k(c, q, plan, w, out, opt.clean_logits);
+      neuron_backend::kernel<Gen, Format, Plan, W, O> k(c, q, plan, w, output.view(),
+                                                        output.clean());
       k.run();
     }
     if (neuron_backend::report* r = neuron_backend::current_report())
