@@ -1,4 +1,4 @@
-// The benchmark shapes of issue 3 and their inputs, built once per (shape, format) and shared by
+// The benchmark shapes and their inputs, built once per (shape, format) and shared by
 // the library's kernels, the Eigen baseline and the scalar reference. Bytes come from a fast
 // counter-based generator (the largest cache is ~280 MB): valid codes only, UE8M0 scales in a
 // sane range, exact-bf16 weights.

@@ -1,4 +1,4 @@
-// Benchmarks of issue 3: the four kernels on the production shapes, MXFP8 and MXFP4, one thread
+// Benchmarks: the four kernels on the production shapes, MXFP8 and MXFP4, one thread
 // and all threads; the Eigen decode-then-GEMM baseline on the same inputs; the scalar reference
 // on a reduced shape. The peak micro-benchmarks live in peak.cpp. Every benchmark reports
 // FLOP/s (2 * H * 128 per valid (query, key) pair) and bytes/s (Q, K, weights read + logits

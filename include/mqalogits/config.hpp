@@ -58,7 +58,7 @@ inline constexpr int version_patch = MQALOGITS_VERSION_PATCH;
 inline constexpr int head_dim = 128;
 // Elements per UE8M0 scale block.
 inline constexpr int scale_block = 32;
-// The largest supported head count (SPEC §1).
+// The largest supported head count (DeepSeek-V3.2 uses 64, GLM-5 32).
 inline constexpr int max_heads = 128;
 
 template <class...>

@@ -1,4 +1,4 @@
-// The one error type every entry point throws for bad input (SPEC §5).
+// The one error type every entry point throws for bad input.
 #pragma once
 
 #include <bit>

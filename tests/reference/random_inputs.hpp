@@ -17,7 +17,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <span>
@@ -51,7 +53,7 @@ template <class Format>
 std::uint8_t data_byte(engine& rng) {
   for (;;) {
     const auto b = static_cast<std::uint8_t>(uniform(rng, 0, 255));
-    if constexpr (std::is_same_v<Format, ml::mxfp8>)
+    if constexpr (Format::data_type::bits == 8)
       if ((b & 0x7F) == 0x7F) continue;
     return b;
   }
@@ -59,6 +61,31 @@ std::uint8_t data_byte(engine& rng) {
 inline std::uint8_t scale_byte(engine& rng, const code_options& o) {
   return static_cast<std::uint8_t>(uniform(rng, o.scale_lo, o.scale_hi));
 }
+// One row's 4 scale bytes: UE8M0 exponents in [scale_lo, scale_hi], or (fp32 scales) a float
+// (1 + m/16) x 2^(e - 127) with e in the same range, few enough bits that code x scale is exact.
+template <class Format>
+void scale_field(engine& rng, const code_options& o, std::uint8_t* field) {
+  if constexpr (Format::power_of_two_scales) {
+    for (int i = 0; i < Format::scale_bytes; ++i) field[i] = scale_byte(rng, o);
+  } else {
+    const float s = std::ldexp(1.0f + static_cast<float>(uniform(rng, 0, 15)) / 16.0f,
+                               static_cast<int>(scale_byte(rng, o)) - 127);
+    std::memcpy(field, &s, sizeof s);
+  }
+}
+// Makes a row's scale NaN: block b's UE8M0 byte 255, or the whole fp32 scale.
+template <class Format>
+void set_nan_scale(std::uint8_t* field, int block) {
+  if constexpr (Format::power_of_two_scales) {
+    field[block] = 255;
+  } else {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(field, &nan, sizeof nan);
+  }
+}
+// Whether the data codec has NaN codes (e4m3 does; e2m1 has none).
+template <class Format>
+inline constexpr bool has_nan_code = Format::data_type::bits == 8;
 }  // namespace detail
 
 // Token-major rows with their own byte strides (padding bytes are random garbage).
@@ -72,12 +99,12 @@ struct owned_rows {
   }
   std::uint8_t* row(std::int64_t r) { return data.data() + r * data_stride; }
   std::uint8_t* scale(std::int64_t r) { return scales.data() + r * scale_stride; }
-  // Makes element i of row r a NaN (MXFP8 only: FP4 has no NaN code).
+  // Makes element i of row r a NaN (formats with NaN codes only: FP4 has none).
   void set_nan_code(std::int64_t r, int i) {
-    static_assert(std::is_same_v<Format, ml::mxfp8>, "e2m1 has no NaN code");
+    static_assert(detail::has_nan_code<Format>, "e2m1 has no NaN code");
     row(r)[i] = (i % 2) ? 0xFF : 0x7F;
   }
-  void set_nan_scale(std::int64_t r, int block) { scale(r)[block] = 255; }
+  void set_nan_scale(std::int64_t r, int block) { detail::set_nan_scale<Format>(scale(r), block); }
 };
 
 template <class Format>
@@ -91,9 +118,10 @@ owned_rows<Format> rows(engine& rng, std::int64_t n, const code_options& o = {},
   out.data.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 1) * data_stride));
   out.scales.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 1) * scale_stride));
   for (auto& b : out.data) b = detail::data_byte<Format>(rng);
-  for (auto& b : out.scales) b = detail::scale_byte(rng, o);
+  for (auto& b : out.scales) b = detail::scale_byte(rng, o);  // padding too
+  for (std::int64_t r = 0; r < n; ++r) detail::scale_field<Format>(rng, o, out.scale(r));
   if (n > 0) {
-    if constexpr (std::is_same_v<Format, ml::mxfp8>)
+    if constexpr (detail::has_nan_code<Format>)
       for (int i = 0; i < o.nan_codes; ++i)
         out.set_nan_code(uniform(rng, 0, n - 1), static_cast<int>(uniform(rng, 0, 127)));
     for (int i = 0; i < o.nan_scales; ++i)
@@ -180,20 +208,21 @@ owned_paged_cache<Format> paged_cache(engine& rng, std::int64_t num_pages, std::
   for (std::int64_t p = 0; p < num_pages; ++p) {
     for (std::int64_t s = 0; s < page_kv; ++s) {
       for (int i = 0; i < Format::data_bytes; ++i) c.data(p, s)[i] = detail::data_byte<Format>(rng);
-      for (int i = 0; i < Format::scale_bytes; ++i) c.scale(p, s)[i] = detail::scale_byte(rng, o);
+      detail::scale_field<Format>(rng, o, c.scale(p, s));
     }
     for (std::int64_t i = used; i < c.page_stride; ++i)
       c.bytes[static_cast<std::size_t>(p * c.page_stride + i)] =
           static_cast<std::uint8_t>(uniform(rng, 0, 255));
   }
   if (num_pages > 0) {
-    if constexpr (std::is_same_v<Format, ml::mxfp8>)
+    if constexpr (detail::has_nan_code<Format>)
       for (int i = 0; i < o.nan_codes; ++i)
         c.data(uniform(rng, 0, num_pages - 1), uniform(rng, 0, page_kv - 1))[uniform(rng, 0, 127)] =
             0x7F;
     for (int i = 0; i < o.nan_scales; ++i)
-      c.scale(uniform(rng, 0, num_pages - 1), uniform(rng, 0, page_kv - 1))[uniform(rng, 0, 3)] =
-          255;
+      detail::set_nan_scale<Format>(
+          c.scale(uniform(rng, 0, num_pages - 1), uniform(rng, 0, page_kv - 1)),
+          static_cast<int>(uniform(rng, 0, 3)));
   }
   return c;
 }

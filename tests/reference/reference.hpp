@@ -1,12 +1,12 @@
-// The test reference: SPEC §4 computed the obvious way, one output element at a time, in double.
+// The test reference: the behaviour contract computed the obvious way, one output element at a time, in double.
 // It shares nothing with the library but its view types: its own code decoders (plain formulas
-// with std::ldexp), its own column-to-key rules written from the SPEC text, no plans, no
-// schedule, no driver. It reads only what SPEC says is read (block-table slots past a context
+// with std::ldexp), its own column-to-key rules written from the contract, no plans, no
+// schedule, no driver. It reads only what the contract says is read (block-table slots past a context
 // are never touched) and throws std::logic_error when a slot it must read is not a page, so a
 // test that builds bad inputs by mistake fails loudly instead of reading out of bounds.
 //
 // value[r, c] is the exact logit (-inf where the column is invalid, NaN where a NaN code or
-// scale reaches a valid column); magnitude[r, c] is SPEC §6's M (0 where invalid).
+// scale reaches a valid column); magnitude[r, c] is the accuracy bound's M (0 where invalid).
 #pragma once
 
 #include <algorithm>
@@ -40,7 +40,7 @@ struct result {
 
 inline constexpr int dim = 128;
 
-// ---- decoders (SPEC §2), written from the bit layouts, not from the library's tables ----
+// ---- decoders (the OCP bit layouts), written from the bit layouts, not from the library's tables ----
 
 // e4m3fn: s eeee mmm, bias 7; e = 0 is subnormal m/8 * 2^-6; 0x7F / 0xFF are NaN.
 inline double e4m3(std::uint8_t code) {
@@ -90,7 +90,7 @@ std::vector<double> row(const std::uint8_t* data, const std::uint8_t* scales) {
   return out;
 }
 
-// ---- fp8_per_token (issue 5): e4m3 code x one float32 per row, assembled byte by byte
+// ---- fp8_per_token: e4m3 code x one float32 per row, assembled byte by byte
 // (little-endian); a null scale pointer (Q, whose scale upstream folds into the weights) is 1.
 template <>
 inline std::vector<double> row<ml::fp8_per_token>(const std::uint8_t* data,

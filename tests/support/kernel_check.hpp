@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <type_traits>
 
 #include "reference/reference.hpp"
 #include "support/accuracy.hpp"
@@ -15,18 +17,39 @@ namespace check {
 
 namespace ml = mqalogits;
 
-// One instantiation of a kernel test: format, logit element, weight element.
-template <class F, class O, class W>
+// One instantiation of a kernel test: format, logit element, weight element, backend.
+template <class F, class O, class W, class Backend = ml::backend::host>
 struct combo {
   using format = F;
   using out = O;
   using weight = W;
+  using backend = Backend;
 };
-// Every format meets both logit types and both weight types across the four.
-using fp8_bf16 = combo<ml::mxfp8, ml::bf16, ml::bf16>;
-using fp8_f32 = combo<ml::mxfp8, float, float>;
-using fp4_bf16 = combo<ml::mxfp4, ml::bf16, float>;
-using fp4_f32 = combo<ml::mxfp4, float, ml::bf16>;
+
+// Every format the library has.
+using all_formats = std::tuple<ml::mxfp8, ml::mxfp4, ml::fp8_per_token>;
+using trn2 = ml::backend::neuron<ml::backend::trn2>;
+
+// The kernel tests' instantiations: on the host, every format meets both logit types and both
+// weight types; on the NeuronCore model every format once.
+using host_kernel_combos =
+    std::tuple<combo<ml::mxfp8, ml::bf16, ml::bf16>, combo<ml::mxfp8, float, float>,
+               combo<ml::mxfp4, ml::bf16, float>, combo<ml::mxfp4, float, ml::bf16>,
+               combo<ml::fp8_per_token, ml::bf16, float>,
+               combo<ml::fp8_per_token, float, ml::bf16>>;
+using kernel_combos = decltype(std::tuple_cat(
+    host_kernel_combos{},
+    std::tuple<combo<ml::mxfp8, ml::bf16, float, trn2>, combo<ml::mxfp4, float, float, trn2>,
+               combo<ml::fp8_per_token, float, ml::bf16, trn2>>{}));
+// For the large shapes: each format once on the host, and MXFP8 on the model.
+using kernel_combos_large =
+    std::tuple<combo<ml::mxfp8, ml::bf16, ml::bf16>, combo<ml::mxfp4, float, ml::bf16>,
+               combo<ml::fp8_per_token, float, float>, combo<ml::mxfp8, float, float, trn2>>;
+
+template <class Backend>
+const char* backend_name() {
+  return std::is_same_v<Backend, ml::backend::host> ? "host" : "neuron";
+}
 
 template <class O>
 const char* out_name() {

@@ -22,6 +22,7 @@
 #include "reference/random_inputs.hpp"
 #include "reference/reference.hpp"
 #include "support/accuracy.hpp"
+#include "support/kernel_check.hpp"
 
 namespace ml = mqalogits;
 using i32 = std::int32_t;
@@ -50,14 +51,6 @@ std::vector<std::string> run_together(int n, Fn fn) {
     });
   for (auto& t : threads) t.join();
   return failures;
-}
-
-template <class O>
-bool same_bits(const ml::logits_buffer<O>& a, const ml::logits_buffer<O>& b) {
-  for (i64 r = 0; r < a.rows(); ++r)
-    if (std::memcmp(&a(r, 0), &b(r, 0), static_cast<std::size_t>(a.cols()) * sizeof(O)) != 0)
-      return false;
-  return true;
 }
 
 template <class O>
@@ -187,9 +180,10 @@ TEMPLATE_TEST_CASE("concurrency: threads call all four kernels at once on shared
       }
       const outputs got = run(opt);
       calls += 4;
-      mismatches += !same_bits(got.dense, expected.dense) + !same_bits(got.paged, expected.paged) +
-                    !same_bits(got.sparse, expected.sparse) +
-                    !same_bits(got.paged_sparse, expected.paged_sparse);
+      mismatches += !check::bitwise_equal(got.dense, expected.dense) +
+                    !check::bitwise_equal(got.paged, expected.paged) +
+                    !check::bitwise_equal(got.sparse, expected.sparse) +
+                    !check::bitwise_equal(got.paged_sparse, expected.paged_sparse);
     }
   });
   INFO((failures.empty() ? std::string() : failures.front()));
@@ -232,7 +226,7 @@ TEMPLATE_TEST_CASE("concurrency: first paged-sparse call on one metadata from ma
     CHECK(meta.snapshot_bytes() == solo.snapshot_bytes());
     for (int t = 0; t < num_threads; ++t) {
       INFO("thread " << t);
-      CHECK(same_bits(outs[t], expected));
+      CHECK(check::bitwise_equal(outs[t], expected));
     }
   }
 }
@@ -280,7 +274,7 @@ TEST_CASE("concurrency: racing first calls where some threads' cache lacks a pag
     for (int t = 0; t < num_threads; ++t) {
       INFO("trial " << trial << ", thread " << t);
       if (t % 2 == 0) CHECK(ok[t] == 1);
-      if (ok[t]) CHECK(same_bits(outs[t], expected));
+      if (ok[t]) CHECK(check::bitwise_equal(outs[t], expected));
       if (t % 2) (ok[t] ? odd_ok : odd_failed)++;
     }
     CHECK(meta.has_snapshot());

@@ -18,6 +18,8 @@
 
 #include <mqalogits/mqalogits.hpp>
 
+#include "support/kernel_check.hpp"
+
 #include "reference/random_inputs.hpp"
 #include "reference/reference.hpp"
 
@@ -129,15 +131,6 @@ struct inputs {
   }
 };
 
-// Bitwise equality of the rows x cols values of two buffers (row padding ignored).
-template <class O>
-bool same_bits(const ml::logits_buffer<O>& a, const ml::logits_buffer<O>& b) {
-  for (i64 r = 0; r < a.rows(); ++r)
-    if (std::memcmp(&a(r, 0), &b(r, 0), static_cast<std::size_t>(a.cols()) * sizeof(O)) != 0)
-      return false;
-  return true;
-}
-
 // Counts finite outputs, so a test that compares -inf with -inf fails loudly.
 template <class O>
 i64 finite_count(const ml::logits_buffer<O>& a) {
@@ -161,7 +154,7 @@ void check_runs(const std::string& what, i64 rows, i64 cols, Run run) {
     ml::logits_buffer<O> out(rows, cols);
     run(out, ml::options{.executor = pool}, k);
     INFO(what << ": run " << k << " with " << threads << " pool threads");
-    CHECK(same_bits(first, out));
+    CHECK(check::bitwise_equal(first, out));
   }
 }
 

@@ -121,9 +121,7 @@ void run_all_kernels() {
 
 }  // namespace
 
-TEST_CASE("host backend: bitwise identical for every thread count", "[host][determinism]") {
-  run_all_kernels<check::fp8_bf16>();
-  run_all_kernels<check::fp8_f32>();
-  run_all_kernels<check::fp4_bf16>();
-  run_all_kernels<check::fp4_f32>();
+TEMPLATE_LIST_TEST_CASE("host backend: bitwise identical for every thread count",
+                        "[host][determinism]", check::host_kernel_combos) {
+  run_all_kernels<TestType>();
 }

@@ -25,8 +25,9 @@ void check_dense(rnd::engine& rng, const dense_inputs& in, const rnd::code_optio
                  const rnd::code_options& ko = {}, std::int64_t min_valid = 1) {
   using F = typename C::format;
   using O = typename C::out;
-  INFO(F::name << ", " << check::out_name<O>() << ", num_q " << in.num_q << ", H " << in.H << ", N "
-               << in.N << ", max_seqlen_k " << in.max_seqlen_k);
+  INFO(F::name << " on " << check::backend_name<typename C::backend>() << ", "
+               << check::out_name<O>() << ", num_q " << in.num_q << ", H " << in.H << ", N " << in.N
+               << ", max_seqlen_k " << in.max_seqlen_k);
   const auto q = rnd::rows<F>(rng, in.num_q * in.H, qo);
   const auto kv = rnd::rows<F>(rng, in.N, ko);
   const auto w = rnd::weights<typename C::weight>(rng, in.num_q, in.H);
@@ -39,26 +40,26 @@ void check_dense(rnd::engine& rng, const dense_inputs& in, const rnd::code_optio
   ml::thread_pool pool1(1), pool2(2);
   check::fill_sentinel(one);
   check::fill_sentinel(two);
-  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), std::span<const std::int32_t>(in.ks),
-                         std::span<const std::int32_t>(in.ke), in.max_seqlen_k, one.view(),
-                         {.executor = pool1});
-  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), std::span<const std::int32_t>(in.ks),
-                         std::span<const std::int32_t>(in.ke), in.max_seqlen_k, two.view(),
-                         {.executor = pool2});
+  ml::fp8_fp4_mqa_logits(typename C::backend{}, q.view(), kv.view(), w.view(),
+                         std::span<const std::int32_t>(in.ks), std::span<const std::int32_t>(in.ke),
+                         in.max_seqlen_k, one.view(), {.executor = pool1});
+  ml::fp8_fp4_mqa_logits(typename C::backend{}, q.view(), kv.view(), w.view(),
+                         std::span<const std::int32_t>(in.ks), std::span<const std::int32_t>(in.ke),
+                         in.max_seqlen_k, two.view(), {.executor = pool2});
   CHECK(check::against(one, expected) == "");
   CHECK(check::bitwise_equal(one, two));
 
   check::fill_sentinel(dirty, 0x7F);  // NaN-looking garbage in every column
-  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), std::span<const std::int32_t>(in.ks),
-                         std::span<const std::int32_t>(in.ke), in.max_seqlen_k, dirty.view(),
-                         {.executor = pool2, .clean_logits = false});
+  ml::fp8_fp4_mqa_logits(typename C::backend{}, q.view(), kv.view(), w.view(),
+                         std::span<const std::int32_t>(in.ks), std::span<const std::int32_t>(in.ke),
+                         in.max_seqlen_k, dirty.view(), {.executor = pool2, .clean_logits = false});
   CHECK(check::against(dirty, expected, false) == "");
 }
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("dense: random ranges match the reference", "[dense]", check::fp8_bf16,
-                   check::fp8_f32, check::fp4_bf16, check::fp4_f32) {
+TEMPLATE_LIST_TEST_CASE("dense: random ranges match the reference", "[dense]",
+                        check::kernel_combos) {
   const std::int64_t H = GENERATE(1, 4, 32, 64);
   const std::int64_t N = GENERATE(37, 300);
   rnd::engine rng(static_cast<std::uint64_t>(H * 1000 + N));
@@ -75,8 +76,8 @@ TEMPLATE_TEST_CASE("dense: random ranges match the reference", "[dense]", check:
   check_dense<TestType>(rng, in);
 }
 
-TEMPLATE_TEST_CASE("dense: edge rows (ks > ke, ke past N, negative ks, empty, full width)",
-                   "[dense]", check::fp8_bf16, check::fp8_f32, check::fp4_bf16, check::fp4_f32) {
+TEMPLATE_LIST_TEST_CASE("dense: edge rows (ks > ke, ke past N, negative ks, empty, full width)",
+                        "[dense]", check::kernel_combos) {
   rnd::engine rng(11);
   dense_inputs in;
   in.H = 4;
@@ -90,8 +91,8 @@ TEMPLATE_TEST_CASE("dense: edge rows (ks > ke, ke past N, negative ks, empty, fu
   check_dense<TestType>(rng, in);
 }
 
-TEMPLATE_TEST_CASE("dense: 128 heads and more rows than one work item", "[dense]", check::fp8_bf16,
-                   check::fp4_f32) {
+TEMPLATE_LIST_TEST_CASE("dense: 128 heads and more rows than one work item", "[dense]",
+                        check::kernel_combos_large) {
   rnd::engine rng(5);
   dense_inputs in;
   in.H = 128;
@@ -103,8 +104,8 @@ TEMPLATE_TEST_CASE("dense: 128 heads and more rows than one work item", "[dense]
   check_dense<TestType>(rng, in);
 }
 
-TEMPLATE_TEST_CASE("dense: keys past one work item of 512 and a partial key tile", "[dense]",
-                   check::fp8_f32, check::fp4_bf16) {
+TEMPLATE_LIST_TEST_CASE("dense: keys past one work item of 512 and a partial key tile", "[dense]",
+                        check::kernel_combos_large) {
   rnd::engine rng(6);
   dense_inputs in;
   in.H = 1;
@@ -116,12 +117,12 @@ TEMPLATE_TEST_CASE("dense: keys past one work item of 512 and a partial key tile
   check_dense<TestType>(rng, in);
 }
 
-TEMPLATE_TEST_CASE("dense: NaN codes and NaN scales give NaN logits where they reach", "[dense]",
-                   check::fp8_bf16, check::fp8_f32, check::fp4_bf16, check::fp4_f32) {
+TEMPLATE_LIST_TEST_CASE("dense: NaN codes and NaN scales give NaN logits where they reach",
+                        "[dense]", check::kernel_combos) {
   using F = typename TestType::format;
   const std::string where = GENERATE("q", "kv");
   const bool scale = GENERATE(false, true);
-  if (!scale && std::is_same_v<F, ml::mxfp4>) return;  // e2m1 has no NaN code
+  if (!scale && !rnd::detail::has_nan_code<F>) return;  // e2m1 has no NaN code
   INFO("NaN " << (scale ? "scale" : "code") << " in " << where);
   rnd::engine rng(13);
   dense_inputs in;
@@ -141,13 +142,14 @@ TEMPLATE_TEST_CASE("dense: NaN codes and NaN scales give NaN logits where they r
                                    std::span(in.ke), in.max_seqlen_k);
   CHECK(check::nan_count(expected) > 0);
   ml::logits_buffer<typename TestType::out> out(in.num_q, in.max_seqlen_k);
-  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), std::span<const std::int32_t>(in.ks),
-                         std::span<const std::int32_t>(in.ke), in.max_seqlen_k, out.view());
+  ml::fp8_fp4_mqa_logits(typename TestType::backend{}, q.view(), kv.view(), w.view(),
+                         std::span<const std::int32_t>(in.ks), std::span<const std::int32_t>(in.ke),
+                         in.max_seqlen_k, out.view());
   CHECK(check::against(out, expected) == "");
 }
 
-TEMPLATE_TEST_CASE("dense: padded strides for q, kv, weights and logits", "[dense]",
-                   check::fp8_bf16, check::fp4_f32) {
+TEMPLATE_LIST_TEST_CASE("dense: padded strides for q, kv, weights and logits", "[dense]",
+                        check::kernel_combos_large) {
   using F = typename TestType::format;
   using O = typename TestType::out;
   rnd::engine rng(17);
@@ -160,7 +162,8 @@ TEMPLATE_TEST_CASE("dense: padded strides for q, kv, weights and logits", "[dens
       ref::dense(q.view(), kv.view(), w.view(), std::span(ks), std::span(ke), cols);
   ml::logits_buffer<O> out(num_q, cols, 1024);
   CHECK(out.stride() == ml::logits_row_stride<O>(cols, 1024));
-  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), std::span<const std::int32_t>(ks),
-                         std::span<const std::int32_t>(ke), cols, out.view());
+  ml::fp8_fp4_mqa_logits(typename TestType::backend{}, q.view(), kv.view(), w.view(),
+                         std::span<const std::int32_t>(ks), std::span<const std::int32_t>(ke), cols,
+                         out.view());
   CHECK(check::against(out, expected) == "");
 }

@@ -35,10 +35,11 @@ void check_paged(rnd::engine& rng, const paged_inputs& in,
   const std::int64_t B = lens.rows, next_n = lens.cols, rows = B * next_n;
   std::string lens_text;
   for (auto v : lens.data) lens_text += std::to_string(v) + " ";
-  INFO(F::name << ", " << check::out_name<O>() << ", B " << B << ", next_n " << next_n << ", H "
-               << in.H << ", page_kv " << in.page_kv << ", max_blocks " << in.max_blocks
-               << ", pages " << in.num_pages << ", page_stride " << in.page_stride
-               << ", max_context_len " << in.max_context_len << ", lens " << lens_text);
+  INFO(F::name << " on " << check::backend_name<typename C::backend>() << ", "
+               << check::out_name<O>() << ", B " << B << ", next_n " << next_n << ", H " << in.H
+               << ", page_kv " << in.page_kv << ", max_blocks " << in.max_blocks << ", pages "
+               << in.num_pages << ", page_stride " << in.page_stride << ", max_context_len "
+               << in.max_context_len << ", lens " << lens_text);
   const auto cache = rnd::paged_cache<F>(rng, in.num_pages, in.page_kv, in.page_stride, ko);
   const auto table = rnd::block_table(rng, lens, in.max_blocks, in.page_kv, in.num_pages);
   const auto q = rnd::rows<F>(rng, rows * in.H, qo);
@@ -55,8 +56,9 @@ void check_paged(rnd::engine& rng, const paged_inputs& in,
       INFO(workers << " scheduled workers, " << pool->concurrency() << " threads");
       ml::logits_buffer<O> out(rows, in.max_context_len);
       check::fill_sentinel(out);
-      ml::fp8_fp4_paged_mqa_logits(q.view(), cache.view(), w.view(), lens.view(), table.view(),
-                                   schedule, in.max_context_len, out.view(), {.executor = *pool});
+      ml::fp8_fp4_paged_mqa_logits(typename C::backend{}, q.view(), cache.view(), w.view(),
+                                   lens.view(), table.view(), schedule, in.max_context_len,
+                                   out.view(), {.executor = *pool});
       if (!have_first) {
         CHECK(check::against(out, expected) == "");
         first = std::move(out);
@@ -69,16 +71,16 @@ void check_paged(rnd::engine& rng, const paged_inputs& in,
   const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), in.page_kv, 3);
   ml::logits_buffer<O> dirty(rows, in.max_context_len);
   check::fill_sentinel(dirty, 0x7F);
-  ml::fp8_fp4_paged_mqa_logits(q.view(), cache.view(), w.view(), lens.view(), table.view(),
-                               schedule, in.max_context_len, dirty.view(),
+  ml::fp8_fp4_paged_mqa_logits(typename C::backend{}, q.view(), cache.view(), w.view(), lens.view(),
+                               table.view(), schedule, in.max_context_len, dirty.view(),
                                {.executor = pool2, .clean_logits = false});
   CHECK(check::against(dirty, expected, false) == "");
 }
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("paged: page sizes x next_n x heads match the reference", "[paged]",
-                   check::fp8_bf16, check::fp8_f32, check::fp4_bf16, check::fp4_f32) {
+TEMPLATE_LIST_TEST_CASE("paged: page sizes x next_n x heads match the reference", "[paged]",
+                        check::kernel_combos) {
   using F = typename TestType::format;
   // Each page size, next_n and head count appears; the product would be too slow.
   const auto [page_kv, next_n, H] =
@@ -105,9 +107,9 @@ TEMPLATE_TEST_CASE("paged: page sizes x next_n x heads match the reference", "[p
   check_paged<TestType>(rng, in, lens);
 }
 
-TEMPLATE_TEST_CASE(
+TEMPLATE_LIST_TEST_CASE(
     "paged: edge contexts (empty, longer than the table, clipped by max_context_len)", "[paged]",
-    check::fp8_bf16, check::fp8_f32, check::fp4_bf16, check::fp4_f32) {
+    check::kernel_combos) {
   rnd::engine rng(23);
   paged_inputs in;
   in.H = 4;
@@ -122,8 +124,8 @@ TEMPLATE_TEST_CASE(
   check_paged<TestType>(rng, in, lens);
 }
 
-TEMPLATE_TEST_CASE("paged: the seed's [num_q, 1] form and 128 heads", "[paged]", check::fp8_f32,
-                   check::fp4_bf16) {
+TEMPLATE_LIST_TEST_CASE("paged: DeepGEMM-Ascend's [num_q, 1] form and 128 heads", "[paged]",
+                        check::kernel_combos_large) {
   rnd::engine rng(29);
   paged_inputs in;
   in.H = 128;
@@ -135,8 +137,8 @@ TEMPLATE_TEST_CASE("paged: the seed's [num_q, 1] form and 128 heads", "[paged]",
   check_paged<TestType>(rng, in, lens);
 }
 
-TEMPLATE_TEST_CASE("paged: long contexts spread over several schedule units", "[paged]",
-                   check::fp8_bf16, check::fp4_f32) {
+TEMPLATE_LIST_TEST_CASE("paged: long contexts spread over several schedule units", "[paged]",
+                        check::kernel_combos_large) {
   rnd::engine rng(31);
   paged_inputs in;
   in.H = 1;
@@ -150,12 +152,12 @@ TEMPLATE_TEST_CASE("paged: long contexts spread over several schedule units", "[
   check_paged<TestType>(rng, in, lens);
 }
 
-TEMPLATE_TEST_CASE("paged: NaN codes and scales in q and in the cache", "[paged]", check::fp8_bf16,
-                   check::fp8_f32, check::fp4_bf16, check::fp4_f32) {
+TEMPLATE_LIST_TEST_CASE("paged: NaN codes and scales in q and in the cache", "[paged]",
+                        check::kernel_combos) {
   using F = typename TestType::format;
   const bool in_q = GENERATE(true, false);
   const bool scale = GENERATE(false, true);
-  if (!scale && std::is_same_v<F, ml::mxfp4>) return;  // e2m1 has no NaN code
+  if (!scale && !rnd::detail::has_nan_code<F>) return;  // e2m1 has no NaN code
   INFO("NaN " << (scale ? "scale" : "code") << (in_q ? " in q" : " in the cache"));
   rnd::engine rng(37);
   paged_inputs in;
@@ -179,8 +181,8 @@ TEMPLATE_TEST_CASE("paged: NaN codes and scales in q and in the cache", "[paged]
   CHECK(check::nan_count(expected) > 0);
   const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), in.page_kv, 1);
   ml::logits_buffer<typename TestType::out> out(2, 64);
-  ml::fp8_fp4_paged_mqa_logits(q.view(), cache.view(), w.view(), lens.view(), table.view(),
-                               schedule, 64, out.view());
+  ml::fp8_fp4_paged_mqa_logits(typename TestType::backend{}, q.view(), cache.view(), w.view(),
+                               lens.view(), table.view(), schedule, 64, out.view());
   CHECK(check::against(out, expected) == "");
 }
 

@@ -27,8 +27,9 @@ void check_sparse(rnd::engine& rng, const sparse_inputs& in,
   using F = typename C::format;
   using O = typename C::out;
   const std::int64_t rows = idx.rows, cols = idx.cols * in.B;
-  INFO(F::name << ", " << check::out_name<O>() << ", rows " << rows << ", H " << in.H << ", N "
-               << in.N << ", B " << in.B << ", cap " << idx.cols);
+  INFO(F::name << " on " << check::backend_name<typename C::backend>() << ", "
+               << check::out_name<O>() << ", rows " << rows << ", H " << in.H << ", N " << in.N
+               << ", B " << in.B << ", cap " << idx.cols);
   const auto q = rnd::rows<F>(rng, rows * in.H, qo);
   const auto kv = rnd::rows<F>(rng, in.N, ko);
   const auto w = rnd::weights<typename C::weight>(rng, rows, in.H);
@@ -45,22 +46,22 @@ void check_sparse(rnd::engine& rng, const sparse_inputs& in,
   ml::logits_buffer<O> one(rows, cols), two(rows, cols), dirty(rows, cols);
   check::fill_sentinel(one);
   check::fill_sentinel(two);
-  ml::fp8_fp4_sparse_mqa_logits(q.view(), kv.view(), w.view(), meta, one.view(),
-                                {.executor = pool1});
-  ml::fp8_fp4_sparse_mqa_logits(q.view(), kv.view(), w.view(), meta, two.view(),
-                                {.executor = pool2});
+  ml::fp8_fp4_sparse_mqa_logits(typename C::backend{}, q.view(), kv.view(), w.view(), meta,
+                                one.view(), {.executor = pool1});
+  ml::fp8_fp4_sparse_mqa_logits(typename C::backend{}, q.view(), kv.view(), w.view(), meta,
+                                two.view(), {.executor = pool2});
   CHECK(check::against(one, expected) == "");
   CHECK(check::bitwise_equal(one, two));
   check::fill_sentinel(dirty, 0x7F);
-  ml::fp8_fp4_sparse_mqa_logits(q.view(), kv.view(), w.view(), meta, dirty.view(),
-                                {.executor = pool2, .clean_logits = false});
+  ml::fp8_fp4_sparse_mqa_logits(typename C::backend{}, q.view(), kv.view(), w.view(), meta,
+                                dirty.view(), {.executor = pool2, .clean_logits = false});
   CHECK(check::against(dirty, expected, false) == "");
 }
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("sparse: random selections match the reference", "[sparse]", check::fp8_bf16,
-                   check::fp8_f32, check::fp4_bf16, check::fp4_f32) {
+TEMPLATE_LIST_TEST_CASE("sparse: random selections match the reference", "[sparse]",
+                        check::kernel_combos) {
   const std::int64_t B = GENERATE(8, 16);
   const std::int64_t H = GENERATE(1, 4, 32, 64);
   rnd::engine rng(static_cast<std::uint64_t>(B * 100 + H));
@@ -78,9 +79,9 @@ TEMPLATE_TEST_CASE("sparse: random selections match the reference", "[sparse]", 
   check_sparse<TestType>(rng, in, idx);
 }
 
-TEMPLATE_TEST_CASE(
+TEMPLATE_LIST_TEST_CASE(
     "sparse: edge rows (ks > ke, negative ks, ke past N, ks % B, -1 and far indices)", "[sparse]",
-    check::fp8_bf16, check::fp8_f32, check::fp4_bf16, check::fp4_f32) {
+    check::kernel_combos) {
   const std::int64_t B = GENERATE(8, 16);
   rnd::engine rng(43);
   sparse_inputs in;
@@ -99,8 +100,8 @@ TEMPLATE_TEST_CASE(
   check_sparse<TestType>(rng, in, idx);
 }
 
-TEMPLATE_TEST_CASE("sparse: full capacity 4096 and 128 heads", "[sparse]", check::fp8_f32,
-                   check::fp4_bf16) {
+TEMPLATE_LIST_TEST_CASE("sparse: full capacity 4096 and 128 heads", "[sparse]",
+                        check::kernel_combos_large) {
   rnd::engine rng(47);
   const std::int64_t cap = GENERATE(as<std::int64_t>{}, 4096, 1);
   sparse_inputs in;
@@ -113,11 +114,11 @@ TEMPLATE_TEST_CASE("sparse: full capacity 4096 and 128 heads", "[sparse]", check
   check_sparse<TestType>(rng, in, idx);
 }
 
-TEMPLATE_TEST_CASE("sparse: NaN codes and scales", "[sparse]", check::fp8_bf16, check::fp4_f32) {
+TEMPLATE_LIST_TEST_CASE("sparse: NaN codes and scales", "[sparse]", check::kernel_combos_large) {
   using F = typename TestType::format;
   const bool in_q = GENERATE(true, false);
   const bool scale = GENERATE(false, true);
-  if (!scale && std::is_same_v<F, ml::mxfp4>) return;  // e2m1 has no NaN code
+  if (!scale && !rnd::detail::has_nan_code<F>) return;  // e2m1 has no NaN code
   INFO("NaN " << (scale ? "scale" : "code") << (in_q ? " in q" : " in kv"));
   rnd::engine rng(53);
   sparse_inputs in;

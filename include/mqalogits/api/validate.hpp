@@ -1,4 +1,4 @@
-// Argument checks shared by the entry points (SPEC §5). Each names the function, the argument
+// Argument checks shared by the entry points. Each names the function, the argument
 // and the offending value; all run before anything is written.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../format/bf16.hpp"
+#include "../view/checks.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
 #include "../view/rows_view.hpp"
@@ -26,24 +27,6 @@ template <class T>
 concept weight_input = weight_element<std::remove_const_t<T>>;
 
 namespace detail {
-
-// True when (rows - 1) * stride + row_bytes bytes from the base are addressable in 64 bits.
-inline bool extent_fits(std::int64_t rows, std::int64_t stride_bytes, std::int64_t row_bytes) {
-  if (rows <= 0) return true;
-  std::int64_t span;
-  return !__builtin_mul_overflow(rows - 1, stride_bytes, &span) &&
-         !__builtin_add_overflow(span, row_bytes, &span);
-}
-
-// Weights, logits, lengths and block tables are read and written as typed elements, so they must
-// sit at their type's natural alignment (a misaligned one is undefined behaviour in C++, and
-// faults on some targets); the quantised rows and the cache are bytes and may sit anywhere.
-inline void check_aligned(const char* where, const char* name, const void* p, std::size_t align) {
-  require(reinterpret_cast<std::uintptr_t>(p) % align == 0, where, [&](auto& m) {
-    m << name << " address " << static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p))
-      << " is not aligned to its element size " << align;
-  });
-}
 
 template <class Format>
 void check_rows(const char* where, const char* name, const rows_view<Format>& v,
@@ -75,19 +58,7 @@ void check_matrix(const char* where, const char* name, const matrix_view<T>& v, 
     m << name << " shape [" << v.rows << ", " << v.cols << "], expected [" << rows << ", " << cols
       << "]";
   });
-  require(v.rows == 0 || v.cols == 0 || v.data, where, [&](auto& m) {
-    m << name << " is null with shape [" << v.rows << ", " << v.cols << "]";
-  });
-  require(v.stride >= v.cols, where,
-          [&](auto& m) { m << name << " stride " << v.stride << " < cols " << v.cols; });
-  check_aligned(where, name, v.data, alignof(T));
-  // The stride bound first: it keeps stride * sizeof(T) (and cols * sizeof(T)) from overflowing.
-  require(v.stride <= std::numeric_limits<std::int64_t>::max() / 8 &&
-              extent_fits(v.rows, v.stride * static_cast<std::int64_t>(sizeof(T)),
-                          v.cols * static_cast<std::int64_t>(sizeof(T))),
-          where, [&](auto& m) {
-            m << name << " byte extent overflows: " << v.rows << " rows x stride " << v.stride;
-          });
+  check_matrix_extent(where, name, v);
 }
 
 inline void check_heads(const char* where, std::int64_t heads) {

@@ -39,8 +39,6 @@ class dense_plan {
   key_ref key(std::int64_t, std::int64_t k) const { return {kv_.row(k), kv_.scale(k)}; }
   void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
 
-  const rows_view<Format>& kv() const { return kv_; }
-
  private:
   rows_view<Format> kv_;
   std::span<const std::int32_t> ks_, ke_;

@@ -90,8 +90,8 @@ inline bool supported_page_kv(std::int64_t page_kv) {
   return page_kv == 32 || page_kv == 64 || page_kv == 128 || page_kv == 256;
 }
 
-// context_lens: [B, next_n] (the seed's [num_q, 1] is next_n = 1). num_workers: how many runs to
-// cut the work into, usually the executor's concurrency.
+// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1] is next_n = 1). num_workers: how many
+// runs to cut the work into, usually the executor's concurrency.
 inline paged_mqa_schedule get_paged_mqa_logits_metadata(
     matrix_view<const std::int32_t> context_lens, std::int32_t page_kv, int num_workers) {
   constexpr const char* where = "get_paged_mqa_logits_metadata";
@@ -105,7 +105,7 @@ inline paged_mqa_schedule get_paged_mqa_logits_metadata(
   require(context_lens.stride >= context_lens.cols, where, [&](auto& m) {
     m << "context_lens stride " << context_lens.stride << " < cols " << context_lens.cols;
   });
-  detail::check_index_matrix(where, "context_lens", context_lens);  // overflowing extents
+  detail::check_matrix_extent(where, "context_lens", context_lens);  // overflowing extents
   require(supported_page_kv(page_kv), where, [&](auto& m) {
     m << "page_kv = " << page_kv << " is not supported (32, 64, 128 or 256)";
   });
@@ -213,7 +213,6 @@ class paged_plan {
   }
 
   const paged_cache_view<Format>& cache() const { return cache_; }
-  const matrix_view<const std::int32_t>& block_table() const { return table_; }
 
  private:
   paged_cache_view<Format> cache_;

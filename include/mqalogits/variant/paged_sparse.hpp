@@ -220,7 +220,7 @@ inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
   require(block_table.stride >= block_table.cols, where, [&](auto& m) {
     m << "block_table stride " << block_table.stride << " < cols " << block_table.cols;
   });
-  detail::check_index_matrix(where, "block_table", block_table);  // overflowing extents
+  detail::check_matrix_extent(where, "block_table", block_table);  // overflowing extents
   detail::check_index_span(where, "context_lens", context_lens);
   for (std::size_t r = 0; r < context_lens.size(); ++r)
     require(context_lens[r] >= 0, where,

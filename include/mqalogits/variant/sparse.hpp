@@ -43,7 +43,7 @@ inline void check_sparse_indices(const char* where, matrix_view<const std::int32
   require(idx.stride >= idx.cols, where, [&](auto& m) {
     m << "sparse_kv_block_indices stride " << idx.stride << " < cols " << idx.cols;
   });
-  check_index_matrix(where, "sparse_kv_block_indices", idx);  // overflowing extents
+  check_matrix_extent(where, "sparse_kv_block_indices", idx);  // overflowing extents
   require(supported_sparse_block_kv(sparse_block_kv), where, [&](auto& m) {
     m << "sparse_block_kv = " << sparse_block_kv << " is not supported (8 or 16)";
   });
@@ -58,7 +58,8 @@ inline std::vector<std::int32_t> copy_rows(matrix_view<const std::int32_t> m) {
 }  // namespace detail
 
 // The sparse metadata: a snapshot of the selection and bounds the kernel runs (it copies them,
-// as the seed does, so the caller's arrays may change afterwards), plus each row's block count.
+// as DeepGEMM-Ascend does, so the caller's arrays may change afterwards), plus each row's block
+// count.
 class sparse_mqa_metadata {
  public:
   sparse_mqa_metadata() = default;

@@ -11,7 +11,7 @@
 MQALOGITS_NAMESPACE_BEGIN
 
 // rows x [data_bytes] quantised data and rows x [scale_bytes] scale bytes, each with its own byte
-// stride. Scales may be held as uint8[4], int16[2] (the seed's packed Q scales, low byte = even
+// stride. Scales may be held as uint8[4], int16[2] (DeepGEMM-Ascend's packed Q scales, low byte = even
 // block) or int32[1] (upstream, byte k = block k): in little-endian memory these are the same
 // four bytes in block order, so the view keeps a byte pointer and a byte stride.
 template <class Format>

@@ -1,0 +1,146 @@
+// Steady-state decode must not allocate: a warm call of each kernel, on a pool of 2 threads,
+// performs no heap allocation. Global operator new is replaced (for the whole test binary) by one
+// that counts while `counting` is set.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <latch>
+#include <new>
+#include <vector>
+
+#include <mqalogits/mqalogits.hpp>
+
+#include "reference/random_inputs.hpp"
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+
+void* counted(std::size_t n, std::size_t align = alignof(std::max_align_t)) {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
+  const std::size_t size = (n + align - 1) / align * align;
+  void* p = align <= alignof(std::max_align_t) ? std::malloc(n ? n : 1)
+                                               : std::aligned_alloc(align, size ? size : align);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t n) {
+  return counted(n);
+}
+void* operator new[](std::size_t n) {
+  return counted(n);
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+  return counted(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return counted(n, static_cast<std::size_t>(a));
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+
+namespace {
+
+namespace ml = mqalogits;
+namespace rnd = ref::rand;
+using i32 = std::int32_t;
+using i64 = std::int64_t;
+
+// Runs `call(options)` once on each thread of `pool` with a serial executor (the latch makes
+// both threads take one task each), so every thread's scratch has seen the call's sizes; then
+// twice on the pool; then counts the allocations of one more pooled call.
+template <class Call>
+long warm_allocations(ml::thread_pool& pool, Call call) {
+  std::latch both(2);
+  auto warm = [&](i64) {
+    both.arrive_and_wait();
+    call(ml::options{});
+  };
+  pool.parallel_for(2, warm);
+  call(ml::options{.executor = pool});
+  call(ml::options{.executor = pool});
+  allocations = 0;
+  counting = true;
+  call(ml::options{.executor = pool});
+  counting = false;
+  return allocations.load();
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("allocations: a warm call of each kernel allocates nothing (pool of 2)",
+                   "[allocation]", ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+  using F = TestType;
+  rnd::engine rng(5);
+  ml::thread_pool pool(2);
+  const i64 H = 64, num_q = 20, N = 3000;
+  const auto q = rnd::rows<F>(rng, num_q * H);
+  const auto kv = rnd::rows<F>(rng, N);
+  const auto w = rnd::weights<float>(rng, num_q, H);
+  std::vector<i32> ks(num_q, 0), ke(num_q, static_cast<i32>(N));
+  ml::logits_buffer<float> out(num_q, N);
+  CHECK(warm_allocations(pool, [&](const ml::options& opt) {
+          ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), std::span<const i32>(ks),
+                                 std::span<const i32>(ke), 0, out.view(), opt);
+        }) == 0);
+
+  const i64 B = 8, next_n = 2, pages = 64, max_blocks = 16;
+  const i32 page_kv = 64;
+  const auto pq = rnd::rows<F>(rng, B * next_n * H);
+  const auto pw = rnd::weights<float>(rng, B * next_n, H);
+  const auto cache = rnd::paged_cache<F>(rng, pages, page_kv);
+  const auto lens = rnd::context_lens(rng, B, next_n, max_blocks * page_kv, 1);
+  const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, pages);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 2);
+  ml::logits_buffer<float> paged(B * next_n, max_blocks * page_kv);
+  CHECK(warm_allocations(pool, [&](const ml::options& opt) {
+          ml::fp8_fp4_paged_mqa_logits(pq.view(), cache.view(), pw.view(), lens.view(),
+                                       table.view(), schedule, max_blocks * page_kv, paged.view(),
+                                       opt);
+        }) == 0);
+
+  const i64 cap = 64, blk = 16;
+  const auto idx = rnd::sparse_indices(rng, num_q, cap, N / blk, {.pad = 0.1});
+  const auto smeta = ml::get_sparse_mqa_logits_metadata(ks, ke, N, idx.view(), blk);
+  ml::logits_buffer<ml::bf16> sparse(num_q, cap * blk);
+  CHECK(warm_allocations(pool, [&](const ml::options& opt) {
+          ml::fp8_fp4_sparse_mqa_logits(q.view(), kv.view(), w.view(), smeta, sparse.view(), opt);
+        }) == 0);
+
+  std::vector<i64> keys(static_cast<std::size_t>(num_q), max_blocks * page_kv);
+  const auto ptable = rnd::block_table(rng, keys, max_blocks, page_kv, pages);
+  std::vector<i32> plens(static_cast<std::size_t>(num_q), static_cast<i32>(max_blocks * page_kv));
+  const auto pidx = rnd::sparse_indices(rng, num_q, cap, max_blocks * page_kv / blk, {.pad = 0.1});
+  const auto pmeta =
+      ml::get_paged_sparse_mqa_logits_metadata(plens, ptable.view(), page_kv, pidx.view(), blk);
+  ml::logits_buffer<float> paged_sparse(num_q, cap * blk);
+  CHECK(warm_allocations(pool, [&](const ml::options& opt) {
+          ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), pmeta,
+                                              paged_sparse.view(), opt);
+        }) == 0);
+}
