@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Sanitizer CI (issue 6): the whole test suite under ASan+UBSan and under TSan,
+# Sanitizer CI (issue 6): the whole test suite under ASan+UBSan and under TSan (with
+# tests/unit/hostile_test.cpp: aliasing, moved-from metadata, pool lifetime, broken executors,
+# helper bounds),
 # and a bounded run of each libFuzzer target over its committed corpus. Clang 14 (libFuzzer comes
 # with Debian's libclang-rt-14-dev). -O1 keeps the instrumented binaries quick to build and run.
 #
@@ -48,6 +50,6 @@ ctest --test-dir "$ASAN_DIR" -j "$JOBS" -L fuzz --output-on-failure
 stamp "TSan: configure and build"
 configure "$TSAN_DIR" thread
 cmake --build "$TSAN_DIR" -j "$JOBS" --target mqalogits_tests
-stamp "TSan: every test (the threaded ones are concurrency, determinism, golden, host)"
+stamp "TSan: every test (the threaded ones are concurrency, determinism, golden, host, hostile)"
 ctest --test-dir "$TSAN_DIR" -j "$JOBS" -LE 'fuzz|consumer' --output-on-failure
 stamp "sanitizers done"

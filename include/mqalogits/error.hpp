@@ -1,6 +1,7 @@
 // The one error type every entry point throws for bad input.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -8,11 +9,19 @@
 
 #include "config.hpp"
 
+// The formats are byte layouts read through multi-byte loads (int16 / int32 scale words, fp32
+// per-token scales, the SIMD decoders' wide loads) that assume the bytes of a word are in
+// little-endian order, as on x86-64, AArch64 and every accelerator host the engines run on.
+static_assert(std::endian::native == std::endian::little,
+              "mqalogits needs a little-endian target: its formats (UE8M0 scale words, fp32 "
+              "per-token scales, packed FP4 bytes) are read with little-endian multi-byte loads");
+
 MQALOGITS_NAMESPACE_BEGIN
 
 // Thrown before any output is written; the message names the function, the argument and the
 // offending value, e.g. "fp8_fp4_paged_mqa_logits: block_table[3][17] = 90210 is not a page
-// (num_pages = 512)".
+// (num_pages = 512)". The one exception: an executor that breaks its contract (executor.hpp) is
+// only seen once it returns, so that error comes after the output was written.
 class error : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;

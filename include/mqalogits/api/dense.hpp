@@ -34,6 +34,11 @@ void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<For
   const dense_plan<Format> plan(kv, ks, ke, max_seqlen_k);
   auto output = to_output_policy(out, opt);
   detail::check_q_weights_out(where, q, w, output, rows, plan.num_cols());
+  detail::check_no_overlap(
+      where, output,
+      {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
+       detail::data_range_of("kv", kv), detail::scale_range_of("kv scales", kv),
+       detail::range_of("weights", w), detail::range_of("ks", ks), detail::range_of("ke", ke)});
   detail::dispatch<Backend>(q, plan, w, output, opt);
 }
 

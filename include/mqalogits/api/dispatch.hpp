@@ -11,6 +11,7 @@
 #include "../output/logits_row.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
+#include "overlap.hpp"
 #include "validate.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN

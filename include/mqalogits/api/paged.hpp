@@ -86,6 +86,11 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
       });
     }
   }
+  detail::check_no_overlap(where, output,
+                           {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
+                            detail::range_of("cache", cache), detail::range_of("weights", w),
+                            detail::range_of("context_lens", context_lens),
+                            detail::range_of("block_table", block_table)});
   detail::dispatch<Backend>(q, plan, w, output, opt);
 }
 

@@ -28,6 +28,9 @@ void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
   detail::check_cache(where, cache);
   auto output = to_output_policy(out, opt);
   detail::check_q_weights_out(where, q, w, output, metadata.num_rows(), metadata.num_cols());
+  detail::check_no_overlap(where, output,
+                           {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
+                            detail::range_of("cache", cache), detail::range_of("weights", w)});
   metadata.ensure_snapshot(where, cache);
   detail::dispatch<Backend>(q, paged_sparse_plan<Format>(metadata), w, output, opt);
 }

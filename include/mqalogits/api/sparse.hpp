@@ -28,6 +28,11 @@ void fp8_fp4_sparse_mqa_logits(Backend, const rows_view<Format>& q, const rows_v
   detail::check_rows(where, "kv", kv, kv.rows);
   auto output = to_output_policy(out, opt);
   detail::check_q_weights_out(where, q, w, output, metadata.num_rows(), metadata.num_cols());
+  detail::check_no_overlap(
+      where, output,
+      {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
+       detail::data_range_of("kv", kv), detail::scale_range_of("kv scales", kv),
+       detail::range_of("weights", w)});
   detail::dispatch<Backend>(q, sparse_plan<Format>(kv, metadata), w, output, opt);
 }
 

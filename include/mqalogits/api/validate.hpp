@@ -2,6 +2,7 @@
 // and the offending value; all run before anything is written.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -71,6 +72,7 @@ inline void check_span(const char* where, const char* name, std::span<const std:
   require(static_cast<std::int64_t>(s.size()) == size, where,
           [&](auto& m) { m << name << " has " << s.size() << " entries, expected " << size; });
   require(size == 0 || s.data(), where, [&](auto& m) { m << name << " is null"; });
+  check_aligned(where, name, s.data(), alignof(std::int32_t));
 }
 
 template <class Format>

@@ -3,46 +3,77 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "../config.hpp"
+#include "../error.hpp"
 #include "executor.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
+namespace detail {
+// For tests only: when >= 1, the pool constructor's start of that worker (1 = the first) fails
+// as an exhausted system does (std::system_error, EAGAIN). -1: never.
+inline std::atomic<int> thread_pool_fail_start_at{-1};
+}  // namespace detail
+
 // parallel_for hands out task indices through an atomic counter; the calling thread works too.
-// One parallel_for runs at a time per pool (calls from several threads are serialised). The
-// first exception thrown by a task is rethrown to the caller after all workers stop.
+// One parallel_for runs at a time per pool (calls from several threads are serialised). A task
+// that calls parallel_for on the pool it runs on (a kernel inside a kernel's task) runs that
+// call inline on its own thread. The first exception thrown by a task is rethrown to the caller
+// after all workers stop. The destructor waits for the calls in progress to return; pools that
+// call each other in a cycle (a task of A calls B, a task of B calls A) deadlock.
 class thread_pool {
  public:
-  explicit thread_pool(int threads = static_cast<int>(std::thread::hardware_concurrency()))
-      : size_(std::max(1, threads)) {
-    for (int i = 1; i < size_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  // threads >= 1 (the calling thread counts as one). If the system cannot start them all, the
+  // constructor throws std::system_error after joining the workers it did start.
+  explicit thread_pool(int threads = default_threads()) : size_(threads) {
+    detail::require(threads >= 1, "thread_pool",
+                    [&](auto& m) { m << "threads = " << threads << " must be >= 1"; });
+    try {
+      workers_.reserve(static_cast<std::size_t>(size_ - 1));
+      for (int i = 1; i < size_; ++i) {
+        if (i == detail::thread_pool_fail_start_at.load(std::memory_order_relaxed))
+          throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                                  "thread_pool: cannot start a worker thread");
+        workers_.emplace_back([this] { worker_loop(); });
+      }
+    } catch (...) {
+      stop_workers();
+      throw;
+    }
   }
   ~thread_pool() {
     {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
+      std::unique_lock lock(mutex_);
+      idle_.wait(lock, [&] { return calls_ == 0; });
     }
-    wake_.notify_all();
-    for (auto& t : workers_) t.join();
+    stop_workers();
   }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
+
+  // The hardware's thread count, or 1 when it is unknown.
+  static int default_threads() {
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
 
   int concurrency() const { return size_; }
 
   void parallel_for(std::int64_t n, task_ref task) {
     if (n <= 0) return;
-    if (size_ == 1 || n == 1) {
+    if (size_ == 1 || n == 1 || working_on_ == this) {  // nothing to share, or nested: inline
       for (std::int64_t i = 0; i < n; ++i) task(i);
       return;
     }
+    call_guard in_flight(*this);
     std::lock_guard call_lock(call_mutex_);
     job current(task, n);
     {
@@ -69,6 +100,25 @@ class thread_pool {
     std::mutex failure_mutex;
   };
 
+  // Counts a call in progress for the destructor, and marks the calling thread as working for
+  // this pool so that a nested call from one of its tasks runs inline.
+  struct call_guard {
+    explicit call_guard(thread_pool& p) : pool(p), outer(working_on_) {
+      std::lock_guard lock(pool.mutex_);
+      ++pool.calls_;
+      working_on_ = &pool;
+    }
+    ~call_guard() {
+      working_on_ = outer;
+      std::lock_guard lock(pool.mutex_);
+      // Under the lock: the destructor cannot see calls_ == 0 and free the pool before the
+      // notify returns.
+      if (--pool.calls_ == 0) pool.idle_.notify_all();
+    }
+    thread_pool& pool;
+    const thread_pool* outer;
+  };
+
   static void work_on(job& j) {
     for (std::int64_t i; (i = j.next.fetch_add(1, std::memory_order_relaxed)) < j.n;) {
       try {
@@ -82,6 +132,7 @@ class thread_pool {
   }
 
   void worker_loop() {
+    working_on_ = this;  // a worker only ever works for this pool
     std::uint64_t seen = 0;
     for (;;) {
       job* j;
@@ -102,13 +153,25 @@ class thread_pool {
     }
   }
 
+  void stop_workers() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  static inline thread_local const thread_pool* working_on_ = nullptr;
+
   int size_;
   std::vector<std::thread> workers_;
   std::mutex call_mutex_;
   std::mutex mutex_;
-  std::condition_variable wake_, done_;
+  std::condition_variable wake_, done_, idle_;
   job* job_ = nullptr;
   std::uint64_t generation_ = 0;
+  int calls_ = 0;  // parallel_for calls in progress, guarded by mutex_
   bool stop_ = false;
 };
 

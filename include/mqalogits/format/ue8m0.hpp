@@ -1,5 +1,11 @@
 // UE8M0 block scale: byte e means 2^(e - 127); 255 is NaN (OCP MX); 0 is 2^-127 (an fp32
 // subnormal, still exact).
+//
+// Denormals: decode builds the value from its bits, so it is exact whatever the floating-point
+// mode. A process running with flush-to-zero / denormals-are-zero (MXCSR FTZ|DAZ, common in
+// inference engines) makes the *arithmetic* on byte 0 see 2^-127 as 0: a block with K or Q
+// scale byte 0 then contributes 0 to its logit on the host kernels. Bytes 1..254 (every scale
+// the quantizers write) are normal floats and unaffected.
 #pragma once
 
 #include <array>

@@ -25,12 +25,14 @@ matrix_view<T> as_matrix_view(std::span<T, Extent> flat, std::int64_t cols,
   detail::require(cols >= 1 && s >= cols, "as_matrix_view", [&](auto& m) {
     m << "cols = " << cols << ", stride = " << s << ": need cols >= 1 and stride >= cols";
   });
-  const std::int64_t rows = (size + s - 1) / s;
-  detail::require(size == rows * s || size == (rows - 1) * s + cols, "as_matrix_view",
-                  [&](auto& m) {
-                    m << "a buffer of " << size << " elements is not whole rows of " << cols
-                      << " (stride " << s << ")";
-                  });
+  // Whole rows: (rows - 1) strides, then a full stride or just the row; no product overflows,
+  // as (rows - 1) * s <= size.
+  const std::int64_t rows = size / s + (size % s != 0);
+  const std::int64_t last = rows == 0 ? 0 : size - (rows - 1) * s;
+  detail::require(rows == 0 || last == s || last == cols, "as_matrix_view", [&](auto& m) {
+    m << "a buffer of " << size << " elements is not whole rows of " << cols << " (stride " << s
+      << ")";
+  });
   return matrix_view<T>(flat.data(), rows, cols, s);
 }
 

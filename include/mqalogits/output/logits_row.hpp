@@ -47,7 +47,7 @@ class logits_row_output {
         std::fill(row + c1, row + out_.cols, minus_infinity());
       }
     };
-    exec.parallel_for(tasks, fill);
+    detail::checked_parallel_for(exec, tasks, fill);
   }
 
   void consume(std::int64_t /*task*/, std::int64_t row, std::int64_t col, const float* scores,

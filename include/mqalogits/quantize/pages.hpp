@@ -6,9 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <type_traits>
 
+#include "../api/validate.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../view/matrix_view.hpp"
@@ -23,10 +25,17 @@ template <class Format>
 constexpr std::int64_t page_bytes(std::int32_t page_kv) {
   return std::int64_t{page_kv} * (Format::data_bytes + Format::scale_bytes);
 }
-// page_bytes rounded up to a multiple of `alignment` bytes (upstream pads to 512).
+// page_bytes rounded up to a multiple of `alignment` bytes (upstream pads to 512); page_kv >= 1
+// and alignment >= 1, else mqalogits::error.
 template <class Format>
 constexpr std::int64_t aligned_page_stride(std::int32_t page_kv, std::int64_t alignment = 512) {
-  return (page_bytes<Format>(page_kv) + alignment - 1) / alignment * alignment;
+  const std::int64_t bytes = page_bytes<Format>(page_kv);
+  detail::require(page_kv >= 1 && alignment >= 1 && alignment <= INT64_MAX - bytes,
+                  "aligned_page_stride", [&](auto& m) {
+                    m << "page_kv = " << page_kv << ", alignment = " << alignment
+                      << ": need page_kv >= 1 and alignment >= 1";
+                  });
+  return (bytes + alignment - 1) / alignment * alignment;
 }
 
 // A writable paged cache: the same layout as paged_cache_view, over the engine's own bytes.
@@ -73,12 +82,28 @@ void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int
               << " tokens, page_stride " << cache.page_stride
               << " (needs >= " << page_bytes<Format>(cache.page_kv) << ")";
           });
-  const std::int64_t capacity = cache.num_pages * cache.page_kv;
-  for (std::size_t i = 0; i < slots.size(); ++i)
-    require(static_cast<std::int64_t>(slots[i]) < capacity, where, [&](auto& m) {
-      m << "slot_mapping[" << i << "] = " << static_cast<std::int64_t>(slots[i])
+  require(extent_fits(cache.num_pages, cache.page_stride, page_bytes<Format>(cache.page_kv)), where,
+          [&](auto& m) {
+            m << "cache byte extent overflows: " << cache.num_pages << " pages x stride "
+              << cache.page_stride;
+          });
+  std::int64_t capacity = 0;
+  require(!__builtin_mul_overflow(cache.num_pages, std::int64_t{cache.page_kv}, &capacity), where,
+          [&](auto& m) {
+            m << "cache of " << cache.num_pages << " pages x " << cache.page_kv
+              << " tokens overflows";
+          });
+  // A signed slot below 0 is padding (skipped); an unsigned slot has no such value, so every
+  // one must name a slot of the cache (UINT64_MAX is not "-1").
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const bool inside = std::is_signed_v<Slot> ? static_cast<std::int64_t>(slots[i]) < capacity
+                                               : static_cast<std::uint64_t>(slots[i]) <
+                                                     static_cast<std::uint64_t>(capacity);
+    require(inside, where, [&](auto& m) {
+      m << "slot_mapping[" << i << "] = " << slots[i]
         << " is past the cache (num_pages * page_kv = " << capacity << ")";
     });
+  }
 }
 
 }  // namespace detail
@@ -93,6 +118,7 @@ requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<std::remove
   detail::require(
       k.cols == head_dim && k.rows >= 0 && k.stride >= k.cols && (k.rows == 0 || k.data), where,
       [&](auto& m) { m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, 128]"; });
+  detail::check_matrix(where, "k", k, k.rows, head_dim);  // alignment, overflowing extents
   detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
                              k.rows, cache);
   for (std::int64_t i = 0; i < k.rows; ++i) {
@@ -111,6 +137,7 @@ void store_into_pages(const rows_view<Format>& rows, std::span<Slot, Extent> slo
   constexpr const char* where = "store_into_pages";
   detail::require(rows.rows >= 0 && (rows.rows == 0 || (rows.data && rows.scales)), where,
                   [&](auto& m) { m << "rows are null with " << rows.rows << " rows"; });
+  detail::check_rows(where, "rows", rows, rows.rows);  // strides, overflowing extents
   detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
                              rows.rows, cache);
   for (std::int64_t i = 0; i < rows.rows; ++i) {

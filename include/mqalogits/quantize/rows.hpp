@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../api/validate.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../format/bf16.hpp"
@@ -28,12 +29,13 @@ concept quantize_input = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
 
 namespace detail {
 
-// 2^(127 - e) for a UE8M0 byte e in [1, 254], the factor that maps a block onto the code range.
-// One factor per block, never a second product per element: a speculated 2^-126 * 0.5 path
-// produced subnormal intermediates that cost microcode assists on every element.
+// 2^(127 - e) for a UE8M0 byte e in [1, 253], the factor that maps a block onto the code range.
+// One normal factor per block, never a second product per element: a speculated 2^-126 * 0.5
+// path produced subnormal intermediates that cost microcode assists on every element. e = 254
+// (|x| near fp32's maximum) needs 2^-127, an fp32 subnormal that denormals-are-zero mode would
+// read as 0: that block alone takes two normal factors, 2^-64 * 2^-63 (the same codes).
 inline float ue8m0_reciprocal(std::uint8_t e) {
-  return e <= 253 ? std::bit_cast<float>(static_cast<std::uint32_t>(254 - e) << 23)
-                  : 0x1p-127f;  // exact (an fp32 subnormal); only for |x| near fp32's maximum
+  return std::bit_cast<float>(static_cast<std::uint32_t>(254 - e) << 23);
 }
 
 template <class T>
@@ -66,9 +68,12 @@ void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales) {
       const int i0 = b * Format::scale_block, i1 = i0 + Format::scale_block;
       const std::uint8_t e = ue8m0_for_amax(detail::absmax(x, i0, i1), codec::max_finite);
       scales[b] = e;
-      const float inv = detail::ue8m0_reciprocal(e);
-      for (int i = i0; i < i1; ++i)
-        codec::store(data, i, encode_code(codec{}, to_float(x[i]) * inv));
+      const bool top = e == 254;  // 2^-127 = 2^-64 * 2^-63, both normal (see ue8m0_reciprocal)
+      const float inv = top ? 0x1p-64f : detail::ue8m0_reciprocal(e);
+      for (int i = i0; i < i1; ++i) {
+        const float v = top ? to_float(x[i]) * inv * 0x1p-63f : to_float(x[i]) * inv;
+        codec::store(data, i, encode_code(codec{}, v));
+      }
     }
   } else {
     static_assert(Format::blocks == 1, "mqalogits: fp32 scales come one per row");
@@ -81,6 +86,18 @@ void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales) {
 
 // Quantises x [rows, 128] into caller-owned rows: row r's data at data + r * data_stride, its
 // scale bytes at scales + r * scale_stride (scales may be null only for fp8_per_token).
+namespace detail {
+// The source rows of a quantizer: [rows >= 0, 128], aligned, its byte extent within int64.
+template <class T>
+void check_quantize_source(const char* where, const matrix_view<T>& x) {
+  require(x.cols == head_dim && x.rows >= 0 && x.stride >= x.cols, where, [&](auto& m) {
+    m << "x shape [" << x.rows << ", " << x.cols << "] (stride " << x.stride
+      << ") must be [rows, 128]";
+  });
+  check_matrix(where, "x", x, x.rows, head_dim);
+}
+}  // namespace detail
+
 template <class Format, class T>
 requires quantize_input<std::remove_const_t<T>>
 void quantize_rows_into(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scales,
@@ -88,16 +105,19 @@ void quantize_rows_into(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scal
                         std::int64_t scale_stride = Format::scale_bytes) {
   constexpr const char* where = "quantize_rows";
   using detail::require;
-  require(x.cols == head_dim && x.rows >= 0 && x.stride >= x.cols, where, [&](auto& m) {
-    m << "x shape [" << x.rows << ", " << x.cols << "] (stride " << x.stride
-      << ") must be [rows, 128]";
-  });
+  detail::check_quantize_source(where, x);
   require(x.rows == 0 || (x.data && data && (scales || scales_optional_v<Format>)), where,
           [&](auto& m) { m << "null buffer with " << x.rows << " rows"; });
   require(data_stride >= Format::data_bytes && scale_stride >= Format::scale_bytes, where,
           [&](auto& m) {
             m << "strides " << data_stride << " / " << scale_stride << " < row sizes "
               << Format::data_bytes << " / " << Format::scale_bytes;
+          });
+  require(detail::extent_fits(x.rows, data_stride, Format::data_bytes) &&
+              detail::extent_fits(x.rows, scale_stride, Format::scale_bytes),
+          where, [&](auto& m) {
+            m << "output byte extent overflows: " << x.rows << " rows x strides " << data_stride
+              << " / " << scale_stride;
           });
   for (std::int64_t r = 0; r < x.rows; ++r)
     quantize_row<Format>(x.row(r), data + r * data_stride,
@@ -125,6 +145,8 @@ struct quantized_rows {
 template <class Format, class T>
 requires quantize_input<std::remove_const_t<T>> quantized_rows<Format> quantize_rows(
     matrix_view<T> x) {
+  // Before sizing the result: a row count whose bytes overflow is an error, not a wrapped size.
+  detail::check_quantize_source("quantize_rows", x);
   quantized_rows<Format> out;
   out.rows = x.rows;
   out.data.resize(static_cast<std::size_t>(x.rows * Format::data_bytes));
@@ -162,11 +184,20 @@ void quantize_rows_into(std::span<T, Extent> x, std::uint8_t* data, std::uint8_t
 // commutes with relu, so relu(dot(s q, k)) w = relu(dot(q, k)) (s w). q_scales: [num_q * H], row
 // (q, h) at q * H + h; weights: [num_q, H], updated in place.
 inline void fold_q_scales(std::span<const float> q_scales, matrix_view<float> weights) {
-  detail::require(static_cast<std::int64_t>(q_scales.size()) == weights.rows * weights.cols,
-                  "fold_q_scales", [&](auto& m) {
-                    m << "q_scales has " << q_scales.size() << " entries, weights are ["
-                      << weights.rows << ", " << weights.cols << "]";
-                  });
+  constexpr const char* where = "fold_q_scales";
+  detail::require(weights.rows >= 0 && weights.cols >= 0, where, [&](auto& m) {
+    m << "weights shape [" << weights.rows << ", " << weights.cols << "]";
+  });
+  detail::check_matrix(where, "weights", weights, weights.rows, weights.cols);
+  std::int64_t entries = 0;
+  detail::require(!__builtin_mul_overflow(weights.rows, weights.cols, &entries), where,
+                  [&](auto& m) { m << weights.rows << " x " << weights.cols << " overflows"; });
+  detail::require(q_scales.empty() || q_scales.data(), where,
+                  [&](auto& m) { m << "q_scales is null with " << q_scales.size() << " entries"; });
+  detail::require(static_cast<std::int64_t>(q_scales.size()) == entries, where, [&](auto& m) {
+    m << "q_scales has " << q_scales.size() << " entries, weights are [" << weights.rows << ", "
+      << weights.cols << "]";
+  });
   for (std::int64_t q = 0; q < weights.rows; ++q)
     for (std::int64_t h = 0; h < weights.cols; ++h)
       weights(q, h) *= q_scales[static_cast<std::size_t>(q * weights.cols + h)];

@@ -17,6 +17,7 @@ namespace detail {
 inline void check_index_span(const char* where, const char* name, std::span<const std::int32_t> s) {
   require(s.empty() || s.data(), where,
           [&](auto& msg) { msg << name << " is null with " << s.size() << " entries"; });
+  check_aligned(where, name, s.data(), alignof(std::int32_t));
 }
 
 }  // namespace detail

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "../config.hpp"
@@ -30,6 +31,22 @@ class paged_mqa_schedule {
   };
 
   paged_mqa_schedule() = default;
+  paged_mqa_schedule(const paged_mqa_schedule&) = default;
+  paged_mqa_schedule& operator=(const paged_mqa_schedule&) = default;
+  // A moved-from schedule is empty, as a default-constructed one: the kernel rejects it.
+  paged_mqa_schedule(paged_mqa_schedule&& o) noexcept { *this = std::move(o); }
+  paged_mqa_schedule& operator=(paged_mqa_schedule&& o) noexcept {
+    if (this == &o) return *this;
+    lens_ = std::move(o.lens_);
+    start_ = std::move(o.start_);
+    o.lens_.clear();
+    o.start_.clear();
+    next_n_ = std::exchange(o.next_n_, 0);
+    page_kv_ = std::exchange(o.page_kv_, 0);
+    keys_per_unit_ = std::exchange(o.keys_per_unit_, 0);
+    total_units_ = std::exchange(o.total_units_, 0);
+    return *this;
+  }
 
   int num_workers() const { return static_cast<int>(start_.size()) - 1; }
   std::int64_t num_requests() const { return next_n_ ? rows() / next_n_ : 0; }
@@ -65,6 +82,10 @@ class paged_mqa_schedule {
   std::vector<position> start_;  // [num_workers + 1]
 };
 
+// The most runs a paged schedule may be cut into: far above any core count (upstream passes the
+// GPU's SM count, 132 on an H800), low enough that the schedule stays a few kilobytes.
+inline constexpr int max_paged_workers = 4096;
+
 inline bool supported_page_kv(std::int64_t page_kv) {
   return page_kv == 32 || page_kv == 64 || page_kv == 128 || page_kv == 256;
 }
@@ -88,8 +109,9 @@ inline paged_mqa_schedule get_paged_mqa_logits_metadata(
   require(supported_page_kv(page_kv), where, [&](auto& m) {
     m << "page_kv = " << page_kv << " is not supported (32, 64, 128 or 256)";
   });
-  require(num_workers >= 1, where,
-          [&](auto& m) { m << "num_workers = " << num_workers << " must be >= 1"; });
+  require(num_workers >= 1 && num_workers <= max_paged_workers, where, [&](auto& m) {
+    m << "num_workers = " << num_workers << " must be in [1, " << max_paged_workers << "]";
+  });
 
   paged_mqa_schedule s;
   s.next_n_ = context_lens.cols;

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "../config.hpp"
@@ -30,8 +31,24 @@ MQALOGITS_NAMESPACE_BEGIN
 class paged_sparse_mqa_metadata {
  public:
   paged_sparse_mqa_metadata() = default;
-  paged_sparse_mqa_metadata(paged_sparse_mqa_metadata&&) noexcept = default;
-  paged_sparse_mqa_metadata& operator=(paged_sparse_mqa_metadata&&) noexcept = default;
+  // A moved-from metadata is empty, as a default-constructed one: the kernel rejects it.
+  paged_sparse_mqa_metadata(paged_sparse_mqa_metadata&& o) noexcept { *this = std::move(o); }
+  paged_sparse_mqa_metadata& operator=(paged_sparse_mqa_metadata&& o) noexcept {
+    if (this == &o) return *this;
+    rows_ = std::exchange(o.rows_, 0);
+    cap_ = std::exchange(o.cap_, 0);
+    block_ = std::exchange(o.block_, 0);
+    max_blocks_ = std::exchange(o.max_blocks_, 0);
+    page_kv_ = std::exchange(o.page_kv_, 0);
+    lens_ = std::move(o.lens_);
+    block_page_ = std::move(o.block_page_);
+    idx_ = std::move(o.idx_);
+    o.lens_.clear();
+    o.block_page_.clear();
+    o.idx_.clear();
+    snap_ = std::move(o.snap_);
+    return *this;
+  }
 
   std::int64_t num_rows() const { return rows_; }
   std::int64_t capacity() const { return cap_; }
@@ -48,14 +65,34 @@ class paged_sparse_mqa_metadata {
     const std::int64_t idx = idx_[static_cast<std::size_t>(r * cap_ + k / block_)];
     if (idx < 0) return -1;
     const std::int64_t p = idx * block_ + k % block_;
-    return (p < context_len(r) && p < max_blocks_ * page_kv_) ? p : -1;
+    return (p < context_len(r) && p / page_kv_ < max_blocks_) ? p : -1;  // no overflow
   }
-  std::int32_t page(std::int64_t r, std::int64_t position) const {
-    return table_[static_cast<std::size_t>(r * max_blocks_ + position / page_kv_)];
+  // Whether selected block b of row r is read: b < num_blocks(r), its index is not -1 and its
+  // first position lies inside the context and the block table. A block of sparse_block_kv
+  // positions never straddles two pages (page_kv is a multiple of it).
+  bool block_used(std::int64_t r, std::int64_t b) const {
+    if (b >= num_blocks(r)) return false;
+    const std::int64_t idx = idx_[static_cast<std::size_t>(r * cap_ + b)];
+    return idx >= 0 && idx * block_ < context_len(r) && idx * block_ / page_kv_ < max_blocks_;
+  }
+  // The block-table slot and the page a used block reads (the metadata keeps only these entries
+  // of the caller's table, not the whole table).
+  std::int64_t block_table_slot(std::int64_t r, std::int64_t b) const {
+    return idx_[static_cast<std::size_t>(r * cap_ + b)] * block_ / page_kv_;
+  }
+  std::int32_t block_page(std::int64_t r, std::int64_t b) const {
+    return block_page_[static_cast<std::size_t>(r * cap_ + b)];
+  }
+
+  // Bytes the metadata keeps besides the snapshot: its copies of the lengths, of the selection
+  // and of one block-table entry per selected block (never the caller's whole table).
+  std::size_t metadata_bytes() const {
+    return (lens_.size() + block_page_.size() + idx_.size()) * sizeof(std::int32_t);
   }
 
   bool has_snapshot() const { return snap_ && snap_->ready.load(std::memory_order_acquire); }
-  // Bytes held by the snapshot (0 before the first call).
+  // Token bytes held by the snapshot: sparse_block_kv x token_bytes per used block (0 before
+  // the first call).
   std::size_t snapshot_bytes() const { return has_snapshot() ? snap_->bytes.size() : 0; }
 
   // The snapshot for Format, taken from `cache` on the first call (validating every block-table
@@ -77,8 +114,9 @@ class paged_sparse_mqa_metadata {
 
   // Snapshot bytes of column k of row r ([data | scale]), or null when the column is masked.
   const std::uint8_t* snapshot_token(std::int64_t r, std::int64_t k) const {
-    const std::size_t slot =
-        static_cast<std::size_t>(snap_->row_offset[static_cast<std::size_t>(r)] + k);
+    const std::int64_t block = snap_->block_slot[static_cast<std::size_t>(r * cap_ + k / block_)];
+    if (block < 0) return nullptr;
+    const auto slot = static_cast<std::size_t>(block * block_ + k % block_);
     return snap_->valid[slot] ? snap_->bytes.data() + slot * snap_->token_bytes : nullptr;
   }
 
@@ -92,9 +130,9 @@ class paged_sparse_mqa_metadata {
     std::atomic<bool> ready{false};
     const char* format = nullptr;
     std::size_t token_bytes = 0;
-    std::vector<std::int64_t> row_offset;  // [rows + 1] first slot of each row
-    std::vector<std::uint8_t> valid;       // [slots]
-    std::vector<std::uint8_t> bytes;       // [slots, token_bytes]
+    std::vector<std::int64_t> block_slot;  // [rows, cap] the used block's place in bytes, or -1
+    std::vector<std::uint8_t> valid;       // [used blocks * sparse_block_kv] per token
+    std::vector<std::uint8_t> bytes;       // [used blocks * sparse_block_kv, token_bytes]
   };
 
   template <class Format>
@@ -103,36 +141,39 @@ class paged_sparse_mqa_metadata {
     require(cache.page_kv == page_kv_, where, [&](auto& m) {
       m << "cache page_kv = " << cache.page_kv << " but the metadata was made for " << page_kv_;
     });
-    // Validate every page the gather reads before touching anything.
+    // Validate every page the gather reads before touching anything; count the used blocks,
+    // which alone size the snapshot (a selection of -1s holds no bytes, whatever the lengths).
+    std::int64_t used = 0;
     for (std::int64_t r = 0; r < rows_; ++r)
-      for (std::int64_t k = 0; k < num_blocks(r) * block_; ++k) {
-        const std::int64_t p = position(r, k);
-        if (p < 0) continue;
-        const std::int64_t pg = page(r, p);
+      for (std::int64_t b = 0; b < num_blocks(r); ++b) {
+        if (!block_used(r, b)) continue;
+        const std::int64_t pg = block_page(r, b);
         require(pg >= 0 && pg < cache.num_pages, where, [&](auto& m) {
-          m << "block_table[" << r << "][" << p / page_kv_ << "] = " << pg
+          m << "block_table[" << r << "][" << block_table_slot(r, b) << "] = " << pg
             << " is not a page (num_pages = " << cache.num_pages << ")";
         });
+        ++used;
       }
     snapshot& s = *snap_;
     s.token_bytes = Format::data_bytes + Format::scale_bytes;
-    s.row_offset.assign(1, 0);
+    s.block_slot.assign(static_cast<std::size_t>(rows_ * cap_), -1);
+    s.valid.assign(static_cast<std::size_t>(used * block_), 0);
+    s.bytes.assign(static_cast<std::size_t>(used * block_) * s.token_bytes, 0);
+    std::int64_t next = 0;
     for (std::int64_t r = 0; r < rows_; ++r)
-      s.row_offset.push_back(s.row_offset.back() + num_blocks(r) * block_);
-    const auto slots = static_cast<std::size_t>(s.row_offset.back());
-    s.valid.assign(slots, 0);
-    s.bytes.assign(slots * s.token_bytes, 0);
-    for (std::int64_t r = 0; r < rows_; ++r)
-      for (std::int64_t k = 0; k < num_blocks(r) * block_; ++k) {
-        const std::int64_t p = position(r, k);
-        if (p < 0) continue;
-        const std::size_t slot =
-            static_cast<std::size_t>(s.row_offset[static_cast<std::size_t>(r)] + k);
-        const std::int64_t pg = page(r, p);
-        std::uint8_t* dst = s.bytes.data() + slot * s.token_bytes;
-        std::memcpy(dst, cache.data(pg, p % page_kv_), Format::data_bytes);
-        std::memcpy(dst + Format::data_bytes, cache.scale(pg, p % page_kv_), Format::scale_bytes);
-        s.valid[slot] = 1;
+      for (std::int64_t b = 0; b < num_blocks(r); ++b) {
+        if (!block_used(r, b)) continue;
+        const std::int64_t block = next++, pg = block_page(r, b);
+        s.block_slot[static_cast<std::size_t>(r * cap_ + b)] = block;
+        for (std::int64_t o = 0; o < block_; ++o) {
+          const std::int64_t p = position(r, b * block_ + o);
+          if (p < 0) continue;
+          const auto slot = static_cast<std::size_t>(block * block_ + o);
+          std::uint8_t* dst = s.bytes.data() + slot * s.token_bytes;
+          std::memcpy(dst, cache.data(pg, p % page_kv_), Format::data_bytes);
+          std::memcpy(dst + Format::data_bytes, cache.scale(pg, p % page_kv_), Format::scale_bytes);
+          s.valid[slot] = 1;
+        }
       }
     s.format = Format::name;
     s.ready.store(true, std::memory_order_release);
@@ -140,7 +181,9 @@ class paged_sparse_mqa_metadata {
 
   std::int64_t rows_ = 0, cap_ = 0, block_ = 0, max_blocks_ = 0;
   std::int32_t page_kv_ = 0;
-  std::vector<std::int32_t> lens_, table_, idx_;
+  std::vector<std::int32_t> lens_;
+  std::vector<std::int32_t> block_page_;  // [rows, cap] the page of each used block, else 0
+  std::vector<std::int32_t> idx_;
   std::unique_ptr<snapshot> snap_;
 };
 
@@ -190,8 +233,14 @@ inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
   meta.page_kv_ = page_kv;
   meta.max_blocks_ = block_table.cols;
   meta.lens_.assign(context_lens.begin(), context_lens.end());
-  meta.table_ = detail::copy_rows(block_table);
   meta.idx_ = detail::copy_rows(sparse_kv_block_indices);
+  // Only the block-table entries the selection reads: one per used block, not the whole table.
+  meta.block_page_.assign(meta.idx_.size(), 0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t b = 0; b < meta.num_blocks(r); ++b)
+      if (meta.block_used(r, b))
+        meta.block_page_[static_cast<std::size_t>(r * cap + b)] =
+            block_table(r, meta.block_table_slot(r, b));
   meta.snap_ = std::make_unique<paged_sparse_mqa_metadata::snapshot>();
   return meta;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "../config.hpp"
@@ -61,6 +62,26 @@ inline std::vector<std::int32_t> copy_rows(matrix_view<const std::int32_t> m) {
 // count.
 class sparse_mqa_metadata {
  public:
+  sparse_mqa_metadata() = default;
+  sparse_mqa_metadata(const sparse_mqa_metadata&) = default;
+  sparse_mqa_metadata& operator=(const sparse_mqa_metadata&) = default;
+  // A moved-from metadata is empty, as a default-constructed one: the kernel rejects it.
+  sparse_mqa_metadata(sparse_mqa_metadata&& o) noexcept { *this = std::move(o); }
+  sparse_mqa_metadata& operator=(sparse_mqa_metadata&& o) noexcept {
+    if (this == &o) return *this;
+    rows_ = std::exchange(o.rows_, 0);
+    cap_ = std::exchange(o.cap_, 0);
+    block_ = std::exchange(o.block_, 0);
+    num_kv_ = std::exchange(o.num_kv_, 0);
+    ks_ = std::move(o.ks_);
+    ke_ = std::move(o.ke_);
+    idx_ = std::move(o.idx_);
+    o.ks_.clear();
+    o.ke_.clear();
+    o.idx_.clear();
+    return *this;
+  }
+
   std::int64_t num_rows() const { return rows_; }
   std::int64_t capacity() const { return cap_; }
   std::int64_t sparse_block_kv() const { return block_; }

@@ -3,6 +3,7 @@
 // the entry points and the metadata functions, which read the caller's arrays first.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -21,6 +22,16 @@ inline bool extent_fits(std::int64_t rows, std::int64_t stride_bytes, std::int64
          !__builtin_add_overflow(span, row_bytes, &span);
 }
 
+// Weights, logits, lengths, block tables and indices are read and written as typed elements, so
+// they must sit at their type's natural alignment (a misaligned one is undefined behaviour in
+// C++, and faults on some targets); quantised rows and caches are bytes and may sit anywhere.
+inline void check_aligned(const char* where, const char* name, const void* p, std::size_t align) {
+  require(reinterpret_cast<std::uintptr_t>(p) % align == 0, where, [&](auto& m) {
+    m << name << " address " << static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p))
+      << " is not aligned to its element size " << align;
+  });
+}
+
 // m: [rows, cols] with a row stride in elements, whatever its shape is meant to be.
 template <class T>
 void check_matrix_extent(const char* where, const char* name, const matrix_view<T>& v) {
@@ -29,6 +40,7 @@ void check_matrix_extent(const char* where, const char* name, const matrix_view<
   });
   require(v.stride >= v.cols, where,
           [&](auto& m) { m << name << " stride " << v.stride << " < cols " << v.cols; });
+  check_aligned(where, name, v.data, alignof(T));
   // The stride bound first: it keeps stride * sizeof(T) (and cols * sizeof(T)) from overflowing.
   require(v.stride <= std::numeric_limits<std::int64_t>::max() / 8 &&
               extent_fits(v.rows, v.stride * static_cast<std::int64_t>(sizeof(T)),

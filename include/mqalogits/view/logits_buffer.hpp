@@ -7,6 +7,7 @@
 #include <new>
 
 #include "../config.hpp"
+#include "../error.hpp"
 #include "../format/bf16.hpp"
 #include "matrix_view.hpp"
 
@@ -27,9 +28,14 @@ using logits_view = matrix_view<T>;
 template <class T>
 class logits_buffer {
  public:
+  static constexpr std::int64_t max_alignment = std::int64_t{1} << 21;  // a 2 MiB huge page
+
   logits_buffer() = default;
+  // rows, cols >= 0; alignment_bytes a power of two up to max_alignment; the size in bytes must
+  // fit in int64. Else mqalogits::error, before allocating; an allocation the system refuses is
+  // std::bad_alloc.
   logits_buffer(std::int64_t rows, std::int64_t cols, std::int64_t alignment_bytes = 512)
-      : rows_(rows), cols_(cols), stride_(logits_row_stride<T>(cols, alignment_bytes)) {
+      : rows_(rows), cols_(cols), stride_(checked_stride(rows, cols, alignment_bytes)) {
     const std::size_t align = alignment_bytes < static_cast<std::int64_t>(alignof(T))
                                   ? alignof(T)
                                   : static_cast<std::size_t>(alignment_bytes);
@@ -53,6 +59,30 @@ class logits_buffer {
   }
 
  private:
+  static std::int64_t checked_stride(std::int64_t rows, std::int64_t cols, std::int64_t align) {
+    constexpr const char* where = "logits_buffer";
+    detail::require(rows >= 0 && cols >= 0, where,
+                    [&](auto& m) { m << "shape [" << rows << ", " << cols << "] is negative"; });
+    detail::require(
+        align >= 1 && align <= max_alignment && (align & (align - 1)) == 0, where, [&](auto& m) {
+          m << "alignment " << align << " is not a power of two in [1, " << max_alignment << "]";
+        });
+    // The padded stride and the byte size, without overflow.
+    const std::int64_t per = align / static_cast<std::int64_t>(sizeof(T));
+    std::int64_t stride = cols, bytes = 0;
+    bool fits = true;
+    if (per > 1) {
+      fits = cols <= INT64_MAX - (per - 1);
+      if (fits) stride = (cols + per - 1) / per * per;
+    }
+    fits = fits && !__builtin_mul_overflow(rows, stride, &bytes) &&
+           !__builtin_mul_overflow(bytes, static_cast<std::int64_t>(sizeof(T)), &bytes);
+    detail::require(fits, where, [&](auto& m) {
+      m << "[" << rows << ", " << cols << "] with alignment " << align << " overflows int64 bytes";
+    });
+    return stride;
+  }
+
   struct aligned_delete {
     std::size_t align = alignof(T);
     void operator()(T* p) const { ::operator delete(p, std::align_val_t{align}); }

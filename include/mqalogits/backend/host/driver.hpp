@@ -189,7 +189,7 @@ void run_grouped(const rows_view<Format>& q, const Plan& plan, const matrix_view
     }
     output.close_task(t);
   };
-  opt.executor.parallel_for(tasks, task);
+  detail::checked_parallel_for(opt.executor, tasks, task);
 }
 
 // The whole call on instruction set I (tests run every compiled one; the backend the best).
@@ -212,7 +212,7 @@ void run_with(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
       run_item<I>(q, plan, w, output, i, work.items[static_cast<std::size_t>(i)], call,
                   thread_workspace());
     };
-    opt.executor.parallel_for(items, task);
+    detail::checked_parallel_for(opt.executor, items, task);
   }
   output.finish(opt.executor);
 }
