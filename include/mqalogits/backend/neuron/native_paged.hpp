@@ -24,9 +24,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "../../api/dispatch.hpp"
+#include "../../api/validate.hpp"
 #include "../../config.hpp"
 #include "../../error.hpp"
+#include "../../output/logits_row.hpp"
 #include "../../variant/plan.hpp"
 #include "../../view/checks.hpp"
 #include "../../view/matrix_view.hpp"
