@@ -36,19 +36,15 @@ install(FILES ${PROJECT_BINARY_DIR}/mqalogitsConfig.cmake
               ${PROJECT_BINARY_DIR}/mqalogitsConfigVersion.cmake
         DESTINATION ${MQALOGITS_INSTALL_CMAKEDIR})
 
-# pkg-config: paths relative to the .pc file (${pcfiledir}), so the install is relocatable.
+# pkg-config: absolute, normalised paths under the prefix the tree is installed to (the prefix
+# of `cmake --install --prefix`, known only at install time: the .pc is finished then). A tree
+# moved after installing is found with `pkg-config --define-prefix`.
 if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
   set(MQALOGITS_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
 else()
   set(MQALOGITS_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
-if(IS_ABSOLUTE "${MQALOGITS_INSTALL_PKGCONFIGDIR}")
-  set(MQALOGITS_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
-else()
-  file(RELATIVE_PATH _mqalogits_pc_up "/root/${MQALOGITS_INSTALL_PKGCONFIGDIR}" "/root")
-  string(REGEX REPLACE "/$" "" _mqalogits_pc_up "${_mqalogits_pc_up}")
-  set(MQALOGITS_PC_PREFIX "\${pcfiledir}/${_mqalogits_pc_up}")
-endif()
+set(MQALOGITS_PC_PREFIX "%MQALOGITS_INSTALL_PREFIX%")
 string(TOUPPER "${MQALOGITS_BACKEND}" _mqalogits_pc_backend)
 set(MQALOGITS_PC_DEFINES "-DMQALOGITS_BACKEND_${_mqalogits_pc_backend}=1")
 if(MQALOGITS_BACKEND STREQUAL "neuron" AND DEFINED MQALOGITS_NEURON_GEN)
@@ -56,6 +52,11 @@ if(MQALOGITS_BACKEND STREQUAL "neuron" AND DEFINED MQALOGITS_NEURON_GEN)
   string(APPEND MQALOGITS_PC_DEFINES " -DMQALOGITS_NEURON_GEN_${_mqalogits_pc_gen}=1")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/mqalogits.pc.in ${PROJECT_BINARY_DIR}/mqalogits.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/mqalogits.pc DESTINATION ${MQALOGITS_INSTALL_PKGCONFIGDIR})
+install(CODE "
+  file(READ \"${PROJECT_BINARY_DIR}/mqalogits.pc\" _mqalogits_pc)
+  string(REPLACE \"%MQALOGITS_INSTALL_PREFIX%\" \"\${CMAKE_INSTALL_PREFIX}\" _mqalogits_pc \"\${_mqalogits_pc}\")
+  file(WRITE \"${PROJECT_BINARY_DIR}/mqalogits.pc.install\" \"\${_mqalogits_pc}\")")
+install(FILES ${PROJECT_BINARY_DIR}/mqalogits.pc.install DESTINATION ${MQALOGITS_INSTALL_PKGCONFIGDIR}
+        RENAME mqalogits.pc)
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/mqalogits
         OPTIONAL)

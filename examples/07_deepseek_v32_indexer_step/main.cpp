@@ -116,11 +116,14 @@ int main(int argc, char** argv) {
       "DeepSeek-V3.2 indexer step: %lld queries x %lld heads, context %lld, top-%lld, %d threads\n",
       static_cast<long long>(T), static_cast<long long>(H), static_cast<long long>(N),
       static_cast<long long>(top_k), threads);
-  std::printf("  quantise Q + fold scales  %9.2f ms\n", ms_q);
-  std::printf("  quantise K (fp8 + fp32)   %9.2f ms\n", ms_k);
-  std::printf("  logits (fp32, 1024 B)     %9.2f ms  %7.1f GFLOP/s (causal part)\n", ms_logits,
-              flop / ms_logits * 1e-6);
-  std::printf("  top-%lld per row           %9.2f ms\n", static_cast<long long>(top_k), ms_topk);
+  std::printf("  quantise Q + fold scales          %9.2f ms\n", ms_q);
+  std::printf("  quantise K (fp8 + fp32 scale)     %9.2f ms\n", ms_k);
+  std::printf(
+      "  logits, fp32, rows 1024 B apart   %9.2f ms  %7.1f GFLOP/s"
+      " (upstream's padded layout; flops of the causal part)\n",
+      ms_logits, flop / ms_logits * 1e-6);
+  std::printf("  top-%-4lld per row                 %9.2f ms\n", static_cast<long long>(top_k),
+              ms_topk);
   std::printf("  selected %lld indices (%lld rows full), mean selected logit %.4f\n",
               static_cast<long long>(selected), static_cast<long long>(full_rows),
               selected ? kept / double(selected) : 0.0);

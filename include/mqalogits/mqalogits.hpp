@@ -3,6 +3,7 @@
 #pragma once
 
 #include "api/dense.hpp"
+#include "api/legacy.hpp"
 #include "api/paged.hpp"
 #include "api/paged_sparse.hpp"
 #include "api/sparse.hpp"

@@ -284,7 +284,7 @@ TEST_CASE("concurrency: racing first calls where some threads' cache lacks a pag
   CHECK(odd_ok + odd_failed == 20 * num_threads / 2);
 }
 
-TEST_CASE("concurrency: two formats race for one metadata's first call; one wins",
+TEST_CASE("concurrency: two formats race for one metadata's first call, one wins",
           "[concurrency][paged_sparse]") {
   const shared_inputs<ml::mxfp8> in8(31);
   const shared_inputs<ml::mxfp4> in4(31);  // as many pages as in8: in8's table fits its cache

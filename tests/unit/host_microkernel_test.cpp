@@ -1,15 +1,18 @@
-// Every micro-kernel path the build compiles (portable always; AVX2 and AVX-512 when the target
-// has them) against the reference and against each other: the exact decoders code by code, the
+// Every micro-kernel path the build compiles (the ladder's compiled_isas: portable always, NEON
+// on ARM64, AVX2 and AVX-512 when the target has them) against the reference and against each
+// other: the exact decoders code by code, each ISA's int8 dot product in its own encoding, the
 // fp32 and int8 score kernels over head counts that exercise every register blocking and tail,
-// the three plan shapes, NaN propagation, and the generic fp32 path for a format the backend
-// has never heard of.
+// the three plan shapes, NaN propagation, block scales whose product fits where one of them
+// alone would overflow, and the generic fp32 path for a format the backend has never heard of.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <mqalogits/mqalogits.hpp>
@@ -17,6 +20,9 @@
 #include "reference/random_inputs.hpp"
 #include "reference/reference.hpp"
 #include "support/kernel_check.hpp"
+
+#define MQALOGITS_STRINGIZE_(x) #x
+#define MQALOGITS_STRINGIZE(x) MQALOGITS_STRINGIZE_(x)
 
 namespace {
 
@@ -59,23 +65,70 @@ void check_decoders() {
       }
     }
   }
-  // MXFP4: every byte value in every position of a block, biased doubled values, block order.
+  // MXFP4: every byte value in every position of a block, in I's int8 key encoding (and the
+  // signed query codes), block order; a masked key is all zero in that encoding.
   std::mt19937_64 rng(7);
+  const int offset = I::int8::offset_keys ? 12 : 0;
   for (int round = 0; round < 8; ++round) {
     std::uint8_t packed[64], scales[4];
     for (int i = 0; i < 64; ++i) packed[i] = static_cast<std::uint8_t>((round * 64 + i) * 37 % 256);
     for (auto& s : scales) s = static_cast<std::uint8_t>(rng() % 256);
-    std::uint8_t got[128];
+    std::uint8_t got[128], query[128];
     float ks[4];
     hb::decode_key_i8<I>(packed, scales, got, ks);
+    I::decode_e2m1_doubled(packed, hb::query_code, query);
     for (int b = 0; b < 4; ++b) {
       CHECK(same_float(ks[b], ml::ue8m0_values[scales[b]]));
       for (int j = 0; j < 16; ++j) {
         const std::uint8_t byte = packed[b * 16 + j];
         INFO("MXFP4 byte " << int(byte) << " block " << b << " position " << j);
-        CHECK(int(got[b * 32 + j]) - 12 == ml::float_e2m1::decode_doubled(byte & 0xF));
-        CHECK(int(got[b * 32 + 16 + j]) - 12 == ml::float_e2m1::decode_doubled(byte >> 4));
+        const int lo = ml::float_e2m1::decode_doubled(byte & 0xF);
+        const int hi = ml::float_e2m1::decode_doubled(byte >> 4);
+        CHECK(std::int8_t(got[b * 32 + j] - offset) == lo);
+        CHECK(std::int8_t(got[b * 32 + 16 + j] - offset) == hi);
+        CHECK(std::int8_t(query[b * 32 + j]) == lo);
+        CHECK(std::int8_t(query[b * 32 + 16 + j]) == hi);
       }
+    }
+  }
+  std::uint8_t masked[128];
+  float masked_scales[4];
+  hb::masked_key_i8<I>(masked, masked_scales);
+  for (int i = 0; i < 128; ++i) CHECK(int(masked[i]) - offset == 0);
+  for (float f : masked_scales) CHECK(f == 0.0f);
+}
+
+// I's dot4 on every pair of codes its encoding stores: keys from I::int8::key_code (unsigned
+// bytes when the encoding offsets keys, signed otherwise), queries signed doubled codes, four
+// per 32-bit lane, lanes independent, added to the accumulator.
+template <class I>
+void check_dot4() {
+  INFO(isa_label<I>());
+  constexpr int L = I::lanes;
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 200; ++round) {
+    alignas(64) std::int32_t acc[L], q[L], out[L];
+    std::uint8_t k[4];
+    for (auto& b : k) b = I::int8::key_code[rng() % 16];
+    if (round < 16) k[0] = k[1] = k[2] = k[3] = I::int8::key_code[round];  // every key code
+    for (int l = 0; l < L; ++l) {
+      acc[l] = static_cast<std::int32_t>(rng() % 20001) - 10000;
+      std::uint8_t qb[4];
+      for (auto& b : qb) b = hb::query_code[rng() % 16];
+      if (round < 16) qb[0] = qb[1] = qb[2] = qb[3] = hb::query_code[(round + l) % 16];
+      std::memcpy(&q[l], qb, 4);
+    }
+    typename I::vi r = I::dot4(I::loadi(acc), I::broadcast4(k), I::loadi(q));
+    std::memcpy(out, &r, sizeof out);
+    for (int l = 0; l < L; ++l) {
+      std::int32_t want = acc[l];
+      for (int b = 0; b < 4; ++b) {
+        const std::uint8_t qb =
+            static_cast<std::uint8_t>(static_cast<std::uint32_t>(q[l]) >> 8 * b);
+        want += (I::int8::offset_keys ? int(k[b]) : int(std::int8_t(k[b]))) * std::int8_t(qb);
+      }
+      INFO("round " << round << " lane " << l);
+      CHECK(out[l] == want);
     }
   }
 }
@@ -117,7 +170,7 @@ void check_dense_all_heads() {
     auto out = dense_case<I, Format, float>(100 + static_cast<std::uint64_t>(H), H, 5, 61);
     auto portable =
         dense_case<hb::isa_portable, Format, float>(100 + static_cast<std::uint64_t>(H), H, 5, 61);
-    // Paths may sum in different orders; both meet SPEC §6 above, and agree closely here.
+    // Paths may sum in different orders; both meet the accuracy bound above, and agree closely.
     for (std::int64_t r = 0; r < out.rows(); ++r)
       for (std::int64_t c = 0; c < out.cols(); ++c) {
         const double a = out(r, c), b = portable(r, c);
@@ -181,8 +234,8 @@ void check_paged_and_sparse() {
 // optional (null = 1), like the per-token FP8 format. It must run through the generic path.
 // Its data codec: one signed byte per element.
 struct int8_codes {
-  static constexpr const char* name = "int8";
-  static constexpr float max_finite = 127.0f;
+  [[maybe_unused]] static constexpr const char* name = "int8";
+  [[maybe_unused]] static constexpr float max_finite = 127.0f;
   static constexpr int bits = 8;
   static constexpr bool doubled_is_int8 = false;
   static constexpr float element(const std::uint8_t* data, int i) {
@@ -242,28 +295,70 @@ void check_isa() {
 
 }  // namespace
 
-TEST_CASE("host micro-kernels: portable path", "[host][microkernel]") {
-  check_isa<hb::isa_portable>();
+TEMPLATE_LIST_TEST_CASE("host micro-kernels: every compiled path against the reference",
+                        "[host][microkernel]", hb::compiled_isas) {
+  check_isa<TestType>();
 }
 
-#if defined(MQALOGITS_HOST_AVX2)
-TEST_CASE("host micro-kernels: AVX2 path", "[host][microkernel]") {
-  check_isa<hb::isa_avx2>();
+TEMPLATE_LIST_TEST_CASE("host micro-kernels: int8 dot products in each ISA's own encoding",
+                        "[host][microkernel]", hb::compiled_isas) {
+  check_dot4<TestType>();
 }
-#endif
 
-#if defined(MQALOGITS_HOST_AVX512)
-TEST_CASE("host micro-kernels: AVX-512 path", "[host][microkernel]") {
-  check_isa<hb::isa_avx512>();
+// All MXFP4 codes +6 (0x77), Q block scales 2^118, K block scales 2^-118: every product is 36
+// and each logit is an ordinary number (4608 per head times its weight), though a block sum
+// times the Q scale alone (4608 x 2^116) is past the float range. And an all-zero query under
+// the largest scales meets keys under the largest scales: the scale product is past the float
+// range, the block sums are 0, the logits exactly 0.
+TEMPLATE_LIST_TEST_CASE("host micro-kernels: MXFP4 block scales that only fit together",
+                        "[host][microkernel][mxfp4]", hb::compiled_isas) {
+  using I = TestType;
+  const std::int64_t H = 20, num_q = 3, N = 40;
+  std::vector<std::uint8_t> qd(num_q * H * 64, 0x77), kd(N * 64, 0x77);
+  std::vector<std::uint8_t> qs(num_q * H * 4, 245), kscale(N * 4, 9);
+  std::mt19937_64 rng(5);
+  auto w = ref::rand::weights<float>(rng, num_q, H);
+  for (std::int64_t h = 0; h < H; ++h) std::fill_n(qd.begin() + (2 * H + h) * 64, 64, 0);
+  for (std::int64_t h = 0; h < H; ++h) std::fill_n(qs.begin() + (2 * H + h) * 4, 4, 254);
+  for (std::int64_t t = 30; t < N; ++t) std::fill_n(kscale.begin() + t * 4, 4, 254);
+  const ml::rows_view<ml::mxfp4> q(qd.data(), qs.data(), num_q * H);
+  const ml::rows_view<ml::mxfp4> kv(kd.data(), kscale.data(), N);
+  std::vector<std::int32_t> ks(num_q, 0), ke(num_q, static_cast<std::int32_t>(N));
+  ke[2] = static_cast<std::int32_t>(N);
+  ke[0] = ke[1] = 30;  // rows 0, 1 meet only the 2^-118 keys
+  const ml::dense_plan<ml::mxfp4> plan(kv, ks, ke, N);
+  ml::logits_buffer<float> out(num_q, N);
+  run_on<I>(q, plan, w.view(), out);
+  for (std::int64_t r = 0; r < num_q; ++r)
+    for (std::int64_t t = 0; t < ke[r]; ++t) {
+      double want = 0, mag = 0;
+      if (r < 2)
+        for (std::int64_t h = 0; h < H; ++h) {
+          want += 4608.0 * w(r, h);
+          mag += 4608.0 * std::fabs(w(r, h));
+        }
+      INFO(isa_label<I>() << " row " << r << " key " << t << ": " << out(r, t) << " vs " << want);
+      CHECK(std::isfinite(out(r, t)));
+      CHECK(std::fabs(out(r, t) - want) <= 1e-6 * mag);
+    }
+  const auto expected = ref::dense(q, kv, w.view(), std::span<const std::int32_t>(ks),
+                                   std::span<const std::int32_t>(ke), N);
+  CHECK(check::against(out, expected) == "");
 }
-#endif
 
 TEST_CASE("host micro-kernels: the backend runs the widest compiled path", "[host][microkernel]") {
-#if defined(MQALOGITS_HOST_AVX512)
-  CHECK(std::string(hb::isa_best::name) == "avx512");
-#elif defined(MQALOGITS_HOST_AVX2)
-  CHECK(std::string(hb::isa_best::name) == "avx2");
-#else
-  CHECK(std::string(hb::isa_best::name) == "portable");
-#endif
+  // The ladder's last entry, and what host_isa_name() reports for this unit.
+  CHECK(
+      std::string(hb::isa_best::name) ==
+      std::string(
+          std::tuple_element_t<std::tuple_size_v<hb::compiled_isas> - 1, hb::compiled_isas>::name));
+  CHECK(std::string(ml::host_isa_name()) == hb::isa_best::name);
+  // target.hpp's own tag for the unit (avx512_vnni, avx2, neon_dotprod, ...) names the same
+  // path: the ISA name, possibly followed by its int8 extension.
+  const std::string tag = MQALOGITS_STRINGIZE(MQALOGITS_ISA_TAG);
+  const std::string name = ml::host_isa_name();
+  INFO("ISA tag " << tag << ", host_isa_name " << name);
+  CHECK(tag.compare(0, name.size(), name) == 0);
+  CHECK((tag.size() == name.size() || tag[name.size()] == '_'));
+  CHECK(std::string(std::tuple_element_t<0, hb::compiled_isas>::name) == "portable");
 }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -281,32 +282,127 @@ TEMPLATE_LIST_TEST_CASE("neuron edge cases: NaN codes and scales, empty rows", "
   }
 }
 
-TEST_CASE("neuron backend: fp8_per_token runs the fp32 matmul path", "[neuron]") {
+TEMPLATE_TEST_CASE("neuron fp8_per_token: folded scales (negative, zero, NaN) match ref and host",
+                   "[neuron]", ml::backend::trn1, ml::backend::trn2, ml::backend::trn3) {
+  using Gen = TestType;
   rnd::engine rng(8000);
-  const std::int64_t num_q = 3, H = 16, N = 140;
-  // K: codes with random positive fp32 scales; Q: codes without scales.
-  const auto qd = rnd::rows<ml::mxfp8>(rng, num_q * H);
-  const auto kd = rnd::rows<ml::mxfp8>(rng, N);
-  std::vector<float> k_scales(N);
-  for (auto& s : k_scales) s = std::uniform_real_distribution<float>(0.001f, 3.0f)(rng);
-  const ml::rows_view<ml::fp8_per_token> q(qd.data.data(), nullptr, num_q * H);
-  const ml::rows_view<ml::fp8_per_token> kv(kd.data.data(), k_scales.data(), N);
-  const auto w = rnd::weights<float>(rng, num_q, H);
-  const std::vector<std::int32_t> ks{0, 3, 50}, ke{140, 100, 90};
-  auto host = garbage<float>(num_q, N), neuron = garbage<float>(num_q, N);
-  ml::fp8_fp4_mqa_logits(ml::backend::host{}, q, kv, w.view(), ks, ke, N, host.view());
+  auto scale = [&](int i) {
+    // Mostly positive, some negative (relu(s x d) = |s| relu(-d)), zeros and a NaN.
+    const float v = std::uniform_real_distribution<float>(0.001f, 3.0f)(rng);
+    return i % 17 == 3   ? -v
+           : i % 31 == 5 ? 0.0f
+           : i == 40     ? std::numeric_limits<float>::quiet_NaN()
+                         : v;
+  };
+  {
+    const std::int64_t num_q = 3, H = 16, N = 140;
+    const auto qd = rnd::rows<ml::mxfp8>(rng, num_q * H);
+    const auto kd = rnd::rows<ml::mxfp8>(rng, N);
+    std::vector<float> k_scales(N), q_scales(static_cast<std::size_t>(num_q * H));
+    for (int i = 0; i < N; ++i) k_scales[static_cast<std::size_t>(i)] = scale(i);
+    for (std::size_t i = 0; i < q_scales.size(); ++i)
+      q_scales[i] = i % 7 == 2 ? -0.5f : std::uniform_real_distribution<float>(0.1f, 2.0f)(rng);
+    const ml::rows_view<ml::fp8_per_token> kv(kd.data.data(), k_scales.data(), N);
+    const auto w = rnd::weights<float>(rng, num_q, H);
+    const std::vector<std::int32_t> ks{0, 3, 50}, ke{140, 100, 90};
+    for (const bool with_q_scales : {false, true}) {
+      INFO("Q scales " << with_q_scales);
+      const std::vector<float> ones(q_scales.size(), 1.0f);
+      const ml::rows_view<ml::fp8_per_token> q(
+          qd.data.data(), with_q_scales ? q_scales.data() : nullptr, num_q * H);
+      const ml::rows_view<ml::fp8_per_token> q_ref(
+          qd.data.data(), with_q_scales ? q_scales.data() : ones.data(), num_q * H);
+      auto host = garbage<float>(num_q, N), neuron = garbage<float>(num_q, N);
+      ml::fp8_fp4_mqa_logits(ml::backend::host{}, q, kv, w.view(), ks, ke, N, host.view());
+      ml::neuron_backend::report rep;
+      {
+        ml::neuron_backend::capture cap(rep);
+        ml::fp8_fp4_mqa_logits(ml::backend::neuron<Gen>{}, q, kv, w.view(), ks, ke, N,
+                               neuron.view());
+      }
+      check_against(neuron, host, ref::dense(q_ref, kv, w.view(), ks, ke, N), true);
+      // Codes go through bf16 (trn1 / trn2) or fp8 (trn3) matmuls: 2 key tiles of 512 columns
+      // or fewer per head; the K scales reach the rows through one broadcast per tile.
+      CHECK(rep.matmul_score == H);
+      CHECK(rep.tensor.cycles < H * 4 * 140);  // no fp32 score passes
+    }
+  }
+  {  // paged decode: K scales per token in the page, Q without scales
+    const std::int64_t B = 2, next_n = 2, H = 32, page = 64, blocks = 4, len = 230;
+    const auto qd = rnd::rows<ml::mxfp8>(rng, B * next_n * H);
+    const std::int64_t token_bytes = ml::paged_cache_view<ml::fp8_per_token>::token_bytes;
+    std::vector<std::uint8_t> cache(static_cast<std::size_t>(B * blocks * page * token_bytes));
+    const auto codes = rnd::rows<ml::mxfp8>(rng, B * blocks * page);
+    for (std::int64_t p = 0; p < B * blocks; ++p)
+      for (std::int64_t t = 0; t < page; ++t) {
+        std::uint8_t* base = cache.data() + p * page * token_bytes;
+        std::memcpy(base + t * 128, codes.data.data() + (p * page + t) * 128, 128);
+        const float sc = scale(static_cast<int>(p * page + t));
+        std::memcpy(base + page * 128 + t * 4, &sc, 4);
+      }
+    const ml::paged_cache_view<ml::fp8_per_token> cv(cache.data(), B * blocks,
+                                                     static_cast<std::int32_t>(page));
+    auto lens = rnd::matrix<std::int32_t>(B, next_n);
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t j = 0; j < next_n; ++j)
+        lens(b, j) = static_cast<std::int32_t>(len - 40 * b + j);
+    std::vector<std::int32_t> table(static_cast<std::size_t>(B * blocks));
+    for (std::size_t i = 0; i < table.size(); ++i)
+      table[i] = static_cast<std::int32_t>(table.size() - 1 - i);
+    const ml::matrix_view<const std::int32_t> tv(table.data(), B, blocks);
+    const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), 64, 2);
+    const auto w = rnd::weights<ml::bf16>(rng, B * next_n, H);
+    const ml::rows_view<ml::fp8_per_token> q(qd.data.data(), nullptr, B * next_n * H);
+    const std::vector<float> ones(static_cast<std::size_t>(B * next_n * H), 1.0f);
+    const ml::rows_view<ml::fp8_per_token> q_ref(qd.data.data(), ones.data(), B * next_n * H);
+    auto host = garbage<float>(B * next_n, 256), neuron = garbage<float>(B * next_n, 256);
+    ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, q, cv, w.view(), lens.view(), tv, schedule,
+                                 256, host.view());
+    ml::fp8_fp4_paged_mqa_logits(ml::backend::neuron<Gen>{}, q, cv, w.view(), lens.view(), tv,
+                                 schedule, 256, neuron.view());
+    check_against(neuron, host, ref::paged(q_ref, cv, w.view(), lens.view(), tv, 256), true);
+  }
+}
+
+TEMPLATE_TEST_CASE("neuron native MX cache layout (trn3) matches ref and host", "[neuron]",
+                   ml::mxfp8, ml::mxfp4) {
+  using F = TestType;
+  rnd::engine rng(9000);
+  const std::int64_t next_n = GENERATE(1, 2);
+  const std::int64_t B = 3, H = 64, max_len = 700, max_blocks = 12, pages = B * max_blocks;
+  const std::int32_t page_kv = 64;
+  const rnd::code_options nan{.nan_codes = std::is_same_v<F, ml::mxfp8> ? 2 : 0, .nan_scales = 1};
+  const auto q = rnd::rows<F>(rng, B * next_n * H, nan);
+  const auto cache = rnd::paged_cache<F>(rng, pages, page_kv, 0, nan);
+  const auto w = rnd::weights<float>(rng, B * next_n, H);
+  const auto lens = rnd::context_lens(rng, B, next_n, max_len);
+  const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, pages);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 1);
+  const auto native =
+      ml::neuron_backend::to_native_paged_cache(cache.view(), table.view(), lens.view());
+  auto host = garbage<ml::bf16>(B * next_n, max_len), out = garbage<ml::bf16>(B * next_n, max_len);
+  ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), lens.view(),
+                               table.view(), schedule, max_len, host.view());
   ml::neuron_backend::report rep;
   {
     ml::neuron_backend::capture cap(rep);
-    ml::fp8_fp4_mqa_logits(ml::backend::neuron<ml::backend::trn3>{}, q, kv, w.view(), ks, ke, N,
-                           neuron.view());
+    ml::neuron_backend::fp8_fp4_paged_mqa_logits_native(ml::backend::neuron<ml::backend::trn3>{},
+                                                        q.view(), native, w.view(), lens.view(),
+                                                        max_len, out.view());
   }
-  // The reference reads Q through explicit scales of 1 (the same values).
-  const std::vector<float> ones(static_cast<std::size_t>(num_q * H), 1.0f);
-  const ml::rows_view<ml::fp8_per_token> q1(qd.data.data(), ones.data(), num_q * H);
-  check_against(neuron, host, ref::dense(q1, kv, w.view(), ks, ke, N), true);
-  // fp32 operands: every score matmul costs 4 passes of its 140 columns.
-  CHECK(rep.matmul_score == H);
+  check_against(out, host,
+                ref::paged(q.view(), cache.view(), w.view(), lens.view(), table.view(), max_len),
+                true);
+  // Keys come as native blocks: the only transposes are Q's (words and scales per pass).
+  const std::int64_t passes = B * ((next_n + 1) / 2);
+  CHECK(rep.matmul_transpose == 2 * passes);
+  CHECK(rep.dma_gathers >= B);
+  // A bad shape is a named error.
+  const auto short_lens = rnd::context_lens(rng, B - 1, next_n, max_len);
+  CHECK_THROWS_WITH(ml::neuron_backend::fp8_fp4_paged_mqa_logits_native(
+                        ml::backend::neuron<ml::backend::trn3>{}, q.view(), native, w.view(),
+                        short_lens.view(), max_len, out.view()),
+                    Catch::Contains("requests of the cache"));
 }
 
 // ---- the independent float64 golden cases, on every generation ----

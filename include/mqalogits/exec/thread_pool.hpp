@@ -75,18 +75,18 @@ class thread_pool {
     }
     call_guard in_flight(*this);
     std::lock_guard call_lock(call_mutex_);
-    job job(task, n);
+    job current(task, n);
     {
       std::lock_guard lock(mutex_);
-      job_ = &job;
+      job_ = &current;
       ++generation_;
     }
     wake_.notify_all();
-    work_on(job);
+    work_on(current);
     std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return job.active == 0; });
+    done_.wait(lock, [&] { return current.active == 0; });
     job_ = nullptr;
-    if (job.failure) std::rethrow_exception(job.failure);
+    if (current.failure) std::rethrow_exception(current.failure);
   }
 
  private:

@@ -46,7 +46,7 @@ struct float_e2m1 {
 namespace detail {
 constexpr std::array<float, 16> make_e2m1_table() {
   std::array<float, 16> table{};
-  for (int c = 0; c < 16; ++c) table[c] = float_e2m1::decode(static_cast<std::uint8_t>(c));
+  for (std::size_t c = 0; c < 16; ++c) table[c] = float_e2m1::decode(static_cast<std::uint8_t>(c));
   return table;
 }
 }  // namespace detail

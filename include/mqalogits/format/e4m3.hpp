@@ -38,7 +38,7 @@ struct float_e4m3 {
 namespace detail {
 constexpr std::array<float, 256> make_e4m3_table() {
   std::array<float, 256> table{};
-  for (int c = 0; c < 256; ++c) table[c] = float_e4m3::decode(static_cast<std::uint8_t>(c));
+  for (std::size_t c = 0; c < 256; ++c) table[c] = float_e4m3::decode(static_cast<std::uint8_t>(c));
   return table;
 }
 }  // namespace detail

@@ -32,7 +32,8 @@ struct float_ue8m0 {
 namespace detail {
 constexpr std::array<float, 256> make_ue8m0_table() {
   std::array<float, 256> table{};
-  for (int e = 0; e < 256; ++e) table[e] = float_ue8m0::decode(static_cast<std::uint8_t>(e));
+  for (std::size_t e = 0; e < 256; ++e)
+    table[e] = float_ue8m0::decode(static_cast<std::uint8_t>(e));
   return table;
 }
 }  // namespace detail

@@ -13,7 +13,25 @@
 // Map<const ...>, Ref<const ...>) give views of const elements.
 #pragma once
 
+// Eigen is a third-party header: its own warnings under a consumer's strict flags (old-style
+// casts, sign conversions, ...) are not the consumer's to fix, so it is read as a system header
+// would be, whether it was found with -isystem or with a plain -I.
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wconversion"
+#pragma GCC diagnostic ignored "-Wsign-conversion"
+#pragma GCC diagnostic ignored "-Wold-style-cast"
+#pragma GCC diagnostic ignored "-Wdouble-promotion"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#pragma GCC diagnostic ignored "-Wdeprecated-copy"
+#endif
 #include <Eigen/Core>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 #include <cstdint>
 #include <span>
 #include <type_traits>

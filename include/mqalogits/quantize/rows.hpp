@@ -166,6 +166,20 @@ requires quantize_input<std::remove_const_t<T>> quantized_rows<Format> quantize_
   return quantize_rows<Format>(matrix_view<const std::remove_const_t<T>>(x.data(), rows, head_dim));
 }
 
+// quantize_rows_into from a flat span of rows * 128 elements (row-major, packed).
+template <class Format, class T, std::size_t Extent>
+requires quantize_input<std::remove_const_t<T>>
+void quantize_rows_into(std::span<T, Extent> x, std::uint8_t* data, std::uint8_t* scales,
+                        std::int64_t data_stride = Format::data_bytes,
+                        std::int64_t scale_stride = Format::scale_bytes) {
+  detail::require(x.size() % head_dim == 0, "quantize_rows", [&](auto& m) {
+    m << "x has " << x.size() << " elements, not a multiple of 128";
+  });
+  const auto rows = static_cast<std::int64_t>(x.size() / head_dim);
+  quantize_rows_into<Format>(matrix_view<const std::remove_const_t<T>>(x.data(), rows, head_dim),
+                             data, scales, data_stride, scale_stride);
+}
+
 // Folds fp8_per_token Q scales into the weights, as upstream's engines do: a scale s > 0
 // commutes with relu, so relu(dot(s q, k)) w = relu(dot(q, k)) (s w). q_scales: [num_q * H], row
 // (q, h) at q * H + h; weights: [num_q, H], updated in place.

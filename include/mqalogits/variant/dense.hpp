@@ -31,13 +31,15 @@ class dense_plan {
   row_span group_rows(std::int64_t) const { return {0, num_rows()}; }
 
   row_keys row(std::int64_t r) const {
-    const std::int64_t ks = ks_[r];
-    const std::int64_t ke = std::min<std::int64_t>(ke_[r], kv_.rows);
+    const std::int64_t ks = ks_[static_cast<std::size_t>(r)];
+    const std::int64_t ke = std::min<std::int64_t>(ke_[static_cast<std::size_t>(r)], kv_.rows);
     const std::int64_t offset = full_width_ ? 0 : ks;
     return {std::max<std::int64_t>({ks, 0, offset}), std::min(ke, offset + cols_), offset};
   }
   key_ref key(std::int64_t, std::int64_t k) const { return {kv_.row(k), kv_.scale(k)}; }
   void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
+  static constexpr bool prefill = true;
+  std::int64_t gather_block() const { return 0; }  // keys are contiguous tokens
 
  private:
   rows_view<Format> kv_;

@@ -129,16 +129,16 @@ inline paged_mqa_schedule get_paged_mqa_logits_metadata(
   const std::int64_t B = context_lens.rows;
   std::vector<std::int64_t> units(static_cast<std::size_t>(B));
   for (std::int64_t b = 0; b < B; ++b) {
-    units[b] = s.request_units(b);
-    s.total_units_ += units[b];
+    units[static_cast<std::size_t>(b)] = s.request_units(b);
+    s.total_units_ += units[static_cast<std::size_t>(b)];
   }
   // Worker w starts at global unit floor(w * total / W), named as (request, unit in request).
   s.start_.reserve(static_cast<std::size_t>(num_workers) + 1);
   for (int w = 0; w <= num_workers; ++w) {
     const std::int64_t g = s.total_units_ * w / num_workers;
     paged_mqa_schedule::position p{B, 0};
-    for (std::int64_t b = 0, before = 0; b < B; before += units[b++])
-      if (g < before + units[b]) {
+    for (std::int64_t b = 0, before = 0; b < B; before += units[static_cast<std::size_t>(b++)])
+      if (g < before + units[static_cast<std::size_t>(b)]) {
         p = {b, g - before};
         break;
       }
@@ -192,8 +192,8 @@ class paged_plan {
     const auto& start = schedule_->start();
     const std::int64_t unit = schedule_->keys_per_unit();
     for (int w = 0; w < schedule_->num_workers(); ++w) {
-      auto [b, u] = start[w];
-      const auto end = start[w + 1];
+      auto [b, u] = start[static_cast<std::size_t>(w)];
+      const auto end = start[static_cast<std::size_t>(w) + 1];
       while (b < end.request || (b == end.request && u < end.unit)) {
         if (u >= schedule_->request_units(b)) {  // past this request's units: next request
           ++b;
@@ -211,6 +211,9 @@ class paged_plan {
       list.close_task();
     }
   }
+
+  static constexpr bool prefill = false;
+  std::int64_t gather_block() const { return cache_.page_kv; }  // one page per indirect read
 
   const paged_cache_view<Format>& cache() const { return cache_; }
 

@@ -264,6 +264,8 @@ class paged_sparse_plan {
     return {t, t + Format::data_bytes};
   }
   void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
+  static constexpr bool prefill = false;
+  std::int64_t gather_block() const { return meta_->sparse_block_kv(); }  // one selected block
 
  private:
   const paged_sparse_mqa_metadata* meta_;

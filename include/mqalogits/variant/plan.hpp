@@ -74,6 +74,10 @@ concept variant_plan = requires(const P& p, std::int64_t i, work_list& list) {
   { p.row(i) } -> std::same_as<row_keys>;
   { p.key(i, i) } -> std::same_as<key_ref>;
   p.fill_work(tiling{}, list);
+  // Prefill (dense: query tokens share one key sequence) or decode (the others).
+  { P::prefill } -> std::convertible_to<bool>;
+  // Keys per indirect read: a page (paged), a selected block (sparse); 0 for contiguous keys.
+  { p.gather_block() } -> std::convertible_to<std::int64_t>;
 };
 
 namespace detail {

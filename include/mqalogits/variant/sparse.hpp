@@ -167,6 +167,8 @@ class sparse_plan {
   }
   void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
   std::int64_t sparse_block_kv() const { return meta_->sparse_block_kv(); }
+  static constexpr bool prefill = false;
+  std::int64_t gather_block() const { return meta_->sparse_block_kv(); }  // one selected block
 
  private:
   rows_view<Format> kv_;

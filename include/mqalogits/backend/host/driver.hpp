@@ -18,8 +18,8 @@
 #include "../../view/rows_view.hpp"
 #include "../backend.hpp"
 #include "decode.hpp"
+#include "isa/ladder.hpp"
 #include "microkernel.hpp"
-#include "simd.hpp"
 #include "workspace.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -92,12 +92,10 @@ void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t
     if constexpr (int8_path<Format>) {
       std::uint8_t* k = k_i8 + i * i8_key_bytes;
       float* ks = k_scale + i * blocks;
-      if (key.valid()) {
+      if (key.valid())
         decode_key_i8<I>(key.data, key.scale, k, ks);
-      } else {
-        std::fill(k, k + i8_key_bytes, std::uint8_t{12});
-        std::fill(ks, ks + blocks, 0.0f);
-      }
+      else
+        masked_key_i8<I>(k, ks);
     } else {
       float* k = k_f32 + i * head_dim;
       if (key.valid())
@@ -132,24 +130,26 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
         output.consume(task, r, t - rk.col_offset, scores, valid + (t - k0), count);
       };
       if constexpr (int8_path<Format>) {
-        const q_i8_row qr{ws.q_i8.data() + ri * hp * head_dim / 4,
-                          ws.q_bias.data() + ri * hp * blocks,
-                          ws.q_scale.data() + ri * hp * blocks,
-                          ws.w.data() + ri * hp,
-                          heads,
-                          hp};
-        const auto kern = select_i8<I>(hp / I::lanes);
-        for (std::int64_t t = lo; t < hi; t += kern.nk) {
-          kern.fn(qr, ws.k_i8.data() + (t - k0) * i8_key_bytes,
-                  ws.k_scale.data() + (t - k0) * blocks, scores);
-          emit(t, std::min<std::int64_t>(kern.nk, hi - t));
+        const i8_path::query qr{ws.q_i8.data() + ri * hp * head_dim / 4,
+                                ws.q_bias.data() + ri * hp * blocks,
+                                ws.q_scale.data() + ri * hp * blocks,
+                                ws.w.data() + ri * hp,
+                                heads,
+                                hp};
+        const auto kern = select_kernel<I, i8_path>(hp / I::lanes);
+        for (std::int64_t t = lo; t < hi; t += kern.keys) {
+          kern.fn(qr,
+                  {ws.k_i8.data() + (t - k0) * i8_key_bytes, ws.k_scale.data() + (t - k0) * blocks},
+                  scores);
+          emit(t, std::min<std::int64_t>(kern.keys, hi - t));
         }
       } else {
-        const q_f32_row qr{ws.q_f32.data() + ri * hp * head_dim, ws.w.data() + ri * hp, heads, hp};
-        const auto kern = select_f32<I>(hp / I::lanes);
-        for (std::int64_t t = lo; t < hi; t += kern.nk) {
-          kern.fn(qr, ws.k_f32.data() + (t - k0) * head_dim, scores);
-          emit(t, std::min<std::int64_t>(kern.nk, hi - t));
+        const f32_path::query qr{ws.q_f32.data() + ri * hp * head_dim, ws.w.data() + ri * hp, heads,
+                                 hp};
+        const auto kern = select_kernel<I, f32_path>(hp / I::lanes);
+        for (std::int64_t t = lo; t < hi; t += kern.keys) {
+          kern.fn(qr, {ws.k_f32.data() + (t - k0) * head_dim}, scores);
+          emit(t, std::min<std::int64_t>(kern.keys, hi - t));
         }
       }
     }

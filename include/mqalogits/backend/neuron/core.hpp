@@ -1,13 +1,18 @@
 // A small NeuronCore model: SBUF / PSUM tiles with their budgets enforced, and the engines the
-// indexer schedule uses (DMA, TensorE, ScalarE, VectorE), each counting what it would cost.
+// indexer schedule uses (DMA, TensorE, ScalarE, VectorE, GpSimd), each counting what it costs
+// under the rules of its generation (traits.hpp).
 //
 // It runs on the host in fp32, one instruction at a time (no cycle simulation). Values in a
 // tile are held as fp32; every element type used here (bytes, e4m3 / e2m1 codes, bf16, fp32) is
 // exact in fp32, and a write to a bf16 tile rounds to nearest even, as VectorE / ScalarE do.
+// The x4 types are nc_matmul_mx's packed operands (trn3): one element holds four codes.
 //
 // Budgets: a tile whose shape is a compile-time constant is checked by static_assert
 // (fits_sbuf_v / fits_psum_v); one known only at run time is checked when allocated and throws
 // mqalogits::error naming the tile, its size, what is in use and the budget.
+//
+// A core built with compute = false counts every instruction exactly as it would otherwise but
+// computes no value (tiles hold no storage): the cost-only mode of a capture.
 #pragma once
 
 #include <algorithm>
@@ -15,7 +20,9 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -30,18 +37,31 @@ MQALOGITS_NAMESPACE_BEGIN
 namespace neuron_backend {
 
 // Element types of on-chip tiles. u8: raw bytes (codes as stored, UE8M0 scales); fp8 / fp4:
-// e4m3 / e2m1 code values (the MX matmul operands on trn3).
-enum class dtype : std::uint8_t { u8, fp8, fp4, bf16, fp32 };
+// e4m3 / e2m1 code values; fp8x4 / fp4x4: four codes packed in one element (32 / 16 bits), the
+// operand type of nc_matmul_mx.
+enum class dtype : std::uint8_t { u8, fp8, fp4, bf16, fp32, fp8x4, fp4x4 };
 
 constexpr int dtype_bits(dtype t) {
-  return t == dtype::fp4 ? 4 : t == dtype::bf16 ? 16 : t == dtype::fp32 ? 32 : 8;
+  return t == dtype::fp4                         ? 4
+         : t == dtype::bf16 || t == dtype::fp4x4 ? 16
+         : t == dtype::fp32 || t == dtype::fp8x4 ? 32
+                                                 : 8;
+}
+constexpr int dtype_lanes(dtype t) {
+  return t == dtype::fp8x4 || t == dtype::fp4x4 ? 4 : 1;
+}
+// 16-bit or narrower data: VectorE / ScalarE run their faster modes on it (trn2 / trn3).
+constexpr bool is_narrow(dtype t) {
+  return dtype_bits(t) <= 16;
 }
 constexpr const char* dtype_name(dtype t) {
-  return t == dtype::u8     ? "u8"
-         : t == dtype::fp8  ? "fp8"
-         : t == dtype::fp4  ? "fp4"
-         : t == dtype::bf16 ? "bf16"
-                            : "fp32";
+  return t == dtype::u8      ? "u8"
+         : t == dtype::fp8   ? "fp8"
+         : t == dtype::fp4   ? "fp4"
+         : t == dtype::bf16  ? "bf16"
+         : t == dtype::fp8x4 ? "fp8x4"
+         : t == dtype::fp4x4 ? "fp4x4"
+                             : "fp32";
 }
 // Bytes one partition of a tile with `free` elements occupies.
 constexpr std::int64_t partition_bytes(dtype t, std::int64_t free) {
@@ -55,15 +75,19 @@ inline float store_as(dtype t, float v) {
 
 enum class memory : std::uint8_t { sbuf, psum };
 
+// The largest PSUM tile of a generation: the matmul output of its largest fp32 moving free size
+// (one 2 KiB bank on trn1 / trn2, 8 banks on trn3).
+template <class Gen>
+inline constexpr std::int64_t max_psum_tile_bytes = traits<Gen>::pe_max_moving_fp32 * 4;
+
 // Compile-time budget checks for constexpr tile shapes.
 template <class Gen, dtype T, int P, std::int64_t F, int Buffers = 1>
 inline constexpr bool fits_sbuf_v =
     P >= 1 && P <= traits<Gen>::partitions&& F >= 1 &&
     Buffers* partition_bytes(T, F) <= traits<Gen>::sbuf_partition_bytes;
-// A PSUM tile is fp32 and lives in one 2 KiB bank (a matmul writes at most one bank).
 template <class Gen, int P, std::int64_t F>
 inline constexpr bool fits_psum_v = P >= 1 && P <= traits<Gen>::partitions&& F >= 1 &&
-                                    partition_bytes(dtype::fp32, F) <= traits<Gen>::psum_bank_bytes;
+                                    partition_bytes(dtype::fp32, F) <= max_psum_tile_bytes<Gen>;
 
 template <dtype T, int P, std::int64_t F>
 struct shape {
@@ -86,14 +110,14 @@ class tile {
   memory space() const { return space_; }
   int partitions() const { return partitions_; }
   std::int64_t free() const { return free_; }
-  float& at(std::int64_t p, std::int64_t i) {
-    return values_[static_cast<std::size_t>(p * free_ + i)];
+  bool holds_values() const { return !values_.empty(); }
+  // Element (p, i); lane j of a packed x4 element.
+  float& at(std::int64_t p, std::int64_t i, int j = 0) {
+    return values_[static_cast<std::size_t>((p * free_ + i) * dtype_lanes(type_) + j)];
   }
-  float at(std::int64_t p, std::int64_t i) const {
-    return values_[static_cast<std::size_t>(p * free_ + i)];
+  float at(std::int64_t p, std::int64_t i, int j = 0) const {
+    return values_[static_cast<std::size_t>((p * free_ + i) * dtype_lanes(type_) + j)];
   }
-  float* row(std::int64_t p) { return values_.data() + p * free_; }
-  const float* row(std::int64_t p) const { return values_.data() + p * free_; }
 
  private:
   friend class pool;
@@ -108,27 +132,41 @@ class tile {
 
 // A window of a tile: partitions [p0, p0 + np), elements [c0, c0 + nc). Engines read and write
 // through windows, the way an NKI instruction names an access pattern.
+// `step` != 1 is a strided access pattern along the free dimension (element c at c0 + c x step;
+// 0 broadcasts one element).
 struct window {
   tile* t = nullptr;
   int p0 = 0, np = 0;
-  std::int64_t c0 = 0, nc = 0;
+  std::int64_t c0 = 0, nc = 0, step = 1;
 
   window() = default;
   window(tile& x) : t(&x), np(x.partitions()), nc(x.free()) {}  // NOLINT: the whole tile
-  window(tile& x, int p0_, int np_, std::int64_t c0_, std::int64_t nc_)
-      : t(&x), p0(p0_), np(np_), c0(c0_), nc(nc_) {}
+  window(tile& x, int p0_, int np_, std::int64_t c0_, std::int64_t nc_, std::int64_t step_ = 1)
+      : t(&x), p0(p0_), np(np_), c0(c0_), nc(nc_), step(step_) {}
   dtype type() const { return t->type(); }
   memory space() const { return t->space(); }
-  float& at(std::int64_t p, std::int64_t c) const { return t->at(p0 + p, c0 + c); }
-  float* row(std::int64_t p) const { return t->row(p0 + p) + c0; }
+  float& at(std::int64_t p, std::int64_t c, int j = 0) const {
+    return t->at(p0 + p, c0 + c * step, j);
+  }
+  bool inside() const {
+    return t && np >= 1 && nc >= 1 && step >= 0 && p0 + np <= t->partitions() &&
+           c0 + (nc - 1) * step < t->free();
+  }
 };
 
 // One memory (SBUF or PSUM): a per-partition byte budget and its peak use. PSUM is handed out in
 // whole 2 KiB banks.
 class pool {
  public:
-  pool(memory space, std::int64_t budget, std::int64_t granule, const char* generation)
-      : space_(space), budget_(budget), granule_(granule), generation_(generation) {}
+  pool(memory space, std::int64_t budget, std::int64_t granule, std::int64_t max_tile,
+       const char* generation, bool compute, bool psum_bf16 = false)
+      : psum_bf16_(psum_bf16),
+        space_(space),
+        budget_(budget),
+        granule_(granule),
+        max_tile_(max_tile),
+        generation_(generation),
+        compute_(compute) {}
   pool(const pool&) = delete;
   pool& operator=(const pool&) = delete;
 
@@ -146,15 +184,20 @@ class pool {
                       m << mem << " tile " << name << " [" << partitions << " x " << free
                         << "] needs 1..128 partitions and a non-empty free size";
                     });
-    detail::require(space_ == memory::sbuf || type == dtype::fp32, where, [&](auto& m) {
-      m << "PSUM tile " << name << " must be fp32, not " << dtype_name(type);
-    });
+    // PSUM holds fp32 (and, for transposed MX operands, packed 32 / 16-bit words; bf16 matmul
+    // output where the generation writes it).
+    detail::require(space_ == memory::sbuf || type == dtype::fp32 || dtype_lanes(type) == 4 ||
+                        (type == dtype::bf16 && psum_bf16_),
+                    where, [&](auto& m) {
+                      m << "PSUM tile " << name << " must be fp32, not " << dtype_name(type);
+                    });
     const std::int64_t bytes = partition_bytes(type, free);
-    detail::require(
-        space_ == memory::sbuf || bytes <= common_traits::psum_bank_bytes, where, [&](auto& m) {
-          m << "PSUM tile " << name << " [" << partitions << " x " << free << " fp32] needs "
-            << bytes << " B per partition, more than one 2 KiB bank (512 fp32)";
-        });
+    detail::require(space_ == memory::sbuf || bytes <= max_tile_, where, [&](auto& m) {
+      m << "PSUM tile " << name << " [" << partitions << " x " << free << " " << dtype_name(type)
+        << "] needs " << bytes << " B per partition, more than "
+        << (max_tile_ == common_traits::psum_bank_bytes ? "one 2 KiB bank (512 fp32)"
+                                                        : "one matmul output");
+    });
     const std::int64_t reserve = (bytes + granule_ - 1) / granule_ * granule_ * buffers;
     detail::require(used_ + reserve <= budget_, where, [&](auto& m) {
       m << mem << " budget exceeded: tile " << name << " [" << partitions << " x " << free << " "
@@ -171,15 +214,18 @@ class pool {
     t.free_ = free;
     t.reserved_ = reserve;
     t.owner_ = this;
-    t.values_.assign(static_cast<std::size_t>(partitions * free), 0.0f);
+    if (compute_)
+      t.values_.assign(static_cast<std::size_t>(partitions * free * dtype_lanes(type)), 0.0f);
     return t;
   }
   void release(std::int64_t bytes) { used_ -= bytes; }
 
  private:
+  bool psum_bf16_;
   memory space_;
-  std::int64_t budget_, granule_;
+  std::int64_t budget_, granule_, max_tile_;
   const char* generation_;
+  bool compute_;
   std::int64_t used_ = 0, peak_ = 0;
 };
 
@@ -202,19 +248,50 @@ inline tile::~tile() {
 
 enum class activation_fn : std::uint8_t { identity, relu };
 
+// Which counter a matmul adds to.
+enum class matmul_kind : std::uint8_t { score, head_sum, broadcast };
+
+// The instruction sequence that decodes a format's codes on VectorE where no instruction does it
+// (trn1 / trn2: no e4m3fn or e2m1 type). Each step is one VectorE instruction over the row's
+// elements (x num / den), with one or two inputs, on 16-bit data or not. e4m3fn -> bf16 bits:
+// (x & 0x7F) << 4 and (x & 0x80) << 8 (tensor_scalar, two ALU ops each), their OR
+// (tensor_tensor), times 2^120 read as bf16 (the exponent re-bias, exact for subnormals too),
+// times the block scale broadcast along the 32 elements (tensor_tensor), NaN codes by
+// (x & 0x7F) == 0x7F and a predicated copy. e2m1: low and high nibbles (x & 0xF, x >> 4) to
+// even and odd elements, sign (n & 8) << 12 and magnitude (n & 7) << 6, OR, times 2^126, times
+// the scale. UE8M0 scales become bf16 2^(s - 127) by s << 7 plus fixes of s = 0 and s = 255
+// (three instructions over the 4 scales of a row, counted by the caller).
+struct decode_step {
+  int inputs;
+  int num, den;
+  bool applies_scale;  // the step that multiplies by the row's scale (skipped without scales)
+};
+inline constexpr decode_step e4m3_decode_steps[] = {
+    {1, 1, 1, false}, {1, 1, 1, false}, {2, 1, 1, false}, {1, 1, 1, false},
+    {2, 1, 1, true},  {1, 1, 1, false}, {2, 1, 1, false}};
+inline constexpr decode_step e2m1_decode_steps[] = {
+    {1, 1, 2, false}, {1, 1, 2, false}, {1, 1, 1, false}, {1, 1, 1, false},
+    {2, 1, 1, false}, {1, 1, 1, false}, {2, 1, 1, true}};
+inline constexpr int scale_decode_instructions = 3;
+
 // One NeuronCore of generation Gen: its two memories and its engines. Every engine call checks
-// the rules NEURON.md lists, computes its result and adds its cost to the counters.
+// the rules its instruction has, computes its result (unless cost-only) and adds its cost.
 template <class Gen>
 class core {
  public:
   using traits_type = traits<Gen>;
 
-  core()
-      : sbuf_(memory::sbuf, traits_type::sbuf_partition_bytes, 64, traits_type::name),
+  explicit core(bool compute = true)
+      : compute_(compute),
+        sbuf_(memory::sbuf, traits_type::sbuf_partition_bytes, 64,
+              traits_type::sbuf_partition_bytes, traits_type::name, compute),
         psum_(memory::psum, traits_type::psum_partition_bytes, traits_type::psum_bank_bytes,
-              traits_type::name) {
+              max_psum_tile_bytes<Gen>, traits_type::name, compute, traits_type::psum_bf16_output) {
     report_.generation = traits_type::name;
+    report_.psum_read_exclusive = traits_type::psum_read_exclusive;
+    report_.sbuf_vector_gpsimd_exclusive = traits_type::sbuf_vector_gpsimd_exclusive;
   }
+  bool computes() const { return compute_; }
 
   // ---- allocation ----
   template <class Shape, int Buffers = 1>
@@ -231,141 +308,247 @@ class core {
   tile psum(const char* name) {
     static_assert(Shape::type == dtype::fp32, "mqalogits neuron model: PSUM tiles are fp32");
     static_assert(fits_psum_v<Gen, Shape::partitions, Shape::free>,
-                  "mqalogits neuron model: this PSUM tile does not fit one 2 KiB bank");
+                  "mqalogits neuron model: this PSUM tile is larger than one matmul output");
     return psum_.allocate(name, dtype::fp32, Shape::partitions, Shape::free);
   }
-  tile psum(const char* name, std::int64_t partitions, std::int64_t free) {
-    return psum_.allocate(name, dtype::fp32, partitions, free);
+  tile psum(const char* name, std::int64_t partitions, std::int64_t free,
+            dtype type = dtype::fp32) {
+    return psum_.allocate(name, type, partitions, free);
   }
   const pool& sbuf_pool() const { return sbuf_; }
   const pool& psum_pool() const { return psum_; }
 
-  // ---- DMA (HBM <-> SBUF): one descriptor per partition row ----
+  // ---- DMA (HBM <-> SBUF) ----
 
-  // Copies `bytes` bytes from HBM into partition p of a u8 tile, from element c0.
-  void dma_bytes_in(const window& dst, std::int64_t p, std::int64_t c0, const std::uint8_t* src,
-                    std::int64_t bytes) {
-    check(dst.type() == dtype::u8 && dst.space() == memory::sbuf, "DMA bytes go to a u8 SBUF tile");
-    check(c0 + bytes <= dst.nc && p < dst.np, "DMA row past the end of its tile");
-    float* out = dst.row(p) + c0;
-    for (std::int64_t i = 0; i < bytes; ++i) out[i] = src[i];
-    descriptor(bytes);
-  }
-  // Copies n values (of `element_bytes` bytes each in HBM) into partition p of an SBUF tile.
-  template <class T>
-  void dma_values_in(const window& dst, std::int64_t p, std::int64_t c0, const T* src,
-                     std::int64_t n) {
-    check(dst.space() == memory::sbuf && c0 + n <= dst.nc && p < dst.np,
-          "DMA row past the end of its tile");
-    float* out = dst.row(p) + c0;
-    for (std::int64_t i = 0; i < n; ++i) out[i] = store_as(dst.type(), to_float(src[i]));
-    descriptor(n * static_cast<std::int64_t>(sizeof(T)));
-  }
-  // Writes partition p, elements [c0, c0 + n) of an SBUF tile to HBM as T.
-  template <class T>
-  void dma_values_out(T* dst, const window& src, std::int64_t p, std::int64_t c0, std::int64_t n) {
-    check(src.space() == memory::sbuf && c0 + n <= src.nc && p < src.np,
-          "DMA row past the end of its tile");
-    const float* in = src.row(p) + c0;
-    for (std::int64_t i = 0; i < n; ++i) dst[i] = from_float<T>(in[i]);
-    descriptor(n * static_cast<std::int64_t>(sizeof(T)));
-  }
-  // One indirect read (a block-table entry, a sparse block index) resolved by the DMA queue.
-  void dma_gather() { ++report_.dma_gathers; }
-  // A DMA of a constant (e.g. -inf) SBUF row into `n` elements of T in HBM.
-  template <class T>
-  void dma_fill_out(T* dst, std::int64_t n, T value) {
-    std::fill(dst, dst + n, value);
-    descriptor(n * static_cast<std::int64_t>(sizeof(T)));
-  }
+  // One DMA instruction: its rows are its descriptors (one per partition row). The transfer is
+  // charged when it ends: a fixed cost (overlapping with the other queues) plus its bytes and a
+  // per-descriptor overhead at the per-core bandwidth. A gather is an indirect transfer reading
+  // `blocks` blocks, one per partition row; on trn2 its descriptors are written by GpSimd.
+  class transfer {
+   public:
+    transfer(core& c, std::int64_t gathered_blocks = 0) : c_(c), blocks_(gathered_blocks) {}
+    ~transfer() { c_.finish_transfer(descriptors_, bytes_, blocks_); }
+    transfer(const transfer&) = delete;
+    transfer& operator=(const transfer&) = delete;
+
+    // `bytes` raw bytes from HBM into partition p of a u8 tile, from element c0 (src null: the
+    // row is read but its bytes are not kept, e.g. slots past the context).
+    // count = false: part of a row counted by row() (a block read as one descriptor).
+    void bytes_in(const window& dst, std::int64_t p, std::int64_t c0, const std::uint8_t* src,
+                  std::int64_t bytes, bool count = true) {
+      c_.check(dst.type() == dtype::u8 && dst.space() == memory::sbuf,
+               "DMA bytes go to a u8 SBUF tile");
+      c_.check(c0 + bytes <= dst.nc && p < dst.np, "DMA row past the end of its tile");
+      if (c_.compute_)
+        for (std::int64_t i = 0; i < bytes; ++i) dst.at(p, c0 + i) = src ? src[i] : 0.0f;
+      if (count) row(bytes);
+    }
+    // n e4m3fn codes of Format rows into partition p of an fp8 tile (trn3, where e4m3fn is a
+    // native type; the tile holds the code values).
+    template <class Format>
+    void codes_in(const window& dst, std::int64_t p, std::int64_t c0, const std::uint8_t* src,
+                  std::int64_t n, bool count = true) {
+      c_.check(dst.type() == dtype::fp8 && dst.space() == memory::sbuf,
+               "DMA codes go to an fp8 SBUF tile");
+      c_.check(c0 + n <= dst.nc && p < dst.np, "DMA row past the end of its tile");
+      if (c_.compute_)
+        for (std::int64_t i = 0; i < n; ++i)
+          dst.at(p, c0 + i) = src ? Format::element(src + (i / head_dim) * Format::data_bytes,
+                                                    static_cast<int>(i % head_dim))
+                                  : 0.0f;
+      if (count) row(n);
+    }
+    // `words` packed x4 elements of Format rows (consecutive data rows of 32 words each, src
+    // null: read, not kept) into partition p of an x4 tile, from element c0.
+    template <class Format>
+    void words_in(const window& dst, std::int64_t p, std::int64_t c0, const std::uint8_t* src,
+                  std::int64_t words, bool count = true) {
+      c_.check(dtype_lanes(dst.type()) == 4 && dst.space() == memory::sbuf,
+               "DMA words go to an x4 SBUF tile");
+      c_.check(c0 + words <= dst.nc && p < dst.np, "DMA row past the end of its tile");
+      constexpr int per_row = head_dim / mx_pack;
+      if (c_.compute_)
+        for (std::int64_t w = 0; w < words; ++w)
+          for (int j = 0; j < mx_pack; ++j)
+            dst.at(p, c0 + w, j) =
+                src ? Format::element(src + (w / per_row) * Format::data_bytes,
+                                      static_cast<int>((w % per_row) * mx_pack + j))
+                    : 0.0f;
+      if (count) row(partition_bytes(dst.type(), words));
+    }
+    // n packed x4 words (consecutive, 4 or 2 bytes each) into partition p of an x4 tile.
+    template <class Format>
+    void packed_words_in(const window& dst, std::int64_t p, std::int64_t c0,
+                         const std::uint8_t* src, std::int64_t n, bool count = true) {
+      c_.check(dtype_lanes(dst.type()) == 4 && dst.space() == memory::sbuf,
+               "DMA words go to an x4 SBUF tile");
+      c_.check(c0 + n <= dst.nc && p < dst.np, "DMA row past the end of its tile");
+      constexpr int word_bytes = mx_pack * Format::data_type::bits / 8;
+      if (c_.compute_)
+        for (std::int64_t w = 0; w < n; ++w)
+          for (int j = 0; j < mx_pack; ++j)
+            dst.at(p, c0 + w, j) = Format::element(src + w * word_bytes, j);
+      if (count) row(n * word_bytes);
+    }
+    // n values of T into partition p of an SBUF tile.
+    template <class T>
+    void values_in(const window& dst, std::int64_t p, std::int64_t c0, const T* src, std::int64_t n,
+                   bool count = true) {
+      c_.check(dst.space() == memory::sbuf && c0 + n <= dst.nc && p < dst.np,
+               "DMA row past the end of its tile");
+      if (c_.compute_)
+        for (std::int64_t i = 0; i < n; ++i)
+          dst.at(p, c0 + i) = src ? store_as(dst.type(), to_float(src[i])) : 0.0f;
+      if (count) row(n * static_cast<std::int64_t>(sizeof(T)));
+    }
+    // Partition p, elements [c0, c0 + n) of an SBUF tile to HBM as T.
+    template <class T>
+    void values_out(T* dst, const window& src, std::int64_t p, std::int64_t c0, std::int64_t n) {
+      c_.check(src.space() == memory::sbuf && c0 + n <= src.nc && p < src.np,
+               "DMA row past the end of its tile");
+      if (c_.compute_)
+        for (std::int64_t i = 0; i < n; ++i) dst[i] = from_float<T>(src.at(p, c0 + i));
+      row(n * static_cast<std::int64_t>(sizeof(T)));
+    }
+    // A constant SBUF row (e.g. -inf) into n elements of T in HBM.
+    template <class T>
+    void fill_out(T* dst, std::int64_t n, T value) {
+      if (c_.compute_) std::fill(dst, dst + n, value);
+      row(n * static_cast<std::int64_t>(sizeof(T)));
+    }
+
+    // One descriptor (partition row) of `bytes` bytes.
+    void row(std::int64_t bytes) {
+      ++descriptors_;
+      bytes_ += bytes;
+      if (bytes < traits_type::dma_small_row_bytes) ++c_.report_.dma_small_descriptors;
+      if (bytes < traits_type::dma_efficient_row_bytes) ++c_.report_.dma_inefficient_descriptors;
+    }
+
+   private:
+    core& c_;
+    std::int64_t blocks_, descriptors_ = 0, bytes_ = 0;
+  };
+  transfer dma() { return transfer(*this); }
+  transfer gather(std::int64_t blocks) { return transfer(*this, blocks); }
 
   // ---- TensorE ----
 
   // out [M, N] (PSUM) = stationary [K, M]^T @ moving [K, N], contraction K on partitions; fp32
   // accumulation; accumulate = false overwrites (the first matmul into a tile), true adds.
-  // bf16 x bf16 runs at the full rate, fp32 x fp32 in 4 passes.
+  // Operands both bf16, both fp32 (4 passes) or both fp8 (e4m3fn codes, where native; double
+  // row: two moving rows per cycle on trn2 / trn3). Cost: max(N, 64) cycles per pass.
   void matmul(const window& out, const window& stationary, const window& moving, bool accumulate,
-              bool head_sum = false) {
+              matmul_kind kind = matmul_kind::score) {
     const std::int64_t K = stationary.np, M = stationary.nc, N = moving.nc;
-    check_matmul(out, stationary, moving);
-    check(stationary.type() == moving.type() &&
-              (stationary.type() == dtype::bf16 || stationary.type() == dtype::fp32),
-          "matmul operands are both bf16 or both fp32 (fp8 / fp4 go through matmul_mx on trn3)");
-    std::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f);
-    for (std::int64_t k = 0; k < K; ++k) {
-      const float* s = stationary.row(k);
-      const float* v = moving.row(k);
-      for (std::int64_t m = 0; m < M; ++m) {
-        const float a = s[m];
-        float* o = acc.data() + m * N;
-        for (std::int64_t n = 0; n < N; ++n) o[n] += a * v[n];
-      }
+    const dtype t = stationary.type();
+    check_matmul(out, stationary, moving,
+                 out.type() == dtype::bf16 ? traits_type::pe_max_moving_bf16
+                                           : traits_type::pe_max_moving_fp32);
+    check(t == moving.type() && (t == dtype::bf16 || t == dtype::fp32 ||
+                                 (t == dtype::fp8 && traits_type::native_e4m3fn)),
+          "matmul operands are both bf16, both fp32 or both fp8 (e4m3fn is native on trn3 only; "
+          "MX codes go through matmul_mx)");
+    if (compute_) {
+      std::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f);
+      for (std::int64_t k = 0; k < K; ++k)
+        for (std::int64_t m = 0; m < M; ++m) {
+          const float a = stationary.at(k, m);
+          float* o = acc.data() + m * N;
+          for (std::int64_t n = 0; n < N; ++n) o[n] += a * moving.at(k, n);
+        }
+      write_psum(out, acc, accumulate);
     }
-    write_psum(out, acc, accumulate);
-    const std::int64_t passes = stationary.type() == dtype::fp32 ? traits_type::pe_fp32_passes : 1;
-    tensor_instruction(N * passes);
-    (head_sum ? report_.matmul_head_sum : report_.matmul_score) += 1;
-    report_.matmul_flops += 2 * K * M * N;
+    const std::int64_t cycles =
+        t == dtype::fp32  ? traits_type::pe_fp32_passes * std::max(N, traits_type::pe_min_cycles)
+        : t == dtype::fp8 ? std::max((N + traits_type::pe_fp8_rows_per_cycle - 1) /
+                                         traits_type::pe_fp8_rows_per_cycle,
+                                     traits_type::pe_min_cycles)
+                          : std::max(N, traits_type::pe_min_cycles);
+    tensor_instruction(cycles);
+    if (kind == matmul_kind::broadcast) {
+      ++report_.matmul_broadcast;  // a partition broadcast, not arithmetic
+    } else {
+      (kind == matmul_kind::head_sum ? report_.matmul_head_sum : report_.matmul_score) += 1;
+      report_.matmul_flops += 2 * K * M * N;
+    }
   }
 
-  // The MX matmul of trn3 (nc_matmul_mx): e4m3 / e2m1 code operands, one UE8M0 scale per 32
-  // contraction elements on each side. codes: [128, M] and [128, N]; scales: [4, M] and [4, N]
-  // (u8 exponents). Each 32-block's code products are summed in fp32, scaled by both block
-  // scales and accumulated in fp32. The model keeps the contraction unpacked on 128 partitions;
-  // the device packs it 4 per partition (32 partitions), which changes the layout, not the
-  // result or the N columns per instruction (derived).
-  void matmul_mx(const window& out, const window& st_codes, const window& st_scales,
-                 const window& mv_codes, const window& mv_scales, bool accumulate) {
+  // nc_matmul_mx (trn3): x4-packed fp8 / fp4 code operands on a multiple of 32 partitions (a
+  // 128-wide contraction is 32 partitions), starting at a quadrant; stationary free size even;
+  // one UE8M0 scale per 32 contraction elements in the quadrant's scale rows (4 per 32
+  // partitions) of [np / 8, M] and [np / 8, N] u8 windows at the operands' partition start.
+  // Per scale block the code products are summed in fp32, scaled by both block scales and
+  // accumulated in fp32. Four 32-partition matmuls on distinct quadrants run at once (row
+  // tiling), so one costs np / 128 of max(N, 64) cycles (derived: the schedule issues them four
+  // at a time).
+  void matmul_mx(const window& out, const window& st, const window& st_scales, const window& mv,
+                 const window& mv_scales, bool accumulate) {
     static_assert(traits_type::mx_matmul || dependent_false<Gen>,
                   "mqalogits neuron model: the MX matmul exists on trn3 only");
-    const std::int64_t K = st_codes.np, M = st_codes.nc, N = mv_codes.nc;
-    check_matmul(out, st_codes, mv_codes);
-    check(K == head_dim, "matmul_mx contracts one 128-wide row (4 scale blocks)");
-    check((st_codes.type() == dtype::fp8 || st_codes.type() == dtype::fp4) &&
-              st_codes.type() == mv_codes.type(),
-          "matmul_mx operands are both fp8 or both fp4 codes");
-    check(st_scales.type() == dtype::u8 && mv_scales.type() == dtype::u8 &&
-              st_scales.np == K / scale_block && mv_scales.np == K / scale_block &&
+    const std::int64_t P = st.np, M = st.nc, N = mv.nc;
+    check_matmul(out, st, mv, traits_type::pe_max_moving_fp32);
+    check((st.type() == dtype::fp8x4 || st.type() == dtype::fp4x4) && st.type() == mv.type(),
+          "matmul_mx operands are both fp8x4 or both fp4x4 packed codes");
+    check(P % mx_quadrant == 0 && st.p0 % mx_quadrant == 0,
+          "matmul_mx operands span a multiple of 32 partitions from a quadrant");
+    check(M % 2 == 0, "matmul_mx stationary free size must be even");
+    const int rows = static_cast<int>(P * mx_pack / scale_block);  // scale rows: 4 per quadrant
+    check(st_scales.type() == dtype::u8 && mv_scales.type() == dtype::u8 && st_scales.np == rows &&
+              mv_scales.np == rows && st_scales.p0 == st.p0 && mv_scales.p0 == mv.p0 &&
               st_scales.nc == M && mv_scales.nc == N,
-          "matmul_mx scales are [4, M] and [4, N] u8 exponents");
-    std::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f), block(acc.size());
-    for (std::int64_t b = 0; b < K / scale_block; ++b) {
-      std::fill(block.begin(), block.end(), 0.0f);
-      for (std::int64_t k = b * scale_block; k < (b + 1) * scale_block; ++k) {
-        const float* s = st_codes.row(k);
-        const float* v = mv_codes.row(k);
+          "matmul_mx scales are u8 [np / 8, M] and [np / 8, N] in the operands' quadrant rows");
+    if (compute_) {
+      std::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f), block(acc.size());
+      constexpr int parts_per_block = scale_block / mx_pack;  // 8 partitions per scale block
+      for (int b = 0; b < rows; ++b) {
+        std::fill(block.begin(), block.end(), 0.0f);
+        for (int k = b * parts_per_block; k < (b + 1) * parts_per_block; ++k)
+          for (int j = 0; j < mx_pack; ++j)
+            for (std::int64_t m = 0; m < M; ++m) {
+              const float a = st.at(k, m, j);
+              float* o = block.data() + m * N;
+              for (std::int64_t n = 0; n < N; ++n) o[n] += a * mv.at(k, n, j);
+            }
         for (std::int64_t m = 0; m < M; ++m) {
-          const float a = s[m];
-          float* o = block.data() + m * N;
-          for (std::int64_t n = 0; n < N; ++n) o[n] += a * v[n];
+          const float a = ue8m0_values[static_cast<std::uint8_t>(st_scales.at(b, m))];
+          for (std::int64_t n = 0; n < N; ++n)
+            acc[m * N + n] += block[m * N + n] *
+                              (a * ue8m0_values[static_cast<std::uint8_t>(mv_scales.at(b, n))]);
         }
       }
-      const float* sm = st_scales.row(b);
-      const float* sn = mv_scales.row(b);
-      for (std::int64_t m = 0; m < M; ++m) {
-        const float a = ue8m0_values[static_cast<std::uint8_t>(sm[m])];
-        for (std::int64_t n = 0; n < N; ++n)
-          acc[m * N + n] += block[m * N + n] * (a * ue8m0_values[static_cast<std::uint8_t>(sn[n])]);
-      }
+      write_psum(out, acc, accumulate);
     }
-    write_psum(out, acc, accumulate);
-    tensor_instruction(N);
+    tensor_instruction((std::max(N, traits_type::pe_min_cycles) * P + 127) / 128);
     ++report_.matmul_score;
-    report_.matmul_flops += 2 * K * M * N;
+    report_.matmul_flops += 2 * P * mx_pack * M * N;
   }
 
-  // out [F, P] (PSUM) = in [P, F]^T: a matmul against the identity (in stationary, P <= 128,
-  // F <= 128). Exact: every value passes through fp32 unchanged.
+  // out [F, P] (PSUM) = in [P, F]^T on TensorE: a matmul of `in` (stationary, P <= 128,
+  // F <= 128) against the identity (moving, N = P), so max(P, 64) cycles, 4 passes for 32-bit
+  // elements (fp32, fp8x4 words). trn1's TensorE transpose is not bit-accurate on NaN / Inf,
+  // so there it refuses them (the schedule uses VectorE's transpose for such data).
   void transpose(const window& out, const window& in) {
     check(in.np <= traits_type::pe_max_contraction && in.nc <= traits_type::pe_max_stationary,
           "transpose input is at most [128 x 128]");
-    check(out.space() == memory::psum && out.np == in.nc && out.nc == in.np,
-          "transpose writes a [F, P] PSUM tile");
+    check(out.space() == memory::psum && out.np == in.nc && out.nc == in.np &&
+              dtype_lanes(out.type()) == dtype_lanes(in.type()),
+          "transpose writes a [F, P] PSUM tile of the input's lanes");
     check_partition_start(in);
     check_partition_start(out);
-    for (std::int64_t p = 0; p < in.np; ++p)
-      for (std::int64_t f = 0; f < in.nc; ++f) out.at(f, p) = in.at(p, f);
-    tensor_instruction(in.np);
+    const int lanes = dtype_lanes(in.type());
+    if (compute_) {
+      if constexpr (!traits_type::exact_pe_transpose)
+        for (std::int64_t p = 0; p < in.np; ++p)
+          for (std::int64_t f = 0; f < in.nc; ++f)
+            check(std::isfinite(in.at(p, f)),
+                  "TensorE transposes are not bit-accurate on NaN / Inf on trn1");
+      for (std::int64_t p = 0; p < in.np; ++p)
+        for (std::int64_t f = 0; f < in.nc; ++f)
+          for (int j = 0; j < lanes; ++j) out.at(f, p, j) = in.at(p, f, j);
+    }
+    const std::int64_t passes = dtype_bits(in.type()) == 32 ? traits_type::pe_fp32_passes : 1;
+    tensor_instruction(passes * std::max<std::int64_t>(in.np, traits_type::pe_min_cycles));
     ++report_.matmul_transpose;
   }
 
@@ -377,103 +560,193 @@ class core {
                   const window* scale = nullptr) {
     check_same_shape(out, in);
     check(!scale || (scale->np == in.np && scale->nc == 1), "activation scale is [P, 1]");
-    for (std::int64_t p = 0; p < in.np; ++p) {
-      const float s = scale ? scale->at(p, 0) : 1.0f;
-      const float* x = in.row(p);
-      float* y = out.row(p);
-      for (std::int64_t i = 0; i < in.nc; ++i) {
-        float v = scale ? x[i] * s : x[i];
-        if (fn == activation_fn::relu && v < 0.0f) v = 0.0f;
-        y[i] = store_as(out.type(), v);
+    if (compute_)
+      for (std::int64_t p = 0; p < in.np; ++p) {
+        const float s = scale ? scale->at(p, 0) : 1.0f;
+        for (std::int64_t i = 0; i < in.nc; ++i) {
+          float v = scale ? in.at(p, i) * s : in.at(p, i);
+          if (fn == activation_fn::relu && v < 0.0f) v = 0.0f;
+          out.at(p, i) = store_as(out.type(), v);
+        }
       }
-    }
-    engine_instruction(report_.scalar, traits_type::scalar_hz, in.nc);
+    const bool narrow = is_narrow(in.type()) && is_narrow(out.type());
+    scalar_instruction(in.nc,
+                       narrow ? traits_type::scalar_bf16_rate : traits_type::scalar_fp32_rate,
+                       in.space() == memory::psum);
   }
 
   // ---- VectorE (fp32 inside, round to nearest even when writing bf16) ----
 
   void memset(const window& out, float value) {
     check_partition_start(out);
-    for (std::int64_t p = 0; p < out.np; ++p)
-      std::fill(out.row(p), out.row(p) + out.nc, store_as(out.type(), value));
-    engine_instruction(report_.vector, traits_type::vector_hz, out.nc);
+    if (compute_)
+      for (std::int64_t p = 0; p < out.np; ++p)
+        for (std::int64_t i = 0; i < out.nc; ++i) out.at(p, i) = store_as(out.type(), value);
+    vector_instruction(out.nc, 1, is_narrow(out.type()), false);
   }
-  // out = in (PSUM -> SBUF evacuation or a cast).
+  // out = in (PSUM -> SBUF evacuation or a cast), lane by lane for x4 elements.
   void copy(const window& out, const window& in) {
     check_same_shape(out, in);
-    for (std::int64_t p = 0; p < in.np; ++p) {
-      const float* x = in.row(p);
-      float* y = out.row(p);
-      for (std::int64_t i = 0; i < in.nc; ++i) y[i] = store_as(out.type(), x[i]);
-    }
-    engine_instruction(report_.vector, traits_type::vector_hz, in.nc);
+    check(dtype_lanes(out.type()) == dtype_lanes(in.type()), "copy keeps the lanes");
+    const int lanes = dtype_lanes(in.type());
+    if (compute_)
+      for (std::int64_t p = 0; p < in.np; ++p)
+        for (std::int64_t i = 0; i < in.nc; ++i)
+          for (int j = 0; j < lanes; ++j) out.at(p, i, j) = store_as(out.type(), in.at(p, i, j));
+    vector_instruction(in.nc, 1, is_narrow(in.type()) && is_narrow(out.type()),
+                       in.space() == memory::psum);
   }
   // acc = in * scalar[p] + (first ? 0 : acc), the per-partition scalar a [P, 1] tile (NKI's
-  // scalar_tensor_tensor).
+  // scalar_tensor_tensor: two tensor inputs).
   void scale_add(const window& acc, const window& in, const window& scalar, bool first) {
     check_same_shape(acc, in);
     check(scalar.np == in.np && scalar.nc == 1, "scale_add scalar is [P, 1]");
-    for (std::int64_t p = 0; p < in.np; ++p) {
-      const float s = scalar.at(p, 0);
-      const float* x = in.row(p);
-      float* y = acc.row(p);
-      for (std::int64_t i = 0; i < in.nc; ++i)
-        y[i] = store_as(acc.type(), first ? 0.0f + x[i] * s : y[i] + x[i] * s);
-    }
-    engine_instruction(report_.vector, traits_type::vector_hz, in.nc);
+    if (compute_)
+      for (std::int64_t p = 0; p < in.np; ++p) {
+        const float s = scalar.at(p, 0);
+        for (std::int64_t i = 0; i < in.nc; ++i) {
+          const float v = in.at(p, i) * s;
+          acc.at(p, i) = store_as(acc.type(), first ? 0.0f + v : acc.at(p, i) + v);
+        }
+      }
+    vector_instruction(in.nc, first ? 1 : 2, is_narrow(in.type()) && is_narrow(acc.type()),
+                       in.space() == memory::psum);
   }
-  // out[p, i] = valid[i] ? in[p, i] : fill (a column mask shared by all partitions).
-  void select(const window& out, const window& in, const std::vector<unsigned char>& valid,
-              float fill) {
-    check_same_shape(out, in);
-    check(static_cast<std::int64_t>(valid.size()) >= in.nc, "select mask shorter than the tile");
-    for (std::int64_t p = 0; p < in.np; ++p) {
-      const float* x = in.row(p);
-      float* y = out.row(p);
-      for (std::int64_t i = 0; i < in.nc; ++i) y[i] = store_as(out.type(), valid[i] ? x[i] : fill);
-    }
-    engine_instruction(report_.vector, traits_type::vector_hz, in.nc);
-  }
-  // Dequantises rows of raw Format bytes ([P, data_bytes] u8 and [P, scale_bytes] u8) into
-  // [P, 128] values of out's type: bf16 (MX formats on trn1 / trn2: exact for every code times
-  // a power of two inside bf16's range) or fp32 (fp8_per_token, whose fp32 scale is not a power
-  // of two). has_scales = false: a format whose rows may come without scales (scale 1).
-  template <class Format>
-  void dequantise(const window& out, const window& data, const window& scales,
-                  bool has_scales = true) {
-    check(data.type() == dtype::u8 && data.np == out.np && data.nc >= Format::data_bytes &&
-              out.nc == head_dim &&
-              (!has_scales || (scales.type() == dtype::u8 && scales.np == out.np &&
-                               scales.nc >= Format::scale_bytes)),
-          "dequantise reads [P, data_bytes] and [P, scale_bytes] u8 into [P, 128]");
+  // out[p, i] = valid[i] ? in[p, src[i]] : fill, lane by lane: a predicated copy reading its
+  // input through an access pattern (src: a column map, null for the identity) with a column
+  // mask shared by all partitions (null: every column valid). The epilogue's cast and -inf,
+  // and the staging copies of the MX layout. Two inputs when masked.
+  void select(const window& out, const window& in, const std::int32_t* src,
+              const unsigned char* valid, float fill) {
+    check(out.np == in.np && dtype_lanes(out.type()) == dtype_lanes(in.type()),
+          "select keeps partitions and lanes");
     check_partition_start(out);
-    std::uint8_t bytes[Format::data_bytes], exps[Format::scale_bytes];
-    float row[head_dim];
-    for (std::int64_t p = 0; p < out.np; ++p) {
-      for (int i = 0; i < Format::data_bytes; ++i)
-        bytes[i] = static_cast<std::uint8_t>(data.at(p, i));
-      if (has_scales)
-        for (int i = 0; i < Format::scale_bytes; ++i)
-          exps[i] = static_cast<std::uint8_t>(scales.at(p, i));
-      Format::decode_row(bytes, has_scales ? exps : nullptr, row);
-      for (int i = 0; i < head_dim; ++i) out.at(p, i) = store_as(out.type(), row[i]);
-    }
-    engine_instruction(report_.vector, traits_type::vector_hz, head_dim);
+    check_partition_start(in);
+    const int lanes = dtype_lanes(in.type());
+    if (compute_)
+      for (std::int64_t p = 0; p < out.np; ++p)
+        for (std::int64_t i = 0; i < out.nc; ++i)
+          for (int j = 0; j < lanes; ++j)
+            out.at(p, i, j) =
+                store_as(out.type(), !valid || valid[i] ? in.at(p, src ? src[i] : i, j) : fill);
+    vector_instruction(out.nc, valid ? 2 : 1, is_narrow(in.type()) && is_narrow(out.type()),
+                       in.space() == memory::psum);
   }
-  // Unpacks raw Format bytes [P, data_bytes] into their code values [P, 128] (unscaled), the MX
-  // operand layout before its transpose (trn3).
-  template <class Format>
-  void unpack_codes(const window& out, const window& data) {
-    check(data.type() == dtype::u8 && data.np == out.np && out.nc == head_dim,
-          "unpack_codes reads [P, data_bytes] u8 into [P, 128]");
+  // out = a * |b| elementwise (tensor_tensor; b read through its access pattern).
+  void multiply_abs(const window& out, const window& a, const window& b) {
+    check_same_shape(out, a);
+    check_same_shape(out, b);
+    if (compute_)
+      for (std::int64_t p = 0; p < out.np; ++p)
+        for (std::int64_t i = 0; i < out.nc; ++i)
+          out.at(p, i) = store_as(out.type(), a.at(p, i) * std::fabs(b.at(p, i)));
+    vector_instruction(out.nc, 2, false, a.space() == memory::psum || b.space() == memory::psum);
+  }
+  // Flips the sign of the codes of every row whose fp32 scale is negative: codes [P, S x per]
+  // (u8 bytes: bit 7; fp8 values: negated), scales [P, S], one scale per `per` codes (a
+  // tensor_tensor XOR with the scales' sign bits broadcast along each row).
+  void flip_signs(const window& codes, const window& scales, std::int64_t per) {
+    check(scales.np == codes.np && scales.nc * per == codes.nc, "flip_signs scales are [P, S]");
+    check_partition_start(codes);
+    if (compute_)
+      for (std::int64_t p = 0; p < codes.np; ++p)
+        for (std::int64_t i = 0; i < codes.nc; ++i)
+          if (std::signbit(scales.at(p, i / per))) {
+            float& c = codes.at(p, i);
+            c = codes.type() == dtype::u8 ? static_cast<float>(static_cast<int>(c) ^ 0x80) : -c;
+          }
+    vector_instruction(codes.nc, 2, true, false);
+  }
+  // Low and high nibbles of [P, m] bytes into [P, 2m] e2m1 codes (x & 0xF to the even elements,
+  // x >> 4 to the odd ones: two tensor_scalar instructions).
+  void unpack_nibbles(const window& out, const window& in) {
+    check(
+        in.type() == dtype::u8 && out.type() == dtype::u8 && out.np == in.np && out.nc == 2 * in.nc,
+        "unpack_nibbles reads [P, m] bytes into [P, 2m] codes");
     check_partition_start(out);
-    std::uint8_t bytes[Format::data_bytes];
-    for (std::int64_t p = 0; p < out.np; ++p) {
-      for (int i = 0; i < Format::data_bytes; ++i)
-        bytes[i] = static_cast<std::uint8_t>(data.at(p, i));
-      for (int i = 0; i < head_dim; ++i) out.at(p, i) = Format::element(bytes, i);
+    check_partition_start(in);
+    if (compute_)
+      for (std::int64_t p = 0; p < in.np; ++p)
+        for (std::int64_t i = 0; i < in.nc; ++i) {
+          const int b = static_cast<int>(in.at(p, i));
+          out.at(p, 2 * i) = static_cast<float>(b & 0xF);
+          out.at(p, 2 * i + 1) = static_cast<float>(b >> 4);
+        }
+    vector_instruction(in.nc, 1, true, false);
+    vector_instruction(in.nc, 1, true, false);
+  }
+  // Decodes codes (e4m3fn bytes, or e2m1 nibbles when Format is MXFP4) held as integers into
+  // their values in out's type, times 2^(e - 127) for the UE8M0 exponents `exps` (integers of
+  // the same shape, e.g. broadcast into PSUM) or times 1 (exps null). Charged as the integer
+  // instruction sequence that decodes them (e4m3_decode_steps / e2m1_decode_steps, without the
+  // nibble split, done by unpack_nibbles) plus the exponent steps.
+  template <class Format>
+  void decode_codes(const window& out, const window& codes, const window* exps) {
+    check_same_shape(out, codes);
+    if (exps) check_same_shape(out, *exps);
+    constexpr bool fp4 = Format::data_bytes * 2 == head_dim;
+    if (compute_)
+      for (std::int64_t p = 0; p < out.np; ++p)
+        for (std::int64_t i = 0; i < out.nc; ++i) {
+          const auto c = static_cast<std::uint8_t>(codes.at(p, i));
+          const float v = fp4 ? e2m1_values[c & 0xF] : e4m3_values[c];
+          const float s = exps ? ue8m0_values[static_cast<std::uint8_t>(exps->at(p, i))] : 1.0f;
+          out.at(p, i) = store_as(out.type(), v * s);
+        }
+    const bool narrow = is_narrow(out.type());
+    for (std::size_t k = fp4 ? 2 : 0; k < 7; ++k) {
+      const decode_step& st = fp4 ? e2m1_decode_steps[k] : e4m3_decode_steps[k];
+      if (st.applies_scale && !exps) continue;
+      vector_instruction(out.nc, st.inputs, narrow && !st.applies_scale,
+                         st.applies_scale && exps->space() == memory::psum);
     }
-    engine_instruction(report_.vector, traits_type::vector_hz, head_dim);
+    if (exps)  // 2^(e - 127) from the exponent integers: e << 7, fixes of e = 0 and e = 255
+      for (int i = 0; i < scale_decode_instructions; ++i)
+        vector_instruction(out.nc, 1, false, exps->space() == memory::psum && i == 0);
+  }
+  // Whether every element of `in` is finite (a tensor_reduce to one flag per partition, read
+  // back by the schedule). Cost-only runs have no values: they take the finite path.
+  bool all_finite(const window& in) {
+    check_partition_start(in);
+    bool ok = true;
+    if (compute_)
+      for (std::int64_t p = 0; p < in.np && ok; ++p)
+        for (std::int64_t i = 0; i < in.nc && ok; ++i) ok = std::isfinite(in.at(p, i));
+    vector_instruction(in.nc, 1, false, in.space() == memory::psum);
+    return ok;
+  }
+  // VectorE's 32 x 32 transpose: out [F, P] = in [P, F]^T with P, F <= 32, within one
+  // quadrant; exact for every value (NaN and Inf included).
+  void transpose32(const window& out, const window& in) {
+    check(in.np <= 32 && in.nc <= 32 && out.np == in.nc && out.nc == in.np,
+          "VectorE transposes [<= 32 x <= 32] into [F, P]");
+    check(in.p0 / 32 == out.p0 / 32 && in.p0 % 32 == 0 && out.p0 % 32 == 0,
+          "VectorE transposes within one 32-partition quadrant");
+    if (compute_)
+      for (std::int64_t p = 0; p < in.np; ++p)
+        for (std::int64_t f = 0; f < in.nc; ++f) out.at(f, p) = in.at(p, f);
+    vector_instruction(32, 1, is_narrow(in.type()) && is_narrow(out.type()),
+                       in.space() == memory::psum);
+    ++report_.vector_transposes;
+  }
+  // ---- GpSimd ----
+
+  // nisa.topk cost: one call per 8 rows, ~4n + K cycles for n candidates and K outputs.
+  void topk_cost(std::int64_t rows, std::int64_t n, std::int64_t k) {
+    const std::int64_t calls =
+        (rows + traits_type::topk_rows_per_call - 1) / traits_type::topk_rows_per_call;
+    for (std::int64_t c = 0; c < calls; ++c)
+      gpsimd_instruction(traits_type::topk_cycles_per_element * n + k);
+    report_.topk_calls += calls;
+  }
+  // A VectorE instruction of `elements` per partition and `inputs` inputs whose result the
+  // caller computes (a compare whose outcome feeds a host-side selection, e.g. top-k).
+  void vector_elementwise(std::int64_t elements, int inputs) {
+    vector_instruction(elements, inputs, false, false);
+  }
+  // A GpSimd instruction of `elements` per partition (one per lane per cycle), `inputs` inputs.
+  void gpsimd_elementwise(std::int64_t elements, int inputs) {
+    gpsimd_instruction(elements * (inputs > 1 ? traits_type::two_input_cycle_factor : 1));
   }
 
   // ---- the report ----
@@ -491,6 +764,7 @@ class core {
   // An instruction's partition range: more than 64 partitions start at 0; 33..64 at 0 or 64;
   // up to 32 at 0, 32, 64 or 96 (NKI access-pattern rules).
   void check_partition_start(const window& w) const {
+    check(w.inside(), "an access pattern reaches past the end of its tile");
     const bool ok = w.np > 64 ? w.p0 == 0 : w.np > 32 ? (w.p0 == 0 || w.p0 == 64) : w.p0 % 32 == 0;
     detail::require(ok && w.p0 + w.np <= traits_type::partitions,
                     std::string("neuron model (") + traits_type::name + ")", [&](auto& m) {
@@ -503,69 +777,112 @@ class core {
     check_partition_start(a);
     check_partition_start(b);
   }
-  void check_matmul(const window& out, const window& st, const window& mv) const {
+  void check_matmul(const window& out, const window& st, const window& mv,
+                    std::int64_t max_moving) const {
     const std::int64_t K = st.np, M = st.nc, N = mv.nc;
     detail::require(K == mv.np && K <= traits_type::pe_max_contraction &&
-                        M <= traits_type::pe_max_stationary && N <= traits_type::pe_max_moving,
+                        M <= traits_type::pe_max_stationary && N <= max_moving,
                     std::string("neuron model (") + traits_type::name + ")", [&](auto& m) {
                       m << "matmul stationary [" << K << " x " << M << "], moving [" << mv.np
                         << " x " << N
                         << "]: contraction must match and be <= 128, stationary free <= 128, "
-                           "moving free <= 512";
+                           "moving free <= "
+                        << max_moving;
                     });
     check(st.space() == memory::sbuf && mv.space() == memory::sbuf,
           "matmul operands are read from SBUF");
-    check(out.space() == memory::psum && out.np == M && out.nc == N,
-          "matmul writes a [M, N] PSUM tile");
+    check(out.space() == memory::psum &&
+              (out.type() == dtype::fp32 ||
+               (out.type() == dtype::bf16 && traits_type::psum_bf16_output)) &&
+              out.np == M && out.nc == N,
+          "matmul writes a [M, N] fp32 PSUM tile (bf16 on trn3)");
     check_partition_start(st);
     check_partition_start(mv);
     check_partition_start(out);
   }
   void write_psum(const window& out, const std::vector<float>& acc, bool accumulate) {
-    for (std::int64_t m = 0; m < out.np; ++m) {
-      float* o = out.row(m);
-      const float* a = acc.data() + m * out.nc;
-      for (std::int64_t n = 0; n < out.nc; ++n) o[n] = accumulate ? o[n] + a[n] : a[n];
+    for (std::int64_t m = 0; m < out.np; ++m)
+      for (std::int64_t n = 0; n < out.nc; ++n) {
+        const float a = acc[static_cast<std::size_t>(m * out.nc + n)];
+        out.at(m, n) = store_as(out.type(), accumulate ? out.at(m, n) + a : a);
+      }
+  }
+  void finish_transfer(std::int64_t descriptors, std::int64_t bytes, std::int64_t blocks) {
+    if (descriptors == 0) return;
+    ++report_.dma_transfers;
+    report_.dma_descriptors += descriptors;
+    report_.dma_bytes += bytes;
+    report_.dma_seconds +=
+        traits_type::dma_fixed_s / traits_type::dma_queues +
+        static_cast<double>(bytes + descriptors * traits_type::dma_descriptor_overhead_bytes) /
+            traits_type::dma_bytes_per_s;
+    if (blocks > 0) {
+      ++report_.dma_gathers;
+      report_.dma_gathered_blocks += blocks;
+      if constexpr (traits_type::gather_on_gpsimd)
+        gpsimd_instruction(descriptors * traits_type::gpsimd_cycles_per_descriptor);
     }
   }
-  void descriptor(std::int64_t bytes) {
-    ++report_.dma_descriptors;
-    report_.dma_bytes += bytes;
-    if (bytes < traits_type::dma_efficient_row_bytes) ++report_.dma_small_descriptors;
-    report_.dma_seconds = static_cast<double>(report_.dma_bytes) / traits_type::hbm_bytes_per_s;
-  }
-  void tensor_instruction(std::int64_t columns) {
+  void tensor_instruction(std::int64_t cycles) {
     report_.tensor.instructions += 1;
-    report_.tensor.cycles += traits_type::pe_fixed_cycles + columns;
+    report_.tensor.cycles += cycles;
     report_.tensor.seconds = static_cast<double>(report_.tensor.cycles) / traits_type::tensor_hz;
   }
-  void engine_instruction(engine_count& e, double hz, std::int64_t elements) {
+  static std::int64_t engine_cycles(std::int64_t elements, int inputs, double rate) {
+    const std::int64_t factor = inputs > 1 ? common_traits::two_input_cycle_factor : 1;
+    return common_traits::engine_fixed_cycles +
+           static_cast<std::int64_t>(std::ceil(static_cast<double>(elements * factor) / rate));
+  }
+  void scalar_instruction(std::int64_t elements, double rate, bool reads_psum) {
+    const std::int64_t c = engine_cycles(elements, 1, rate);
+    add(report_.scalar, c, traits_type::scalar_hz);
+    if (reads_psum) report_.scalar_psum_seconds += static_cast<double>(c) / traits_type::scalar_hz;
+  }
+  void vector_instruction(std::int64_t elements, int inputs, bool narrow, bool reads_psum) {
+    const std::int64_t c = engine_cycles(
+        elements, inputs, narrow ? traits_type::vector_bf16_rate : traits_type::vector_fp32_rate);
+    add(report_.vector, c, traits_type::vector_hz);
+    if (reads_psum) report_.vector_psum_seconds += static_cast<double>(c) / traits_type::vector_hz;
+  }
+  void gpsimd_instruction(std::int64_t cycles) {
+    add(report_.gpsimd, traits_type::engine_fixed_cycles + cycles, traits_type::gpsimd_hz);
+  }
+  static void add(engine_count& e, std::int64_t cycles, double hz) {
     e.instructions += 1;
-    e.cycles += traits_type::engine_fixed_cycles +
-                static_cast<std::int64_t>(static_cast<double>(elements) /
-                                          traits_type::engine_elements_per_cycle);
+    e.cycles += cycles;
     e.seconds = static_cast<double>(e.cycles) / hz;
   }
 
+  bool compute_;
   pool sbuf_, psum_;
   report report_;
 };
 
-// Adds one call's counters into an accumulated report (peaks are maxima, the rest sums).
+// Adds one core's counters into an accumulated report (peaks are maxima, the rest sums).
 inline void accumulate(report& into, const report& call) {
   into.generation = call.generation;
-  into.calls += 1;
+  into.psum_read_exclusive = call.psum_read_exclusive;
+  into.sbuf_vector_gpsimd_exclusive = call.sbuf_vector_gpsimd_exclusive;
   into.dma_bytes += call.dma_bytes;
+  into.dma_transfers += call.dma_transfers;
   into.dma_descriptors += call.dma_descriptors;
   into.dma_small_descriptors += call.dma_small_descriptors;
+  into.dma_inefficient_descriptors += call.dma_inefficient_descriptors;
   into.dma_gathers += call.dma_gathers;
+  into.dma_gathered_blocks += call.dma_gathered_blocks;
   into.dma_seconds += call.dma_seconds;
   into.matmul_score += call.matmul_score;
   into.matmul_head_sum += call.matmul_head_sum;
   into.matmul_transpose += call.matmul_transpose;
+  into.matmul_broadcast += call.matmul_broadcast;
   into.matmul_flops += call.matmul_flops;
-  for (auto [a, b] : {std::pair{&into.tensor, &call.tensor}, std::pair{&into.scalar, &call.scalar},
-                      std::pair{&into.vector, &call.vector}}) {
+  into.vector_transposes += call.vector_transposes;
+  into.topk_calls += call.topk_calls;
+  into.scalar_psum_seconds += call.scalar_psum_seconds;
+  into.vector_psum_seconds += call.vector_psum_seconds;
+  for (auto [a, b] :
+       {std::pair{&into.tensor, &call.tensor}, std::pair{&into.scalar, &call.scalar},
+        std::pair{&into.vector, &call.vector}, std::pair{&into.gpsimd, &call.gpsimd}}) {
     a->instructions += b->instructions;
     a->cycles += b->cycles;
     a->seconds += b->seconds;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include "core.hpp"
+#include "native_paged.hpp"
 #include "report.hpp"
 #include "schedule.hpp"
+#include "topk.hpp"
 #include "traits.hpp"

@@ -13,6 +13,11 @@
 //
 // Captures nest (the innermost one receives the counts) and calls with no capture open cost
 // nothing to report. The counts are of the modelled schedule, not of a device run.
+//
+// A capture may also ask for a cost-only run (`capture_options::cost_only`): the schedule is
+// walked and counted exactly as in a normal call, but no engine computes a value and the output
+// is left untouched, so large shapes can be costed quickly. And on trn2 / trn3 it may ask for
+// two cores per logical core (`logical_cores = 2`, LNC = 2), which split the query rows.
 #pragma once
 
 #include <algorithm>
@@ -29,94 +34,188 @@ namespace neuron_backend {
 struct engine_count {
   std::int64_t instructions = 0;
   std::int64_t cycles = 0;
-  double seconds = 0.0;  // cycles / the engine's clock (NEURON.md rates)
+  double seconds = 0.0;  // cycles / the engine's clock
 };
 
 struct report {
   const char* generation = "";  // trn1, trn2 or trn3
   std::int64_t calls = 0;       // kernel calls added to this report
+  int logical_cores = 1;        // physical cores the calls were split over (LNC)
 
-  // DMA (HBM <-> SBUF): one descriptor per partition row of each transfer.
+  // DMA (HBM <-> SBUF): transfers (one DMA instruction each), one descriptor per partition row.
   std::int64_t dma_bytes = 0;
+  std::int64_t dma_transfers = 0;
   std::int64_t dma_descriptors = 0;
-  std::int64_t dma_small_descriptors = 0;  // rows below the efficient 4 KiB
-  std::int64_t dma_gathers = 0;  // indirect reads: paged block-table entries, sparse blocks
-  double dma_seconds = 0.0;      // dma_bytes / the per-core HBM share (a lower bound)
+  std::int64_t dma_small_descriptors = 0;        // rows below 256 B: overhead-bound
+  std::int64_t dma_inefficient_descriptors = 0;  // rows below the efficient 4 KiB
+  std::int64_t dma_gathers = 0;          // indirect transfers (block-table pages, sparse blocks)
+  std::int64_t dma_gathered_blocks = 0;  // blocks those transfers read, one per partition row
+  // Per transfer: its fixed cost / the DMA queues in flight + (bytes + a per-descriptor
+  // overhead) / the per-core DMA bandwidth.
+  double dma_seconds = 0.0;
 
-  // TensorE: score matmuls, head-sum matmuls (decode) and transposes (identity matmuls).
+  // TensorE: score matmuls, head-sum matmuls (decode), transposes and broadcasts.
   std::int64_t matmul_score = 0;
   std::int64_t matmul_head_sum = 0;
   std::int64_t matmul_transpose = 0;
-  std::int64_t matmul_flops = 0;  // 2 x K x M x N of score and head-sum matmuls
-  engine_count tensor, scalar, vector;
+  std::int64_t matmul_broadcast = 0;   // 0/1 matmuls copying a row to many partitions
+  std::int64_t matmul_flops = 0;       // 2 x K x M x N of score and head-sum matmuls
+  std::int64_t vector_transposes = 0;  // 32 x 32 VectorE transposes (trn1: NaN-exact)
+  std::int64_t topk_calls = 0;         // nisa.topk on GpSimd
+  engine_count tensor, scalar, vector, gpsimd;
+  // Time ScalarE and VectorE spend reading PSUM: on trn1 they cannot overlap.
+  double scalar_psum_seconds = 0.0, vector_psum_seconds = 0.0;
+  bool psum_read_exclusive = false;           // trn1
+  bool sbuf_vector_gpsimd_exclusive = false;  // trn1
 
   // Peaks of on-chip use, bytes per partition.
   std::int64_t peak_sbuf_bytes = 0;
   std::int64_t peak_psum_bytes = 0;
 
+  // The busiest core's estimate when the calls ran on two cores (LNC = 2); 0: one core.
+  double lnc_core_seconds = 0.0;
+  const char* lnc_core_bound = "";
+
   std::int64_t matmul_instructions() const {
-    return matmul_score + matmul_head_sum + matmul_transpose;
+    return matmul_score + matmul_head_sum + matmul_transpose + matmul_broadcast;
   }
-  // With every engine overlapped (double-buffered tiles), the slowest one bounds the call.
+
+  // The time of each limit on the call: every engine, and on trn1 the two shared ports.
+  struct limit {
+    const char* name;
+    double seconds;
+  };
+  static constexpr int num_limits = 7;
+  void limits(limit (&out)[num_limits]) const {
+    out[0] = {"DMA", dma_seconds};
+    out[1] = {"TensorE", tensor.seconds};
+    out[2] = {"ScalarE", scalar.seconds};
+    out[3] = {"VectorE", vector.seconds};
+    out[4] = {"GpSimd", gpsimd.seconds};
+    out[5] = {"PSUM-read(ScalarE+VectorE)",
+              psum_read_exclusive ? scalar_psum_seconds + vector_psum_seconds : 0.0};
+    out[6] = {"SBUF(VectorE+GpSimd)",
+              sbuf_vector_gpsimd_exclusive ? vector.seconds + gpsimd.seconds : 0.0};
+  }
+  // One core, every engine overlapped (double-buffered tiles): the slowest limit bounds it.
+  double single_core_seconds() const {
+    limit l[num_limits];
+    limits(l);
+    double t = 0;
+    for (const limit& x : l) t = std::max(t, x.seconds);
+    return t;
+  }
+  const char* single_core_bound() const {
+    limit l[num_limits];
+    limits(l);
+    const limit* best = &l[0];
+    for (const limit& x : l)
+      if (x.seconds > best->seconds) best = &x;
+    return best->name;
+  }
   double estimated_seconds() const {
-    return std::max({dma_seconds, tensor.seconds, scalar.seconds, vector.seconds});
+    return logical_cores > 1 ? lnc_core_seconds : single_core_seconds();
   }
-  const char* bound_by() const {
-    const double t = estimated_seconds();
-    return t == dma_seconds      ? "DMA"
-           : t == tensor.seconds ? "TensorE"
-           : t == scalar.seconds ? "ScalarE"
-                                 : "VectorE";
+  const char* bound_by() const { return logical_cores > 1 ? lnc_core_bound : single_core_bound(); }
+
+  // `neuron <gen> <kernel> <shape> estimate <microseconds> us bound <engine>`
+  std::string line(const std::string& kernel, const std::string& shape) const {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "neuron %s %s %s estimate %.2f us bound %s", generation,
+                  kernel.c_str(), shape.c_str(), estimated_seconds() * 1e6, bound_by());
+    return buf;
+  }
+
+  // What binds, in one sentence.
+  std::string verdict() const {
+    const std::string b = bound_by();
+    const char* why = b == "DMA"       ? "moving the operands from HBM is the limit"
+                      : b == "TensorE" ? "the matmuls are the limit: the schedule is compute-bound"
+                      : b == "ScalarE" ? "evacuating PSUM through the relu is the limit"
+                      : b == "VectorE" ? "VectorE's decode, copies and epilogue are the limit"
+                      : b == "GpSimd"  ? "GpSimd (gather descriptors, top-k) is the limit"
+                                       : "two engines sharing one port on trn1 are the limit";
+    return std::string(generation) + ": bound by " + b + ", " + why;
   }
 
   std::string summary() const {
     std::string s;
-    char line[256];
+    char line_buf[320];
     auto add = [&](auto... args) {
-      std::snprintf(line, sizeof line, args...);
-      s += line;
+      std::snprintf(line_buf, sizeof line_buf, args...);
+      s += line_buf;
     };
+    auto ll = [](std::int64_t v) { return static_cast<long long>(v); };
     add("neuron model (%s), %lld call(s) -- a model of the NeuronCore schedule, not a device run\n",
-        generation, static_cast<long long>(calls));
-    add("  DMA      %12lld bytes  %9lld descriptors (%lld below 4 KiB)  %lld gathers  %10.2f us\n",
-        static_cast<long long>(dma_bytes), static_cast<long long>(dma_descriptors),
-        static_cast<long long>(dma_small_descriptors), static_cast<long long>(dma_gathers),
+        generation, ll(calls));
+    add("  DMA      %12lld bytes  %lld transfers (%lld gathers of %lld blocks)  %lld descriptors "
+        "(%lld below 4 KiB, %lld below 256 B)  %10.2f us\n",
+        ll(dma_bytes), ll(dma_transfers), ll(dma_gathers), ll(dma_gathered_blocks),
+        ll(dma_descriptors), ll(dma_inefficient_descriptors), ll(dma_small_descriptors),
         dma_seconds * 1e6);
-    add("  TensorE  %9lld matmuls (%lld score, %lld head-sum, %lld transpose)  %.3g flop  %10.2f "
-        "us\n",
-        static_cast<long long>(matmul_instructions()), static_cast<long long>(matmul_score),
-        static_cast<long long>(matmul_head_sum), static_cast<long long>(matmul_transpose),
-        static_cast<double>(matmul_flops), tensor.seconds * 1e6);
-    add("  ScalarE  %9lld instructions %12lld cycles  %10.2f us\n",
-        static_cast<long long>(scalar.instructions), static_cast<long long>(scalar.cycles),
-        scalar.seconds * 1e6);
-    add("  VectorE  %9lld instructions %12lld cycles  %10.2f us\n",
-        static_cast<long long>(vector.instructions), static_cast<long long>(vector.cycles),
-        vector.seconds * 1e6);
-    add("  peak SBUF %lld B / partition, peak PSUM %lld B / partition\n",
-        static_cast<long long>(peak_sbuf_bytes), static_cast<long long>(peak_psum_bytes));
+    add("  TensorE  %9lld matmuls (%lld score, %lld head-sum, %lld transpose, %lld broadcast)  "
+        "%.3g flop  %12lld cycles  %10.2f us\n",
+        ll(matmul_instructions()), ll(matmul_score), ll(matmul_head_sum), ll(matmul_transpose),
+        ll(matmul_broadcast), static_cast<double>(matmul_flops), ll(tensor.cycles),
+        tensor.seconds * 1e6);
+    add("  ScalarE  %9lld instructions %12lld cycles  %10.2f us (%.2f us reading PSUM)\n",
+        ll(scalar.instructions), ll(scalar.cycles), scalar.seconds * 1e6,
+        scalar_psum_seconds * 1e6);
+    add("  VectorE  %9lld instructions %12lld cycles  %10.2f us (%.2f us reading PSUM, %lld "
+        "32x32 transposes)\n",
+        ll(vector.instructions), ll(vector.cycles), vector.seconds * 1e6, vector_psum_seconds * 1e6,
+        ll(vector_transposes));
+    add("  GpSimd   %9lld instructions %12lld cycles  %10.2f us (%lld topk calls)\n",
+        ll(gpsimd.instructions), ll(gpsimd.cycles), gpsimd.seconds * 1e6, ll(topk_calls));
+    if (psum_read_exclusive)
+      add("  trn1 ports: PSUM reads of ScalarE + VectorE %.2f us, SBUF of VectorE + GpSimd %.2f "
+          "us (each pair cannot overlap)\n",
+          (scalar_psum_seconds + vector_psum_seconds) * 1e6,
+          (vector.seconds + gpsimd.seconds) * 1e6);
+    add("  peak SBUF %lld B / partition, peak PSUM %lld B / partition\n", ll(peak_sbuf_bytes),
+        ll(peak_psum_bytes));
+    if (logical_cores > 1)
+      add("  LNC = %d: the busiest core %.2f us (bound by %s); totals above are of both cores\n",
+          logical_cores, lnc_core_seconds * 1e6, lnc_core_bound);
     add("  estimate %.2f us (bound by %s, engines overlapped)\n", estimated_seconds() * 1e6,
         bound_by());
+    add("  verdict: %s\n", verdict().c_str());
     return s;
   }
 };
 
-// The report the calls of this thread add to (null: none).
-inline report*& current_report() {
-  thread_local report* r = nullptr;
-  return r;
+// How the calls of a capture run.
+struct capture_options {
+  bool cost_only = false;  // count the schedule, compute nothing, leave the output untouched
+  int logical_cores = 1;   // 2: LNC = 2 on trn2 / trn3, the query rows split over two cores
+};
+
+struct capture_state {
+  report* target = nullptr;
+  capture_options options;
+};
+
+// The report the calls of this thread add to (target null: none).
+inline capture_state& current_capture() {
+  thread_local capture_state s;
+  return s;
+}
+inline report* current_report() {
+  return current_capture().target;
 }
 
 // Routes the cost of neuron-backend calls made on this thread to `r` while it lives.
 class capture {
  public:
-  explicit capture(report& r) : previous_(current_report()) { current_report() = &r; }
-  ~capture() { current_report() = previous_; }
+  explicit capture(report& r, capture_options opt = {}) : previous_(current_capture()) {
+    current_capture() = {&r, opt};
+  }
+  ~capture() { current_capture() = previous_; }
   capture(const capture&) = delete;
   capture& operator=(const capture&) = delete;
 
  private:
-  report* previous_;
+  capture_state previous_;
 };
 
 }  // namespace neuron_backend

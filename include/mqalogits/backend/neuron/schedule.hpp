@@ -1,42 +1,55 @@
 // The four kernels scheduled on the NeuronCore model (core.hpp).
 //
-// Keys (every kernel): a work item's keys (<= 512, one PSUM bank of fp32) arrive token-major by
-// DMA, 128 tokens at a time ([tokens on partitions, row bytes], one descriptor per row; paged
-// reads resolve one block-table entry per page, sparse reads one index per block). trn1 / trn2
-// dequantise them on VectorE to bf16 (exact), trn3 unpacks the codes for the MX matmul; TensorE
-// transposes them so the head dimension (the contraction) lies on partitions: K^T [128, <= 512].
+// Keys arrive in chunks, one block of consecutive keys per partition row, as AWS's paged decode
+// loads its cache (attention_tkg: many blocks per indirect DMA, one block per partition): a
+// block is a page (paged), a selected block (sparse, paged-sparse) or 32 consecutive tokens
+// (dense: 4 KiB of MXFP8 codes, the efficient DMA row). A chunk is at most 128 blocks and 8192
+// keys (4096 for blocks of 128 keys or more, to fit trn1's SBUF), loaded by one DMA of its
+// codes and one of its scales. TensorE then puts the head dimension (the contraction) on
+// partitions, and strided copies put the keys back in their natural order along the free axis.
 //
-// Decode (paged, sparse, paged-sparse; one query row or a request's next_n rows):
-//   heads on PSUM partitions: S [rows x H, 512] = matmul(stationary Q^T [128, rows x H],
-//   moving K^T [128, 512]); ScalarE relu while evacuating S to SBUF (fp32); the weighted head
-//   sum is a second matmul with the weights stationary: logits [1, 512] = matmul(stationary
-//   w [H, 1], moving relu(S) [H, 512]) per row, in fp32 (bf16 relu scores would cost 2^-9 of
-//   SPEC §6's M, over its 2^-14 budget). Rows are packed two (H = 64) or four (H = 32) per score
-//   matmul; other head counts run one row per matmul, so every head-sum operand starts on a
-//   partition NKI's access rules allow.
+// Formats, per generation:
+// - trn1 / trn2 have no e4m3fn or e2m1 type. The codes are transposed as integers (exact on
+//   every generation, even trn1's TensorE, which is not bit-accurate on NaN / Inf), the UE8M0
+//   exponents are transposed and broadcast to their 32 partitions by a 0/1 matmul, and VectorE
+//   decodes codes x scales to bf16 with integer instructions (core::decode_codes). Every code
+//   times a power of two is exact in bf16, so the bf16 matmul loses nothing.
+// - trn3 multiplies MXFP8 / MXFP4 natively (nc_matmul_mx): x4-packed words on 32 partitions, the
+//   scales in the quadrant's rows. Four consecutive keys of a block go to the four quadrants
+//   (quadrant j holds keys 4c + j), so four row-tiled 32-partition matmuls cover 4 x 256 keys.
+// - fp8_per_token: the Q scale is folded into the weights and the K scale applied to the
+//   head-summed row (relu(s x d) = |s| relu(sign(s) d): the sign flips the codes), so the codes
+//   go through bf16 matmuls (trn1 / trn2) or fp8 "double row" matmuls (trn3, native e4m3fn)
+//   instead of fp32 passes.
+//
+// Decode (paged, sparse, paged-sparse; one query row or a request's next_n rows): heads on PSUM
+//   partitions, floor(128 / H) query rows per pass: S [rows x H, n] = matmul(stationary Q^T,
+//   moving K^T); ScalarE relu while evacuating S to SBUF (fp32); the weighted head sum is ONE
+//   matmul per pass with a block-diagonal weight stationary ([rows x H, rows], w[r, h] at
+//   (r x H + h, r)): logits [rows, n], in fp32 (bf16 relu scores would cost 2^-9 of the
+//   accuracy contract's M, over its 2^-14 budget).
 // Prefill (dense): query tokens on partitions, up to 128 rows: per head h,
-//   S_h [rows, 512] = matmul(stationary Q_h^T [128, rows], moving K^T), ScalarE relu on
-//   evacuation, VectorE acc += relu * w[:, h] (a per-partition scalar), heads in order.
-// Epilogue: VectorE casts the fp32 logits to the output type (RNE for bf16) and writes -inf in
-// masked columns; DMA writes each row's candidate columns; -inf outside them when clean_logits.
+//   S_h [rows, n] = matmul(stationary Q_h^T, moving K^T), ScalarE relu on evacuation, VectorE
+//   acc += relu * w[:, h] (a per-partition scalar), heads in order.
+// Epilogue (one function, `epilogue`): VectorE casts a chunk's fp32 logits to the output type
+// (RNE for bf16) and writes -inf in masked columns; one DMA writes each row's candidate columns;
+// -inf outside them when clean_logits.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "../../config.hpp"
+#include "../../error.hpp"
+#include "../../exec/executor.hpp"
+#include "../../exec/options.hpp"
 #include "../../format/bf16.hpp"
 #include "../../format/mx.hpp"
-#include "../../exec/options.hpp"
-#include "../../output/logits_row.hpp"
-#include "../../variant/dense.hpp"
-#include "../../variant/paged.hpp"
-#include "../../variant/paged_sparse.hpp"
 #include "../../variant/plan.hpp"
-#include "../../variant/sparse.hpp"
 #include "../../view/matrix_view.hpp"
 #include "../../view/rows_view.hpp"
 #include "../backend.hpp"
@@ -46,229 +59,508 @@
 MQALOGITS_NAMESPACE_BEGIN
 namespace neuron_backend {
 
-template <class T>
-inline constexpr bool is_dense_plan_v = false;
-template <class F>
-inline constexpr bool is_dense_plan_v<dense_plan<F>> = true;
-template <class T>
-inline constexpr bool is_paged_plan_v = false;
-template <class F>
-inline constexpr bool is_paged_plan_v<paged_plan<F>> = true;
-template <class T>
-inline constexpr bool is_sparse_plan_v = false;
-template <class F>
-inline constexpr bool is_sparse_plan_v<sparse_plan<F>> = true;
-
-// Keys per work item: the moving free size of one matmul (one PSUM bank of fp32).
-inline constexpr std::int64_t key_tile = common_traits::pe_max_moving;
-// Tokens per DMA / transpose step: one per partition.
-inline constexpr std::int64_t key_step = common_traits::partitions;
+// Moving columns of one score matmul: one PSUM bank of fp32.
+inline constexpr std::int64_t key_tile = 512;
+// Columns of one row-tiled MX matmul (trn3): four of them cover 4 x 256 keys in 2 PSUM banks.
+inline constexpr std::int64_t quadrant_tile = 256;
+// Keys per partition row of a dense chunk: 32 rows of 128 codes, 4 KiB (efficient DMA rows).
+inline constexpr std::int64_t contiguous_block = 32;
 // Query rows per prefill item: one per partition.
 inline constexpr std::int64_t prefill_rows = common_traits::partitions;
 
-// Query rows packed into one decode score matmul (see the header comment).
+// Keys per chunk for blocks of `block` keys: up to 128 blocks, 8192 keys (4096 for blocks of
+// >= 128 keys, whose 16-32 KiB rows would not leave room on trn1).
+constexpr std::int64_t chunk_keys(std::int64_t block) {
+  return std::min<std::int64_t>(128, (block >= 128 ? 4096 : 8192) / block) * block;
+}
+// Query rows per decode pass: two (H = 64) or four (H = 32) rows share one score matmul; other
+// head counts run one row per pass, so that every row's heads start on a partition the
+// access-pattern rules allow (needed by the NaN-exact head sum, see `decode`).
 constexpr std::int64_t decode_rows_per_pass(std::int64_t heads) {
-  return heads == 32 ? 4 : heads == 64 ? 2 : 1;
+  return heads == 32 || heads == 64 ? common_traits::partitions / heads : 1;
 }
 
+// OCP MX: power-of-two (UE8M0) scales, one per 32 elements, the layout nc_matmul_mx takes.
 template <class F>
-inline constexpr bool is_mx_format_v = std::is_same_v<F, mxfp8> || std::is_same_v<F, mxfp4>;
+inline constexpr bool is_mx_format_v = F::power_of_two_scales&& F::scale_block == scale_block;
 
-template <class Gen, class Format, class Plan, class W, class O>
+// The element type an output policy writes (the logits row's O; fp32 for others).
+template <class Output>
+struct output_element {
+  using type = float;
+};
+template <class Output>
+requires requires {
+  typename Output::element_type;
+}
+struct output_element<Output> {
+  using type = typename Output::element_type;
+};
+
+template <class Gen, class Format, class Plan, class W, class Output>
 class kernel {
+  using O = typename output_element<Output>::type;
+  static_assert(variant_plan<Plan>, "mqalogits neuron model: Plan is not a variant plan");
   using tr = traits<Gen>;
-  // MXFP8 / MXFP4 on trn3 take the MX matmul path.
-  static constexpr bool mx = tr::mx_matmul && is_mx_format_v<Format>;
-  static constexpr dtype code_type = std::is_same_v<Format, mxfp4> ? dtype::fp4 : dtype::fp8;
-  // The matmul operand type of Q and K: MX codes (trn3), bf16 after dequantising an MX format
-  // (exact), or fp32 for fp8_per_token (code x fp32 scale is not exact in bf16; the matmul
-  // then runs in fp32, 4 passes).
-  static constexpr dtype operand_type = mx                       ? code_type
-                                        : is_mx_format_v<Format> ? dtype::bf16
-                                                                 : dtype::fp32;
+  static constexpr bool mx_format = is_mx_format_v<Format>;
+  static constexpr bool per_token = !mx_format;
+  static constexpr bool mx = tr::mx_matmul && mx_format;  // trn3 MX matmul
+  static constexpr bool fp4 = Format::data_type::bits == 4;
+  static constexpr bool fp8_operands = per_token && tr::native_e4m3fn;  // trn3 fp8_per_token
+  static constexpr dtype word_type = fp4 ? dtype::fp4x4 : dtype::fp8x4;
+  // The matmul operand: x4 words (trn3 MX), fp8 codes (trn3 per-token) or decoded bf16.
+  static constexpr dtype operand_type = mx ? word_type : fp8_operands ? dtype::fp8 : dtype::bf16;
   static constexpr dtype out_type = std::is_same_v<O, float> ? dtype::fp32 : dtype::bf16;
   static constexpr int db = Format::data_bytes, sb = Format::scale_bytes;
+  static constexpr int words = head_dim / mx_pack;  // x4 words per row
+  static constexpr std::int64_t score_step = mx ? mx_pack * quadrant_tile : key_tile;
+  // Keys stored in the Neuron-native MX layout (native_paged.hpp): whole blocks by DMA.
+  static constexpr bool native = requires { requires Plan::native_mx_layout; };
+  static_assert(!native || mx, "mqalogits neuron model: the native MX layout needs trn3 and MX");
+  // Columns per quadrant matmul: 256 (4 x 256 keys), native: one 128-token block per quadrant.
+  static constexpr std::int64_t quadrant_step = native ? 128 : quadrant_tile;
+  static constexpr float minus_inf = -std::numeric_limits<float>::infinity();
 
  public:
   kernel(core<Gen>& c, const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-         const matrix_view<O>& out, bool clean)
+         Output& output, int part, int parts)
       : c_(c),
         q_(q),
         plan_(plan),
         w_(w),
-        out_(out),
-        clean_(clean),
+        output_(output),
+        clean_(clean_of(output)),
+        part_(part),
+        parts_(parts),
         heads_(w.cols),
-        // Streaming tiles, allocated once per call. Their shapes are compile-time constants, so
-        // an overflow is a compile error (fits_sbuf_v / fits_psum_v); K^T is double-buffered.
-        kt_(c.template sbuf<shape<operand_type, 128, key_tile>, 2>("K^T")),
-        k_raw_(c.template sbuf<shape<dtype::u8, 128, db>, 2>("K rows")),
-        k_exp_(c.template sbuf<shape<dtype::u8, 128, sb>, 2>("K scales")),
-        k_rows_(c.template sbuf<shape<operand_type, 128, head_dim>>("K rows dequantised")),
-        transposed_(c.template psum<shape<dtype::fp32, 128, 128>>("transpose")),
-        scores_(c.template psum<shape<dtype::fp32, 128, key_tile>>("scores")),
-        relu_(c.template sbuf<shape<dtype::fp32, 128, key_tile>>("relu(scores)")),
-        logits_(c.template sbuf<shape<out_type, 128, key_tile>>("logits")) {
-    if constexpr (mx) kt_exp_ = c.template sbuf<shape<dtype::u8, 4, key_tile>, 2>("K^T scales");
-    valid_.resize(key_tile);
+        block_(plan.gather_block() > 0 ? plan.gather_block() : contiguous_block),
+        chunk_(chunk_keys(block_)),
+        rows_(chunk_ / block_),
+        // Streaming tiles of constant shape: an overflow is a compile error (fits_sbuf_v /
+        // fits_psum_v).
+        relu_(c.template sbuf<shape<dtype::fp32, 128, score_step>>("relu(scores)")),
+        scores_(c.template psum<shape<dtype::fp32, 128, score_step>>("scores")),
+        head_(c.template psum<shape<dtype::fp32, 128, score_step>>("head sum")) {
+    // Per-call tiles sized by the chunk (runtime: an overflow is a named error).
+    if constexpr (!native) {  // native blocks go straight to K^T
+      raw_ = mx             ? c.sbuf("K words", word_type, rows_, block_ * words)
+             : fp8_operands ? c.sbuf("K codes", dtype::fp8, rows_, block_ * db)
+                            : c.sbuf("K bytes", dtype::u8, rows_, block_ * db);
+      if constexpr (mx_format) exps_ = c.sbuf("K scales", dtype::u8, rows_, block_ * sb);
+    }
+    if constexpr (per_token) {
+      k_scale_ = c.sbuf("K scales", dtype::fp32, rows_, block_);
+      k_scale_row_ = c.sbuf("K scale row", dtype::fp32, 1, chunk_);
+      ones_ = c.sbuf("ones", dtype::fp32, 1, 128);
+      c.memset(window(ones_), 1.0f);
+    }
+    if constexpr (mx) {
+      kt_ = c.sbuf("K^T", word_type, 128, chunk_ / mx_pack);
+      kt_scales_ = c.sbuf("K^T scales", dtype::u8, 128, chunk_ / mx_pack);
+      stage_ = c.sbuf("scale staging", dtype::u8, 128, 128);
+      tpx_ = c.psum("transpose (words)", 128, 128, word_type);
+    } else {
+      if constexpr (fp4) codes_ = c.sbuf("K codes", dtype::u8, rows_, block_ * head_dim);
+      kt_ = c.sbuf("K^T", operand_type, 128, chunk_);
+      if constexpr (!fp8_operands) codes_t_ = c.sbuf("K^T codes", dtype::bf16, 128, chunk_);
+      if constexpr (mx_format) {
+        exps_t_ = c.sbuf("K^T exponents", dtype::bf16, 4, chunk_);
+        spread_ = c.sbuf("exponent spread", dtype::bf16, 4, 128);
+        // 0/1 matrix spreading exponent row b to the 32 partitions of its scale block.
+        c.memset(window(spread_), 0.0f);
+        if (c.computes())
+          for (int d = 0; d < head_dim; ++d) spread_.at(d / scale_block, d) = 1.0f;
+      }
+      if constexpr (mx_format || per_token) bcast_ = c.psum("broadcast", 128, key_tile);
+    }
+    tp_ = c.psum("transpose", 128, 128);
+    logits_ = c.template sbuf<shape<dtype::fp32, 128, score_step>>("logits");
+    out_tile_ = c.template sbuf<shape<out_type, 128, score_step>>("logits out");
+    valid_.resize(static_cast<std::size_t>(chunk_));
   }
 
   void run() {
-    if (clean_) fill_outside();
+    if (clean_ && part_ == 0) fill_outside();
     work_list work;
-    plan_.fill_work(tiling{is_dense_plan_v<Plan> ? prefill_rows : 8, key_tile}, work);
-    for (const work_item& item : work.items)
-      for (std::int64_t k0 = item.key_begin; k0 < item.key_end; k0 += key_tile) {
-        const std::int64_t n = std::min(key_tile, item.key_end - k0);
-        load_keys(item.group, k0, n);
-        if constexpr (is_dense_plan_v<Plan>)
-          prefill(item, k0, n);
+    plan_.fill_work(tiling{Plan::prefill ? prefill_rows : 8, chunk_}, work);
+    // Consecutive items of one group, rows and contiguous keys form one chunk.
+    std::vector<work_item> chunks;
+    for (const work_item& it : work.items) {
+      if (!chunks.empty()) {
+        work_item& last = chunks.back();
+        if (last.group == it.group && last.row_begin == it.row_begin &&
+            last.row_end == it.row_end && last.key_end == it.key_begin &&
+            it.key_end - last.key_begin <= chunk_) {
+          last.key_end = it.key_end;
+          continue;
+        }
+      }
+      chunks.push_back(it);
+    }
+    for (const work_item& ch : chunks)
+      for (std::int64_t k0 = ch.key_begin; k0 < ch.key_end; k0 += chunk_) {
+        // LNC = 2: the two cores split the queries (prefill row tiles, decode groups).
+        const std::int64_t owner = Plan::prefill ? ch.row_begin / prefill_rows : ch.group;
+        if (owner % parts_ != part_) continue;
+        const std::int64_t nk = std::min(chunk_, ch.key_end - k0);
+        load_keys(ch.group, k0, nk);
+        if constexpr (Plan::prefill)
+          prefill(ch, k0, nk);
         else
-          decode(item, k0, n);
+          decode(ch, k0, nk);
       }
   }
 
  private:
   // ---- keys ----
 
-  // Which indirect read a key belongs to (a block-table entry, a sparse block), or -1.
-  std::int64_t gather_unit(std::int64_t k) const {
-    if constexpr (is_paged_plan_v<Plan>)
-      return k / plan_.cache().page_kv;
-    else if constexpr (is_sparse_plan_v<Plan>)
-      return k / plan_.sparse_block_kv();
-    else
-      return -1;
-  }
-
-  // K^T [128, n] (and its [4, n] scales on trn3) for keys [k0, k0 + n) of group g.
-  void load_keys(std::int64_t g, std::int64_t k0, std::int64_t n) {
-    std::int64_t last_unit = -1;
-    for (std::int64_t s0 = 0; s0 < n; s0 += key_step) {
-      const int m = static_cast<int>(std::min(key_step, n - s0));
-      bool masked = false;
-      keys_.clear();
-      for (int i = 0; i < m; ++i) {
-        keys_.push_back(plan_.key(g, k0 + s0 + i));
-        valid_[static_cast<std::size_t>(s0 + i)] = keys_.back().valid();
-        masked |= !keys_.back().valid();
-      }
-      const window raw(k_raw_, 0, m, 0, db), exp(k_exp_, 0, m, 0, sb);
-      if (masked) {  // masked keys score a zero row; their columns become -inf
-        c_.memset(raw, 0.0f);
-        c_.memset(exp, 0.0f);
-      }
-      for (int i = 0; i < m; ++i) {
-        if (!keys_[i].valid()) continue;
-        if (const std::int64_t u = gather_unit(k0 + s0 + i); u >= 0 && u != last_unit) {
-          c_.dma_gather();
-          last_unit = u;
+  // Keys [k0, k0 + nk) of group g, block by block, into K^T (natural order along the free axis).
+  void load_keys(std::int64_t g, std::int64_t k0, std::int64_t nk) {
+    const std::int64_t B = block_, R = (nk + B - 1) / B;
+    const int r = static_cast<int>(R);
+    bool masked = false;
+    keys_.assign(static_cast<std::size_t>(R * B), key_ref{});
+    for (std::int64_t o = 0; o < R * B; ++o) {
+      if (o < nk) keys_[static_cast<std::size_t>(o)] = plan_.key(g, k0 + o);
+      valid_[static_cast<std::size_t>(o)] = keys_[static_cast<std::size_t>(o)].valid();
+      masked |= !valid_[static_cast<std::size_t>(o)];
+    }
+    if constexpr (native) {
+      load_native_blocks(g, k0, R);
+      return;
+    }
+    if (masked) {  // masked keys score a zero row; their columns become -inf
+      c_.memset(window(raw_, 0, r, 0, raw_.free()), 0.0f);
+      if constexpr (mx_format) c_.memset(window(exps_, 0, r, 0, B * sb), 0.0f);
+      if constexpr (per_token) c_.memset(window(k_scale_, 0, r, 0, B), 0.0f);
+    }
+    // Blocks with at least one valid key are read whole, one per partition row.
+    std::vector<unsigned char> read(static_cast<std::size_t>(R), 0);
+    std::int64_t blocks = 0;
+    for (std::int64_t p = 0; p < R; ++p) {
+      for (std::int64_t s = 0; s < B; ++s) read[p] |= valid_[static_cast<std::size_t>(p * B + s)];
+      blocks += read[p];
+    }
+    const bool indirect = plan_.gather_block() > 0;
+    {
+      auto t = indirect ? c_.gather(blocks) : c_.dma();
+      for (std::int64_t p = 0; p < R; ++p) {
+        if (!read[p]) continue;
+        for (std::int64_t s = 0; s < B; ++s) {
+          const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
+          if (!k.valid()) continue;
+          if constexpr (mx)
+            t.template words_in<Format>(window(raw_), p, s * words, k.data, words, false);
+          else if constexpr (fp8_operands)
+            t.template codes_in<Format>(window(raw_), p, s * db, k.data, db, false);
+          else
+            t.bytes_in(window(raw_), p, s * db, k.data, db, false);
         }
-        c_.dma_bytes_in(raw, i, 0, keys_[i].data, db);
-        c_.dma_bytes_in(exp, i, 0, keys_[i].scale, sb);
+        t.row(B * db);
       }
-      to_operand(window(kt_, 0, 128, s0, m), raw, exp,
-                 mx ? window(kt_exp_, 0, sb, s0, m) : window());
+    }
+    {
+      auto t = indirect ? c_.gather(blocks) : c_.dma();
+      for (std::int64_t p = 0; p < R; ++p) {
+        if (!read[p]) continue;
+        for (std::int64_t s = 0; s < B; ++s) {
+          const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
+          if (!k.valid()) continue;
+          if constexpr (per_token) {
+            const float v = Format::block_scale(k.scale, 0);
+            t.values_in(window(k_scale_), p, s, &v, 1, false);
+          } else {
+            t.bytes_in(window(exps_), p, s * sb, k.scale, sb, false);
+          }
+        }
+        t.row(B * sb);
+      }
+    }
+    if constexpr (per_token) {  // the K scales again, as one row in key order on partition 0
+      auto t = indirect ? c_.gather(blocks) : c_.dma();
+      for (std::int64_t p = 0; p < R; ++p) {
+        if (!read[p]) continue;
+        for (std::int64_t s = 0; s < B; ++s) {
+          const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
+          const float v = k.valid() ? Format::block_scale(k.scale, 0) : 0.0f;
+          t.values_in(window(k_scale_row_), 0, p * B + s, &v, 1, false);
+        }
+        t.row(B * sb);
+      }
+    }
+
+    if constexpr (mx) {
+      // Words of keys p x B + 4g + j (j = 0..3) side by side: one transpose puts them in the four
+      // quadrants; the copy writes column p x B / 4 + g, so quadrant j column c is key 4c + j.
+      const std::int64_t groups = B / mx_pack;
+      std::vector<std::int32_t> map(128);
+      std::vector<unsigned char> is_scale(128);
+      for (std::int64_t gq = 0; gq < groups; ++gq) {
+        c_.transpose(window(tpx_, 0, 128, 0, r), window(raw_, 0, r, gq * 128, 128));
+        c_.copy(window(kt_, 0, 128, gq, r, groups), window(tpx_, 0, 128, 0, r));
+        for (int i = 0; i < 128; ++i) {
+          is_scale[i] = i % mx_quadrant < sb;
+          map[i] = static_cast<std::int32_t>((gq * mx_pack + i / mx_quadrant) * sb +
+                                             std::min(i % mx_quadrant, sb - 1));
+        }
+        c_.select(window(stage_, 0, r, 0, 128), window(exps_, 0, r, 0, B * sb), map.data(),
+                  is_scale.data(), 0.0f);
+        c_.transpose(window(tp_, 0, 128, 0, r), window(stage_, 0, r, 0, 128));
+        c_.copy(window(kt_scales_, 0, 128, gq, r, groups), window(tp_, 0, 128, 0, r));
+      }
+    } else {
+      window codes(raw_, 0, r, 0, B * db);
+      if constexpr (fp4) {
+        c_.unpack_nibbles(window(codes_, 0, r, 0, B * head_dim), window(raw_, 0, r, 0, B * db));
+        codes = window(codes_, 0, r, 0, B * head_dim);
+      }
+      if constexpr (per_token) c_.flip_signs(codes, window(k_scale_, 0, r, 0, B), head_dim);
+      transpose_codes(
+          codes, mx_format ? &exps_ : nullptr, r, B, fp8_operands ? kt_ : codes_t_,
+          [&](std::int64_t s) { return s; }, B);
+      if constexpr (!fp8_operands) decode_operand(kt_, R * B);
     }
   }
 
-  // Raw rows [m, db] + exponents [m, 4] -> the transposed matmul operand [128, m] at dst (and,
-  // on trn3, the transposed exponents [4, m] at dst_exp).
-  void to_operand(const window& dst, const window& raw, const window& exp, const window& dst_exp,
-                  bool has_scales = true) {
-    const int m = raw.np;
-    const window rows(k_rows_, 0, m, 0, head_dim), t(transposed_, 0, head_dim, 0, m);
-    if constexpr (mx) {
-      c_.template unpack_codes<Format>(rows, raw);
-      c_.transpose(t, rows);
-      c_.copy(dst, t);
-      const window te(transposed_, 0, sb, 0, m);
-      c_.transpose(te, exp);
-      c_.copy(dst_exp, te);
-    } else {
-      c_.template dequantise<Format>(rows, raw, exp, has_scales);
-      c_.transpose(t, rows);
-      c_.copy(dst, t);
+  // Native blocks [32, 128 words | 128 scale bytes] straight into K^T: block i to quadrant
+  // i % 4, columns (i / 4) x 128 + t, its scale rows 0..3 into the quadrant's scale rows. One
+  // gather of 32 rows per block.
+  void load_native_blocks(std::int64_t g, std::int64_t k0, std::int64_t R) {
+    using cache = typename Plan::cache_type;
+    std::int64_t blocks = 0;
+    for (std::int64_t i = 0; i < R; ++i)
+      blocks += plan_.block_of(g, k0 / cache::block_tokens + i) != nullptr;
+    auto t = c_.gather(blocks);
+    for (std::int64_t i = 0; i < R; ++i) {
+      const std::uint8_t* blk = plan_.block_of(g, k0 / cache::block_tokens + i);
+      if (!blk) continue;
+      const int q0 = static_cast<int>(i % mx_pack) * mx_quadrant;
+      const std::int64_t col = (i / mx_pack) * cache::block_tokens;
+      for (int p = 0; p < cache::rows; ++p) {
+        const std::uint8_t* row = blk + p * cache::row_bytes;
+        t.template packed_words_in<Format>(window(kt_), q0 + p, col, row, cache::block_tokens,
+                                           false);
+        if (p < Format::blocks)
+          t.bytes_in(window(kt_scales_), q0 + p, col, row + cache::block_tokens * cache::word_bytes,
+                     cache::block_tokens, false);
+        t.row(cache::row_bytes);
+      }
+    }
+  }
+
+  // codes [np, S x 128] (integers, or fp8 values on trn3) and, for MX formats, exponents
+  // [np, S x 4] into dst [128, ...] (and exps_t_ [4, ...]): row p of slot s to column
+  // first(s) + p x step.
+  template <class First>
+  void transpose_codes(const window& codes, tile* exps, int np, std::int64_t S, tile& dst,
+                       First first, std::int64_t step, std::int64_t exps_slot0 = 0) {
+    for (std::int64_t s = 0; s < S; ++s) {
+      c_.transpose(window(tp_, 0, 128, 0, np),
+                   window(*codes.t, 0, np, codes.c0 + s * head_dim, 128));
+      c_.copy(window(dst, 0, 128, first(s), np, step), window(tp_, 0, 128, 0, np));
+      if (exps) {
+        c_.transpose(window(tp_, 0, sb, 0, np), window(*exps, 0, np, (exps_slot0 + s) * sb, sb));
+        c_.copy(window(exps_t_, 0, sb, first(s), np, step), window(tp_, 0, sb, 0, np));
+      }
+    }
+  }
+
+  // Decodes codes_t_ (and exps_t_ for MX formats) columns [0, n) into the bf16 operand dst.
+  void decode_operand(tile& dst, std::int64_t n) {
+    for (std::int64_t c0 = 0; c0 < n; c0 += key_tile) {
+      const std::int64_t m = std::min(key_tile, n - c0);
+      const window codes(codes_t_, 0, 128, c0, m), out(dst, 0, 128, c0, m);
+      if constexpr (mx_format) {
+        const window spread(bcast_, 0, 128, 0, m);
+        c_.matmul(spread, window(spread_), window(exps_t_, 0, sb, c0, m), false,
+                  matmul_kind::broadcast);
+        c_.template decode_codes<Format>(out, codes, &spread);
+      } else {
+        c_.template decode_codes<Format>(out, codes, nullptr);
+      }
     }
   }
 
   // ---- queries ----
 
-  // Q rows [first, first + count) of q (count <= 128) into a raw tile at partitions [0, count).
-  void load_q_rows(tile& raw, tile& exp, std::int64_t first, std::int64_t count,
-                   std::int64_t per_partition) {
-    // One descriptor per partition row when a partition's rows are contiguous in HBM.
+  // Loads Q rows [first, first + np x S) (S consecutive rows per partition) and builds the
+  // operand: qt [128, S x stride] (slot s at columns s x stride), with scales qsc on trn3;
+  // per-token Q scales (if any) flip the codes' signs and are returned in qscale [np, S].
+  void load_q(std::int64_t first, int np, std::int64_t S, std::int64_t stride, tile& qt, tile& qsc,
+              tile& qscale) {
     const bool contiguous = q_.data_stride == db && q_.scale_stride == sb;
-    for (std::int64_t p = 0; p < count; ++p)
-      for (std::int64_t j = 0; j < per_partition; j += contiguous ? per_partition : 1) {
-        const std::int64_t r = first + p * per_partition + j;
-        const std::int64_t len = contiguous ? per_partition : 1;
-        c_.dma_bytes_in(window(raw), p, j * db, q_.row(r), len * db);
-        if (q_.scales) c_.dma_bytes_in(window(exp), p, j * sb, q_.scale(r), len * sb);
+    tile raw = mx             ? c_.sbuf("Q words", word_type, np, S * words)
+               : fp8_operands ? c_.sbuf("Q codes", dtype::fp8, np, S * db)
+                              : c_.sbuf("Q bytes", dtype::u8, np, S * db);
+    tile exps;
+    {
+      auto t = c_.dma();
+      for (int p = 0; p < np; ++p) {
+        for (std::int64_t s = 0; s < S; ++s) {
+          const std::uint8_t* row = q_.row(first + p * S + s);
+          if constexpr (mx)
+            t.template words_in<Format>(window(raw), p, s * words, row, words, false);
+          else if constexpr (fp8_operands)
+            t.template codes_in<Format>(window(raw), p, s * db, row, db, false);
+          else
+            t.bytes_in(window(raw), p, s * db, row, db, false);
+          if (!contiguous) t.row(db);
+        }
+        if (contiguous) t.row(S * db);
       }
+    }
+    if (q_.scales) {
+      auto t = c_.dma();
+      if constexpr (mx_format) exps = c_.sbuf("Q scales", dtype::u8, np, S * sb);
+      if constexpr (per_token) qscale = c_.sbuf("Q scales", dtype::fp32, np, S);
+      for (int p = 0; p < np; ++p) {
+        for (std::int64_t s = 0; s < S; ++s) {
+          const std::uint8_t* sc = q_.scale(first + p * S + s);
+          if constexpr (per_token) {
+            const float v = Format::block_scale(sc, 0);
+            t.values_in(window(qscale), p, s, &v, 1, false);
+          } else {
+            t.bytes_in(window(exps), p, s * sb, sc, sb, false);
+          }
+          if (!contiguous) t.row(sb);
+        }
+        if (contiguous) t.row(S * sb);
+      }
+    }
+    if constexpr (mx) {
+      // Each slot's words replicated into the four quadrants (the four row tiles), its scales
+      // into each quadrant's first rows.
+      qt = c_.sbuf("Q^T", word_type, 128, S * stride);
+      qsc = c_.sbuf("Q^T scales", dtype::u8, 128, S * stride);
+      if (S * stride > np * S) {  // padding columns (even stationary size) stay zero
+        c_.memset(window(qt), 0.0f);
+        c_.memset(window(qsc), 0.0f);
+      }
+      tile stage_w = c_.sbuf("Q staging", word_type, np, 128);
+      std::vector<std::int32_t> map(128);
+      std::vector<unsigned char> is_scale(128);
+      for (std::int64_t s = 0; s < S; ++s) {
+        for (int i = 0; i < 128; ++i) map[i] = static_cast<std::int32_t>(s * words + i % words);
+        c_.select(window(stage_w), window(raw), map.data(), nullptr, 0.0f);
+        c_.transpose(window(tpx_, 0, 128, 0, np), window(stage_w));
+        c_.copy(window(qt, 0, 128, s * stride, np), window(tpx_, 0, 128, 0, np));
+        for (int i = 0; i < 128; ++i) {
+          is_scale[i] = i % mx_quadrant < sb;
+          map[i] = static_cast<std::int32_t>(s * sb + std::min(i % mx_quadrant, sb - 1));
+        }
+        c_.select(window(stage_, 0, np, 0, 128), window(exps), map.data(), is_scale.data(), 0.0f);
+        c_.transpose(window(tp_, 0, 128, 0, np), window(stage_, 0, np, 0, 128));
+        c_.copy(window(qsc, 0, 128, s * stride, np), window(tp_, 0, 128, 0, np));
+      }
+    } else {
+      window codes(raw, 0, np, 0, S * db);
+      tile unpacked;
+      if constexpr (fp4) {
+        unpacked = c_.sbuf("Q codes", dtype::u8, np, S * head_dim);
+        c_.unpack_nibbles(window(unpacked), codes);
+        codes = window(unpacked);
+      }
+      if constexpr (per_token)
+        if (q_.scales) c_.flip_signs(codes, window(qscale), head_dim);
+      qt = c_.sbuf("Q^T", operand_type, 128, S * stride);
+      if (S * stride > np * S) c_.memset(window(qt), 0.0f);
+      if constexpr (fp8_operands) {
+        transpose_codes(
+            codes, nullptr, np, S, qt, [&](std::int64_t s) { return s * stride; }, 1);
+      } else {
+        // The Q codes pass through codes_t_ / exps_t_ (free between key chunks).
+        for (std::int64_t s0 = 0; s0 < S; s0 += chunk_ / stride) {
+          const std::int64_t n = std::min(S - s0, chunk_ / stride);
+          const window part(*codes.t, 0, np, s0 * head_dim, n * head_dim);
+          transpose_codes(
+              part, mx_format ? &exps : nullptr, np, n, codes_t_,
+              [&](std::int64_t s) { return s * stride; }, 1, s0);
+          tile piece = c_.sbuf("Q^T piece", dtype::bf16, 128, n * stride);
+          decode_operand(piece, n * stride);
+          c_.copy(window(qt, 0, 128, s0 * stride, n * stride), window(piece));
+        }
+      }
+    }
   }
 
   // ---- prefill: query tokens on partitions ----
 
   struct prefill_q {
-    std::int64_t row_begin = -1, row_end = -1;
-    tile qt, qt_exp, w;  // Q^T [128, H x rows] (heads major), [4, H x rows], weights [rows, H]
+    std::int64_t row_begin = -1, row_end = -1, stride = 0;
+    tile qt, qsc, w;  // Q^T [128, H x stride] (heads major), scales, weights [rows, H]
   };
 
   void load_prefill_q(std::int64_t r0, std::int64_t r1) {
-    if (pq_.row_begin == r0 && pq_.row_end == r1) return;  // resident from the last item
+    if (pq_.row_begin == r0 && pq_.row_end == r1) return;  // resident from the last chunk
     pq_ = prefill_q{};
     const std::int64_t R = r1 - r0, H = heads_;
+    const int r = static_cast<int>(R);
     pq_.row_begin = r0;
     pq_.row_end = r1;
-    pq_.qt = c_.sbuf("Q^T", operand_type, 128, H * R);
-    if constexpr (mx) pq_.qt_exp = c_.sbuf("Q^T scales", dtype::u8, sb, H * R);
+    pq_.stride = mx ? R + (R & 1) : R;  // nc_matmul_mx: even stationary free size
+    tile qscale;
+    // Q rows of token t are its H head rows: slot h of partition t.
+    load_q(r0 * H, r, H, pq_.stride, pq_.qt, pq_.qsc, qscale);
     pq_.w = c_.sbuf("weights", dtype::fp32, R, H);
     {
-      tile raw = c_.sbuf("Q rows", dtype::u8, R, H * db),
-           exp = c_.sbuf("Q scales", dtype::u8, R, H * sb);
-      load_q_rows(raw, exp, r0 * H, R, H);
-      for (std::int64_t h = 0; h < H; ++h) {
-        const int r = static_cast<int>(R);
-        const window dst(pq_.qt, 0, 128, h * R, R);
-        to_operand(dst, window(raw, 0, r, h * db, db), window(exp, 0, r, h * sb, sb),
-                   mx ? window(pq_.qt_exp, 0, sb, h * R, R) : window(), q_.scales != nullptr);
-      }
+      auto t = c_.dma();
+      for (std::int64_t i = 0; i < R; ++i) t.values_in(window(pq_.w), i, 0, w_.row(r0 + i), H);
     }
-    for (std::int64_t r = 0; r < R; ++r) c_.dma_values_in(window(pq_.w), r, 0, w_.row(r0 + r), H);
+    if constexpr (per_token)
+      if (q_.scales) c_.multiply_abs(window(pq_.w), window(pq_.w), window(qscale));
   }
 
-  void prefill(const work_item& item, std::int64_t k0, std::int64_t n) {
+  void prefill(const work_item& item, std::int64_t k0, std::int64_t nk) {
     const std::int64_t R = item.row_end - item.row_begin;
     load_prefill_q(item.row_begin, item.row_end);
-    const int r = static_cast<int>(R);
-    const window acc(logits_acc(), 0, r, 0, n), relu(relu_, 0, r, 0, n);
-    for (std::int64_t h = 0; h < heads_; ++h) {
-      const window s(scores_, 0, r, 0, n);
-      score(s, window(pq_.qt, 0, 128, h * R, R),
-            mx ? window(pq_.qt_exp, 0, sb, h * R, R) : window(), n);
-      c_.activation(relu, s, activation_fn::relu);
-      c_.scale_add(acc, relu, window(pq_.w, 0, r, h, 1), h == 0);
+    const int r = static_cast<int>(R), rs = static_cast<int>(pq_.stride);
+    const std::int64_t kcols = mx ? (nk + mx_pack - 1) / mx_pack : nk;
+    const std::int64_t step = mx ? quadrant_tile : key_tile;
+    for (std::int64_t c0 = 0; c0 < kcols; c0 += step) {
+      const std::int64_t n = std::min(step, kcols - c0), keys = mx ? mx_pack * n : n;
+      const std::int64_t first = mx ? mx_pack * c0 : c0;  // the tile's first key in the chunk
+      const window acc(logits_, 0, r, 0, keys);
+      for (std::int64_t h = 0; h < heads_; ++h) {
+        if constexpr (mx) {
+          for (int j = 0; j < mx_pack; ++j) {
+            const int q0 = j * mx_quadrant;
+            const window s(scores_, 0, rs, j * quadrant_tile, n);
+            c_.matmul_mx(s, window(pq_.qt, q0, mx_quadrant, h * rs, rs),
+                         window(pq_.qsc, q0, sb, h * rs, rs), window(kt_, q0, mx_quadrant, c0, n),
+                         window(kt_scales_, q0, sb, c0, n), false);
+            c_.activation(window(relu_, 0, r, j, n, mx_pack),
+                          window(scores_, 0, r, j * quadrant_tile, n), activation_fn::relu);
+          }
+        } else {
+          const window s(scores_, 0, r, 0, n);
+          c_.matmul(s, window(pq_.qt, 0, 128, h * rs, r), window(kt_, 0, 128, c0, n), false);
+          c_.activation(window(relu_, 0, r, 0, n), s, activation_fn::relu);
+        }
+        c_.scale_add(acc, window(relu_, 0, r, 0, keys), window(pq_.w, 0, r, h, 1), h == 0);
+      }
+      if constexpr (per_token) apply_key_scales(acc, r, first);
+      epilogue(acc, item.row_begin, R, k0 + first, first);
     }
-    store(acc, item.row_begin, R, k0, n);
   }
 
-  // The fp32 accumulator of prefill, allocated on first use.
-  tile& logits_acc() {
-    if (acc_.partitions() == 0)
-      acc_ = c_.template sbuf<shape<dtype::fp32, 128, key_tile>>("head-sum accumulator");
-    return acc_;
+  // acc [rows, n] *= |K scale| of its columns: the scale row broadcast to the rows by a matmul
+  // with a ones stationary.
+  void apply_key_scales(const window& acc, int rows, std::int64_t c0) {
+    const window b(bcast_, 0, rows, 0, acc.nc);
+    c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, c0, acc.nc), false,
+              matmul_kind::broadcast);
+    c_.multiply_abs(acc, acc, b);
   }
 
   // ---- decode: heads on PSUM partitions ----
 
   struct decode_pass {
-    std::int64_t row_begin = 0, row_end = 0;
-    tile qt, qt_exp, w;  // Q^T [128, rows x H], [4, rows x H], weights [rows x H, 1]
+    std::int64_t row_begin = 0, row_end = 0, partitions = 0, stride = 0;
+    tile qt, qsc, w;  // Q^T [128, rows x H (even)], its scales, block-diagonal weights
   };
 
   void load_decode_q(std::int64_t r0, std::int64_t r1) {
-    if (dq_row_begin_ == r0 && dq_row_end_ == r1) return;  // resident from the last item
+    if (dq_row_begin_ == r0 && dq_row_end_ == r1) return;  // resident from the last chunk
     passes_.clear();
     dq_row_begin_ = r0;
     dq_row_end_ = r1;
@@ -277,90 +569,149 @@ class kernel {
       decode_pass pass;
       pass.row_begin = a;
       pass.row_end = std::min(r1, a + per);
-      const std::int64_t P = (pass.row_end - a) * H;
-      const int p = static_cast<int>(P);
-      pass.qt = c_.sbuf("Q^T", operand_type, 128, P);
-      if constexpr (mx) pass.qt_exp = c_.sbuf("Q^T scales", dtype::u8, sb, P);
-      pass.w = c_.sbuf("weights", dtype::fp32, P, 1);
+      const std::int64_t rows = pass.row_end - a, P = rows * H;
+      pass.partitions = P;
+      pass.stride = mx ? P + (P & 1) : P;
+      tile qscale;
+      load_q(a * H, static_cast<int>(P), 1, pass.stride, pass.qt, pass.qsc, qscale);
+      // w[r, h] onto partition (r - a) x H + h, column r - a; zeros elsewhere.
+      pass.w = c_.sbuf("weights (block-diagonal)", dtype::fp32, P, rows);
+      c_.memset(window(pass.w), 0.0f);
       {
-        tile raw = c_.sbuf("Q rows", dtype::u8, P, db), exp = c_.sbuf("Q scales", dtype::u8, P, sb);
-        load_q_rows(raw, exp, a * H, P, 1);
-        to_operand(window(pass.qt), window(raw, 0, p, 0, db), window(exp, 0, p, 0, sb),
-                   mx ? window(pass.qt_exp) : window(), q_.scales != nullptr);
+        auto t = c_.dma();
+        for (std::int64_t r = a; r < pass.row_end; ++r)
+          for (std::int64_t h = 0; h < H; ++h)
+            t.values_in(window(pass.w), (r - a) * H + h, r - a, w_.row(r) + h, 1);
       }
-      // Weights of row r, head h onto partition (r - a) x H + h: one descriptor per partition.
-      for (std::int64_t r = a; r < pass.row_end; ++r)
-        for (std::int64_t h = 0; h < H; ++h)
-          c_.dma_values_in(window(pass.w), (r - a) * H + h, 0, w_.row(r) + h, 1);
+      if constexpr (per_token)
+        if (q_.scales)
+          c_.multiply_abs(window(pass.w), window(pass.w),
+                          window(qscale, 0, static_cast<int>(P), 0, rows, 0));
       passes_.push_back(std::move(pass));
     }
   }
 
-  void decode(const work_item& item, std::int64_t k0, std::int64_t n) {
+  void decode(const work_item& item, std::int64_t k0, std::int64_t nk) {
     load_decode_q(item.row_begin, item.row_end);
-    const std::int64_t H = heads_;
+    const std::int64_t kcols =
+        native ? (nk + 4 * quadrant_step - 1) / (4 * quadrant_step) * quadrant_step
+        : mx   ? (nk + mx_pack - 1) / mx_pack
+               : nk;
+    const std::int64_t step = mx ? quadrant_step : key_tile;
     for (decode_pass& pass : passes_) {
-      const int P = static_cast<int>(pass.qt.free());
-      const window s(scores_, 0, P, 0, n), relu(relu_, 0, P, 0, n);
-      score(s, window(pass.qt), mx ? window(pass.qt_exp) : window(), n);
-      c_.activation(relu, s, activation_fn::relu);
-      for (std::int64_t r = pass.row_begin; r < pass.row_end; ++r) {
-        const int p0 = static_cast<int>((r - pass.row_begin) * H), h = static_cast<int>(H);
-        tile sum = c_.template psum<shape<dtype::fp32, 1, key_tile>>("head sum");
-        const window out(sum, 0, 1, 0, n);
-        c_.matmul(out, window(pass.w, p0, h, 0, 1), window(relu_, p0, h, 0, n), false, true);
-        store(out, r, 1, k0, n);
+      const int P = static_cast<int>(pass.partitions), Ps = static_cast<int>(pass.stride);
+      const int rows = static_cast<int>(pass.row_end - pass.row_begin);
+      for (std::int64_t c0 = 0; c0 < kcols; c0 += step) {
+        const std::int64_t n = std::min(step, kcols - c0), keys = mx ? mx_pack * n : n;
+        const std::int64_t first = mx ? mx_pack * c0 : c0;  // the tile's first key
+        const std::int64_t written = std::min(keys, nk - first);
+        if constexpr (mx) {
+          for (int j = 0; j < mx_pack; ++j) {
+            const int q0 = j * mx_quadrant;
+            c_.matmul_mx(window(scores_, 0, Ps, j * quadrant_tile, n),
+                         window(pass.qt, q0, mx_quadrant, 0, Ps), window(pass.qsc, q0, sb, 0, Ps),
+                         window(kt_, q0, mx_quadrant, c0, n), window(kt_scales_, q0, sb, c0, n),
+                         false);
+            // Quadrant j holds keys 4c + j (native: the block 4 x (c / 128) + j).
+            c_.activation(
+                native ? window(relu_, 0, P, j * n, n) : window(relu_, 0, P, j, n, mx_pack),
+                window(scores_, 0, P, j * quadrant_tile, n), activation_fn::relu);
+          }
+        } else {
+          const window s(scores_, 0, P, 0, n);
+          c_.matmul(s, window(pass.qt, 0, 128, 0, P), window(kt_, 0, 128, c0, n), false);
+          c_.activation(window(relu_, 0, P, 0, n), s, activation_fn::relu);
+        }
+        // The head sum: one matmul for all rows of the pass. Its zero weights would carry a NaN
+        // or Inf score of one row into the others (0 x NaN = NaN), so a tile holding one takes
+        // a matmul per row instead, the last row first: row i's matmul writes partitions
+        // 0..i (its weights in column i), and the rows below overwrite theirs afterwards.
+        const window sum(head_, 0, rows, 0, keys);
+        const window relu(relu_, 0, P, 0, keys);
+        if (rows == 1 || c_.all_finite(relu)) {
+          c_.matmul(sum, window(pass.w), relu, false, matmul_kind::head_sum);
+        } else {
+          const int h = static_cast<int>(heads_);
+          for (int i = rows - 1; i >= 0; --i)
+            c_.matmul(window(head_, 0, i + 1, 0, keys), window(pass.w, i * h, h, 0, i + 1),
+                      window(relu_, i * h, h, 0, keys), false, matmul_kind::head_sum);
+        }
+        if constexpr (per_token) {
+          const window b(bcast_, 0, rows, 0, keys), dst(logits_, 0, rows, 0, keys);
+          c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, first, keys), false,
+                    matmul_kind::broadcast);
+          c_.multiply_abs(dst, sum, b);
+          epilogue(window(logits_, 0, rows, 0, written), pass.row_begin, rows, k0 + first, first);
+        } else {  // straight from PSUM
+          epilogue(window(head_, 0, rows, 0, written), pass.row_begin, rows, k0 + first, first);
+        }
       }
     }
   }
 
-  // ---- shared steps ----
+  // ---- the epilogue ----
 
-  // S = Q^T' K^T for n keys: a bf16 matmul (trn1 / trn2) or an MX matmul (trn3).
-  void score(const window& s, const window& qt, const window& qt_exp, std::int64_t n) {
-    const window kt(kt_, 0, 128, 0, n);
-    if constexpr (mx)
-      c_.matmul_mx(s, qt, qt_exp, kt, window(kt_exp_, 0, sb, 0, n), false);
+  // fp32 logits [R, n] (PSUM or SBUF) of rows [r0, r0 + R), keys [k0, k0 + n), the keys from
+  // offset `first` of the loaded chunk: cast to the output type (RNE for bf16) with -inf on
+  // masked keys when clean (VectorE's predicated copy), or, with nothing to mask, by ScalarE's
+  // identity activation (the cast evacuations alternate engines, as AWS's decode kernels do);
+  // then one DMA with a row per output row over its candidate columns. The values themselves
+  // reach the caller through the output policy (its consume), fed the same fp32 scores; this
+  // function carries their cost.
+  void epilogue(const window& logits, std::int64_t r0, std::int64_t R, std::int64_t k0,
+                std::int64_t first) {
+    const std::int64_t nk = logits.nc;
+    const unsigned char* valid = valid_.data() + first;
+    const window o(out_tile_, 0, static_cast<int>(R), 0, nk);
+    if (clean_ && std::find(valid, valid + nk, 0) != valid + nk)
+      c_.select(o, logits, nullptr, valid, minus_inf);
     else
-      c_.matmul(s, qt, kt, false);
-  }
-
-  // fp32 logits [R, n] of rows [r0, r0 + R), keys [k0, k0 + n): cast (RNE for bf16), -inf on
-  // masked keys when clean, then one DMA row per output row over its candidate columns.
-  void store(const window& logits, std::int64_t r0, std::int64_t R, std::int64_t k0,
-             std::int64_t n) {
-    const window o(logits_, 0, static_cast<int>(R), 0, n);
-    if (clean_)
-      c_.select(o, logits, valid_, -std::numeric_limits<float>::infinity());
-    else
-      c_.copy(o, logits);
+      c_.activation(o, logits, activation_fn::identity);
+    auto t = c_.dma();
     for (std::int64_t r = 0; r < R; ++r) {
       const row_keys rk = plan_.row(r0 + r);
-      const std::int64_t lo = std::max(k0, rk.key_begin), hi = std::min(k0 + n, rk.key_end);
-      if (lo < hi) c_.dma_values_out(out_.row(r0 + r) - rk.col_offset + lo, o, r, lo - k0, hi - lo);
+      const std::int64_t lo = std::max(k0, rk.key_begin), hi = std::min(k0 + nk, rk.key_end);
+      if (lo >= hi) continue;
+      t.row((hi - lo) * static_cast<std::int64_t>(sizeof(O)));
+      if (c_.computes())
+        output_.consume(0, r0 + r, lo - rk.col_offset, &logits.at(r, lo - k0), valid + (lo - k0),
+                        hi - lo);
     }
   }
 
-  // -inf in every column outside a row's candidate range: a DMA from a constant SBUF row.
+  // -inf in every column outside a row's candidate range: a DMA from a constant SBUF row (the
+  // values are the output policy's begin).
   void fill_outside() {
-    const O minus_inf = from_float<O>(-std::numeric_limits<float>::infinity());
-    for (std::int64_t r = 0; r < out_.rows; ++r) {
+    if (c_.computes()) output_.begin(plan_, 1, executor_ref{});
+    auto t = c_.dma();
+    const std::int64_t cols = plan_.num_cols(), bytes = sizeof(O);
+    for (std::int64_t r = 0; r < plan_.num_rows(); ++r) {
       const row_keys k = plan_.row(r);
-      const std::int64_t c0 = k.empty() ? out_.cols : k.key_begin - k.col_offset;
-      const std::int64_t c1 = k.empty() ? out_.cols : k.key_end - k.col_offset;
-      if (c0 > 0) c_.dma_fill_out(out_.row(r), c0, minus_inf);
-      if (out_.cols > c1) c_.dma_fill_out(out_.row(r) + c1, out_.cols - c1, minus_inf);
+      const std::int64_t c0 = k.empty() ? cols : k.key_begin - k.col_offset;
+      const std::int64_t c1 = k.empty() ? cols : k.key_end - k.col_offset;
+      if (c0 > 0) t.row(c0 * bytes);
+      if (cols > c1) t.row((cols - c1) * bytes);
     }
+  }
+
+  static bool clean_of(const Output& output) {
+    if constexpr (requires { output.clean(); })
+      return output.clean();
+    else
+      return true;
   }
 
   core<Gen>& c_;
   const rows_view<Format>& q_;
   const Plan& plan_;
   const matrix_view<const W>& w_;
-  const matrix_view<O>& out_;
+  Output& output_;
   bool clean_;
-  std::int64_t heads_;
-  tile kt_, kt_exp_, k_raw_, k_exp_, k_rows_, transposed_, scores_, relu_, logits_, acc_;
+  int part_, parts_;
+  std::int64_t heads_, block_, chunk_, rows_;
+  tile relu_, scores_, head_;
+  tile raw_, exps_, codes_, k_scale_, k_scale_row_, ones_, kt_, kt_scales_, stage_, tpx_;
+  tile codes_t_, exps_t_, spread_, bcast_, tp_, logits_, out_tile_;
   std::vector<key_ref> keys_;
   std::vector<unsigned char> valid_;
   prefill_q pq_;
@@ -372,20 +723,49 @@ class kernel {
 
 template <class Gen>
 struct backend_kernels<backend::neuron<Gen>> {
-  // Arguments are validated by the caller. The model runs one NeuronCore's schedule on the
-  // calling thread (options.executor is not used) and adds its cost to the thread's open
-  // neuron_backend::capture, if any.
-  template <class Format, class Plan, class W, class O>
+  // Arguments are validated by the caller. The model runs one NeuronCore's schedule (two with
+  // LNC = 2) on the calling thread (options.executor is not used) and adds its cost to the
+  // thread's open neuron_backend::capture, if any.
+  // Values reach the caller through `output` (an output policy); cost-only captures skip it.
+  template <class Format, class Plan, class W, class Output>
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-                  logits_row_output<O>& output, const options&) {
-    neuron_backend::core<Gen> c;
-    {
-      neuron_backend::kernel<Gen, Format, Plan, W, O> k(c, q, plan, w, output.view(),
-                                                        output.clean());
-      k.run();
+                  Output& output, const options&) {
+    using tr = neuron_backend::traits<Gen>;
+    const neuron_backend::capture_state cap = neuron_backend::current_capture();
+    const int cores = cap.target ? cap.options.logical_cores : 1;
+    detail::require(cores >= 1 && cores <= tr::max_logical_cores,
+                    std::string("neuron model (") + tr::name + ")", [&](auto& m) {
+                      m << "capture_options::logical_cores = " << cores << " is not supported (1.."
+                        << tr::max_logical_cores << " on " << tr::name << ")";
+                    });
+    const bool compute = !(cap.target && cap.options.cost_only);
+    neuron_backend::report call;
+    double busiest = 0;
+    const char* bound = "";
+    for (int part = 0; part < cores; ++part) {
+      neuron_backend::core<Gen> c(compute);
+      {
+        neuron_backend::kernel<Gen, Format, Plan, W, Output> k(c, q, plan, w, output, part, cores);
+        k.run();
+      }
+      const neuron_backend::report& one = c.counters();
+      if (one.single_core_seconds() >= busiest) {
+        busiest = one.single_core_seconds();
+        bound = one.single_core_bound();
+      }
+      neuron_backend::accumulate(call, one);
     }
-    if (neuron_backend::report* r = neuron_backend::current_report())
-      neuron_backend::accumulate(*r, c.counters());
+    if (compute) output.finish(executor_ref{});
+    if (cap.target) {
+      neuron_backend::report& r = *cap.target;
+      neuron_backend::accumulate(r, call);
+      r.calls += 1;
+      r.logical_cores = cores;
+      if (cores > 1) {
+        r.lnc_core_seconds += busiest;
+        r.lnc_core_bound = bound;
+      }
+    }
   }
 };
 

@@ -1,6 +1,16 @@
-// Per-generation NeuronCore constants, in one traits struct per generation. Every number cites
-// its source (shared/NEURON.md, which quotes AWS's NKI architecture guides); "derived" marks an
-// assumption of this model, not a published figure.
+// Per-generation NeuronCore constants, one traits struct per generation. Every number names its
+// source in AWS's Neuron documentation or AWS's own NKI kernels:
+//   [arch-v2] nki/guides/architecture/trainium_inferentia2_arch (NeuronCore-v2: trn1, inf2)
+//   [arch-v3] nki/guides/architecture/trainium2_arch (NeuronCore-v3: trn2)
+//   [arch-v4] nki/guides/architecture/trainium3_arch (NeuronCore-v4: trn3)
+//   [isa]     the nki.isa API reference (nc_matmul, nc_matmul_mx, nc_transpose, topk)
+//   [dma-bw]  nki/deep-dives/nki-dma-bandwidth-guide ("Guideline to Avoid Under-Utilizing DMA
+//             Bandwidth") and nki/about/nki-dma-overview
+//   [perf]    nki/deep-dives/nki_perf_guide
+//   [indexer] aws-neuron/nki-library experimental/sparse_attention_indexer
+//   [tkg]     aws-neuron/nki-library core/attention/attention_tkg.py (paged decode)
+//   [mx-tkg]  aws-neuron/nki-library experimental/attention_mxfp8/attention_mxfp8_tkg.py
+// "derived" marks a choice of this model that no document states, with the reason.
 #pragma once
 
 #include <cstdint>
@@ -11,39 +21,46 @@
 MQALOGITS_NAMESPACE_BEGIN
 namespace neuron_backend {
 
-// What every generation shares (NKI docs: trainium_inferentia2_arch, trainium2_arch,
-// trainium3_arch; nki.isa reference).
+// What every generation shares.
 struct common_traits {
-  static constexpr int partitions = 128;  // SBUF / PSUM partitions (all generations)
-  // PSUM: 16 KiB per partition in 8 banks of 2 KiB; one bank holds 512 fp32 (all generations).
+  static constexpr int partitions = 128;  // SBUF / PSUM partitions [arch-v2, arch-v3, arch-v4]
+  // PSUM: 16 KiB per partition in 8 banks of 2 KiB; one bank holds 512 fp32 [arch-v2, arch-v3].
   static constexpr std::int64_t psum_partition_bytes = 16 * 1024;
   static constexpr int psum_banks = 8;
   static constexpr std::int64_t psum_bank_bytes = 2 * 1024;
   // TensorE matmul(stationary [K, M], moving [K, N]) -> PSUM [M, N]: K (contraction) on
-  // partitions, K <= 128, M <= 128, N <= 512 (one fp32 PSUM bank) (nki.isa.nc_matmul).
+  // partitions, K <= 128, M <= 128 [isa nc_matmul].
   static constexpr int pe_max_contraction = 128;
   static constexpr int pe_max_stationary = 128;
-  static constexpr int pe_max_moving = 512;
-  // ~64 cycles of start-up per matmul instruction (NKI performance guide).
-  static constexpr std::int64_t pe_fixed_cycles = 64;
-  // fp32 matmul runs 4x slower than bf16 (trainium_inferentia2_arch: fp32 at 1/4 the bf16 rate).
+  // A matmul costs about max(N, 64) TensorE cycles: MM_INIT_LATENCY = 64 [arch-v2, "TensorE"].
+  static constexpr std::int64_t pe_min_cycles = 64;
+  // fp32 operands run at 1/4 of the bf16 rate [arch-v2, "TensorE"].
   static constexpr std::int64_t pe_fp32_passes = 4;
-  // DMA: one descriptor per partition row; below 4 KiB per row transfers are inefficient
-  // (NKI performance guide, DMA efficiency).
-  static constexpr std::int64_t dma_efficient_row_bytes = 4 * 1024;
-  // Engine clocks: ScalarE 1.4 GHz, VectorE 1.12 GHz, both 128 lanes (trainium_inferentia2_arch).
-  static constexpr double scalar_hz = 1.4e9;
-  static constexpr double vector_hz = 1.12e9;
-  // ~60 cycles of fixed overhead per SBUF access of an engine instruction (NKI performance guide);
-  // the model charges it once per ScalarE / VectorE instruction (derived).
+  // ~60 cycles of fixed overhead per SBUF access of an ScalarE / VectorE / GpSimd instruction
+  // [arch-v2, perf]; the model charges it once per instruction.
   static constexpr std::int64_t engine_fixed_cycles = 60;
-  // Elements per partition per cycle on ScalarE / VectorE: one (derived: 128 lanes, one
-  // element each per cycle).
-  static constexpr double engine_elements_per_cycle = 1.0;
-  // TensorE streams one moving column per cycle at 2.8 GHz (trainium_inferentia2_arch: 128x128
-  // systolic array, 2.8 GHz; 2 x 128 x 128 x 2.8e9 = 92 TFLOPS bf16). The model uses the same
-  // clock for trn2 and trn3 (derived).
-  static constexpr double tensor_hz = 2.8e9;
+  // Two-input VectorE / GpSimd instructions (tensor_tensor, scalar_tensor_tensor) take ~2N
+  // cycles for N elements per partition [arch-v2, isa].
+  static constexpr std::int64_t two_input_cycle_factor = 2;
+  // DMA: one descriptor per partition row; rows of >= 4 KiB reach the full bandwidth, rows
+  // below 256 B are "severely overhead-bound" [dma-bw].
+  static constexpr std::int64_t dma_efficient_row_bytes = 4 * 1024;
+  static constexpr std::int64_t dma_small_row_bytes = 256;
+  // Each descriptor costs the time of this many extra bytes (derived: a per-descriptor
+  // overhead of 512 B gives 89% of the bandwidth at 4 KiB rows and 33% at 256 B rows, the shape
+  // of [dma-bw]'s curve).
+  static constexpr std::int64_t dma_descriptor_overhead_bytes = 512;
+  // 16 DMA engines per NeuronCore, each transfer spread over them [dma-bw, nki-dma-overview];
+  // the fixed cost of a transfer overlaps with up to this many others in flight (derived).
+  static constexpr int dma_queues = 16;
+  // nisa.topk on GpSimd: 8 query rows per call, ~4n + K cycles for n candidates and K outputs
+  // [isa topk, indexer].
+  static constexpr int topk_rows_per_call = 8;
+  static constexpr std::int64_t topk_cycles_per_element = 4;
+  // Software DMA (descriptor generation on GpSimd, used by indirect gathers on trn2): cycles
+  // per descriptor written (derived: GpSimd writes one 16-byte descriptor per partition row;
+  // the documents give no rate).
+  static constexpr std::int64_t gpsimd_cycles_per_descriptor = 16;
 };
 
 template <class Gen>
@@ -56,42 +73,116 @@ struct traits {
 template <>
 struct traits<backend::trn1> : common_traits {
   static constexpr const char* name = "trn1";
-  // SBUF 24 MiB = 128 partitions x 192 KiB (trainium_inferentia2_arch).
+  // SBUF 24 MiB = 128 partitions x 192 KiB [arch-v2].
   static constexpr std::int64_t sbuf_partition_bytes = 192 * 1024;
-  // e4m3fn is not native (its fp8 is IEEE-like e4m3, max 240): dequantise to bf16 on chip.
+  // Clocks: TensorE 2.8 GHz, ScalarE 1.4 GHz, VectorE 1.12 GHz [arch-v2]. GpSimd: derived, the
+  // VectorE clock (no figure is published).
+  static constexpr double tensor_hz = 2.8e9;
+  static constexpr double scalar_hz = 1.4e9;
+  static constexpr double vector_hz = 1.12e9;
+  static constexpr double gpsimd_hz = 1.12e9;
+  // Elements per partition per cycle, fp32 and 16-bit data: one element per lane [arch-v2].
+  static constexpr double vector_fp32_rate = 1, vector_bf16_rate = 1;
+  static constexpr double scalar_fp32_rate = 1, scalar_bf16_rate = 1;
+  // Moving free size of one matmul: one 2 KiB PSUM bank of fp32 [isa nc_matmul].
+  static constexpr std::int64_t pe_max_moving_fp32 = 512;
+  static constexpr std::int64_t pe_max_moving_bf16 = 512;
+  static constexpr bool psum_bf16_output = false;  // PSUM holds fp32 only [arch-v2]
+  // fp8 "double row" (two moving rows per cycle): not on NeuronCore-v2 [arch-v3 introduces it].
+  static constexpr std::int64_t pe_fp8_rows_per_cycle = 1;
+  // OCP e4m3fn (max 448) is not a usable dtype (compiler error EVRF051), and there is no fp4
+  // type: codes are decoded with integer instructions on VectorE [isa, EVRF051].
+  static constexpr bool native_e4m3fn = false;
   static constexpr bool mx_matmul = false;
-  // HBM 820 GB/s per device of 2 cores; the model gives each core an even share (derived).
-  static constexpr double hbm_bytes_per_s = 820e9 / 2;
+  // TensorE transposes are not bit-accurate on NaN / Inf inputs [isa nc_transpose].
+  static constexpr bool exact_pe_transpose = false;
+  // VectorE and ScalarE cannot read PSUM at the same time; VectorE and GpSimd cannot access SBUF
+  // at the same time [arch-v2, "engine contention"].
+  static constexpr bool psum_read_exclusive = true;
+  static constexpr bool sbuf_vector_gpsimd_exclusive = true;
+  // Per-core DMA aggregate ~272 GB/s (device HBM 820 GB/s, 2 cores) [dma-bw].
+  static constexpr double dma_bytes_per_s = 272e9;
+  // ~1.3 us per transfer when overhead-bound [dma-bw].
+  static constexpr double dma_fixed_s = 1.3e-6;
+  // Hardware descriptor generation handles indirect (gather) DMA [dma-bw].
+  static constexpr bool gather_on_gpsimd = false;
+  static constexpr int max_logical_cores = 1;  // one NeuronCore per logical core [arch-v2]
 };
 
 // trn2, NeuronCore-v3.
 template <>
 struct traits<backend::trn2> : common_traits {
   static constexpr const char* name = "trn2";
-  // SBUF 28 MiB = 128 partitions x 224 KiB (trainium2_arch).
+  // SBUF 28 MiB = 128 partitions x 224 KiB [arch-v3].
   static constexpr std::int64_t sbuf_partition_bytes = 224 * 1024;
-  // e4m3fn is not native: dequantise to bf16 on chip (trainium2_arch).
+  // Clocks: TensorE 2.4 GHz, ScalarE 1.2 GHz, VectorE 0.96 GHz [arch-v3]; GpSimd derived as
+  // the VectorE clock.
+  static constexpr double tensor_hz = 2.4e9;
+  static constexpr double scalar_hz = 1.2e9;
+  static constexpr double vector_hz = 0.96e9;
+  static constexpr double gpsimd_hz = 0.96e9;
+  // VectorE bf16 performance modes run 2-4x the fp32 rate [arch-v3]; the model takes the low
+  // end, 2x, for instructions whose operands are all 16-bit (derived: the mode that applies to
+  // every such instruction).
+  static constexpr double vector_fp32_rate = 1, vector_bf16_rate = 2;
+  static constexpr double scalar_fp32_rate = 1, scalar_bf16_rate = 1;
+  static constexpr std::int64_t pe_max_moving_fp32 = 512;  // one PSUM bank [isa nc_matmul]
+  static constexpr std::int64_t pe_max_moving_bf16 = 512;
+  static constexpr bool psum_bf16_output = false;  // only transposes may write bf16 [arch-v3]
+  // fp8 "double row": fp8 matmuls stream two moving rows per cycle, 2x bf16 [arch-v3, isa].
+  static constexpr std::int64_t pe_fp8_rows_per_cycle = 2;
+  static constexpr bool native_e4m3fn = false;  // EVRF051: e4m3fn not usable on v3 [isa]
   static constexpr bool mx_matmul = false;
-  // HBM 3 TB/s per device of 8 cores, an even share per core (derived).
-  static constexpr double hbm_bytes_per_s = 3e12 / 8;
+  static constexpr bool exact_pe_transpose = true;    // [isa nc_transpose]
+  static constexpr bool psum_read_exclusive = false;  // lifted on v3 [arch-v3]
+  static constexpr bool sbuf_vector_gpsimd_exclusive = false;
+  static constexpr double dma_bytes_per_s = 368e9;  // per-core DMA ~368 GB/s [dma-bw]
+  static constexpr double dma_fixed_s = 0.6e-6;     // ~0.6 us per hardware-DGE DMA [arch-v3]
+  // Hardware DGE has no indirect DMA: gathers are software DMA on GpSimd [arch-v3].
+  static constexpr bool gather_on_gpsimd = true;
+  static constexpr int max_logical_cores = 2;  // LNC = 2: two physical cores [arch-v3]
 };
 
 // trn3, NeuronCore-v4.
 template <>
 struct traits<backend::trn3> : common_traits {
   static constexpr const char* name = "trn3";
-  // SBUF 32 MiB; 128 partitions x 256 KiB is derived (trainium3_arch gives the total).
+  // SBUF 32 MiB [arch-v4]; 128 partitions x 256 KiB is its arithmetic split (derived; AWS's
+  // indexer budgets ~245 KB per partition [indexer]).
   static constexpr std::int64_t sbuf_partition_bytes = 256 * 1024;
-  // Native MXFP8 / MXFP4 matmul (nki.isa.nc_matmul_mx): contraction packed 4 elements per
-  // partition, one UE8M0 scale per 32 elements (trainium3_arch).
+  // Clocks: TensorE 2.4 GHz, ScalarE 1.2 GHz, VectorE 1.2 GHz [arch-v4]; GpSimd derived.
+  static constexpr double tensor_hz = 2.4e9;
+  static constexpr double scalar_hz = 1.2e9;
+  static constexpr double vector_hz = 1.2e9;
+  static constexpr double gpsimd_hz = 1.2e9;
+  // VectorE 512 and ScalarE 256 bf16 elements per cycle across 128 partitions: 4 and 2 per
+  // partition [arch-v4]; fp32 at one per lane (derived: the published figures are bf16).
+  static constexpr double vector_fp32_rate = 1, vector_bf16_rate = 4;
+  static constexpr double scalar_fp32_rate = 1, scalar_bf16_rate = 2;
+  // Moving free size up to 4096 fp32 / 8192 bf16 of PSUM output [isa nc_matmul].
+  static constexpr std::int64_t pe_max_moving_fp32 = 4096;
+  static constexpr std::int64_t pe_max_moving_bf16 = 8192;
+  static constexpr bool psum_bf16_output = true;  // matmul may write bf16 to PSUM [arch-v4]
+  static constexpr std::int64_t pe_fp8_rows_per_cycle = 2;  // fp8 double row [arch-v4, isa]
+  // e4m3fn is native; fp4 exists only as the x4-packed MX type of nc_matmul_mx [arch-v4, isa].
+  static constexpr bool native_e4m3fn = true;
   static constexpr bool mx_matmul = true;
-  // HBM 4.7 TB/s per device of 8 cores, an even share per core (derived).
-  static constexpr double hbm_bytes_per_s = 4.7e12 / 8;
+  static constexpr bool exact_pe_transpose = true;
+  static constexpr bool psum_read_exclusive = false;
+  static constexpr bool sbuf_vector_gpsimd_exclusive = false;
+  static constexpr double dma_bytes_per_s = 528e9;  // per-core DMA ~528 GB/s [dma-bw]
+  // Derived: the NeuronCore-v3 hardware-DGE figure (none is published for v4).
+  static constexpr double dma_fixed_s = 0.6e-6;
+  static constexpr bool gather_on_gpsimd = false;  // derived: v4's DGE does indirect DMA [mx-tkg]
+  static constexpr int max_logical_cores = 2;      // LNC <= 2 [arch-v4, indexer]
 };
 
-// MX matmul layout (trn3): the contraction is packed 4 elements per partition, so head_dim = 128
-// spans 32 partitions; one scale group is 8 partitions x 4 elements = 32 elements (trainium3_arch).
+// nc_matmul_mx (trn3): the contraction is packed 4 codes per partition element, so a 128-wide
+// head dimension occupies 32 partitions; one UE8M0 scale per 32 contraction elements, 4 scale
+// rows per 32-partition quadrant; four 32-row matmuls on distinct quadrants run concurrently
+// (row tiling) [isa nc_matmul_mx, arch-v4, mx-tkg].
 inline constexpr int mx_pack = 4;
+inline constexpr int mx_quadrant = 32;
 
 }  // namespace neuron_backend
 MQALOGITS_NAMESPACE_END

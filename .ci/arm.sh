@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# ARM64 CI: the test suite cross-compiled with Debian's g++-aarch64-linux-gnu for two targets,
+#   armv8-a             NEON without the dot-product extension (widening int8 multiplies)
+#   armv8.2-a+dotprod   NEON with sdot
+# and the whole ctest suite (Catch2 tests, ABI test, consumer projects) run under qemu-aarch64
+# (Debian's qemu-user). Each build also proves it registered the full test count: when the test
+# binary dies at start-up, Catch2 2.13's test discovery registers nothing and ctest still
+# reports "100% tests passed" over what is left.
+#
+#   bash .ci/arm.sh                 # both targets, in build-arm-v8 and build-arm-dotprod
+#   ARM_TARGETS=dotprod bash .ci/arm.sh   # one of them
+#   NATIVE_TESTS=build/tests/mqalogits_tests bash .ci/arm.sh   # the native list to compare with
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+JOBS=${JOBS:-2}
+NATIVE_TESTS=${NATIVE_TESTS:-build/tests/mqalogits_tests}
+SYSROOT=/usr/aarch64-linux-gnu
+launcher=()
+command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+if ! command -v aarch64-linux-gnu-g++ > /dev/null || ! command -v qemu-aarch64 > /dev/null; then
+  { [ "$(id -u)" = 0 ] && S= || S=sudo; } && $S apt-get install -y g++-aarch64-linux-gnu qemu-user
+fi
+
+t0=$(date +%s)
+stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
+fail() { echo "arm.sh: $*" >&2; exit 1; }
+
+# Test names without a type-list instance suffix (" - hb::compiled_isas - 1"): the same set on
+# every target, whatever instruction sets it compiles.
+base_names() { sed -E 's/ - [A-Za-z_:]+ - [0-9]+$//' | sort -u; }
+
+native_list=
+if [ -x "$NATIVE_TESTS" ]; then
+  native_list=$("$NATIVE_TESTS" --list-test-names-only | sed '/^$/d' || true)
+  [ -n "$native_list" ] || fail "$NATIVE_TESTS lists no tests"
+fi
+
+run_target() {  # name, -march value
+  local name=$1 march=$2 dir=build-arm-$1
+  stamp "$name ($march): configure"
+  cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="-march=$march" "${launcher[@]}" \
+    -DMQALOGITS_BUILD_BENCH=OFF -DMQALOGITS_BUILD_EXAMPLES=OFF > /dev/null
+  stamp "$name: build the test binary and the ABI test programs"
+  local abi=()
+  [ -n "$(cmake --build "$dir" --target help | grep -o 'abi_odr_ab')" ] && abi=(abi_odr_ab abi_odr_ba)
+  cmake --build "$dir" -j "$JOBS" --target mqalogits_tests "${abi[@]}"
+
+  stamp "$name: registered test count"
+  local listed registered
+  listed=$(qemu-aarch64 -L "$SYSROOT" "$dir/tests/mqalogits_tests" --list-test-names-only |
+             sed '/^$/d' || true)
+  local n_listed n_registered
+  n_listed=$(printf '%s\n' "$listed" | grep -c . || true)
+  registered=$(ctest --test-dir "$dir" -N | sed -nE 's/^ *Test +#[0-9]+: //p' |
+                 grep -vE '^(consumer|abi)\.' || true)
+  n_registered=$(printf '%s\n' "$registered" | grep -c . || true)
+  echo "$name: $n_listed tests in the binary (under qemu), $n_registered registered with ctest"
+  [ "$n_listed" -gt 0 ] || fail "$name: the test binary lists no tests under qemu (dies at start-up?)"
+  [ "$n_registered" -eq "$n_listed" ] || fail "$name: ctest registered $n_registered of $n_listed tests"
+  if [ -n "$native_list" ]; then
+    diff <(printf '%s\n' "$native_list" | base_names) <(printf '%s\n' "$listed" | base_names) ||
+      fail "$name: the ARM test list differs from the native one ($NATIVE_TESTS)"
+    echo "$name: same tests as the native build ($(printf '%s\n' "$native_list" | grep -c .) there)"
+  fi
+  # The micro-kernel tests run every compiled path: portable and NEON.
+  local paths
+  paths=$(printf '%s\n' "$listed" | grep -c '^host micro-kernels: every compiled path' || true)
+  [ "$paths" -eq 2 ] || fail "$name: $paths compiled host paths, expected portable and neon"
+
+  stamp "$name: ctest under qemu-aarch64"
+  ctest --test-dir "$dir" -j "$JOBS" --output-on-failure
+  stamp "$name: done"
+}
+
+for target in ${ARM_TARGETS:-v8 dotprod}; do
+  case $target in
+    v8) run_target v8 armv8-a ;;
+    dotprod) run_target dotprod armv8.2-a+dotprod ;;
+    *) fail "unknown ARM target '$target' (v8, dotprod)" ;;
+  esac
+done
+stamp "ARM job done"

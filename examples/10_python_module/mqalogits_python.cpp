@@ -1,0 +1,931 @@
+// The Python module `mqalogits`: DeepGEMM's indexer-logits API (deep_gemm.fp8_fp4_mqa_logits and
+// the rest) with upstream's names, argument names, order and defaults, over numpy arrays.
+//
+// Inputs are viewed in place, never copied: an array with the wrong dtype or a layout the view
+// cannot describe is refused with ValueError instead of being converted. Outputs are new numpy
+// arrays whose rows are padded as upstream pads them (a row stride that is a multiple of 1024
+// bytes, the first row on a 1024-byte boundary). Library errors (mqalogits::error, a std::invalid_argument) reach Python as
+// ValueError with the library's message. Kernels release the GIL and run on a process-wide pool
+// of `num_threads` threads (default: every core), on the host backend whatever the build's
+// default backend is.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <mqalogits/mqalogits.hpp>
+
+namespace py = pybind11;
+namespace ml = mqalogits;
+
+namespace {
+
+using i32 = std::int32_t;
+using i64 = std::int64_t;
+
+[[noreturn]] void fail(const char* where, const std::string& what) {
+  throw py::value_error(std::string(where) + ": " + what);
+}
+
+std::string dtype_name(const py::array& a) {
+  return py::str(a.dtype()).cast<std::string>();
+}
+
+std::string shape_of(const py::array& a) {
+  std::string s = "[";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + "]";
+}
+
+// The argument as a numpy array, without a conversion that would copy it.
+py::array as_array(const char* where, const char* name, const py::handle& obj) {
+  if (!py::isinstance<py::array>(obj))
+    fail(where, std::string(name) + " must be a numpy array, not " +
+                    py::str(py::type::of(obj)).cast<std::string>() +
+                    " (a CPU torch tensor: t.numpy(); float8 / bfloat16 tensors: "
+                    "t.view(torch.uint8) / t.view(torch.int16).numpy())");
+  return py::reinterpret_borrow<py::array>(obj);
+}
+
+template <class T>
+bool has_dtype(const py::array& a) {
+  return a.dtype().is(py::dtype::of<T>());
+}
+
+template <class T>
+void require_dtype(const char* where, const char* name, const py::array& a, const char* want) {
+  if (!has_dtype<T>(a))
+    fail(where, std::string(name) + " has dtype " + dtype_name(a) + ", expected " + want);
+}
+
+void require_ndim(const char* where, const char* name, const py::array& a, int ndim,
+                  const char* shape) {
+  if (a.ndim() != ndim)
+    fail(where, std::string(name) + " has shape " + shape_of(a) + ", expected " + shape);
+}
+
+// Trailing dimensions dense in memory (upstream's is_contiguous), leading one any stride.
+bool inner_contiguous(const py::array& a) {
+  py::ssize_t expect = a.itemsize();
+  for (py::ssize_t i = a.ndim() - 1; i >= 1; --i) {
+    if (a.shape(i) != 1 && a.strides(i) != expect) return false;
+    expect *= a.shape(i);
+  }
+  return true;
+}
+bool contiguous(const py::array& a) {
+  return inner_contiguous(a) &&
+         (a.ndim() == 0 || a.shape(0) <= 1 || a.strides(0) == a.itemsize() * [&] {
+           py::ssize_t n = 1;
+           for (py::ssize_t i = 1; i < a.ndim(); ++i) n *= a.shape(i);
+           return n;
+         }());
+}
+void require_contiguous(const char* where, const char* name, const py::array& a) {
+  if (!contiguous(a))
+    fail(where, std::string(name) + " must be C-contiguous (views are built without copies)");
+}
+
+// A 1-D int32 array as a span.
+std::span<const i32> int_span(const char* where, const char* name, const py::handle& obj) {
+  const py::array a = as_array(where, name, obj);
+  require_dtype<i32>(where, name, a, "int32");
+  require_ndim(where, name, a, 1, "1-D");
+  require_contiguous(where, name, a);
+  return {static_cast<const i32*>(a.data()), static_cast<std::size_t>(a.shape(0))};
+}
+
+// A 2-D array whose rows are dense as a matrix_view (any row stride, in elements).
+template <class T, class Storage = T>
+ml::matrix_view<const T> matrix(const char* where, const char* name, const py::array& a) {
+  require_ndim(where, name, a, 2, "2-D");
+  const py::ssize_t item = static_cast<py::ssize_t>(sizeof(Storage));
+  if ((a.shape(1) > 1 && a.strides(1) != item) || a.strides(0) < 0 || a.strides(0) % item != 0)
+    fail(where, std::string(name) + " rows must be dense (stride(1) == 1)");
+  const i64 stride = a.shape(0) > 1 ? a.strides(0) / item : a.shape(1);
+  return ml::matrix_view<const T>(reinterpret_cast<const T*>(a.data()), a.shape(0), a.shape(1),
+                                  std::max<i64>(stride, a.shape(1)));
+}
+
+ml::matrix_view<const i32> int_matrix(const char* where, const char* name, const py::handle& obj) {
+  const py::array a = as_array(where, name, obj);
+  require_dtype<i32>(where, name, a, "int32");
+  if (a.ndim() == 1) {  // [B] is [B, 1]
+    require_contiguous(where, name, a);
+    return {static_cast<const i32*>(a.data()), a.shape(0), 1};
+  }
+  return matrix<i32>(where, name, a);
+}
+
+// ---- formats ----
+
+enum class qk_format { mxfp8, mxfp4, fp8_per_token };
+
+const char* format_label(qk_format f) {
+  switch (f) {
+    case qk_format::mxfp8:
+      return "FP8 e4m3 with UE8M0 int32 scales";
+    case qk_format::mxfp4:
+      return "packed FP4 e2m1 (int8) with UE8M0 int32 scales";
+    default:
+      return "FP8 e4m3 with fp32 per-token K scales";
+  }
+}
+
+// The codes of Q or K: uint8 [..., D] FP8 e4m3 codes (a float8 tensor viewed as uint8) or int8
+// [..., D / 2] packed FP4 (DeepGEMM's kPackedFP4 dtype). Head dimension 128.
+bool is_fp4_codes(const char* where, const char* name, const py::array& a) {
+  const bool fp4 = has_dtype<std::int8_t>(a);
+  if (!fp4 && !has_dtype<std::uint8_t>(a))
+    fail(where, std::string(name) + " has dtype " + dtype_name(a) +
+                    ", expected uint8 (FP8 e4m3 codes) or int8 (packed FP4, two e2m1 per byte)");
+  const i64 want = fp4 ? 64 : 128;
+  if (a.ndim() < 1 || a.shape(a.ndim() - 1) != want)
+    fail(where, std::string(name) + " has shape " + shape_of(a) + ": its last dimension must be " +
+                    std::to_string(want) +
+                    (fp4 ? " (head dim 128, two e2m1 per int8)" : " (head dim 128 e4m3 codes)") +
+                    "; packed FP4 must be int8, uint8 is read as FP8 codes");
+  return fp4;
+}
+
+// Q: (codes [rows..., D], scales int32 [rows...] or None).
+struct q_input {
+  qk_format format;
+  const std::uint8_t* data;
+  const void* scales;     // null: per-token FP8 without scales
+  i64 rows;               // number of (token, head) rows
+  std::vector<i64> dims;  // the leading dimensions of the codes (without the last)
+};
+
+q_input q_of(const char* where, const py::handle& q, int ndim) {
+  py::tuple t;
+  if (py::isinstance<py::tuple>(q) || py::isinstance<py::list>(q))
+    t = py::reinterpret_borrow<py::object>(q).cast<py::tuple>();
+  else
+    fail(where, "q must be a tuple (q_codes, q_scales or None)");
+  if (t.size() != 2) fail(where, "q must be a tuple (q_codes, q_scales or None)");
+  const py::array codes = as_array(where, "q[0]", t[0]);
+  const bool fp4 = is_fp4_codes(where, "q[0]", codes);
+  if (codes.ndim() != ndim)
+    fail(where, "q[0] has shape " + shape_of(codes) + ", expected " +
+                    (ndim == 3 ? "[num_q, num_heads, head_dim]"
+                               : "[batch_size, next_n, num_heads, head_dim]"));
+  require_contiguous(where, "q[0]", codes);
+  q_input in{};
+  in.data = static_cast<const std::uint8_t*>(codes.data());
+  in.rows = 1;
+  for (py::ssize_t i = 0; i + 1 < codes.ndim(); ++i) {
+    in.dims.push_back(codes.shape(i));
+    in.rows *= codes.shape(i);
+  }
+  if (t[1].is_none()) {
+    if (fp4) fail(where, "packed FP4 q needs its UE8M0 scales (q[1] is None)");
+    in.format = qk_format::fp8_per_token;
+    in.scales = nullptr;
+    return in;
+  }
+  const py::array sf = as_array(where, "q[1]", t[1]);
+  require_dtype<i32>(where, "q[1]", sf, "int32 (four UE8M0 exponents per row)");
+  bool same = sf.ndim() == codes.ndim() - 1;
+  for (py::ssize_t i = 0; same && i < sf.ndim(); ++i) same = sf.shape(i) == codes.shape(i);
+  if (!same)
+    fail(where, "q[1] has shape " + shape_of(sf) + ", q[0] is " + shape_of(codes) +
+                    ": one int32 of scales per (token, head) row");
+  require_contiguous(where, "q[1]", sf);
+  in.format = fp4 ? qk_format::mxfp4 : qk_format::mxfp8;
+  in.scales = sf.data();
+  return in;
+}
+
+template <class Format>
+ml::rows_view<Format> q_view(const q_input& q) {
+  if constexpr (std::is_same_v<Format, ml::fp8_per_token>)
+    return ml::rows_view<Format>(q.data, nullptr, q.rows);
+  else
+    return ml::rows_view<Format>(q.data, static_cast<const std::uint8_t*>(q.scales), q.rows);
+}
+
+// Token-major K: (codes [N, D], scales [N]: int32 UE8M0 with MX Q, float32 with per-token Q).
+struct kv_input {
+  const std::uint8_t* data;
+  const std::uint8_t* scales;
+  i64 rows, data_stride, scale_stride;
+};
+
+kv_input kv_of(const char* where, const py::handle& kv, qk_format format) {
+  if (!(py::isinstance<py::tuple>(kv) || py::isinstance<py::list>(kv)) || py::len(kv) != 2)
+    fail(where, "kv must be a tuple (kv_codes, kv_scales)");
+  const py::tuple t = py::reinterpret_borrow<py::object>(kv).cast<py::tuple>();
+  const py::array codes = as_array(where, "kv[0]", t[0]);
+  const bool fp4 = is_fp4_codes(where, "kv[0]", codes);
+  if (fp4 != (format == qk_format::mxfp4))
+    fail(where, std::string("kv[0] is ") + (fp4 ? "packed FP4" : "FP8") + ", q is " +
+                    format_label(format));
+  require_ndim(where, "kv[0]", codes, 2, "[num_kv_tokens, head_dim]");
+  if (codes.strides(1) != 1 || codes.strides(0) < codes.shape(1))
+    fail(where, "kv[0] rows must be dense (stride(1) == 1)");
+  const py::array sf = as_array(where, "kv[1]", t[1]);
+  if (format == qk_format::fp8_per_token)
+    require_dtype<float>(where, "kv[1]", sf, "float32 (one scale per token, as q has no scales)");
+  else
+    require_dtype<i32>(where, "kv[1]", sf, "int32 (four UE8M0 exponents per token)");
+  require_ndim(where, "kv[1]", sf, 1, "[num_kv_tokens]");
+  if (sf.shape(0) != codes.shape(0))
+    fail(where, "kv[1] has " + std::to_string(sf.shape(0)) + " scales for " +
+                    std::to_string(codes.shape(0)) + " kv rows");
+  return {static_cast<const std::uint8_t*>(codes.data()),
+          static_cast<const std::uint8_t*>(sf.data()), codes.shape(0),
+          codes.shape(0) > 1 ? codes.strides(0) : codes.shape(1),
+          sf.shape(0) > 1 ? sf.strides(0) : 4};
+}
+
+template <class Format>
+ml::rows_view<Format> kv_view(const kv_input& k) {
+  ml::rows_view<Format> v;
+  v.data = k.data;
+  v.scales = k.scales;
+  v.rows = k.rows;
+  v.data_stride = k.data_stride;
+  v.scale_stride = k.scale_stride;
+  return v;
+}
+
+// The fused paged cache, uint8 [num_blocks, block_kv, 1, head_dim_with_sf]: per block, block_kv
+// code rows then block_kv scale rows (vLLM's and sglang's indexer cache).
+struct cache_input {
+  const std::uint8_t* data;
+  i64 num_pages, page_stride;
+  i32 page_kv;
+};
+
+cache_input cache_of(const char* where, const py::handle& obj, qk_format format) {
+  const py::array c = as_array(where, "kv_cache", obj);
+  require_dtype<std::uint8_t>(where, "kv_cache", c, "uint8");
+  require_ndim(where, "kv_cache", c, 4, "[num_blocks, block_kv, 1, head_dim_with_sf]");
+  const i64 token_bytes = format == qk_format::mxfp4 ? 68 : 132;
+  if (c.shape(2) != 1 || c.shape(3) != token_bytes)
+    fail(where, "kv_cache has shape " + shape_of(c) + ", expected [num_blocks, block_kv, 1, " +
+                    std::to_string(token_bytes) + "] for " + format_label(format));
+  if (c.strides(3) != 1 || (c.shape(1) > 1 && c.strides(1) != token_bytes))
+    fail(where, "kv_cache blocks must be dense (stride(1) == head_dim_with_sf, stride(3) == 1)");
+  const i64 used = c.shape(1) * token_bytes;
+  return {static_cast<const std::uint8_t*>(c.data()), c.shape(0),
+          c.shape(0) > 1 ? i64{c.strides(0)} : used, static_cast<i32>(c.shape(1))};
+}
+
+template <class Format>
+ml::paged_cache_view<Format> cache_view(const cache_input& c) {
+  return ml::paged_cache_view<Format>(c.data, c.num_pages, c.page_kv, c.page_stride);
+}
+
+// Weights [rows, H]: float32, or bfloat16 as uint16 bits (a bf16 tensor's .view(torch.int16) is
+// accepted as int16 too).
+struct weights_input {
+  py::array array;
+  bool bf16;
+};
+
+weights_input weights_of(const char* where, const py::handle& obj) {
+  const py::array a = as_array(where, "weights", obj);
+  const bool f32 = has_dtype<float>(a);
+  const bool b16 = has_dtype<std::uint16_t>(a) || has_dtype<std::int16_t>(a);
+  if (!f32 && !b16)
+    fail(where, "weights has dtype " + dtype_name(a) +
+                    ", expected float32 or bfloat16 bits as uint16 / int16");
+  require_ndim(where, "weights", a, 2, "[num_q, num_heads]");
+  return {a, b16};
+}
+
+// ---- outputs ----
+
+enum class logits_type { f32, bf16 };
+
+logits_type logits_dtype_of(const char* where, const py::handle& obj) {
+  const std::string s = py::str(obj).cast<std::string>();
+  if (s == "torch.float32" || s == "torch.float" || s == "float32" ||
+      s == "<class 'numpy.float32'>")
+    return logits_type::f32;
+  if (s == "torch.bfloat16" || s == "bfloat16") return logits_type::bf16;
+  fail(where, "logits_dtype = " + s + " is not supported (float32 or bfloat16)");
+}
+
+i64 align_up(i64 x, i64 a) {
+  return (x + a - 1) / a * a;
+}
+
+// A new [rows, cols] array of T whose rows start `stride` elements apart, the first on a
+// 1024-byte boundary (upstream allocates [rows, stride] and returns the [:, :cols] slice).
+template <class T>
+py::array new_logits(i64 rows, i64 cols, i64 stride) {
+  constexpr i64 align_elems = 1024 / static_cast<i64>(sizeof(T));
+  py::array_t<T> storage(std::max<i64>(rows * stride + align_elems, 1));
+  T* base = storage.mutable_data();
+  const auto misalign = reinterpret_cast<std::uintptr_t>(base) % 1024;
+  T* first = base + (misalign ? (1024 - misalign) / sizeof(T) : 0);
+  const auto dtype =
+      std::is_same_v<T, float> ? py::dtype::of<float>() : py::dtype::of<std::uint16_t>();
+  return py::array(dtype, {rows, cols},
+                   {stride * static_cast<i64>(sizeof(T)), static_cast<i64>(sizeof(T))}, first,
+                   storage);
+}
+
+template <class O>
+ml::matrix_view<O> out_view(py::array& a, i64 stride) {
+  return ml::matrix_view<O>(reinterpret_cast<O*>(a.mutable_data()), a.shape(0), a.shape(1), stride);
+}
+
+// ---- threads ----
+
+int threads_of(const char* where, std::optional<int> n) {
+  const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!n) return all;
+  if (*n < 1) fail(where, "num_threads = " + std::to_string(*n) + " must be >= 1");
+  return *n;
+}
+
+// One pool per thread count, made on first use and kept for the life of the process (engines
+// call these kernels every decode step; a pool per call would spawn threads per call).
+ml::thread_pool& pool_of(int n) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<ml::thread_pool>> pools;
+  std::lock_guard lock(mutex);
+  auto& p = pools[n];
+  if (!p) p = std::make_unique<ml::thread_pool>(n);
+  return *p;
+}
+
+// Calls f.template operator()<Format>() for the runtime format.
+template <class F>
+decltype(auto) with_format(qk_format f, F&& fn) {
+  switch (f) {
+    case qk_format::mxfp8:
+      return fn.template operator()<ml::mxfp8>();
+    case qk_format::mxfp4:
+      return fn.template operator()<ml::mxfp4>();
+    default:
+      return fn.template operator()<ml::fp8_per_token>();
+  }
+}
+
+// Calls fn(weights_view) with matrix_view<const float> or matrix_view<const bf16>.
+template <class F>
+void with_weights(const char* where, const weights_input& w, F&& fn) {
+  if (w.bf16)
+    fn(matrix<ml::bf16, std::uint16_t>(where, "weights", w.array));
+  else
+    fn(matrix<float>(where, "weights", w.array));
+}
+
+// Runs fn(out_view) with the GIL released and returns the array.
+template <class O, class F>
+py::array run_into(i64 rows, i64 cols, i64 stride, F&& fn) {
+  py::array out = new_logits<std::conditional_t<std::is_same_v<O, float>, float, std::uint16_t>>(
+      rows, cols, stride);
+  const auto view = out_view<O>(out, stride);
+  {
+    py::gil_scoped_release release;
+    fn(view);
+  }
+  return out;
+}
+
+// Upstream's row strides: SM90 / SM100 tile KV by 256 and pad rows to 1024 bytes.
+constexpr i64 upstream_block_kv = 256;
+i64 upstream_stride(i64 cols_to_cover, logits_type t) {
+  return align_up(cols_to_cover, 1024 / (t == logits_type::f32 ? 4 : 2));
+}
+
+// ---- metadata objects ----
+
+// get_mqa_logits_metadata: upstream's SM100 dense schedule. Here the dense kernel needs none;
+// the object records what it was made for so a call with other lengths is refused, as a stale
+// upstream schedule would be wrong.
+struct mqa_logits_metadata {
+  std::vector<i32> ks, ke;
+  i64 num_kv_tokens = 0, num_heads = 0;
+};
+
+struct paged_mqa_logits_metadata {
+  ml::paged_mqa_schedule schedule;
+  std::vector<i32> indices;  // empty: not varlen
+  bool varlen = false;
+};
+
+struct sparse_mqa_logits_metadata {
+  ml::sparse_mqa_metadata meta;
+  bool fp4 = false, use_unaligned_ks = false;
+};
+
+// Upstream's paged-sparse metadata resolves blocks once and every kernel call reads the cache it
+// is given (vLLM and sglang reuse one metadata across indexer layers, each with its own cache).
+// Until the library's metadata has that protocol, this object keeps the arguments and each call
+// builds the library's metadata afresh from the cache passed to it, which reads that cache.
+struct paged_sparse_mqa_logits_metadata {
+  std::vector<i32> context_lens, block_table, indices, sparse_kv_block_indices;
+  i64 num_q = 0, max_blocks = 0, cap = 0, sparse_block_kv = 0;
+  i32 page_kv = 0;
+  bool fp4 = false;
+};
+
+bool qk_dtype_is_fp4(const char* where, const py::handle& obj) {
+  const std::string s = py::str(obj).cast<std::string>();
+  if (s == "torch.int8" || s == "int8" || s == "<class 'numpy.int8'>" || s == "float4_e2m1fn_x2" ||
+      s == "torch.float4_e2m1fn_x2")
+    return true;
+  if (s == "torch.float8_e4m3fn" || s == "float8_e4m3fn" || s == "uint8" ||
+      s == "<class 'numpy.uint8'>" || s == "torch.uint8")
+    return false;
+  fail(where, "qk_dtype = " + s +
+                  " is not supported: torch.float8_e4m3fn / numpy.uint8 (FP8) or torch.int8 / "
+                  "numpy.int8 (packed FP4)");
+}
+
+std::vector<i32> copy_matrix(ml::matrix_view<const i32> m) {
+  std::vector<i32> v(static_cast<std::size_t>(m.rows * m.cols));
+  for (i64 r = 0; r < m.rows; ++r)
+    for (i64 c = 0; c < m.cols; ++c) v[static_cast<std::size_t>(r * m.cols + c)] = m(r, c);
+  return v;
+}
+
+// Upstream's varlen `indices`: rows with the same value are one request, consecutive, with
+// identical block-table rows. Results never depend on it.
+void check_indices(const char* where, std::span<const i32> idx, i64 rows,
+                   const ml::matrix_view<const i32>* table) {
+  if (static_cast<i64>(idx.size()) != rows)
+    fail(where, "indices has " + std::to_string(idx.size()) + " entries, expected " +
+                    std::to_string(rows));
+  for (i64 r = 1; r < rows; ++r) {
+    const i32 v = idx[static_cast<std::size_t>(r)];
+    if (v == idx[static_cast<std::size_t>(r - 1)]) {
+      if (table)
+        for (i64 c = 0; c < table->cols; ++c)
+          if ((*table)(r, c) != (*table)(r - 1, c))
+            fail(where, "indices[" + std::to_string(r) + "] = indices[" + std::to_string(r - 1) +
+                            "] = " + std::to_string(v) +
+                            " but their block_table rows differ at column " + std::to_string(c));
+      continue;
+    }
+    for (i64 p = 0; p < r - 1; ++p)
+      if (idx[static_cast<std::size_t>(p)] == v)
+        fail(where, "indices[" + std::to_string(r) + "] = " + std::to_string(v) +
+                        " repeats a request that is not the previous row (rows of one request "
+                        "must be consecutive)");
+  }
+}
+
+// ---- the API ----
+
+py::array fp8_fp4_mqa_logits(const py::object& q, const py::object& kv, const py::object& weights,
+                             const py::object& cu_seq_len_k_start,
+                             const py::object& cu_seq_len_k_end, bool clean_logits,
+                             i64 max_seqlen_k, const py::object& logits_dtype,
+                             const py::object& schedule_meta, std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_fp4_mqa_logits";
+  const q_input qi = q_of(where, q, 3);
+  const kv_input ki = kv_of(where, kv, qi.format);
+  const weights_input wi = weights_of(where, weights);
+  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
+  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
+  const logits_type lt = logits_dtype_of(where, logits_dtype);
+  if (!schedule_meta.is_none()) {
+    const auto& m = schedule_meta.cast<const mqa_logits_metadata&>();
+    if (!std::equal(ks.begin(), ks.end(), m.ks.begin(), m.ks.end()) ||
+        !std::equal(ke.begin(), ke.end(), m.ke.begin(), m.ke.end()) || m.num_kv_tokens != ki.rows ||
+        (qi.dims.size() == 2 && m.num_heads != qi.dims[1]))
+      fail(where,
+           "schedule_meta was made for other cu_seq_len_k_start / cu_seq_len_k_end / "
+           "num_kv_tokens / num_heads (regenerate it with get_mqa_logits_metadata)");
+  }
+  if (max_seqlen_k < 0)
+    fail(where, "max_seqlen_k = " + std::to_string(max_seqlen_k) + " must be >= 0");
+  const i64 rows = qi.dims[0];
+  const i64 cols = max_seqlen_k == 0 ? ki.rows : max_seqlen_k;
+  const i64 stride = max_seqlen_k == 0
+                         ? upstream_stride(ki.rows + upstream_block_kv, lt)
+                         : upstream_stride(align_up(max_seqlen_k, upstream_block_kv), lt);
+  auto& pool = pool_of(threads_of(where, num_threads));
+  const ml::options opt{.executor = pool, .clean_logits = clean_logits};
+  py::array result;
+  with_format(qi.format, [&]<class Format>() {
+    const auto qv = q_view<Format>(qi);
+    const auto kvv = kv_view<Format>(ki);
+    with_weights(where, wi, [&](auto w) {
+      const auto call = [&](auto out) {
+        ml::fp8_fp4_mqa_logits(ml::backend::host{}, qv, kvv, w, ks, ke, max_seqlen_k, out, opt);
+      };
+      result = lt == logits_type::f32 ? run_into<float>(rows, cols, stride, call)
+                                      : run_into<ml::bf16>(rows, cols, stride, call);
+    });
+  });
+  return result;
+}
+
+mqa_logits_metadata get_mqa_logits_metadata(const py::object& cu_seq_len_k_start,
+                                            const py::object& cu_seq_len_k_end, i64 num_kv_tokens,
+                                            i64 num_heads) {
+  constexpr const char* where = "get_mqa_logits_metadata";
+  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
+  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
+  if (ks.size() != ke.size() || ks.empty())
+    fail(where, "cu_seq_len_k_start has " + std::to_string(ks.size()) +
+                    " entries and cu_seq_len_k_end " + std::to_string(ke.size()) +
+                    " (both num_q > 0)");
+  if (num_kv_tokens <= 0)
+    fail(where, "num_kv_tokens = " + std::to_string(num_kv_tokens) + " must be > 0");
+  if (num_heads < 1 || num_heads > 128)
+    fail(where, "num_heads = " + std::to_string(num_heads) + " must be in 1..128");
+  return {std::vector<i32>(ks.begin(), ks.end()), std::vector<i32>(ke.begin(), ke.end()),
+          num_kv_tokens, num_heads};
+}
+
+paged_mqa_logits_metadata get_paged_mqa_logits_metadata(const py::object& context_lens,
+                                                        i32 block_kv, int num_sms,
+                                                        const py::object& indices) {
+  constexpr const char* where = "get_paged_mqa_logits_metadata";
+  const auto lens = int_matrix(where, "context_lens", context_lens);
+  paged_mqa_logits_metadata m{
+      ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms), {}, false};
+  if (!indices.is_none()) {
+    if (lens.cols != 1) fail(where, "indices needs next_n == 1 (context_lens [batch_size, 1])");
+    const auto idx = int_span(where, "indices", indices);
+    check_indices(where, idx, lens.rows, nullptr);
+    m.indices.assign(idx.begin(), idx.end());
+    m.varlen = true;
+  }
+  return m;
+}
+
+void check_paged_call(const char* where, const q_input& qi, ml::matrix_view<const i32> lens,
+                      ml::matrix_view<const i32> table,
+                      const paged_mqa_logits_metadata& schedule_meta, const py::object& indices,
+                      i64 max_context_len) {
+  if (qi.dims[0] != lens.rows || qi.dims[1] != lens.cols)
+    fail(where, "q is [" + std::to_string(qi.dims[0]) + ", " + std::to_string(qi.dims[1]) +
+                    ", ...] but context_lens is [" + std::to_string(lens.rows) + ", " +
+                    std::to_string(lens.cols) + "]: expected [batch_size, next_n]");
+  if (indices.is_none() != !schedule_meta.varlen)
+    fail(where, indices.is_none() ? "schedule_meta was made with indices, the call has none"
+                                  : "indices given but schedule_meta was made without them");
+  if (!indices.is_none()) {
+    const auto idx = int_span(where, "indices", indices);
+    if (!std::equal(idx.begin(), idx.end(), schedule_meta.indices.begin(),
+                    schedule_meta.indices.end()))
+      fail(where, "indices differ from the ones schedule_meta was made with");
+    check_indices(where, idx, lens.rows, &table);
+  }
+  if (max_context_len <= 0)
+    fail(where, "max_context_len = " + std::to_string(max_context_len) + " must be > 0");
+}
+
+py::array fp8_fp4_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
+                                   const py::object& weights, const py::object& context_lens,
+                                   const py::object& block_table,
+                                   const paged_mqa_logits_metadata& schedule_meta,
+                                   i64 max_context_len, bool clean_logits,
+                                   const py::object& logits_dtype, const py::object& indices,
+                                   std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_fp4_paged_mqa_logits";
+  const q_input qi = q_of(where, q, 4);
+  const cache_input ci = cache_of(where, kv_cache, qi.format);
+  const weights_input wi = weights_of(where, weights);
+  const auto lens = int_matrix(where, "context_lens", context_lens);
+  const auto table = int_matrix(where, "block_table", block_table);
+  const logits_type lt = logits_dtype_of(where, logits_dtype);
+  check_paged_call(where, qi, lens, table, schedule_meta, indices, max_context_len);
+  const i64 rows = lens.rows * lens.cols;
+  const i64 stride = upstream_stride(align_up(max_context_len, upstream_block_kv), lt);
+  auto& pool = pool_of(threads_of(where, num_threads));
+  const ml::options opt{.executor = pool, .clean_logits = clean_logits};
+  py::array result;
+  with_format(qi.format, [&]<class Format>() {
+    const auto qv = q_view<Format>(qi);
+    const auto cv = cache_view<Format>(ci);
+    with_weights(where, wi, [&](auto w) {
+      const auto call = [&](auto out) {
+        ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
+                                     schedule_meta.schedule, max_context_len, out, opt);
+      };
+      result = lt == logits_type::f32 ? run_into<float>(rows, max_context_len, stride, call)
+                                      : run_into<ml::bf16>(rows, max_context_len, stride, call);
+    });
+  });
+  return result;
+}
+
+// Whether the library's sparse metadata takes use_unaligned_ks (upstream's aligned default).
+template <class... A>
+concept sparse_meta_takes_alignment = requires(A... a) {
+  ml::get_sparse_mqa_logits_metadata(a...);
+};
+
+template <class Ks = std::span<const i32>>
+ml::sparse_mqa_metadata make_sparse_meta(const char* where, Ks ks, Ks ke, i64 num_kv_tokens,
+                                         ml::matrix_view<const i32> idx, i64 block,
+                                         bool use_unaligned_ks) {
+  if constexpr (sparse_meta_takes_alignment<Ks, Ks, i64, ml::matrix_view<const i32>, i64, bool>) {
+    return ml::get_sparse_mqa_logits_metadata(ks, ke, num_kv_tokens, idx, block, use_unaligned_ks);
+  } else {
+    // This library build maps columns only the unaligned way (ks % B added); the two mappings
+    // and their block counts agree exactly when every ks is a multiple of B.
+    if (!use_unaligned_ks)
+      for (std::size_t r = 0; r < ks.size(); ++r)
+        if (block > 0 && ((ks[r] % block) + block) % block != 0)
+          fail(where, "cu_seq_len_k_start[" + std::to_string(r) + "] = " + std::to_string(ks[r]) +
+                          " is not a multiple of sparse_block_kv = " + std::to_string(block) +
+                          ": the aligned mapping (use_unaligned_ks = False) is not available in "
+                          "this build for such rows; pass use_unaligned_ks = True");
+    return ml::get_sparse_mqa_logits_metadata(ks, ke, num_kv_tokens, idx, block);
+  }
+}
+
+sparse_mqa_logits_metadata get_sparse_mqa_logits_metadata(
+    const py::object& cu_seq_len_k_start, const py::object& cu_seq_len_k_end, i64 num_kv_tokens,
+    const py::object& sparse_kv_block_indices, const py::object& qk_dtype, i64 sparse_block_kv,
+    bool use_unaligned_ks) {
+  constexpr const char* where = "get_sparse_mqa_logits_metadata";
+  const bool fp4 = qk_dtype_is_fp4(where, qk_dtype);
+  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
+  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
+  const auto idx = int_matrix(where, "sparse_kv_block_indices", sparse_kv_block_indices);
+  return {make_sparse_meta(where, ks, ke, num_kv_tokens, idx, sparse_block_kv, use_unaligned_ks),
+          fp4, use_unaligned_ks};
+}
+
+void check_cap(const char* where, i64 num_max_sparse_blocks, i64 sparse_block_kv, i64 cap,
+               i64 block) {
+  if (num_max_sparse_blocks != cap)
+    fail(where, "num_max_sparse_blocks = " + std::to_string(num_max_sparse_blocks) +
+                    " but the metadata has " + std::to_string(cap) + " blocks per row");
+  if (sparse_block_kv != block)
+    fail(where, "sparse_block_kv = " + std::to_string(sparse_block_kv) +
+                    " but the metadata was made with " + std::to_string(block));
+}
+
+void check_fp4(const char* where, qk_format f, bool meta_fp4) {
+  if ((f == qk_format::mxfp4) != meta_fp4)
+    fail(where, std::string("q is ") + format_label(f) +
+                    " but the metadata was made for qk_dtype " + (meta_fp4 ? "packed FP4" : "FP8"));
+}
+
+py::array fp8_fp4_sparse_mqa_logits(const py::object& q, const py::object& kv,
+                                    const py::object& weights,
+                                    const sparse_mqa_logits_metadata& metadata,
+                                    i64 num_max_sparse_blocks, i64 sparse_block_kv,
+                                    bool use_unaligned_ks, std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_fp4_sparse_mqa_logits";
+  const q_input qi = q_of(where, q, 3);
+  const kv_input ki = kv_of(where, kv, qi.format);
+  const weights_input wi = weights_of(where, weights);
+  check_fp4(where, qi.format, metadata.fp4);
+  check_cap(where, num_max_sparse_blocks, sparse_block_kv, metadata.meta.capacity(),
+            metadata.meta.sparse_block_kv());
+  if (use_unaligned_ks != metadata.use_unaligned_ks)
+    fail(where, std::string("use_unaligned_ks = ") + (use_unaligned_ks ? "True" : "False") +
+                    " but the metadata was made with " +
+                    (metadata.use_unaligned_ks ? "True" : "False"));
+  const i64 cols = metadata.meta.num_cols();
+  const i64 stride = upstream_stride(cols, logits_type::bf16);
+  auto& pool = pool_of(threads_of(where, num_threads));
+  const ml::options opt{.executor = pool};
+  py::array result;
+  with_format(qi.format, [&]<class Format>() {
+    const auto qv = q_view<Format>(qi);
+    const auto kvv = kv_view<Format>(ki);
+    with_weights(where, wi, [&](auto w) {
+      result = run_into<ml::bf16>(metadata.meta.num_rows(), cols, stride, [&](auto out) {
+        ml::fp8_fp4_sparse_mqa_logits(ml::backend::host{}, qv, kvv, w, metadata.meta, out, opt);
+      });
+    });
+  });
+  return result;
+}
+
+paged_sparse_mqa_logits_metadata get_paged_sparse_mqa_logits_metadata(
+    const py::object& context_lens, const py::object& block_table, const py::object& indices,
+    i32 page_kv, const py::object& sparse_kv_block_indices, const py::object& qk_dtype,
+    i64 sparse_block_kv) {
+  constexpr const char* where = "get_paged_sparse_mqa_logits_metadata";
+  paged_sparse_mqa_logits_metadata m;
+  m.fp4 = qk_dtype_is_fp4(where, qk_dtype);
+  const auto lens = int_span(where, "context_lens", context_lens);
+  const auto table = int_matrix(where, "block_table", block_table);
+  const auto idx = int_span(where, "indices", indices);
+  const auto sel = int_matrix(where, "sparse_kv_block_indices", sparse_kv_block_indices);
+  check_indices(where, idx, static_cast<i64>(lens.size()), &table);
+  // The library validates every argument here, once, as upstream's metadata call does.
+  (void)ml::get_paged_sparse_mqa_logits_metadata(lens, table, page_kv, sel, sparse_block_kv);
+  m.context_lens.assign(lens.begin(), lens.end());
+  m.block_table = copy_matrix(table);
+  m.indices.assign(idx.begin(), idx.end());
+  m.sparse_kv_block_indices = copy_matrix(sel);
+  m.num_q = static_cast<i64>(lens.size());
+  m.max_blocks = table.cols;
+  m.cap = sel.cols;
+  m.sparse_block_kv = sparse_block_kv;
+  m.page_kv = page_kv;
+  return m;
+}
+
+py::array fp8_fp4_paged_sparse_mqa_logits(const py::object& q, const py::object& kv_cache,
+                                          const py::object& weights,
+                                          const paged_sparse_mqa_logits_metadata& metadata,
+                                          i64 num_max_sparse_blocks, i64 sparse_block_kv,
+                                          std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
+  q_input qi;
+  {
+    const py::tuple t = py::isinstance<py::tuple>(q) ? py::tuple(q) : py::tuple();
+    const bool four_d = t.size() == 2 && py::isinstance<py::array>(t[0]) &&
+                        py::reinterpret_borrow<py::array>(t[0]).ndim() == 4;
+    qi = q_of(where, q, four_d ? 4 : 3);
+    if (four_d) {
+      if (qi.dims[1] != 1)
+        fail(where, "q has next_n = " + std::to_string(qi.dims[1]) + ", expected 1");
+      qi.dims.erase(qi.dims.begin() + 1);
+    }
+  }
+  const cache_input ci = cache_of(where, kv_cache, qi.format);
+  const weights_input wi = weights_of(where, weights);
+  check_fp4(where, qi.format, metadata.fp4);
+  check_cap(where, num_max_sparse_blocks, sparse_block_kv, metadata.cap, metadata.sparse_block_kv);
+  if (ci.page_kv != metadata.page_kv)
+    fail(where,
+         "kv_cache has block_kv = " + std::to_string(ci.page_kv) +
+             " but the metadata was made with page_kv = " + std::to_string(metadata.page_kv));
+  const i64 cols = metadata.cap * metadata.sparse_block_kv;
+  const i64 stride = upstream_stride(cols, logits_type::bf16);
+  auto& pool = pool_of(threads_of(where, num_threads));
+  const ml::options opt{.executor = pool};
+  // Fresh library metadata from the stored arguments, so this call reads this cache.
+  const ml::matrix_view<const i32> table(metadata.block_table.data(), metadata.num_q,
+                                         metadata.max_blocks);
+  const ml::matrix_view<const i32> sel(metadata.sparse_kv_block_indices.data(), metadata.num_q,
+                                       metadata.cap);
+  const auto meta =
+      ml::get_paged_sparse_mqa_logits_metadata(std::span<const i32>(metadata.context_lens), table,
+                                               metadata.page_kv, sel, metadata.sparse_block_kv);
+  py::array result;
+  with_format(qi.format, [&]<class Format>() {
+    const auto qv = q_view<Format>(qi);
+    const auto cv = cache_view<Format>(ci);
+    with_weights(where, wi, [&](auto w) {
+      result = run_into<ml::bf16>(metadata.num_q, cols, stride, [&](auto out) {
+        ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, qv, cv, w, meta, out, opt);
+      });
+    });
+  });
+  return result;
+}
+
+// Legacy names, through the library's legacy wrappers: Q is a bare FP8 array [.., H, 128] (no
+// scales), K per-token FP8 (fp32 scales), fp32 logits.
+q_input bare_q(const char* where, const py::object& q, int ndim) {
+  if (py::isinstance<py::tuple>(q) || py::isinstance<py::list>(q))
+    fail(where, "q is a bare FP8 array here (no scales); the fp8_fp4_* names take (q, q_scales)");
+  const py::array codes = as_array(where, "q", q);
+  if (is_fp4_codes(where, "q", codes)) fail(where, "q must be FP8 codes (uint8), not packed FP4");
+  return q_of(where, py::make_tuple(q, py::none()), ndim);
+}
+
+py::array fp8_mqa_logits(const py::object& q, const py::object& kv, const py::object& weights,
+                         const py::object& cu_seq_len_k_start, const py::object& cu_seq_len_k_end,
+                         bool clean_logits, i64 max_seqlen_k, std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_mqa_logits";
+  const q_input qi = bare_q(where, q, 3);
+  const kv_input ki = kv_of(where, kv, qi.format);
+  const weights_input wi = weights_of(where, weights);
+  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
+  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
+  if (max_seqlen_k < 0)
+    fail(where, "max_seqlen_k = " + std::to_string(max_seqlen_k) + " must be >= 0");
+  const i64 cols = max_seqlen_k == 0 ? ki.rows : max_seqlen_k;
+  const i64 stride =
+      max_seqlen_k == 0
+          ? upstream_stride(ki.rows + upstream_block_kv, logits_type::f32)
+          : upstream_stride(align_up(max_seqlen_k, upstream_block_kv), logits_type::f32);
+  auto& pool = pool_of(threads_of(where, num_threads));
+  const auto qv = q_view<ml::fp8_per_token>(qi);
+  const auto kvv = kv_view<ml::fp8_per_token>(ki);
+  py::array result;
+  with_weights(where, wi, [&](auto w) {
+    result = run_into<float>(qi.dims[0], cols, stride, [&](auto out) {
+      ml::fp8_mqa_logits(ml::backend::host{}, qv, kvv, w, ks, ke, clean_logits, max_seqlen_k, out,
+                         {.executor = pool});
+    });
+  });
+  return result;
+}
+
+py::array fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
+                               const py::object& weights, const py::object& context_lens,
+                               const py::object& block_table,
+                               const paged_mqa_logits_metadata& schedule_meta, i64 max_context_len,
+                               bool clean_logits, const py::object& indices,
+                               std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_paged_mqa_logits";
+  const q_input qi = bare_q(where, q, 4);
+  const cache_input ci = cache_of(where, kv_cache, qi.format);
+  const weights_input wi = weights_of(where, weights);
+  const auto lens = int_matrix(where, "context_lens", context_lens);
+  const auto table = int_matrix(where, "block_table", block_table);
+  check_paged_call(where, qi, lens, table, schedule_meta, indices, max_context_len);
+  const i64 stride =
+      upstream_stride(align_up(max_context_len, upstream_block_kv), logits_type::f32);
+  auto& pool = pool_of(threads_of(where, num_threads));
+  const auto qv = q_view<ml::fp8_per_token>(qi);
+  const auto cv = cache_view<ml::fp8_per_token>(ci);
+  py::array result;
+  with_weights(where, wi, [&](auto w) {
+    result = run_into<float>(lens.rows * lens.cols, max_context_len, stride, [&](auto out) {
+      ml::fp8_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table, schedule_meta.schedule,
+                               max_context_len, clean_logits, out, {.executor = pool});
+    });
+  });
+  return result;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(mqalogits, m) {
+  m.doc() =
+      "mqalogits: DeepSeek-V3.2 lightning-indexer logits from FP8 / FP4 inputs on the host CPU, "
+      "with DeepGEMM's Python names, argument names, order and defaults, over numpy arrays.";
+  m.attr("__version__") = std::to_string(ml::version_major) + "." +
+                          std::to_string(ml::version_minor) + "." +
+                          std::to_string(ml::version_patch);
+  m.attr("float32") = py::str("float32");
+  m.attr("bfloat16") = py::str("bfloat16");
+  m.attr("float8_e4m3fn") = py::str("float8_e4m3fn");
+  m.attr("float4_e2m1fn_x2") = py::str("float4_e2m1fn_x2");
+
+  py::class_<mqa_logits_metadata>(m, "MqaLogitsMetadata");
+  py::class_<paged_mqa_logits_metadata>(m, "PagedMqaLogitsMetadata")
+      .def_property_readonly("num_workers", [](const paged_mqa_logits_metadata& s) {
+        return s.schedule.num_workers();
+      });
+  py::class_<sparse_mqa_logits_metadata>(m, "SparseMqaLogitsMetadata");
+  py::class_<paged_sparse_mqa_logits_metadata>(m, "PagedSparseMqaLogitsMetadata");
+
+  using py::arg;
+  m.def(
+      "fp8_fp4_mqa_logits",
+      [](const py::object& q, const py::object& kv, const py::object& weights, const py::object& ks,
+         const py::object& ke, bool clean, i64 max_seqlen_k, const py::object& dtype,
+         const py::object& schedule_meta, std::optional<int> threads) {
+        return fp8_fp4_mqa_logits(q, kv, weights, ks, ke, clean, max_seqlen_k, dtype, schedule_meta,
+                                  threads);
+      },
+      arg("q"), arg("kv"), arg("weights"), arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"),
+      arg("clean_logits") = true, arg("max_seqlen_k") = 0, arg("logits_dtype") = "float32",
+      arg("schedule_meta") = py::none(), py::kw_only(), arg("num_threads") = py::none());
+  m.def("get_mqa_logits_metadata", &get_mqa_logits_metadata, arg("cu_seq_len_k_start"),
+        arg("cu_seq_len_k_end"), arg("num_kv_tokens"), arg("num_heads"));
+  m.def("get_paged_mqa_logits_metadata", &get_paged_mqa_logits_metadata, arg("context_lens"),
+        arg("block_kv"), arg("num_sms"), arg("indices") = py::none());
+  m.def(
+      "fp8_fp4_paged_mqa_logits",
+      [](const py::object& q, const py::object& kv_cache, const py::object& weights,
+         const py::object& lens, const py::object& table, const paged_mqa_logits_metadata& s,
+         i64 max_context_len, bool clean, const py::object& dtype, const py::object& indices,
+         std::optional<int> threads) {
+        return fp8_fp4_paged_mqa_logits(q, kv_cache, weights, lens, table, s, max_context_len,
+                                        clean, dtype, indices, threads);
+      },
+      arg("q"), arg("kv_cache"), arg("weights"), arg("context_lens"), arg("block_table"),
+      arg("schedule_meta"), arg("max_context_len"), arg("clean_logits") = false,
+      arg("logits_dtype") = "float32", arg("indices") = py::none(), py::kw_only(),
+      arg("num_threads") = py::none());
+  m.def("get_sparse_mqa_logits_metadata", &get_sparse_mqa_logits_metadata,
+        arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("num_kv_tokens"),
+        arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"),
+        arg("use_unaligned_ks") = false);
+  m.def("fp8_fp4_sparse_mqa_logits", &fp8_fp4_sparse_mqa_logits, arg("q"), arg("kv"),
+        arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"), arg("sparse_block_kv"),
+        arg("use_unaligned_ks") = false, py::kw_only(), arg("num_threads") = py::none());
+  m.def("get_paged_sparse_mqa_logits_metadata", &get_paged_sparse_mqa_logits_metadata,
+        arg("context_lens"), arg("block_table"), arg("indices"), arg("page_kv"),
+        arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"));
+  m.def("fp8_fp4_paged_sparse_mqa_logits", &fp8_fp4_paged_sparse_mqa_logits, arg("q"),
+        arg("kv_cache"), arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"),
+        arg("sparse_block_kv"), py::kw_only(), arg("num_threads") = py::none());
+  m.def("fp8_mqa_logits", &fp8_mqa_logits, arg("q"), arg("kv"), arg("weights"),
+        arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("clean_logits") = true,
+        arg("max_seqlen_k") = 0, py::kw_only(), arg("num_threads") = py::none());
+  m.def("fp8_paged_mqa_logits", &fp8_paged_mqa_logits, arg("q"), arg("kv_cache"), arg("weights"),
+        arg("context_lens"), arg("block_table"), arg("schedule_meta"), arg("max_context_len"),
+        arg("clean_logits") = false, arg("indices") = py::none(), py::kw_only(),
+        arg("num_threads") = py::none());
+}

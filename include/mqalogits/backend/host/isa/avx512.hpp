@@ -1,0 +1,138 @@
+// The AVX-512 path (F, BW, VL, DQ + FMA): 16 fp32 lanes, 32 vector registers. Int8 dot products
+// through VNNI (vpdpbusd) when the target has it, else vpmaddubsw + vpmaddwd; both multiply
+// unsigned by signed bytes, so keys are offset. Its own exact decoders for MXFP8 rows and for
+// packed e2m1 rows.
+#pragma once
+
+#include "base.hpp"
+
+#if defined(MQALOGITS_HOST_AVX512)
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "intrinsics_x86.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+namespace host_backend {
+
+struct isa_avx512 {
+  static constexpr const char* name = "avx512";
+  static constexpr int lanes = 16;
+  using vf = __m512;
+  using vi = __m512i;
+  using mask = __mmask16;
+
+  // head_vectors x keys accumulators + keys broadcasts + one query vector fit in 32 registers
+  // (the int8 kernel also keeps its block-scaled fp32 sums live across the 4 blocks).
+  static constexpr register_block f32_blocks[] = {{4, 4, 6}, {3, 3, 7}, {2, 2, 10}, {1, 1, 14}};
+  static constexpr register_block i8_blocks[] = {{2, 2, 6}, {1, 1, 10}};
+  using int8 = int8_offset_keys;
+
+  static vf zero() { return _mm512_setzero_ps(); }
+  static vf load(const float* p) { return _mm512_loadu_ps(p); }
+  static vf broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  static vf fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+  static vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+  // vminps returns its second operand when either is NaN: NaN is kept.
+  static vf cap_infinity(vf a) {
+    return _mm512_min_ps(_mm512_set1_ps(std::numeric_limits<float>::max()), a);
+  }
+  static mask live(int n) {
+    if (n <= 0) return 0;
+    return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
+  }
+  // max(0, a) returns its second operand, a, when a is NaN: relu(NaN) stays NaN.
+  static vf relu(vf a, mask m) { return _mm512_maskz_max_ps(m, _mm512_setzero_ps(), a); }
+  static float reduce(vf a) {
+    const __m256 h =
+        _mm256_add_ps(_mm512_castps512_ps256(a),
+                      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    const __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 q = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+  }
+
+  static vi zeroi() { return _mm512_setzero_si512(); }
+  static vi loadi(const std::int32_t* p) { return _mm512_loadu_si512(p); }
+  static vi broadcast4(const std::uint8_t* p) {
+    std::int32_t x;
+    std::memcpy(&x, p, 4);
+    return _mm512_set1_epi32(x);
+  }
+  // acc + the sum of the 4 products u8(k) * s8(q) in each 32-bit lane.
+  static vi dot4(vi acc, vi k, vi q) {
+#if defined(MQALOGITS_HOST_VNNI512)
+    return _mm512_dpbusd_epi32(acc, k, q);
+#else
+    const __m512i pairs = _mm512_maddubs_epi16(k, q);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
+#endif
+  }
+  static vf to_float(vi a) {
+    return _mm512_cvtepi32_ps(a);
+  }
+
+  // MXFP8 rows: e4m3 -> fp16 is a pure bit move (same mantissa, exponent bias 7 vs 15: value /
+  // 2^8, subnormals included), vcvtph2ps widens exactly, x 256 restores the value (exact), x the
+  // block scale is the one rounding Format::decode_row does too. 0x7F / 0xFF would land on a
+  // finite fp16: made NaN. Other formats keep their own decode_row.
+  template <class Format>
+  static void decode_row_f32(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
+    if constexpr (e4m3_ue8m0_rows<Format> && Format::data_bytes == head_dim) {
+      decode_e4m3_ue8m0(data, scales, out);
+    } else {
+      Format::decode_row(data, scales, out);
+    }
+  }
+
+  // One packed e2m1 row (64 bytes) into 128 bytes code[nibble] in the stored block order:
+  // nibbles through a 16-entry table (vpshufb), then block b's low and high nibbles side by side.
+  static void decode_e2m1_doubled(const std::uint8_t* packed, const std::uint8_t (&code)[16],
+                                  std::uint8_t* out) {
+    const __m512i x = _mm512_loadu_si512(packed);
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    const __m512i t =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(code)));
+    const __m512i lo = _mm512_shuffle_epi8(t, _mm512_and_si512(x, nib));
+    const __m512i hi = _mm512_shuffle_epi8(t, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
+    // 128-bit lanes: block b's low nibbles are lane b of lo, its high nibbles lane b of hi.
+    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+    const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    _mm512_storeu_si512(out, _mm512_permutex2var_epi64(lo, first, hi));
+    _mm512_storeu_si512(out + 64, _mm512_permutex2var_epi64(lo, second, hi));
+  }
+
+ private:
+  static void decode_e4m3_ue8m0(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
+    const __m256i low7 = _mm256_set1_epi8(0x7F);
+    const __m512i sign = _mm512_set1_epi16(static_cast<short>(0x8000));
+    const __m512i body = _mm512_set1_epi16(0x3F80);
+    const __m512i nan = _mm512_set1_epi16(0x7E00);
+    const __m512 restore = _mm512_set1_ps(256.0f);
+    for (int b = 0; b < head_dim / scale_block; ++b) {
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + 32 * b));
+      const __m512i x = _mm512_cvtepu8_epi16(bytes);
+      __m512i h = _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi16(x, 8), sign),
+                                  _mm512_and_si512(_mm512_slli_epi16(x, 7), body));
+      const __mmask32 is_nan = _mm256_cmpeq_epi8_mask(_mm256_and_si256(bytes, low7), low7);
+      h = _mm512_mask_mov_epi16(h, is_nan, nan);
+      const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+      const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+      const std::uint8_t e = scales[b];
+      if (e <= 246) {  // 2^8 * 2^(e - 127) is a normal float: one multiply, the same rounding
+        const __m512 s = _mm512_set1_ps(ue8m0_values[e + 8]);
+        _mm512_storeu_ps(out + 32 * b, _mm512_mul_ps(lo, s));
+        _mm512_storeu_ps(out + 32 * b + 16, _mm512_mul_ps(hi, s));
+      } else {
+        const __m512 s = _mm512_set1_ps(ue8m0_values[e]);
+        _mm512_storeu_ps(out + 32 * b, _mm512_mul_ps(_mm512_mul_ps(lo, restore), s));
+        _mm512_storeu_ps(out + 32 * b + 16, _mm512_mul_ps(_mm512_mul_ps(hi, restore), s));
+      }
+    }
+  }
+};
+
+}  // namespace host_backend
+MQALOGITS_NAMESPACE_END
+#endif

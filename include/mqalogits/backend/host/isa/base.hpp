@@ -1,0 +1,106 @@
+// What every instruction-set file of the host backend builds on: the register-blocking record,
+// the two int8 encodings of doubled e2m1 codes, and the plain row decoders an ISA keeps unless
+// it has a faster exact one of its own.
+//
+// An ISA file (portable.hpp, avx2.hpp, avx512.hpp, neon.hpp) defines one struct carrying
+//   - its vector types and the few operations the micro-kernels use (microkernel.hpp),
+//   - its row decoders (decode_row_f32<Format>, decode_e2m1_doubled),
+//   - its register blocking (f32_blocks, i8_blocks), sized to its register file,
+//   - its int8 encoding (int8: one of the two below, matching what its dot4 multiplies),
+// and ladder.hpp lists it. Nothing outside the ISA files knows which ISA does what.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../../../config.hpp"
+#include "../../../format/e2m1.hpp"
+#include "../../../format/e4m3.hpp"
+#include "../../../format/ue8m0.hpp"
+
+#if defined(__clang__)
+#define MQALOGITS_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define MQALOGITS_UNROLL _Pragma("GCC unroll 16")
+#else
+#define MQALOGITS_UNROLL
+#endif
+
+MQALOGITS_NAMESPACE_BEGIN
+namespace host_backend {
+
+// One register blocking of a score kernel: rows with at least `min_head_vectors` vectors of
+// heads are scored `head_vectors` vectors x `keys` keys at a time (the accumulators of one
+// chunk stay in registers across the whole dot product). An ISA lists its blockings from the
+// widest down; the last one must take any row (min_head_vectors 1).
+struct register_block {
+  int min_head_vectors, head_vectors, keys;
+};
+
+// The key tiles are padded by this many rows, so no blocking may score more keys at once.
+inline constexpr int max_group_keys = 16;
+
+// ---- int8 encodings of doubled e2m1 codes (integers in [-12, 12]) ----
+//
+// Queries are always stored as signed bytes. Keys are stored the way the ISA's dot4 multiplies.
+// `key_code[nibble]` is the stored key byte, `masked_key` the byte of a key that must score 0
+// whatever the query (its block scales are 0 as well), and block_start(sum of the query block)
+// the value each block's int32 accumulator starts at.
+
+// s8 x s8 (Arm sdot, plain C++): keys stored as they are, accumulators start at 0.
+struct int8_signed_keys {
+  static constexpr bool offset_keys = false;
+  static constexpr std::uint8_t key_code[16] = {0, 1,   2,   3,   4,   6,   8,   12,
+                                                0, 255, 254, 253, 252, 250, 248, 244};
+  static constexpr std::uint8_t masked_key = 0;
+  static constexpr std::int32_t block_start(std::int32_t) { return 0; }
+};
+
+// u8 x s8 (x86 vpdpbusd, vpmaddubsw): keys stored as k + 12 in [0, 24]; each block's
+// accumulator starts at -12 * sum(q over the block), which takes the offset back out exactly.
+struct int8_offset_keys {
+  static constexpr bool offset_keys = true;
+  static constexpr std::uint8_t key_code[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                                12, 11, 10, 9,  8,  6,  4,  0};
+  static constexpr std::uint8_t masked_key = 12;
+  static constexpr std::int32_t block_start(std::int32_t query_block_sum) {
+    return -12 * query_block_sum;
+  }
+};
+
+// Query bytes use the signed codes in both encodings.
+inline constexpr const std::uint8_t (&query_code)[16] = int8_signed_keys::key_code;
+
+// Formats whose rows are e4m3 codes with one UE8M0 scale per 32 elements (MXFP8): the layout an
+// ISA's own fp32 row decoder may handle instead of Format::decode_row.
+template <class Format>
+inline constexpr bool e4m3_ue8m0_rows =
+    std::conjunction_v<std::is_same<typename Format::data_type, float_e4m3>,
+                       std::is_same<typename Format::scale_type, ue8m0_block_scales>,
+                       std::bool_constant<Format::scale_block == 32>>;
+
+// The decoders an ISA keeps unless it has a faster one: both are exact, so every ISA produces
+// the same decoded bits.
+struct plain_decoders {
+  // One row into 128 fp32 values, bit-identical to Format::decode_row.
+  template <class Format>
+  static void decode_row_f32(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
+    Format::decode_row(data, scales, out);
+  }
+  // One packed e2m1 row (64 bytes) into 128 bytes code[nibble], in the stored block order:
+  // per 32-element block (16 bytes), its 16 low nibbles (elements 0, 2, .., 30) then its 16
+  // high nibbles (1, 3, .., 31). Queries and keys use the same order, and integer block sums
+  // do not care about it.
+  static void decode_e2m1_doubled(const std::uint8_t* packed, const std::uint8_t (&code)[16],
+                                  std::uint8_t* out) {
+    for (int b = 0; b < head_dim / scale_block; ++b)
+      for (int j = 0; j < 16; ++j) {
+        const std::uint8_t byte = packed[b * 16 + j];
+        out[b * 32 + j] = code[byte & 0xF];
+        out[b * 32 + 16 + j] = code[byte >> 4];
+      }
+  }
+};
+
+}  // namespace host_backend
+MQALOGITS_NAMESPACE_END

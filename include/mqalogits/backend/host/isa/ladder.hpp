@@ -1,0 +1,45 @@
+// The instruction sets compiled into this translation unit, from the most portable to the
+// fastest, and the one the host backend runs (the last). Which ones exist is decided by the
+// compiler's target macros (target.hpp), never at run time: a header-only library takes its
+// consumer's flags. Adding an ISA: its file, and one line here.
+#pragma once
+
+#include <tuple>
+
+#include "../../../config.hpp"
+#include "avx2.hpp"
+#include "avx512.hpp"
+#include "neon.hpp"
+#include "portable.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+namespace host_backend {
+
+// Every compiled ISA, as a type list (the micro-kernel tests run each of them).
+// clang-format off
+using compiled_isas = std::tuple<isa_portable
+#if defined(MQALOGITS_HOST_NEON)
+    , isa_neon
+#endif
+#if defined(MQALOGITS_HOST_AVX2)
+    , isa_avx2
+#endif
+#if defined(MQALOGITS_HOST_AVX512)
+    , isa_avx512
+#endif
+    >;
+// clang-format on
+
+// The widest of them: what the backend runs.
+using isa_best = std::tuple_element_t<std::tuple_size_v<compiled_isas> - 1, compiled_isas>;
+
+}  // namespace host_backend
+
+// The host path this translation unit was compiled for: "avx512", "avx2", "neon" or "portable".
+// Each unit answers for itself (the name lives in the unit's ISA-tagged namespace), so an engine
+// that builds one hot file with -march=native can check what that file runs.
+constexpr const char* host_isa_name() noexcept {
+  return host_backend::isa_best::name;
+}
+
+MQALOGITS_NAMESPACE_END

@@ -1,0 +1,176 @@
+// Top-k selection of fp32 logits rows on the NeuronCore model: the indexer's selection step
+// (DeepSeek-V3.2 keeps 2048 columns per query row), as AWS's sparse-attention indexer does it
+// with nisa.topk on GpSimd, here made exact.
+//
+//   neuron_backend::topk<backend::trn3>(logits, valid, k, indices, values);
+//
+// Per row: indices [k] int32, the columns of the k largest valid logits in descending order of
+// value, ties to the lower column, NaN above +inf (as torch.topk), -1 padding a row with fewer
+// than k valid columns; values [k] (optional: data null) those logits, -inf where the index is
+// -1. The selection equals a stable sort of the row's valid fp32 logits, exactly.
+//
+// The modelled schedule, per block of <= 128 rows (rows on partitions) and per segment of 8192
+// columns: DMA of the fp32 segment into SBUF; VectorE rounds it to bf16 (monotone: the exact top
+// k are among the bf16 top k and every column tying with the k-th bf16 value); nisa.topk on
+// GpSimd (bf16, 8 rows per call, ~4n + k cycles) keeps the segment's k best; a last nisa.topk
+// over the segments' candidates gives each row's bf16 threshold; VectorE marks the columns at or
+// above it; GpSimd sorts those candidates exactly in fp32 (~c log2 c cycles for c candidates,
+// derived); DMA writes indices and values. Inside a kernel (an output policy) the segments come
+// from SBUF score tiles instead of HBM.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "../../config.hpp"
+#include "../../error.hpp"
+#include "../../format/bf16.hpp"
+#include "../../view/matrix_view.hpp"
+#include "core.hpp"
+#include "report.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+namespace neuron_backend {
+
+// Columns per top-k segment: 32 KiB of fp32 per partition.
+inline constexpr std::int64_t topk_segment = 8192;
+
+namespace detail_topk {
+// Ranking order: NaN first, then by value descending, ties by the lower column.
+inline bool ranks_before(float a, std::int64_t ia, float b, std::int64_t ib) {
+  const bool na = std::isnan(a), nb = std::isnan(b);
+  if (na != nb) return na;
+  if (!na && a != b) return a > b;
+  return ia < ib;
+}
+// bf16 rounding as the threshold pass sees it (NaN stays NaN, ranked first).
+inline float bf16_key(float v) {
+  return bf16::from_float(v).to_float();
+}
+}  // namespace detail_topk
+
+// logits [rows, cols] fp32; valid: [rows, cols] 0/1 (data null: every column valid); k >= 1;
+// indices [rows, k]; values [rows, k] or data null. Adds its cost to the thread's capture.
+template <class Gen>
+void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid, std::int64_t k,
+          matrix_view<std::int32_t> indices, matrix_view<float> values) {
+  using tr = traits<Gen>;
+  const std::string where = std::string("neuron_backend::topk (") + tr::name + ")";
+  using mqalogits::detail::require;
+  require(k >= 1, where, [&](auto& m) { m << "k = " << k << " must be >= 1"; });
+  require(logits.rows >= 0 && logits.cols >= 1 && (logits.rows == 0 || logits.data) &&
+              logits.stride >= logits.cols,
+          where, [&](auto& m) {
+            m << "logits [" << logits.rows << ", " << logits.cols << "] stride " << logits.stride
+              << " is not a non-empty row-major matrix";
+          });
+  require(logits.cols <= std::numeric_limits<std::int32_t>::max(), where, [&](auto& m) {
+    m << "logits has " << logits.cols << " columns, more than int32 indexes";
+  });
+  require(!valid.data || (valid.rows == logits.rows && valid.cols == logits.cols &&
+                          valid.stride >= valid.cols),
+          where, [&](auto& m) {
+            m << "valid [" << valid.rows << ", " << valid.cols << "] must match logits ["
+              << logits.rows << ", " << logits.cols << "]";
+          });
+  require(indices.rows == logits.rows && indices.cols == k && indices.stride >= k &&
+              (logits.rows == 0 || indices.data),
+          where, [&](auto& m) {
+            m << "indices [" << indices.rows << ", " << indices.cols << "] must be [" << logits.rows
+              << ", " << k << "]";
+          });
+  require(!values.data || (values.rows == logits.rows && values.cols == k && values.stride >= k),
+          where, [&](auto& m) {
+            m << "values [" << values.rows << ", " << values.cols << "] must be [" << logits.rows
+              << ", " << k << "]";
+          });
+
+  const capture_state cap = current_capture();
+  const bool compute = !(cap.target && cap.options.cost_only);
+  core<Gen> c(compute);
+  const std::int64_t n = logits.cols, segs = (n + topk_segment - 1) / topk_segment;
+  const std::int64_t seg_cols = std::min(n, topk_segment);
+  tile seg = c.sbuf("top-k segment", dtype::fp32, 128, seg_cols);
+  tile keys = c.sbuf("top-k bf16 keys", dtype::bf16, 128, seg_cols);
+  tile picked = c.sbuf("top-k indices and values", dtype::fp32, 128, 2 * k);
+  std::vector<std::int64_t> order;
+  for (std::int64_t r0 = 0; r0 < logits.rows; r0 += 128) {
+    const int R = static_cast<int>(std::min<std::int64_t>(128, logits.rows - r0));
+    // The schedule's costs: segments in, bf16 keys, nisa.topk per segment and over candidates.
+    for (std::int64_t s = 0; s < segs; ++s) {
+      const std::int64_t c0 = s * topk_segment, m = std::min(topk_segment, n - c0);
+      {
+        auto t = c.dma();
+        for (int r = 0; r < R; ++r)
+          t.values_in(window(seg), r, 0, compute ? logits.row(r0 + r) + c0 : nullptr, m);
+      }
+      c.copy(window(keys, 0, R, 0, m), window(seg, 0, R, 0, m));
+      c.topk_cost(R, m, std::min(k, m));
+    }
+    if (segs > 1) c.topk_cost(R, segs * std::min(k, seg_cols), k);
+    std::int64_t most_candidates = k;
+    for (int r = 0; r < R; ++r) {
+      if (!compute) break;
+      const std::int64_t row = r0 + r;
+      const float* x = logits.row(row);
+      auto ok = [&](std::int64_t i) { return !valid.data || valid(row, i) != 0; };
+      order.clear();
+      for (std::int64_t i = 0; i < n; ++i)
+        if (ok(i)) order.push_back(i);
+      const std::int64_t take = std::min<std::int64_t>(k, static_cast<std::int64_t>(order.size()));
+      // Candidates: at or above the k-th best bf16 key (NaN counts as the best).
+      if (take > 0) {
+        std::vector<std::int64_t> by_key = order;
+        auto key_before = [&](std::int64_t a, std::int64_t b) {
+          return detail_topk::ranks_before(detail_topk::bf16_key(x[a]), 0,
+                                           detail_topk::bf16_key(x[b]), 0);
+        };
+        std::nth_element(by_key.begin(), by_key.begin() + (take - 1), by_key.end(), key_before);
+        const float t = detail_topk::bf16_key(x[by_key[static_cast<std::size_t>(take - 1)]]);
+        std::int64_t cand = 0;
+        for (std::int64_t i : order)
+          cand += std::isnan(t) ? std::isnan(x[i])
+                                : (std::isnan(x[i]) || detail_topk::bf16_key(x[i]) >= t);
+        most_candidates = std::max(most_candidates, cand);
+      }
+      std::partial_sort(order.begin(), order.begin() + take, order.end(),
+                        [&](std::int64_t a, std::int64_t b) {
+                          return detail_topk::ranks_before(x[a], a, x[b], b);
+                        });
+      for (std::int64_t j = 0; j < k; ++j) {
+        const bool has = j < take;
+        indices(row, j) = has ? static_cast<std::int32_t>(order[static_cast<std::size_t>(j)]) : -1;
+        if (values.data)
+          values(row, j) =
+              has ? x[order[static_cast<std::size_t>(j)]] : -std::numeric_limits<float>::infinity();
+      }
+    }
+    // Threshold compare over every column (VectorE), exact fp32 sort of the candidates
+    // (GpSimd, the `picked` tile), indices and values out. The selection itself is computed
+    // above on the host: these instructions carry its cost.
+    for (std::int64_t s = 0; s < segs; ++s)
+      c.vector_elementwise(std::min(topk_segment, n - s * topk_segment), 1);
+    const auto log2c =
+        static_cast<std::int64_t>(std::ceil(std::log2(std::max<double>(2, most_candidates))));
+    c.gpsimd_elementwise(most_candidates * log2c, 1);
+    {
+      auto t = c.dma();
+      for (int r = 0; r < R; ++r) {
+        t.row(k * 4);
+        if (values.data) t.row(k * 4);
+      }
+    }
+  }
+  if (cap.target) {
+    accumulate(*cap.target, c.counters());
+    cap.target->calls += 1;
+  }
+}
+
+}  // namespace neuron_backend
+MQALOGITS_NAMESPACE_END

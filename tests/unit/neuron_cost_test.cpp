@@ -1,0 +1,530 @@
+// The neuron model's cost rules per generation on hand-computed cases, example 09's lines and
+// their ordering, the instruction mix of AWS's sparse-attention indexer, LNC = 2, cost-only
+// captures and the exact top-k entry point.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <mqalogits/mqalogits.hpp>
+
+#include "../../examples/09_neuron_schedule/shapes.hpp"
+#include "reference/random_inputs.hpp"
+
+namespace ml = mqalogits;
+namespace nb = ml::neuron_backend;
+namespace rnd = ref::rand;
+using ml::backend::trn1;
+using ml::backend::trn2;
+using ml::backend::trn3;
+using nb::dtype;
+
+namespace {
+
+// The documented figures, typed in independently of traits.hpp: clocks (TensorE, ScalarE,
+// VectorE), 16-bit elements per partition per cycle (VectorE, ScalarE), per-core DMA bandwidth,
+// fixed cost per DMA.
+struct documented {
+  double tensor_hz, scalar_hz, vector_hz, vector_bf16, scalar_bf16, dma_bw, dma_fixed;
+  bool gather_on_gpsimd, trn1_ports;
+};
+template <class G>
+documented facts();
+template <>
+documented facts<trn1>() {
+  return {2.8e9, 1.4e9, 1.12e9, 1, 1, 272e9, 1.3e-6, false, true};
+}
+template <>
+documented facts<trn2>() {
+  return {2.4e9, 1.2e9, 0.96e9, 2, 1, 368e9, 0.6e-6, true, false};
+}
+template <>
+documented facts<trn3>() {
+  return {2.4e9, 1.2e9, 1.2e9, 4, 2, 528e9, 0.6e-6, false, false};
+}
+
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ml::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("neuron cost rules: TensorE max(N, 64) cycles, fp32 4 passes, fp8 double row",
+                   "[neuron]", trn1, trn2, trn3) {
+  using G = TestType;
+  const documented d = facts<G>();
+  nb::core<G> c;
+  nb::tile st = c.sbuf("st", dtype::bf16, 128, 8), mv = c.sbuf("mv", dtype::bf16, 128, 300);
+  nb::tile out = c.psum("out", 8, 300);
+  c.matmul(nb::window(out), st, mv, false);
+  CHECK(c.counters().tensor.cycles == 300);
+  c.matmul(nb::window(out, 0, 8, 0, 10), st, nb::window(mv, 0, 128, 0, 10), false);
+  CHECK(c.counters().tensor.cycles == 300 + 64);  // MM_INIT_LATENCY floor
+  nb::tile st32 = c.sbuf("st32", dtype::fp32, 128, 8), mv32 = c.sbuf("mv32", dtype::fp32, 128, 300);
+  c.matmul(nb::window(out), st32, mv32, false);
+  CHECK(c.counters().tensor.cycles == 364 + 4 * 300);
+  CHECK(c.counters().tensor.seconds == Approx((364 + 1200) / d.tensor_hz));
+  // TensorE transposes: max(P, 64) cycles, 4 passes for 32-bit elements.
+  nb::tile t_in = c.sbuf("t in", dtype::bf16, 100, 128), t32 = c.sbuf("t32", dtype::fp32, 100, 128);
+  nb::tile t_out = c.psum("t out", 128, 100);
+  const std::int64_t before = c.counters().tensor.cycles;
+  c.transpose(t_out, t_in);
+  c.transpose(t_out, t32);
+  CHECK(c.counters().tensor.cycles - before == 100 + 400);
+  // The moving free size: one fp32 PSUM bank on trn1 / trn2, 4096 fp32 on trn3.
+  if constexpr (std::is_same_v<G, trn3>) {
+    nb::core<G> c3;
+    nb::tile st3 = c3.sbuf("st", dtype::bf16, 128, 8),
+             wide = c3.sbuf("wide", dtype::bf16, 128, 4096);
+    nb::tile wide_out = c3.psum("wide out", 8, 4096);  // 8 PSUM banks
+    CHECK_NOTHROW(c3.matmul(nb::window(wide_out), st3, wide, false));
+    CHECK(c3.counters().tensor.cycles == 4096);
+    // fp8 (native e4m3fn) streams two moving rows per cycle.
+    nb::tile s8 = c.sbuf("s8", dtype::fp8, 128, 8), m8 = c.sbuf("m8", dtype::fp8, 128, 300);
+    const std::int64_t b8 = c.counters().tensor.cycles;
+    c.matmul(nb::window(out), s8, m8, false);
+    CHECK(c.counters().tensor.cycles - b8 == 150);
+    c.matmul(nb::window(out, 0, 8, 0, 100), s8, nb::window(m8, 0, 128, 0, 100), false);
+    CHECK(c.counters().tensor.cycles - b8 == 150 + 64);
+  } else {
+    nb::tile wide = c.sbuf("wide", dtype::bf16, 128, 513);
+    CHECK(error_of([&] { (void)c.psum("wide out", 8, 513); }).find("2 KiB bank") !=
+          std::string::npos);
+    nb::tile s8 = c.sbuf("s8", dtype::fp8, 128, 8), m8 = c.sbuf("m8", dtype::fp8, 128, 300);
+    CHECK(error_of([&] { c.matmul(nb::window(out), s8, m8, false); }).find("e4m3fn") !=
+          std::string::npos);  // EVRF051: e4m3fn is not a usable type before trn3
+  }
+}
+
+TEMPLATE_TEST_CASE("neuron cost rules: ScalarE / VectorE clocks, widths, two-input 2N", "[neuron]",
+                   trn1, trn2, trn3) {
+  using G = TestType;
+  const documented d = facts<G>();
+  nb::core<G> c;
+  nb::tile f = c.sbuf("f", dtype::fp32, 128, 1000), g = c.sbuf("g", dtype::fp32, 128, 1000);
+  nb::tile b = c.sbuf("b", dtype::bf16, 128, 1000), b2 = c.sbuf("b2", dtype::bf16, 128, 1000);
+  nb::tile s = c.sbuf("s", dtype::fp32, 128, 1);
+  c.copy(g, f);  // fp32: one element per lane per cycle on every generation
+  CHECK(c.counters().vector.cycles == 60 + 1000);
+  c.copy(b2, b);  // 16-bit: trn2's bf16 mode (2x), trn3's 512 elements per cycle (4 per lane)
+  const auto bf16_copy = 60 + static_cast<std::int64_t>(std::ceil(1000 / d.vector_bf16));
+  CHECK(c.counters().vector.cycles == 1060 + bf16_copy);
+  c.scale_add(g, f, s, false);  // scalar_tensor_tensor: two tensor inputs, ~2N
+  CHECK(c.counters().vector.cycles == 1060 + bf16_copy + 60 + 2000);
+  CHECK(c.counters().vector.seconds == Approx((1060 + bf16_copy + 2060) / d.vector_hz));
+  c.activation(b2, b, nb::activation_fn::relu);
+  c.activation(g, f, nb::activation_fn::relu);
+  const auto bf16_act = 60 + static_cast<std::int64_t>(std::ceil(1000 / d.scalar_bf16));
+  CHECK(c.counters().scalar.cycles == bf16_act + 1060);
+  CHECK(c.counters().scalar.seconds == Approx((bf16_act + 1060) / d.scalar_hz));
+}
+
+TEMPLATE_TEST_CASE("neuron cost rules: DMA fixed cost + bytes / bandwidth, small rows, gathers",
+                   "[neuron]", trn1, trn2, trn3) {
+  using G = TestType;
+  const documented d = facts<G>();
+  nb::core<G> c;
+  nb::tile big = c.sbuf("big", dtype::u8, 128, 4096);
+  std::vector<std::uint8_t> src(4096, 7);
+  {
+    auto t = c.dma();
+    for (int p = 0; p < 128; ++p) t.bytes_in(big, p, 0, src.data(), 4096);
+  }
+  const nb::report& r = c.counters();
+  CHECK(r.dma_transfers == 1);
+  CHECK(r.dma_descriptors == 128);
+  CHECK(r.dma_inefficient_descriptors == 0);
+  CHECK(r.dma_bytes == 128 * 4096);
+  // 16 queues overlap the fixed cost; each descriptor costs 512 B of bandwidth.
+  const double big_s = d.dma_fixed / 16 + (128.0 * 4096 + 128 * 512) / d.dma_bw;
+  CHECK(r.dma_seconds == Approx(big_s));
+  CHECK(big.at(5, 100) == 7.0f);
+  // The same bytes in 128 B rows: 32x the descriptors, each overhead-bound.
+  {
+    auto t = c.dma();
+    for (int p = 0; p < 128; ++p)
+      for (int i = 0; i < 32; ++i) t.bytes_in(big, p, i * 128, src.data(), 128);
+  }
+  CHECK(c.counters().dma_small_descriptors == 128 * 32);
+  const double small_s = d.dma_fixed / 16 + (128.0 * 4096 + 4096 * 512) / d.dma_bw;
+  CHECK(c.counters().dma_seconds == Approx(big_s + small_s));
+  CHECK(small_s > 3 * (big_s - d.dma_fixed / 16));
+  // An indirect gather of 10 blocks: on trn2 GpSimd writes its descriptors (software DGE).
+  {
+    auto t = c.gather(10);
+    for (int p = 0; p < 10; ++p) t.bytes_in(big, p, 0, src.data(), 4096);
+  }
+  CHECK(c.counters().dma_gathers == 1);
+  CHECK(c.counters().dma_gathered_blocks == 10);
+  CHECK(c.counters().gpsimd.cycles == (d.gather_on_gpsimd ? 60 + 16 * 10 : 0));
+}
+
+TEMPLATE_TEST_CASE("neuron cost rules: trn1's shared PSUM and SBUF ports", "[neuron]", trn1, trn2,
+                   trn3) {
+  using G = TestType;
+  const documented d = facts<G>();
+  nb::core<G> c;
+  nb::tile ps = c.psum("ps", 128, 500);
+  nb::tile a = c.sbuf("a", dtype::fp32, 128, 500), b = c.sbuf("b", dtype::fp32, 128, 500);
+  c.activation(nb::window(a, 0, 128, 0, 400), nb::window(ps, 0, 128, 0, 400),
+               nb::activation_fn::relu);  // ScalarE reads PSUM: 460 cycles
+  c.copy(b, ps);                          // VectorE reads PSUM: 560 cycles
+  const nb::report& r = c.counters();
+  CHECK(r.scalar_psum_seconds == Approx(460 / d.scalar_hz));
+  CHECK(r.vector_psum_seconds == Approx(560 / d.vector_hz));
+  nb::report::limit l[nb::report::num_limits];
+  r.limits(l);
+  const double serial = 460 / d.scalar_hz + 560 / d.vector_hz;
+  CHECK(l[5].seconds == Approx(d.trn1_ports ? serial : 0.0));
+  CHECK(r.estimated_seconds() == Approx(d.trn1_ports ? serial : 560 / d.vector_hz));
+  CHECK(std::string(r.bound_by()) == (d.trn1_ports ? "PSUM-read(ScalarE+VectorE)" : "VectorE"));
+}
+
+TEST_CASE("neuron model: trn3 MX matmul layout rules (x4 on 32 partitions, quadrant scales)",
+          "[neuron]") {
+  nb::core<trn3> c;
+  rnd::engine rng(31);
+  // Q: 2 columns, K: 3 columns, 128-wide contraction packed 4 per partition in quadrant 1.
+  nb::tile q = c.sbuf("q", dtype::fp8x4, 64, 2), k = c.sbuf("k", dtype::fp8x4, 64, 3);
+  nb::tile qs = c.sbuf("qs", dtype::u8, 64, 2), ks = c.sbuf("ks", dtype::u8, 64, 3);
+  for (int p = 32; p < 64; ++p)
+    for (int j = 0; j < 4; ++j) {
+      for (int m = 0; m < 2; ++m) q.at(p, m, j) = ml::e4m3_values[rnd::uniform(rng, 0, 0x7E)];
+      for (int n = 0; n < 3; ++n) k.at(p, n, j) = ml::e4m3_values[rnd::uniform(rng, 0x80, 0xFE)];
+    }
+  for (int b = 0; b < 4; ++b) {
+    for (int m = 0; m < 2; ++m) qs.at(32 + b, m) = static_cast<float>(rnd::uniform(rng, 120, 134));
+    for (int n = 0; n < 3; ++n) ks.at(32 + b, n) = static_cast<float>(rnd::uniform(rng, 120, 134));
+  }
+  nb::tile out = c.psum("out", 2, 3);
+  c.matmul_mx(out, nb::window(q, 32, 32, 0, 2), nb::window(qs, 32, 4, 0, 2),
+              nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3), false);
+  for (int m = 0; m < 2; ++m)
+    for (int n = 0; n < 3; ++n) {
+      double exact = 0, mag = 0;
+      for (int p = 0; p < 32; ++p)
+        for (int j = 0; j < 4; ++j) {
+          const int dim = 4 * p + j, blk = dim / 32;
+          const double v =
+              double(q.at(32 + p, m, j)) * std::ldexp(1.0, int(qs.at(32 + blk, m)) - 127) *
+              double(k.at(32 + p, n, j)) * std::ldexp(1.0, int(ks.at(32 + blk, n)) - 127);
+          exact += v;
+          mag += std::fabs(v);
+        }
+      CHECK(std::fabs(out.at(m, n) - exact) <= std::ldexp(mag, -20));
+    }
+  // One 32-partition matmul is a quarter of max(N, 64): four run at once (row tiling).
+  CHECK(c.counters().tensor.cycles == 16);
+  CHECK(c.counters().matmul_flops == 2 * 128 * 2 * 3);
+  // The rules: even stationary free size, a multiple of 32 partitions from a quadrant, scales in
+  // the operand's quadrant rows.
+  nb::tile q3 = c.sbuf("q3", dtype::fp8x4, 32, 3), qs3 = c.sbuf("qs3", dtype::u8, 4, 3);
+  nb::tile out3 = c.psum("out3", 3, 3);
+  CHECK(error_of([&] {
+          c.matmul_mx(out3, q3, qs3, nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3),
+                      false);
+        }).find("even") != std::string::npos);
+  CHECK(error_of([&] {
+          c.matmul_mx(out, nb::window(q, 0, 16, 0, 2), nb::window(qs, 0, 2, 0, 2),
+                      nb::window(k, 0, 16, 0, 3), nb::window(ks, 0, 2, 0, 3), false);
+        }).find("multiple of 32") != std::string::npos);
+  CHECK(error_of([&] {
+          c.matmul_mx(out, nb::window(q, 32, 32, 0, 2), nb::window(qs, 0, 4, 0, 2),
+                      nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3), false);
+        }).find("quadrant rows") != std::string::npos);
+  nb::tile b16 = c.sbuf("b16", dtype::bf16, 32, 2);
+  CHECK_THROWS_AS(c.matmul_mx(out, b16, nb::window(qs, 0, 4, 0, 2), nb::window(k, 32, 32, 0, 3),
+                              nb::window(ks, 32, 4, 0, 3), false),
+                  ml::error);
+}
+
+TEST_CASE("neuron model: trn1's TensorE transpose refuses NaN, trn2's takes it", "[neuron]") {
+  nb::core<trn1> c1;
+  nb::core<trn2> c2;
+  nb::tile a1 = c1.sbuf("a", dtype::bf16, 4, 4), o1 = c1.psum("o", 4, 4);
+  nb::tile a2 = c2.sbuf("a", dtype::bf16, 4, 4), o2 = c2.psum("o", 4, 4);
+  a1.at(1, 2) = a2.at(1, 2) = std::numeric_limits<float>::quiet_NaN();
+  CHECK(error_of([&] { c1.transpose(o1, a1); }).find("not bit-accurate") != std::string::npos);
+  c2.transpose(o2, a2);
+  CHECK(std::isnan(o2.at(2, 1)));
+  // VectorE's 32 x 32 transpose is exact everywhere.
+  nb::tile v = c1.sbuf("v", dtype::bf16, 32, 32);
+  c1.transpose32(nb::window(v, 0, 4, 0, 4), a1);
+  CHECK(std::isnan(v.at(2, 1)));
+}
+
+// ---- example 09 ----
+
+namespace {
+
+template <class G>
+void check_lines(const std::vector<neuron_shapes::shape_line>& lines) {
+  const documented d = facts<G>();
+  const std::regex format(
+      R"(^neuron (trn1|trn2|trn3) ([a-z0-9-]+) ([A-Za-z0-9/x]+) estimate ([0-9]+\.[0-9]{2}) us bound (\S+)$)");
+  for (const auto& l : lines) {
+    INFO(l.line);
+    std::smatch m;
+    REQUIRE(std::regex_match(l.line, m, format));
+    CHECK(m[1] == nb::traits<G>::name);
+    CHECK(std::stod(m[4]) == Approx(l.report.estimated_seconds() * 1e6).margin(0.006));
+    // The bound the counts imply, from the documented clocks.
+    const nb::report& r = l.report;
+    std::vector<std::pair<std::string, double>> limits = {
+        {"DMA", r.dma_seconds},
+        {"TensorE", static_cast<double>(r.tensor.cycles) / d.tensor_hz},
+        {"ScalarE", static_cast<double>(r.scalar.cycles) / d.scalar_hz},
+        {"VectorE", static_cast<double>(r.vector.cycles) / d.vector_hz},
+        {"GpSimd", r.gpsimd.seconds}};
+    if (d.trn1_ports) {
+      limits.push_back(
+          {"PSUM-read(ScalarE+VectorE)", r.scalar_psum_seconds + r.vector_psum_seconds});
+      limits.push_back({"SBUF(VectorE+GpSimd)", r.vector.seconds + r.gpsimd.seconds});
+    }
+    const auto top = std::max_element(limits.begin(), limits.end(),
+                                      [](auto& a, auto& b) { return a.second < b.second; });
+    CHECK(m[5] == top->first);
+    CHECK(std::stod(m[4]) == Approx(top->second * 1e6).margin(0.006));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("example 09: line format, implied bound, trn3 below trn2 for MX decode", "[neuron]") {
+  const auto l1 = neuron_shapes::lines<trn1>();
+  const auto l2 = neuron_shapes::lines<trn2>();
+  const auto l3 = neuron_shapes::lines<trn3>();
+  check_lines<trn1>(l1);
+  check_lines<trn2>(l2);
+  check_lines<trn3>(l3);
+  REQUIRE(l2.size() == 5);
+  REQUIRE(l3.size() == 8);               // and three decodes over the native cache layout
+  for (std::size_t i = 0; i < 4; ++i) {  // the four MXFP8 / MXFP4 decode lines
+    INFO(l2[i].line << "\n" << l3[i].line);
+    CHECK(l3[i].report.estimated_seconds() < l2[i].report.estimated_seconds());
+  }
+  // The decode shapes read every key once: 64 x 8192 and 1 x 65536 keys of 132 (MXFP8) bytes.
+  CHECK(l3[0].report.dma_bytes >= 64 * 8192 * 132);
+  CHECK(l3[2].report.dma_bytes >= 65536 * 132);
+  // 128 pages of 64 tokens per indirect DMA: two gathers (codes, scales) per 8192 keys.
+  CHECK(l3[0].report.dma_gathers == 2 * 64);
+  CHECK(l3[0].report.dma_gathered_blocks == 2 * 64 * 128);
+  CHECK(l2[0].report.summary().find("verdict: trn2: bound by") != std::string::npos);
+  // The native layout (trn3): the same keys, no K transposes (only Q's 2 per request), but
+  // 32 rows of 640 B per 128-token block instead of one 8 KiB row per 64-token page.
+  const nb::report& deepgemm = l3[0].report;
+  const nb::report& native = l3[5].report;
+  CHECK(native.matmul_transpose == 2 * 64);
+  CHECK(deepgemm.matmul_transpose > 10 * native.matmul_transpose);
+  CHECK(native.dma_descriptors > deepgemm.dma_descriptors);
+  CHECK(native.matmul_score == deepgemm.matmul_score * 2);  // 128-column quadrant matmuls
+  CHECK(native.estimated_seconds() < deepgemm.estimated_seconds());
+}
+
+TEST_CASE("neuron LNC = 2 splits the queries over two cores; trn1 has one", "[neuron]") {
+  const auto one = neuron_shapes::paged_decode<trn3, ml::mxfp8>(8, 1024);
+  const auto two = neuron_shapes::paged_decode<trn3, ml::mxfp8>(8, 1024, {.logical_cores = 2});
+  CHECK(two.logical_cores == 2);
+  CHECK(two.dma_bytes == one.dma_bytes);  // the same work, split
+  CHECK(two.matmul_score == one.matmul_score);
+  CHECK(two.estimated_seconds() == Approx(one.estimated_seconds() / 2).epsilon(0.05));
+  CHECK(error_of([] {
+          (void)neuron_shapes::paged_decode<trn1, ml::mxfp8>(2, 128, {.logical_cores = 2});
+        }).find("logical_cores = 2 is not supported") != std::string::npos);
+}
+
+TEST_CASE("neuron cost-only capture counts the same schedule and leaves the output alone",
+          "[neuron]") {
+  rnd::engine rng(41);
+  const std::int64_t num_q = 5, H = 16, N = 700;
+  const auto q = rnd::rows<ml::mxfp4>(rng, num_q * H);
+  const auto kv = rnd::rows<ml::mxfp4>(rng, N);
+  const auto w = rnd::weights<float>(rng, num_q, H);
+  const std::vector<std::int32_t> ks(num_q, 3), ke(num_q, static_cast<std::int32_t>(N - 1));
+  ml::logits_buffer<float> out(num_q, N), untouched(num_q, N);
+  for (std::int64_t r = 0; r < num_q; ++r)
+    for (std::int64_t c = 0; c < N; ++c) untouched(r, c) = 42.0f;
+  nb::report full, dry;
+  {
+    nb::capture cap(full);
+    ml::fp8_fp4_mqa_logits(ml::backend::neuron<trn2>{}, q.view(), kv.view(), w.view(), ks, ke, N,
+                           out.view());
+  }
+  {
+    nb::capture cap(dry, {.cost_only = true});
+    ml::fp8_fp4_mqa_logits(ml::backend::neuron<trn2>{}, q.view(), kv.view(), w.view(), ks, ke, N,
+                           untouched.view());
+  }
+  CHECK(dry.summary() == full.summary());
+  CHECK(untouched(2, 100) == 42.0f);
+  CHECK(out(2, 100) != 42.0f);
+}
+
+// ---- AWS's sparse-attention indexer (trn3), replayed on the model ----
+
+TEST_CASE("neuron model: the instruction mix of AWS's indexer structure", "[neuron]") {
+  // Batch 1, S = 128 x n query tokens, bf16 K already transposed in HBM ([head_dim, T]), per
+  // 128-query tile and K tile of W columns: per head one nc_matmul into a bf16 PSUM tile, one
+  // ScalarE relu over the whole width, one VectorE scalar_tensor_tensor adding relu x w[:, h]
+  // into an fp32 score row; then nisa.topk per 8 queries on GpSimd.
+  constexpr std::int64_t n_tiles = 2, S = 128 * n_tiles, T = 8192, W = 4096, H = 64, K = 512;
+  nb::core<trn3> c(false);  // counts only
+  nb::tile kt = c.sbuf("K^T", dtype::bf16, 128, W), qt = c.sbuf("Q^T", dtype::bf16, 128, H * 128);
+  nb::tile w = c.sbuf("w", dtype::fp32, 128, H), relu = c.sbuf("relu", dtype::bf16, 128, W);
+  nb::tile score = c.sbuf("score", dtype::fp32, 128, T);
+  nb::tile ps = c.psum("S", 128, W, dtype::bf16);
+  for (std::int64_t qtile = 0; qtile < n_tiles; ++qtile) {
+    for (std::int64_t k0 = 0; k0 < T; k0 += W) {
+      {
+        auto t = c.dma();  // the K tile: 128 rows of W bf16, contiguous in the transposed cache
+        for (int p = 0; p < 128; ++p) t.row(W * 2);
+      }
+      for (std::int64_t h = 0; h < H; ++h) {
+        c.matmul(nb::window(ps), nb::window(qt, 0, 128, h * 128, 128), kt, false);
+        c.activation(relu, ps, nb::activation_fn::relu);
+        c.scale_add(nb::window(score, 0, 128, k0, W), relu, nb::window(w, 0, 128, h, 1), h == 0);
+      }
+    }
+    c.topk_cost(128, T, K);
+  }
+  const nb::report& r = c.counters();
+  const std::int64_t per_head = n_tiles * (T / W) * H;
+  CHECK(r.matmul_score == per_head);
+  CHECK(r.scalar.instructions == per_head);
+  CHECK(r.vector.instructions == per_head);
+  CHECK(r.topk_calls == S / 8);
+  // Cycles the structure implies: max(W, 64) per matmul; relu over W bf16 at 2 per lane per
+  // cycle (ScalarE, 256 / 128 lanes); the first head's tensor_scalar N, the others' two-input
+  // 2N (fp32 accumulator: one element per lane per cycle); topk 4T + K per call.
+  CHECK(r.tensor.cycles == per_head * W);
+  CHECK(r.scalar.cycles == per_head * (60 + W / 2));
+  CHECK(r.vector.cycles == n_tiles * (T / W) * ((60 + W) + (H - 1) * (60 + 2 * W)));
+  CHECK(r.gpsimd.cycles == (S / 8) * (60 + 4 * T + K));
+  CHECK(r.dma_transfers == n_tiles * (T / W));
+  CHECK(r.dma_inefficient_descriptors == 0);  // 8 KiB rows
+  // With H = 64, VectorE's fp32 accumulation (2N per head) binds; top-k on GpSimd comes second.
+  CHECK(std::string(r.bound_by()) == "VectorE");
+  CHECK(r.gpsimd.seconds > r.tensor.seconds);
+
+  // The library's own prefill on the same structure (MXFP8 K, trn3): per head and 1024 keys four
+  // row-tiled MX matmuls and four relu evacuations into one scale_add.
+  rnd::engine rng(51);
+  const std::int64_t N = 2048, Hl = 4;
+  const auto q = rnd::rows<ml::mxfp8>(rng, S * Hl);
+  const auto kv = rnd::rows<ml::mxfp8>(rng, N);
+  const auto wl = rnd::weights<float>(rng, S, Hl);
+  const std::vector<std::int32_t> ks(S, 0), ke(S, static_cast<std::int32_t>(N));
+  ml::logits_buffer<float> out(S, N);
+  nb::report lib;
+  {
+    nb::capture cap(lib, {.cost_only = true});
+    ml::fp8_fp4_mqa_logits(ml::backend::neuron<trn3>{}, q.view(), kv.view(), wl.view(), ks, ke, N,
+                           out.view());
+  }
+  const std::int64_t tiles = n_tiles * (N / 1024) * Hl;
+  CHECK(lib.matmul_score == 4 * tiles);
+  CHECK(lib.matmul_head_sum == 0);
+  CHECK(lib.scalar.instructions == 4 * tiles + n_tiles * (N / 1024));  // + epilogue casts
+}
+
+// ---- top-k ----
+
+namespace {
+
+// The exact selection: a stable sort of the valid fp32 logits (NaN first, then descending).
+std::vector<std::int32_t> expected_topk(const std::vector<float>& x,
+                                        const std::vector<std::uint8_t>& ok, std::int64_t k) {
+  std::vector<std::int32_t> idx;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (ok.empty() || ok[i]) idx.push_back(static_cast<std::int32_t>(i));
+  std::stable_sort(idx.begin(), idx.end(), [&](std::int32_t a, std::int32_t b) {
+    const bool na = std::isnan(x[a]), nb2 = std::isnan(x[b]);
+    if (na != nb2) return na;
+    return !na && x[a] > x[b];
+  });
+  idx.resize(static_cast<std::size_t>(k), -1);
+  return idx;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("neuron top-k: exact selection, ties, NaN, padding, cost", "[neuron]", trn1,
+                   trn2, trn3) {
+  rnd::engine rng(61);
+  const std::int64_t rows = 11, cols = GENERATE(37, 9000), k = GENERATE(1, 16, 40);
+  INFO("cols " << cols << " k " << k);
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  std::vector<std::uint8_t> valid(x.size());
+  const float inf = std::numeric_limits<float>::infinity();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    // Few distinct values (ties), values one bf16 step apart (the threshold pass), specials.
+    const auto u = rnd::uniform(rng, 0, 99);
+    x[i] = u < 3    ? std::numeric_limits<float>::quiet_NaN()
+           : u < 6  ? inf
+           : u < 9  ? -inf
+           : u < 50 ? static_cast<float>(rnd::uniform(rng, -4, 4))
+                    : 1.0f + static_cast<float>(rnd::uniform(rng, 0, 8)) * 0x1p-10f;
+    valid[i] = rnd::chance(rng, 0.9) ? 1 : 0;
+  }
+  for (std::int64_t c = 0; c < cols; ++c)
+    valid[static_cast<std::size_t>(10 * cols + c)] = c < 3;  // 3 valid
+  ml::matrix_view<const float> lv(x.data(), rows, cols);
+  ml::matrix_view<const std::uint8_t> vv(valid.data(), rows, cols);
+  std::vector<std::int32_t> idx(static_cast<std::size_t>(rows * k), 7);
+  std::vector<float> val(static_cast<std::size_t>(rows * k), 7.0f);
+  nb::report rep;
+  {
+    nb::capture cap(rep);
+    nb::topk<TestType>(lv, vv, k, ml::matrix_view<std::int32_t>(idx.data(), rows, k),
+                       ml::matrix_view<float>(val.data(), rows, k));
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::vector<float> row(x.begin() + r * cols, x.begin() + (r + 1) * cols);
+    const std::vector<std::uint8_t> ok(valid.begin() + r * cols, valid.begin() + (r + 1) * cols);
+    const auto want = expected_topk(row, ok, k);
+    for (std::int64_t j = 0; j < k; ++j) {
+      INFO("row " << r << " j " << j);
+      REQUIRE(idx[static_cast<std::size_t>(r * k + j)] == want[static_cast<std::size_t>(j)]);
+      const float v = val[static_cast<std::size_t>(r * k + j)];
+      if (want[j] < 0)
+        CHECK((std::isinf(v) && v < 0));
+      else if (std::isnan(row[want[j]]))
+        CHECK(std::isnan(v));
+      else
+        CHECK(v == row[want[j]]);
+    }
+  }
+  // Row 10 has 3 valid columns: the rest is -1 / -inf.
+  if (k > 3) CHECK(idx[static_cast<std::size_t>(10 * k + 3)] == -1);
+  // nisa.topk: one call per 8 rows and segment, plus the merge over segments.
+  const std::int64_t segs = (cols + 8191) / 8192, blocks = (rows + 7) / 8;
+  CHECK(rep.topk_calls == blocks * segs + (segs > 1 ? blocks : 0));
+  CHECK(rep.calls == 1);
+  // Without a mask every column counts; without values only indices are written.
+  std::vector<std::int32_t> idx2(static_cast<std::size_t>(rows * k));
+  nb::topk<TestType>(lv, {}, k, ml::matrix_view<std::int32_t>(idx2.data(), rows, k), {});
+  const std::vector<float> row0(x.begin(), x.begin() + cols);
+  CHECK(idx2[0] == expected_topk(row0, {}, k)[0]);
+  // Bad input: a named error before anything is written.
+  std::vector<std::int32_t> idx3(static_cast<std::size_t>(rows * k), 9);
+  CHECK(error_of([&] {
+          nb::topk<TestType>(lv, vv, 0, ml::matrix_view<std::int32_t>(idx3.data(), rows, 0), {});
+        }).find("k = 0 must be >= 1") != std::string::npos);
+  CHECK(error_of([&] {
+          nb::topk<TestType>(lv, vv, k, ml::matrix_view<std::int32_t>(idx3.data(), rows - 1, k),
+                             {});
+        }).find("indices [") != std::string::npos);
+  CHECK(idx3[0] == 9);
+}
