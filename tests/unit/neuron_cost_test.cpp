@@ -14,6 +14,8 @@
 
 #include <mqalogits/mqalogits.hpp>
 
+#include "support/error_of.hpp"
+
 #include "../../examples/09_neuron_schedule/shapes.hpp"
 #include "reference/random_inputs.hpp"
 
@@ -47,16 +49,6 @@ documented facts<trn2>() {
 template <>
 documented facts<trn3>() {
   return {2.4e9, 1.2e9, 1.2e9, 4, 2, 528e9, 0.6e-6, false, false};
-}
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ml::error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -100,10 +92,10 @@ TEMPLATE_TEST_CASE("neuron cost rules: TensorE max(N, 64) cycles, fp32 4 passes,
     CHECK(c.counters().tensor.cycles - b8 == 150 + 64);
   } else {
     nb::tile wide = c.sbuf("wide", dtype::bf16, 128, 513);
-    CHECK(error_of([&] { (void)c.psum("wide out", 8, 513); }).find("2 KiB bank") !=
+    CHECK(check::error_of([&] { (void)c.psum("wide out", 8, 513); }).find("2 KiB bank") !=
           std::string::npos);
     nb::tile s8 = c.sbuf("s8", dtype::fp8, 128, 8), m8 = c.sbuf("m8", dtype::fp8, 128, 300);
-    CHECK(error_of([&] { c.matmul(nb::window(out), s8, m8, false); }).find("e4m3fn") !=
+    CHECK(check::error_of([&] { c.matmul(nb::window(out), s8, m8, false); }).find("e4m3fn") !=
           std::string::npos);  // EVRF051: e4m3fn is not a usable type before trn3
   }
 }
@@ -232,15 +224,15 @@ TEST_CASE("neuron model: trn3 MX matmul layout rules (x4 on 32 partitions, quadr
   // the operand's quadrant rows.
   nb::tile q3 = c.sbuf("q3", dtype::fp8x4, 32, 3), qs3 = c.sbuf("qs3", dtype::u8, 4, 3);
   nb::tile out3 = c.psum("out3", 3, 3);
-  CHECK(error_of([&] {
+  CHECK(check::error_of([&] {
           c.matmul_mx(out3, q3, qs3, nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3),
                       false);
         }).find("even") != std::string::npos);
-  CHECK(error_of([&] {
+  CHECK(check::error_of([&] {
           c.matmul_mx(out, nb::window(q, 0, 16, 0, 2), nb::window(qs, 0, 2, 0, 2),
                       nb::window(k, 0, 16, 0, 3), nb::window(ks, 0, 2, 0, 3), false);
         }).find("multiple of 32") != std::string::npos);
-  CHECK(error_of([&] {
+  CHECK(check::error_of([&] {
           c.matmul_mx(out, nb::window(q, 32, 32, 0, 2), nb::window(qs, 0, 4, 0, 2),
                       nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3), false);
         }).find("quadrant rows") != std::string::npos);
@@ -256,7 +248,8 @@ TEST_CASE("neuron model: trn1's TensorE transpose refuses NaN, trn2's takes it",
   nb::tile a1 = c1.sbuf("a", dtype::bf16, 4, 4), o1 = c1.psum("o", 4, 4);
   nb::tile a2 = c2.sbuf("a", dtype::bf16, 4, 4), o2 = c2.psum("o", 4, 4);
   a1.at(1, 2) = a2.at(1, 2) = std::numeric_limits<float>::quiet_NaN();
-  CHECK(error_of([&] { c1.transpose(o1, a1); }).find("not bit-accurate") != std::string::npos);
+  CHECK(check::error_of([&] { c1.transpose(o1, a1); }).find("not bit-accurate") !=
+        std::string::npos);
   c2.transpose(o2, a2);
   CHECK(std::isnan(o2.at(2, 1)));
   // VectorE's 32 x 32 transpose is exact everywhere.
@@ -340,7 +333,7 @@ TEST_CASE("neuron LNC = 2 splits the queries over two cores; trn1 has one", "[ne
   CHECK(two.dma_bytes == one.dma_bytes);  // the same work, split
   CHECK(two.matmul_score == one.matmul_score);
   CHECK(two.estimated_seconds() == Approx(one.estimated_seconds() / 2).epsilon(0.05));
-  CHECK(error_of([] {
+  CHECK(check::error_of([] {
           (void)neuron_shapes::paged_decode<trn1, ml::mxfp8>(2, 128, {.logical_cores = 2});
         }).find("logical_cores = 2 is not supported") != std::string::npos);
 }
@@ -519,10 +512,10 @@ TEMPLATE_TEST_CASE("neuron top-k: exact selection, ties, NaN, padding, cost", "[
   CHECK(idx2[0] == expected_topk(row0, {}, k)[0]);
   // Bad input: a named error before anything is written.
   std::vector<std::int32_t> idx3(static_cast<std::size_t>(rows * k), 9);
-  CHECK(error_of([&] {
+  CHECK(check::error_of([&] {
           nb::topk<TestType>(lv, vv, 0, ml::matrix_view<std::int32_t>(idx3.data(), rows, 0), {});
         }).find("k = 0 must be >= 1") != std::string::npos);
-  CHECK(error_of([&] {
+  CHECK(check::error_of([&] {
           nb::topk<TestType>(lv, vv, k, ml::matrix_view<std::int32_t>(idx3.data(), rows - 1, k),
                              {});
         }).find("indices [") != std::string::npos);

@@ -11,6 +11,8 @@
 
 #include <mqalogits/mqalogits.hpp>
 
+#include "support/error_of.hpp"
+
 #include "reference/random_inputs.hpp"
 
 namespace ml = mqalogits;
@@ -37,19 +39,7 @@ static_assert(nb::partition_bytes(dtype::fp4, 129) == 65);
 static_assert(sizeof(ml::backend::neuron<trn2>) == 1 && std::is_empty_v<ml::backend::neuron<trn3>>);
 static_assert(ml::is_backend_v<ml::backend::neuron<trn1>> && ml::is_backend_v<ml::backend::host>);
 
-namespace {
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ml::error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEMPLATE_TEST_CASE("neuron model: SBUF budget per generation is enforced at run time", "[neuron]",
                    trn1, trn2, trn3) {
@@ -60,21 +50,22 @@ TEMPLATE_TEST_CASE("neuron model: SBUF budget per generation is enforced at run 
   {
     nb::tile a = c.sbuf("a", dtype::fp32, 128, budget / 4);  // exactly the budget
     CHECK(c.sbuf_pool().in_use() == budget);
-    const std::string e = error_of([&] { (void)c.sbuf("b", dtype::u8, 1, 1); });
+    const std::string e = check::error_of([&] { (void)c.sbuf("b", dtype::u8, 1, 1); });
     CHECK(e.find("SBUF budget exceeded") != std::string::npos);
     CHECK(e.find(nb::traits<TestType>::name) != std::string::npos);
   }
   CHECK(c.sbuf_pool().in_use() == 0);  // released
   CHECK(c.sbuf_pool().peak() == budget);
-  const std::string e = error_of([&] { (void)c.sbuf("big", dtype::bf16, 64, budget / 2 + 1); });
+  const std::string e =
+      check::error_of([&] { (void)c.sbuf("big", dtype::bf16, 64, budget / 2 + 1); });
   CHECK(e.find("tile big [64 x " + std::to_string(budget / 2 + 1) + " bf16]") != std::string::npos);
   CHECK_THROWS_AS(c.sbuf("wide", dtype::u8, 129, 1), ml::error);
   // A tile that fits trn3 but not trn1: the same shape, different budgets.
-  const std::string t1 = error_of([] {
+  const std::string t1 = check::error_of([] {
     nb::core<trn1> c1;
     (void)c1.sbuf("k", dtype::bf16, 128, 100 * 1024);
   });
-  const std::string t3 = error_of([] {
+  const std::string t3 = check::error_of([] {
     nb::core<trn3> c3;
     (void)c3.sbuf("k", dtype::bf16, 128, 100 * 1024);
   });
@@ -88,10 +79,10 @@ TEST_CASE("neuron model: PSUM has 8 banks of 2 KiB per partition, a tile fits on
   std::vector<nb::tile> banks;
   for (int i = 0; i < 8; ++i) banks.push_back(c.psum("bank", 128, 1 + i));  // any size: one bank
   CHECK(c.psum_pool().in_use() == 16 * 1024);
-  CHECK(error_of([&] { (void)c.psum("ninth", 1, 1); }).find("PSUM budget exceeded") !=
+  CHECK(check::error_of([&] { (void)c.psum("ninth", 1, 1); }).find("PSUM budget exceeded") !=
         std::string::npos);
   banks.clear();
-  CHECK(error_of([&] { (void)c.psum("wide", 128, 513); }).find("more than one 2 KiB bank") !=
+  CHECK(check::error_of([&] { (void)c.psum("wide", 128, 513); }).find("more than one 2 KiB bank") !=
         std::string::npos);
   CHECK_NOTHROW(c.psum("full bank", 128, 512));
   CHECK(c.counters().peak_psum_bytes == 16 * 1024);
@@ -126,7 +117,7 @@ TEST_CASE("neuron model: matmul contracts over partitions, overwrites then accum
   // TensorE limits: stationary free <= 128, moving free <= 512, matching contraction.
   nb::tile wide_st = c.sbuf("wide st", dtype::bf16, 3, 129);
   nb::tile big = c.psum("big", 128, 4);
-  CHECK(error_of([&] {
+  CHECK(check::error_of([&] {
           c.matmul(nb::window(big), wide_st, mv, false);
         }).find("stationary free <= 128") != std::string::npos);
   nb::tile wide_mv = c.sbuf("wide mv", dtype::bf16, 3, 513);
@@ -180,7 +171,7 @@ TEST_CASE("neuron model: access patterns start where NKI allows", "[neuron]") {
   CHECK_NOTHROW(c.memset(nb::window(t, 96, 32, 0, 4), 0.0f));
   CHECK_NOTHROW(c.memset(nb::window(t, 64, 64, 0, 4), 0.0f));
   CHECK_NOTHROW(c.memset(nb::window(t, 0, 65, 0, 4), 0.0f));
-  CHECK(error_of([&] {
+  CHECK(check::error_of([&] {
           c.memset(nb::window(t, 16, 16, 0, 4), 0.0f);
         }).find("cannot start at partition 16") != std::string::npos);
   CHECK_THROWS_AS(c.memset(nb::window(t, 32, 64, 0, 4), 0.0f), ml::error);
