@@ -59,6 +59,7 @@
 #include "../backend.hpp"
 #include "core.hpp"
 #include "report.hpp"
+#include "topk.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace neuron_backend {
@@ -776,9 +777,11 @@ struct backend_kernels<backend::neuron<Gen>> {
     }
   }
 
-  // Any other output (the top-k selection): the model's fp32 logits, row by row, handed to the
-  // output as one task; masked columns are the plan's, not the -inf the schedule writes (a
-  // logit can be -inf itself).
+  // Any other output: the model's fp32 logits, row by row, handed to the output as one task;
+  // masked columns are the plan's, not the -inf the schedule writes (a logit can be -inf itself).
+  // The top-k selection runs as a second pass of the model (neuron_backend::topk: nisa.topk on
+  // GpSimd, counted in the report) over those logits, and only the k columns it picks reach the
+  // output, which numbers them (columns or cache slots).
   template <class Format, class Plan, class W, output_policy Output>
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
                   Output& output, const options& opt) {
@@ -786,21 +789,46 @@ struct backend_kernels<backend::neuron<Gen>> {
     std::vector<float> logits(static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)));
     logits_row_output<float> full(matrix_view<float>(logits.data(), rows, cols), true);
     run(q, plan, w, full, opt);
-    const executor_ref serial;
-    output.begin(plan, 1, serial);
-    std::vector<unsigned char> valid;
-    for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
+    const neuron_backend::capture_state cap = neuron_backend::current_capture();
+    const bool compute = !(cap.target && cap.options.cost_only);
+    // valid[r][c]: whether column c of row r is a key of the plan.
+    std::vector<std::uint8_t> valid(
+        static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)));
+    for (std::int64_t g = 0; g < plan.num_groups() && compute; ++g) {
       const row_span span = plan.group_rows(g);
       for (std::int64_t r = span.begin; r < span.end; ++r) {
         const row_keys rk = plan.row(r);
-        if constexpr (grouped_output_policy<Output>) output.open_rows(0, r, r + 1, false);
-        if (rk.empty()) continue;
-        valid.resize(static_cast<std::size_t>(rk.key_end - rk.key_begin));
         for (std::int64_t k = rk.key_begin; k < rk.key_end; ++k)
-          valid[static_cast<std::size_t>(k - rk.key_begin)] = plan.key(g, k).valid();
-        const std::int64_t c0 = rk.key_begin - rk.col_offset;
-        output.consume(0, r, c0, logits.data() + r * cols + c0, valid.data(),
-                       rk.key_end - rk.key_begin);
+          valid[static_cast<std::size_t>(r * cols + k - rk.col_offset)] = plan.key(g, k).valid();
+      }
+    }
+    const executor_ref serial;
+    output.begin(plan, 1, serial);
+    const auto feed = [&](std::int64_t r, std::int64_t c, const float* score) {
+      const unsigned char one = 1;
+      output.consume(0, r, c, score, &one, 1);
+    };
+    if constexpr (requires { output.k(); }) {
+      const std::int64_t k = output.k();
+      if (rows > 0 && cols > 0) {
+        std::vector<std::int32_t> picked(static_cast<std::size_t>(rows * k));
+        neuron_backend::topk<Gen>(matrix_view<const float>(logits.data(), rows, cols),
+                                  matrix_view<const std::uint8_t>(valid.data(), rows, cols), k,
+                                  matrix_view<std::int32_t>(picked.data(), rows, k), {});
+        for (std::int64_t r = 0; r < rows && compute; ++r) {
+          if constexpr (grouped_output_policy<Output>) output.open_rows(0, r, r + 1, false);
+          for (std::int64_t j = 0; j < k; ++j) {
+            const std::int32_t c = picked[static_cast<std::size_t>(r * k + j)];
+            if (c >= 0) feed(r, c, logits.data() + r * cols + c);
+          }
+        }
+      }
+    } else {
+      for (std::int64_t r = 0; r < rows && compute; ++r) {
+        if constexpr (grouped_output_policy<Output>) output.open_rows(0, r, r + 1, false);
+        for (std::int64_t c = 0; c < cols; ++c)
+          if (valid[static_cast<std::size_t>(r * cols + c)])
+            feed(r, c, logits.data() + r * cols + c);
       }
     }
     if constexpr (grouped_output_policy<Output>) output.close_task(0);
