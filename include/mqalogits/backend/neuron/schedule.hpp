@@ -256,11 +256,13 @@ class kernel {
           const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
           if (!k.valid()) continue;
           if constexpr (mx)
-            t.template words_in<Format>(window(raw_), p, s * words, k.data, words, false);
+            t.template words_in<Format>(window(raw_), p, s * words, k.data, words,
+                                        dma_row::part_of_block);
           else if constexpr (fp8_operands)
-            t.template codes_in<Format>(window(raw_), p, s * db, k.data, db, false);
+            t.template codes_in<Format>(window(raw_), p, s * db, k.data, db,
+                                        dma_row::part_of_block);
           else
-            t.bytes_in(window(raw_), p, s * db, k.data, db, false);
+            t.bytes_in(window(raw_), p, s * db, k.data, db, dma_row::part_of_block);
         }
         t.row(B * db);
       }
@@ -274,9 +276,9 @@ class kernel {
           if (!k.valid()) continue;
           if constexpr (per_token) {
             const float v = Format::block_scale(k.scale, 0);
-            t.values_in(window(k_scale_), p, s, &v, 1, false);
+            t.values_in(window(k_scale_), p, s, &v, 1, dma_row::part_of_block);
           } else {
-            t.bytes_in(window(exps_), p, s * sb, k.scale, sb, false);
+            t.bytes_in(window(exps_), p, s * sb, k.scale, sb, dma_row::part_of_block);
           }
         }
         t.row(B * sb);
@@ -289,7 +291,7 @@ class kernel {
         for (std::int64_t s = 0; s < B; ++s) {
           const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
           const float v = k.valid() ? Format::block_scale(k.scale, 0) : 0.0f;
-          t.values_in(window(k_scale_row_), 0, p * B + s, &v, 1, false);
+          t.values_in(window(k_scale_row_), 0, p * B + s, &v, 1, dma_row::part_of_block);
         }
         t.row(B * sb);
       }
@@ -345,10 +347,10 @@ class kernel {
       for (int p = 0; p < cache::rows; ++p) {
         const std::uint8_t* row = blk + p * cache::row_bytes;
         t.template packed_words_in<Format>(window(kt_), q0 + p, col, row, cache::block_tokens,
-                                           false);
+                                           dma_row::part_of_block);
         if (p < Format::blocks)
           t.bytes_in(window(kt_scales_), q0 + p, col, row + cache::block_tokens * cache::word_bytes,
-                     cache::block_tokens, false);
+                     cache::block_tokens, dma_row::part_of_block);
         t.row(cache::row_bytes);
       }
     }
@@ -378,8 +380,7 @@ class kernel {
       const window codes(codes_t_, 0, 128, c0, m), out(dst, 0, 128, c0, m);
       if constexpr (mx_format) {
         const window spread(bcast_, 0, 128, 0, m);
-        c_.matmul(spread, window(spread_), window(exps_t_, 0, sb, c0, m), false,
-                  matmul_kind::broadcast);
+        c_.matmul(spread, window(spread_), window(exps_t_, 0, sb, c0, m), matmul_kind::broadcast);
         c_.template decode_codes<Format>(out, codes, &spread);
       } else {
         c_.template decode_codes<Format>(out, codes, nullptr);
@@ -405,11 +406,12 @@ class kernel {
         for (std::int64_t s = 0; s < S; ++s) {
           const std::uint8_t* row = q_.row(first + p * S + s);
           if constexpr (mx)
-            t.template words_in<Format>(window(raw), p, s * words, row, words, false);
+            t.template words_in<Format>(window(raw), p, s * words, row, words,
+                                        dma_row::part_of_block);
           else if constexpr (fp8_operands)
-            t.template codes_in<Format>(window(raw), p, s * db, row, db, false);
+            t.template codes_in<Format>(window(raw), p, s * db, row, db, dma_row::part_of_block);
           else
-            t.bytes_in(window(raw), p, s * db, row, db, false);
+            t.bytes_in(window(raw), p, s * db, row, db, dma_row::part_of_block);
           if (!contiguous) t.row(db);
         }
         if (contiguous) t.row(S * db);
@@ -424,9 +426,9 @@ class kernel {
           const std::uint8_t* sc = q_.scale(first + p * S + s);
           if constexpr (per_token) {
             const float v = Format::block_scale(sc, 0);
-            t.values_in(window(qscale), p, s, &v, 1, false);
+            t.values_in(window(qscale), p, s, &v, 1, dma_row::part_of_block);
           } else {
-            t.bytes_in(window(exps), p, s * sb, sc, sb, false);
+            t.bytes_in(window(exps), p, s * sb, sc, sb, dma_row::part_of_block);
           }
           if (!contiguous) t.row(sb);
         }
@@ -535,16 +537,17 @@ class kernel {
             const window s(scores_, 0, rs, j * quadrant_tile, n);
             c_.matmul_mx(s, window(pq_.qt, q0, mx_quadrant, h * rs, rs),
                          window(pq_.qsc, q0, sb, h * rs, rs), window(kt_, q0, mx_quadrant, c0, n),
-                         window(kt_scales_, q0, sb, c0, n), false);
+                         window(kt_scales_, q0, sb, c0, n));
             c_.activation(window(relu_, 0, r, j, n, mx_pack),
                           window(scores_, 0, r, j * quadrant_tile, n), activation_fn::relu);
           }
         } else {
           const window s(scores_, 0, r, 0, n);
-          c_.matmul(s, window(pq_.qt, 0, 128, h * rs, r), window(kt_, 0, 128, c0, n), false);
+          c_.matmul(s, window(pq_.qt, 0, 128, h * rs, r), window(kt_, 0, 128, c0, n));
           c_.activation(window(relu_, 0, r, 0, n), s, activation_fn::relu);
         }
-        c_.scale_add(acc, window(relu_, 0, r, 0, keys), window(pq_.w, 0, r, h, 1), h == 0);
+        c_.scale_add(acc, window(relu_, 0, r, 0, keys), window(pq_.w, 0, r, h, 1),
+                     h == 0 ? write_mode::overwrite : write_mode::accumulate);
       }
       if constexpr (per_token) apply_key_scales(acc, r, first);
       epilogue(acc, item.row_begin, R, k0 + first, first);
@@ -555,7 +558,7 @@ class kernel {
   // with a ones stationary.
   void apply_key_scales(const window& acc, int rows, std::int64_t c0) {
     const window b(bcast_, 0, rows, 0, acc.nc);
-    c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, c0, acc.nc), false,
+    c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, c0, acc.nc),
               matmul_kind::broadcast);
     c_.multiply_abs(acc, acc, b);
   }
@@ -618,8 +621,7 @@ class kernel {
             const int q0 = j * mx_quadrant;
             c_.matmul_mx(window(scores_, 0, Ps, j * quadrant_tile, n),
                          window(pass.qt, q0, mx_quadrant, 0, Ps), window(pass.qsc, q0, sb, 0, Ps),
-                         window(kt_, q0, mx_quadrant, c0, n), window(kt_scales_, q0, sb, c0, n),
-                         false);
+                         window(kt_, q0, mx_quadrant, c0, n), window(kt_scales_, q0, sb, c0, n));
             // Quadrant j holds keys 4c + j (native: the block 4 x (c / 128) + j).
             c_.activation(
                 native ? window(relu_, 0, P, j * n, n) : window(relu_, 0, P, j, n, mx_pack),
@@ -627,7 +629,7 @@ class kernel {
           }
         } else {
           const window s(scores_, 0, P, 0, n);
-          c_.matmul(s, window(pass.qt, 0, 128, 0, P), window(kt_, 0, 128, c0, n), false);
+          c_.matmul(s, window(pass.qt, 0, 128, 0, P), window(kt_, 0, 128, c0, n));
           c_.activation(window(relu_, 0, P, 0, n), s, activation_fn::relu);
         }
         // The head sum: one matmul for all rows of the pass. Its zero weights would carry a NaN
@@ -637,16 +639,16 @@ class kernel {
         const window sum(head_, 0, rows, 0, keys);
         const window relu(relu_, 0, P, 0, keys);
         if (rows == 1 || c_.all_finite(relu)) {
-          c_.matmul(sum, window(pass.w), relu, false, matmul_kind::head_sum);
+          c_.matmul(sum, window(pass.w), relu, matmul_kind::head_sum);
         } else {
           const int h = static_cast<int>(heads_);
           for (int i = rows - 1; i >= 0; --i)
             c_.matmul(window(head_, 0, i + 1, 0, keys), window(pass.w, i * h, h, 0, i + 1),
-                      window(relu_, i * h, h, 0, keys), false, matmul_kind::head_sum);
+                      window(relu_, i * h, h, 0, keys), matmul_kind::head_sum);
         }
         if constexpr (per_token) {
           const window b(bcast_, 0, rows, 0, keys), dst(logits_, 0, rows, 0, keys);
-          c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, first, keys), false,
+          c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, first, keys),
                     matmul_kind::broadcast);
           c_.multiply_abs(dst, sum, b);
           epilogue(window(logits_, 0, rows, 0, written), pass.row_begin, rows, k0 + first, first);
