@@ -307,58 +307,35 @@ inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
 
 // Reads the current bytes of the cache (the reread protocol).
 template <class Format>
-class paged_sparse_plan {
+class paged_sparse_plan : public detail::selected_blocks_plan<paged_sparse_mqa_metadata> {
  public:
   paged_sparse_plan(const paged_cache_view<Format>& cache, const paged_sparse_mqa_metadata& meta)
-      : cache_(cache), meta_(&meta) {}
+      : selected_blocks_plan(meta), cache_(cache) {}
 
-  std::int64_t num_rows() const { return meta_->num_rows(); }
-  std::int64_t num_cols() const { return meta_->num_cols(); }
-  std::int64_t num_groups() const { return num_rows(); }
-  row_span group_rows(std::int64_t r) const { return {r, r + 1}; }
-  row_keys row(std::int64_t r) const {
-    return {0, meta_->num_blocks(r) * meta_->sparse_block_kv(), 0};
-  }
   key_ref key(std::int64_t r, std::int64_t k) const {
     const std::int64_t p = meta_->position(r, k);
     if (p < 0) return {};
     const std::int32_t page = meta_->block_page(r, k / meta_->sparse_block_kv());
-    const std::int32_t slot = static_cast<std::int32_t>(p % meta_->page_kv());
+    const auto slot = static_cast<std::int32_t>(p % meta_->page_kv());
     return {cache_.data(page, slot), cache_.scale(page, slot)};
   }
-  void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
-  static constexpr bool prefill = false;
-  std::int64_t gather_block() const { return meta_->sparse_block_kv(); }  // one selected block
 
  private:
   paged_cache_view<Format> cache_;
-  const paged_sparse_mqa_metadata* meta_;
 };
 
 // Reads the metadata's snapshot, never the cache (the snapshot protocol).
 template <class Format>
-class paged_sparse_snapshot_plan {
+class paged_sparse_snapshot_plan : public detail::selected_blocks_plan<paged_sparse_mqa_metadata> {
  public:
-  explicit paged_sparse_snapshot_plan(const paged_sparse_mqa_metadata& meta) : meta_(&meta) {}
+  explicit paged_sparse_snapshot_plan(const paged_sparse_mqa_metadata& meta)
+      : selected_blocks_plan(meta) {}
 
-  std::int64_t num_rows() const { return meta_->num_rows(); }
-  std::int64_t num_cols() const { return meta_->num_cols(); }
-  std::int64_t num_groups() const { return num_rows(); }
-  row_span group_rows(std::int64_t r) const { return {r, r + 1}; }
-  row_keys row(std::int64_t r) const {
-    return {0, meta_->num_blocks(r) * meta_->sparse_block_kv(), 0};
-  }
   key_ref key(std::int64_t r, std::int64_t k) const {
     const std::uint8_t* t = meta_->snapshot_token(r, k);
     if (!t) return {};
     return {t, t + Format::data_bytes};
   }
-  void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
-  static constexpr bool prefill = false;
-  std::int64_t gather_block() const { return meta_->sparse_block_kv(); }  // one selected block
-
- private:
-  const paged_sparse_mqa_metadata* meta_;
 };
 
 MQALOGITS_NAMESPACE_END

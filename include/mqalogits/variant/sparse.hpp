@@ -144,10 +144,13 @@ inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
   return meta;
 }
 
-template <class Format>
-class sparse_plan {
+namespace detail {
+// The shape the sparse and paged-sparse plans share: each query row its own group, columns
+// [0, num_blocks * B) of a row, one selected block per gather.
+template <class Meta>
+class selected_blocks_plan {
  public:
-  sparse_plan(rows_view<Format> kv, const sparse_mqa_metadata& meta) : kv_(kv), meta_(&meta) {}
+  explicit selected_blocks_plan(const Meta& meta) : meta_(&meta) {}
 
   std::int64_t num_rows() const { return meta_->num_rows(); }
   std::int64_t num_cols() const { return meta_->num_cols(); }
@@ -156,20 +159,29 @@ class sparse_plan {
   row_keys row(std::int64_t r) const {
     return {0, meta_->num_blocks(r) * meta_->sparse_block_kv(), 0};
   }
+  void fill_work(const tiling& t, work_list& list) const { split_work(*this, t, list); }
+  static constexpr bool prefill = false;
+  std::int64_t gather_block() const { return meta_->sparse_block_kv(); }
+
+ protected:
+  const Meta* meta_;
+};
+}  // namespace detail
+
+template <class Format>
+class sparse_plan : public detail::selected_blocks_plan<sparse_mqa_metadata> {
+ public:
+  sparse_plan(rows_view<Format> kv, const sparse_mqa_metadata& meta)
+      : selected_blocks_plan(meta), kv_(kv) {}
 
   key_ref key(std::int64_t r, std::int64_t k) const {
     const std::int64_t t = meta_->token(r, k);
     if (t < 0) return {};
     return {kv_.row(t), kv_.scale(t)};
   }
-  void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
-  std::int64_t sparse_block_kv() const { return meta_->sparse_block_kv(); }
-  static constexpr bool prefill = false;
-  std::int64_t gather_block() const { return meta_->sparse_block_kv(); }  // one selected block
 
  private:
   rows_view<Format> kv_;
-  const sparse_mqa_metadata* meta_;
 };
 
 MQALOGITS_NAMESPACE_END
