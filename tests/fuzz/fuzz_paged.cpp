@@ -189,7 +189,7 @@ void run(input& in, const char* combo) {
       cv.num_pages = -static_cast<i64>(in.range(1, 100));
       break;
     case defect::page_kv_unsupported:
-      cv.page_kv = static_cast<i32>(in.pick({0, -64, 16, 48, 96, 512}));
+      cv.page_kv = static_cast<i32>(in.pick({0, -64, 1025, 4096}));
       break;
     case defect::table_no_cols:
       tv.cols = 0;
