@@ -36,9 +36,8 @@ using trn2 = ml::backend::neuron<ml::backend::trn2>;
 using host_kernel_combos =
     std::tuple<combo<ml::mxfp8, ml::bf16, ml::bf16>, combo<ml::mxfp8, float, float>,
                combo<ml::mxfp4, ml::bf16, float>, combo<ml::mxfp4, float, ml::bf16>,
-               combo<ml::fp8_per_token, ml::bf16, float>,
-               combo<ml::fp8_per_token, float, ml::bf16>, combo<ml::mxfp8, ml::bf16, ml::fp16>,
-               combo<ml::mxfp4, float, ml::fp16>>;
+               combo<ml::fp8_per_token, ml::bf16, float>, combo<ml::fp8_per_token, float, ml::bf16>,
+               combo<ml::mxfp8, ml::bf16, ml::fp16>, combo<ml::mxfp4, float, ml::fp16>>;
 using kernel_combos = decltype(std::tuple_cat(
     host_kernel_combos{},
     std::tuple<combo<ml::mxfp8, ml::bf16, float, trn2>, combo<ml::mxfp4, float, float, trn2>,

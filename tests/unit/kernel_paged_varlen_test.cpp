@@ -139,7 +139,8 @@ void check_varlen(rnd::engine& rng, const varlen_case& c) {
     }
   }
   // clean_logits = false: the valid columns still match.
-  const auto schedule = ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 2, c.index_span());
+  const auto schedule =
+      ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 2, c.index_span());
   ml::logits_buffer<O> dirty(rows, c.max_context_len);
   check::fill_sentinel(dirty, 0x7F);
   ml::fp8_fp4_paged_mqa_logits(Backend{}, q.view(), cache.view(), w.view(), c.lens.view(),
@@ -150,9 +151,10 @@ void check_varlen(rnd::engine& rng, const varlen_case& c) {
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("paged varlen: requests of 1..4 rows match the reference and the call "
-                        "without indices",
-                        "[paged][varlen]", check::kernel_combos) {
+TEMPLATE_LIST_TEST_CASE(
+    "paged varlen: requests of 1..4 rows match the reference and the call "
+    "without indices",
+    "[paged][varlen]", check::kernel_combos) {
   const auto [page_kv, H, groups] = GENERATE(
       table<std::int32_t, std::int64_t, std::int64_t>({{32, 4, 6}, {64, 32, 5}, {16, 64, 4}}));
   rnd::engine rng(static_cast<std::uint64_t>(page_kv * 131 + H * 7 + groups));
@@ -200,8 +202,8 @@ TEST_CASE("paged varlen: a request's rows read each page once on the neuron mode
           ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 1, c.index_span()),
           c.max_context_len, out.view(), c.index_span());
     else
-      ml::fp8_fp4_paged_mqa_logits(check::trn2{}, q.view(), cache.view(), w.view(),
-                                   c.lens.view(), c.table.view(),
+      ml::fp8_fp4_paged_mqa_logits(check::trn2{}, q.view(), cache.view(), w.view(), c.lens.view(),
+                                   c.table.view(),
                                    ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 1),
                                    c.max_context_len, out.view());
     return rep.dma_gathered_blocks;
@@ -259,9 +261,10 @@ TEST_CASE("paged varlen: bad indices get named errors before the output is touch
   const auto call = [&](const ml::paged_mqa_schedule& s, const std::int32_t* idx,
                         ml::matrix_view<const std::int32_t> table) {
     if (idx)
-      ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(),
-                                   c.lens.view(), table, s, c.max_context_len, out.view(),
-                                   std::span<const std::int32_t>(idx, static_cast<std::size_t>(rows)));
+      ml::fp8_fp4_paged_mqa_logits(
+          ml::backend::host{}, q.view(), cache.view(), w.view(), c.lens.view(), table, s,
+          c.max_context_len, out.view(),
+          std::span<const std::int32_t>(idx, static_cast<std::size_t>(rows)));
     else
       ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(),
                                    c.lens.view(), table, s, c.max_context_len, out.view());
@@ -277,9 +280,8 @@ TEST_CASE("paged varlen: bad indices get named errors before the output is touch
   }
   SECTION("metadata: indices of the wrong length") {
     std::vector<std::int32_t> bad(static_cast<std::size_t>(rows) + 1, 0);
-    expect_error(
-        [&] { (void)ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 1, bad); },
-        {metadata, "indices", std::to_string(rows + 1), std::to_string(rows)});
+    expect_error([&] { (void)ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 1, bad); },
+                 {metadata, "indices", std::to_string(rows + 1), std::to_string(rows)});
   }
   SECTION("metadata: indices with next_n > 1") {
     auto lens = rnd::context_lens(rng, 3, 2, 50);
@@ -298,8 +300,8 @@ TEST_CASE("paged varlen: bad indices get named errors before the output is touch
     std::vector<std::int32_t> other = c.indices;
     other.back() += 1000;  // still consecutive runs, but not the schedule's
     expect_error([&] { call(varlen, other.data(), c.table.view()); },
-                 {kernel, "indices[" + std::to_string(rows - 1) + "]",
-                  std::to_string(other.back()), "schedule"});
+                 {kernel, "indices[" + std::to_string(rows - 1) + "]", std::to_string(other.back()),
+                  "schedule"});
   }
   SECTION("kernel: rows of one request with different pages in a slot it reads") {
     auto table = c.table;

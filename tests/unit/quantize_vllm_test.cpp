@@ -98,7 +98,8 @@ TEMPLATE_TEST_CASE("vllm_indexer_k_scaling: store_into_pages writes vLLM's bytes
   // vLLM's page of 64 tokens: 64 x 128 code bytes, then 64 fp32 scales (8448 bytes).
   constexpr std::int32_t page_kv = 64;
   const std::int64_t pages = (rows + page_kv - 1) / page_kv + 1;
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(pages * ml::page_bytes<ml::fp8_per_token>(page_kv)), 0xCD);
+  std::vector<std::uint8_t> bytes(
+      static_cast<std::size_t>(pages * ml::page_bytes<ml::fp8_per_token>(page_kv)), 0xCD);
   const ml::mutable_paged_cache<ml::fp8_per_token> cache(bytes.data(), pages, page_kv);
   std::vector<std::int64_t> slots(static_cast<std::size_t>(rows));
   for (std::int64_t t = 0; t < rows; ++t) slots[t] = (t * 37 + 5) % (pages * page_kv);

@@ -14,8 +14,8 @@
 MQALOGITS_NAMESPACE_BEGIN
 
 // q: [B * next_n * H] rows, row (b, j, h); cache: the paged cache; weights: [B * next_n, H];
-// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1]); block_table: [B, max_blocks], shared by the
-// next_n rows of a request; schedule: from get_paged_mqa_logits_metadata on the same
+// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1]); block_table: [B, max_blocks], shared by
+// the next_n rows of a request; schedule: from get_paged_mqa_logits_metadata on the same
 // context_lens; out: [B * next_n, max_context_len]. Column j is context position j, valid iff
 // j < context_lens[b][j'] and j < max_blocks * page_kv. out may also be a top-k selection,
 // ml::topk(indices, values, ml::topk_index::slot) to get cache slots. Block-table slots past the
@@ -56,9 +56,10 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
   require(schedule.next_n() == next_n && schedule.num_rows() == B * next_n &&
               schedule.page_kv() == cache.page_kv,
           where, [&](auto& m) {
-            m << "schedule was made for " << schedule.num_rows() / std::max<std::int64_t>(schedule.next_n(), 1) << " x " << schedule.next_n()
-              << " rows with page_kv " << schedule.page_kv() << ", the call has " << B << " x "
-              << next_n << " with page_kv " << cache.page_kv;
+            m << "schedule was made for "
+              << schedule.num_rows() / std::max<std::int64_t>(schedule.next_n(), 1) << " x "
+              << schedule.next_n() << " rows with page_kv " << schedule.page_kv()
+              << ", the call has " << B << " x " << next_n << " with page_kv " << cache.page_kv;
           });
   // Varlen: the call's indices must be the schedule's (its requests are their runs).
   require(schedule.varlen() == (indices != nullptr), where, [&](auto& m) {
@@ -121,13 +122,12 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
             << "]: rows of one request need identical block-table rows";
         });
   }
-  detail::check_no_overlap(where, output,
-                           {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
-                            detail::range_of("cache", cache), detail::range_of("weights", w),
-                            detail::range_of("context_lens", context_lens),
-                            detail::range_of("block_table", block_table),
-                            detail::range_of("indices", indices ? *indices
-                                                                : std::span<const std::int32_t>())});
+  detail::check_no_overlap(
+      where, output,
+      {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
+       detail::range_of("cache", cache), detail::range_of("weights", w),
+       detail::range_of("context_lens", context_lens), detail::range_of("block_table", block_table),
+       detail::range_of("indices", indices ? *indices : std::span<const std::int32_t>())});
   detail::dispatch<Backend>(q, plan, w, output, opt);
 }
 

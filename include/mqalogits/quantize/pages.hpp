@@ -113,10 +113,11 @@ void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int
 // `scaling` picks fp8_per_token's scale rule; vllm_indexer_k_scaling() writes the bytes vLLM's
 // indexer_k_quant_and_cache writes.
 template <class Format, class T, class Slot, std::size_t Extent>
-requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<std::remove_const_t<
-             Slot>>) void store_into_pages(matrix_view<T> k, std::span<Slot, Extent> slot_mapping,
-                                           const mutable_paged_cache<Format>& cache,
-                                           const per_token_scaling& scaling = {}) {
+requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<
+         std::remove_const_t<Slot>>) void store_into_pages(matrix_view<T> k,
+                                                           std::span<Slot, Extent> slot_mapping,
+                                                           const mutable_paged_cache<Format>& cache,
+                                                           const per_token_scaling& scaling = {}) {
   constexpr const char* where = "store_into_pages";
   detail::check_scaling<Format>(where, scaling);
   detail::require(

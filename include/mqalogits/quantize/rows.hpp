@@ -5,8 +5,8 @@
 
 #include <bit>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <span>
@@ -88,8 +88,8 @@ template <class Format>
 void check_scaling(const char* where, const per_token_scaling& scaling) {
   char floor[32];
   std::snprintf(floor, sizeof floor, "%g", static_cast<double>(scaling.amax_floor));
-  require(scaling.amax_floor >= 0 && scaling.amax_floor <= std::numeric_limits<float>::max(),
-          where, [&](auto& m) {
+  require(scaling.amax_floor >= 0 && scaling.amax_floor <= std::numeric_limits<float>::max(), where,
+          [&](auto& m) {
             m << "per_token_scaling amax_floor = " << floor << " must be finite and >= 0";
           });
   if constexpr (Format::power_of_two_scales)

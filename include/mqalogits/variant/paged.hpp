@@ -171,8 +171,8 @@ inline paged_mqa_schedule detail::make_paged_schedule(
   });
   if (indices) {
     require(context_lens.cols == 1, where, [&](auto& m) {
-      m << "indices needs next_n == 1 (context_lens [B, 1]), context_lens has "
-        << context_lens.cols << " columns";
+      m << "indices needs next_n == 1 (context_lens [B, 1]), context_lens has " << context_lens.cols
+        << " columns";
     });
     detail::check_varlen_indices(where, *indices, context_lens.rows);
   }
