@@ -1,9 +1,9 @@
-// The test reference: the behaviour contract computed the obvious way, one output element at a
-// time, in double. It shares nothing with the library but its view types: its own code decoders
-// (plain formulas with std::ldexp), its own column-to-key rules written from the contract, no
-// plans, no schedule, no driver. It reads only what the contract says is read (block-table slots
-// past a context are never touched) and throws std::logic_error when a slot it must read is not a
-// page, so a test that builds bad inputs by mistake fails loudly instead of reading out of bounds.
+// The test reference: the behaviour contract computed the obvious way, one output element at a time, in double.
+// It shares nothing with the library but its view types: its own code decoders (plain formulas
+// with std::ldexp), its own column-to-key rules written from the contract, no plans, no
+// schedule, no driver. It reads only what the contract says is read (block-table slots past a context
+// are never touched) and throws std::logic_error when a slot it must read is not a page, so a
+// test that builds bad inputs by mistake fails loudly instead of reading out of bounds.
 //
 // value[r, c] is the exact logit (-inf where the column is invalid, NaN where a NaN code or
 // scale reaches a valid column); magnitude[r, c] is the accuracy bound's M (0 where invalid).
@@ -40,8 +40,7 @@ struct result {
 
 inline constexpr int dim = 128;
 
-// ---- decoders (the OCP bit layouts), written from the bit layouts, not from the library's tables
-// ----
+// ---- decoders (the OCP bit layouts), written from the bit layouts, not from the library's tables ----
 
 // e4m3fn: s eeee mmm, bias 7; e = 0 is subnormal m/8 * 2^-6; 0x7F / 0xFF are NaN.
 inline double e4m3(std::uint8_t code) {
