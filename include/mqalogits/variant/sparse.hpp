@@ -1,6 +1,8 @@
-// Sparse variant: selected blocks of a token-major KV. Column b*B + o of row q is token
-// idx[q][b] * B + ks[q] % B + o, valid iff b < nb, idx >= 0 and ks <= token < min(ke, N), with
-// nb = min(cap, ceil(max(0, min(ke, N) - ks) / B)).
+// Sparse variant: selected blocks of a token-major KV. With ke' = min(ke, N), column b*B + o of
+// row q is token idx[q][b] * B + o (the aligned mapping, DeepGEMM's default), or idx[q][b] * B +
+// ks[q] % B + o with use_unaligned_ks (DeepGEMM-Ascend's mapping); it is valid iff b < nb,
+// idx >= 0 and ks <= token < ke'. nb, capped at cap, counts the blocks that overlap [ks, ke'):
+// ceil(max(0, ke' - ks) / B) unaligned, ceil(ke' / B) - floor(ks / B) (0 when ke' <= ks) aligned.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include "../view/rows_view.hpp"
 #include "metadata_checks.hpp"
 #include "plan.hpp"
+#include "reset_on_move.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
@@ -26,6 +29,9 @@ inline constexpr std::int64_t max_sparse_capacity = 4096;
 namespace detail {
 constexpr std::int64_t floor_mod(std::int64_t a, std::int64_t b) {
   return ((a % b) + b) % b;
+}
+constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  return (a - floor_mod(a, b)) / b;
 }
 constexpr std::int64_t selected_blocks(std::int64_t length, std::int64_t block, std::int64_t cap) {
   return std::min(cap, (std::max<std::int64_t>(length, 0) + block - 1) / block);
@@ -57,62 +63,60 @@ inline std::vector<std::int32_t> copy_rows(matrix_view<const std::int32_t> m) {
 }
 }  // namespace detail
 
-// The sparse metadata: a snapshot of the selection and bounds the kernel runs (it copies them,
-// as DeepGEMM-Ascend does, so the caller's arrays may change afterwards), plus each row's block
-// count.
+// The sparse metadata: a copy of the selection and bounds the kernel runs (the caller's arrays
+// may change afterwards, as with DeepGEMM-Ascend), the column mapping and each row's block count.
 class sparse_mqa_metadata {
  public:
-  sparse_mqa_metadata() = default;
-  sparse_mqa_metadata(const sparse_mqa_metadata&) = default;
-  sparse_mqa_metadata& operator=(const sparse_mqa_metadata&) = default;
-  // A moved-from metadata is empty, as a default-constructed one: the kernel rejects it.
-  sparse_mqa_metadata(sparse_mqa_metadata&& o) noexcept { *this = std::move(o); }
-  sparse_mqa_metadata& operator=(sparse_mqa_metadata&& o) noexcept {
-    if (this == &o) return *this;
-    rows_ = std::exchange(o.rows_, 0);
-    cap_ = std::exchange(o.cap_, 0);
-    block_ = std::exchange(o.block_, 0);
-    num_kv_ = std::exchange(o.num_kv_, 0);
-    ks_ = std::move(o.ks_);
-    ke_ = std::move(o.ke_);
-    idx_ = std::move(o.idx_);
-    o.ks_.clear();
-    o.ke_.clear();
-    o.idx_.clear();
-    return *this;
-  }
-
-  std::int64_t num_rows() const { return rows_; }
-  std::int64_t capacity() const { return cap_; }
-  std::int64_t sparse_block_kv() const { return block_; }
-  std::int64_t num_kv_tokens() const { return num_kv_; }
-  std::int64_t num_cols() const { return cap_ * block_; }
-  std::int32_t ks(std::int64_t r) const { return ks_[static_cast<std::size_t>(r)]; }
+  std::int64_t num_rows() const { return f_->rows; }
+  std::int64_t capacity() const { return f_->cap; }
+  std::int64_t sparse_block_kv() const { return f_->block; }
+  std::int64_t num_kv_tokens() const { return f_->num_kv; }
+  bool use_unaligned_ks() const { return f_->unaligned; }
+  std::int64_t num_cols() const { return f_->cap * f_->block; }
+  std::int32_t ks(std::int64_t r) const { return f_->ks[static_cast<std::size_t>(r)]; }
   std::int64_t ke(std::int64_t r) const {  // clamped to N
-    return std::min<std::int64_t>(ke_[static_cast<std::size_t>(r)], num_kv_);
+    return std::min<std::int64_t>(f_->ke[static_cast<std::size_t>(r)], f_->num_kv);
   }
+  // The blocks of [ks, ke') a row may read (its selection's first entries).
   std::int64_t num_blocks(std::int64_t r) const {
-    return detail::selected_blocks(ke(r) - ks(r), block_, cap_);
+    const std::int64_t s = ks(r), e = ke(r), B = f_->block;
+    if (f_->unaligned) return detail::selected_blocks(e - s, B, f_->cap);
+    if (e <= s) return 0;
+    return std::min(f_->cap, -detail::floor_div(-e, B) - detail::floor_div(s, B));
   }
   std::int32_t block(std::int64_t r, std::int64_t b) const {
-    return idx_[static_cast<std::size_t>(r * cap_ + b)];
+    return f_->idx[static_cast<std::size_t>(r * f_->cap + b)];
+  }
+  // The token column k of row r reads, or -1 when the column is masked.
+  std::int64_t token(std::int64_t r, std::int64_t k) const {
+    const std::int64_t B = f_->block, idx = block(r, k / B);
+    if (k / B >= num_blocks(r) || idx < 0) return -1;
+    const std::int64_t s = ks(r);
+    const std::int64_t t = idx * B + (f_->unaligned ? detail::floor_mod(s, B) : 0) + k % B;
+    return (t >= s && t < ke(r)) ? t : -1;
   }
 
   friend sparse_mqa_metadata get_sparse_mqa_logits_metadata(std::span<const std::int32_t>,
                                                             std::span<const std::int32_t>,
                                                             std::int64_t,
                                                             matrix_view<const std::int32_t>,
-                                                            std::int64_t);
+                                                            std::int64_t, bool);
 
  private:
-  std::int64_t rows_ = 0, cap_ = 0, block_ = 0, num_kv_ = 0;
-  std::vector<std::int32_t> ks_, ke_, idx_;
+  struct fields {
+    std::int64_t rows = 0, cap = 0, block = 0, num_kv = 0;
+    bool unaligned = false;
+    std::vector<std::int32_t> ks, ke, idx;
+  };
+  reset_on_move<fields> f_;  // a moved-from metadata is empty: the kernel rejects it
 };
 
 // ks, ke: [num_q]; sparse_kv_block_indices: [num_q, cap] (-1 pads); sparse_block_kv: 8 or 16.
+// use_unaligned_ks picks the column mapping (false: DeepGEMM's default; true: DeepGEMM-Ascend's).
 inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
     std::span<const std::int32_t> ks, std::span<const std::int32_t> ke, std::int64_t num_kv_tokens,
-    matrix_view<const std::int32_t> sparse_kv_block_indices, std::int64_t sparse_block_kv) {
+    matrix_view<const std::int32_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
+    bool use_unaligned_ks = false) {
   constexpr const char* where = "get_sparse_mqa_logits_metadata";
   using detail::require;
   detail::check_sparse_indices(where, sparse_kv_block_indices, sparse_block_kv);
@@ -128,13 +132,15 @@ inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
   require(num_kv_tokens > 0, where,
           [&](auto& m) { m << "num_kv_tokens = " << num_kv_tokens << " must be > 0"; });
   sparse_mqa_metadata meta;
-  meta.rows_ = rows;
-  meta.cap_ = sparse_kv_block_indices.cols;
-  meta.block_ = sparse_block_kv;
-  meta.num_kv_ = num_kv_tokens;
-  meta.ks_.assign(ks.begin(), ks.end());
-  meta.ke_.assign(ke.begin(), ke.end());
-  meta.idx_ = detail::copy_rows(sparse_kv_block_indices);
+  auto& f = *meta.f_;
+  f.rows = rows;
+  f.cap = sparse_kv_block_indices.cols;
+  f.block = sparse_block_kv;
+  f.num_kv = num_kv_tokens;
+  f.unaligned = use_unaligned_ks;
+  f.ks.assign(ks.begin(), ks.end());
+  f.ke.assign(ke.begin(), ke.end());
+  f.idx = detail::copy_rows(sparse_kv_block_indices);
   return meta;
 }
 
@@ -151,17 +157,8 @@ class sparse_plan {
     return {0, meta_->num_blocks(r) * meta_->sparse_block_kv(), 0};
   }
 
-  // The token a column reads, or -1 when the column is masked.
-  std::int64_t token(std::int64_t r, std::int64_t k) const {
-    const std::int64_t B = meta_->sparse_block_kv();
-    const std::int64_t idx = meta_->block(r, k / B);
-    if (idx < 0) return -1;
-    const std::int64_t ks = meta_->ks(r);
-    const std::int64_t t = idx * B + detail::floor_mod(ks, B) + k % B;
-    return (t >= ks && t < meta_->ke(r)) ? t : -1;
-  }
   key_ref key(std::int64_t r, std::int64_t k) const {
-    const std::int64_t t = token(r, k);
+    const std::int64_t t = meta_->token(r, k);
     if (t < 0) return {};
     return {kv_.row(t), kv_.scale(t)};
   }
