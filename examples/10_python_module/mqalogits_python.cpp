@@ -291,22 +291,24 @@ ml::paged_cache_view<Format> cache_view(const cache_input& c) {
   return ml::paged_cache_view<Format>(c.data, c.num_pages, c.page_kv, c.page_stride);
 }
 
-// Weights [rows, H]: float32, or bfloat16 as uint16 bits (a bf16 tensor's .view(torch.int16) is
-// accepted as int16 too).
+// Weights [rows, H]: float32, float16 (upstream SM100), or bfloat16 as uint16 bits (a bf16
+// tensor's .view(torch.int16) is accepted as int16 too).
+enum class weights_type { f32, f16, bf16 };
 struct weights_input {
   py::array array;
-  bool bf16;
+  weights_type type;
 };
 
 weights_input weights_of(const char* where, const py::handle& obj) {
   const py::array a = as_array(where, "weights", obj);
   const bool f32 = has_dtype<float>(a);
   const bool b16 = has_dtype<std::uint16_t>(a) || has_dtype<std::int16_t>(a);
-  if (!f32 && !b16)
+  const bool f16 = a.dtype().kind() == 'f' && a.dtype().itemsize() == 2;
+  if (!f32 && !b16 && !f16)
     fail(where, "weights has dtype " + dtype_name(a) +
-                    ", expected float32 or bfloat16 bits as uint16 / int16");
+                    ", expected float32, float16 or bfloat16 bits as uint16 / int16");
   require_ndim(where, "weights", a, 2, "[num_q, num_heads]");
-  return {a, b16};
+  return {a, f32 ? weights_type::f32 : f16 ? weights_type::f16 : weights_type::bf16};
 }
 
 // ---- outputs ----
@@ -380,11 +382,13 @@ decltype(auto) with_format(qk_format f, F&& fn) {
   }
 }
 
-// Calls fn(weights_view) with matrix_view<const float> or matrix_view<const bf16>.
+// Calls fn(weights_view) with matrix_view<const float>, <const fp16> or <const bf16>.
 template <class F>
 void with_weights(const char* where, const weights_input& w, F&& fn) {
-  if (w.bf16)
+  if (w.type == weights_type::bf16)
     fn(matrix<ml::bf16, std::uint16_t>(where, "weights", w.array));
+  else if (w.type == weights_type::f16)
+    fn(matrix<ml::fp16, std::uint16_t>(where, "weights", w.array));
   else
     fn(matrix<float>(where, "weights", w.array));
 }
@@ -418,10 +422,9 @@ struct mqa_logits_metadata {
   i64 num_kv_tokens = 0, num_heads = 0;
 };
 
+// The schedule knows whether it was made with varlen indices, and which.
 struct paged_mqa_logits_metadata {
   ml::paged_mqa_schedule schedule;
-  std::vector<i32> indices;  // empty: not varlen
-  bool varlen = false;
 };
 
 struct sparse_mqa_logits_metadata {
@@ -553,36 +556,18 @@ paged_mqa_logits_metadata get_paged_mqa_logits_metadata(const py::object& contex
                                                         const py::object& indices) {
   constexpr const char* where = "get_paged_mqa_logits_metadata";
   const auto lens = int_matrix(where, "context_lens", context_lens);
-  paged_mqa_logits_metadata m{
-      ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms), {}, false};
-  if (!indices.is_none()) {
-    if (lens.cols != 1) fail(where, "indices needs next_n == 1 (context_lens [batch_size, 1])");
-    const auto idx = int_span(where, "indices", indices);
-    check_indices(where, idx, lens.rows, nullptr);
-    m.indices.assign(idx.begin(), idx.end());
-    m.varlen = true;
-  }
-  return m;
+  if (indices.is_none()) return {ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms)};
+  return {ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms,
+                                            int_span(where, "indices", indices))};
 }
 
+// The library checks the indices against the schedule and the block table.
 void check_paged_call(const char* where, const q_input& qi, ml::matrix_view<const i32> lens,
-                      ml::matrix_view<const i32> table,
-                      const paged_mqa_logits_metadata& schedule_meta, const py::object& indices,
                       i64 max_context_len) {
   if (qi.dims[0] != lens.rows || qi.dims[1] != lens.cols)
     fail(where, "q is [" + std::to_string(qi.dims[0]) + ", " + std::to_string(qi.dims[1]) +
                     ", ...] but context_lens is [" + std::to_string(lens.rows) + ", " +
                     std::to_string(lens.cols) + "]: expected [batch_size, next_n]");
-  if (indices.is_none() != !schedule_meta.varlen)
-    fail(where, indices.is_none() ? "schedule_meta was made with indices, the call has none"
-                                  : "indices given but schedule_meta was made without them");
-  if (!indices.is_none()) {
-    const auto idx = int_span(where, "indices", indices);
-    if (!std::equal(idx.begin(), idx.end(), schedule_meta.indices.begin(),
-                    schedule_meta.indices.end()))
-      fail(where, "indices differ from the ones schedule_meta was made with");
-    check_indices(where, idx, lens.rows, &table);
-  }
   if (max_context_len <= 0)
     fail(where, "max_context_len = " + std::to_string(max_context_len) + " must be > 0");
 }
@@ -601,7 +586,9 @@ py::array fp8_fp4_paged_mqa_logits(const py::object& q, const py::object& kv_cac
   const auto lens = int_matrix(where, "context_lens", context_lens);
   const auto table = int_matrix(where, "block_table", block_table);
   const logits_type lt = logits_dtype_of(where, logits_dtype);
-  check_paged_call(where, qi, lens, table, schedule_meta, indices, max_context_len);
+  check_paged_call(where, qi, lens, max_context_len);
+  const std::optional<std::span<const i32>> idx =
+      indices.is_none() ? std::nullopt : std::optional(int_span(where, "indices", indices));
   const i64 rows = lens.rows * lens.cols;
   const i64 stride = upstream_stride(align_up(max_context_len, upstream_block_kv), lt);
   auto& pool = pool_of(threads_of(where, num_threads));
@@ -612,8 +599,12 @@ py::array fp8_fp4_paged_mqa_logits(const py::object& q, const py::object& kv_cac
     const auto cv = cache_view<Format>(ci);
     with_weights(where, wi, [&](auto w) {
       const auto call = [&](auto out) {
-        ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
-                                     schedule_meta.schedule, max_context_len, out, opt);
+        if (idx)
+          ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
+                                       schedule_meta.schedule, max_context_len, out, *idx, opt);
+        else
+          ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
+                                       schedule_meta.schedule, max_context_len, out, opt);
       };
       result = lt == logits_type::f32 ? run_into<float>(rows, max_context_len, stride, call)
                                       : run_into<ml::bf16>(rows, max_context_len, stride, call);
@@ -796,7 +787,9 @@ py::array fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
   const weights_input wi = weights_of(where, weights);
   const auto lens = int_matrix(where, "context_lens", context_lens);
   const auto table = int_matrix(where, "block_table", block_table);
-  check_paged_call(where, qi, lens, table, schedule_meta, indices, max_context_len);
+  check_paged_call(where, qi, lens, max_context_len);
+  const std::optional<std::span<const i32>> idx =
+      indices.is_none() ? std::nullopt : std::optional(int_span(where, "indices", indices));
   const i64 stride =
       upstream_stride(align_up(max_context_len, upstream_block_kv), logits_type::f32);
   auto& pool = pool_of(threads_of(where, num_threads));
@@ -805,8 +798,14 @@ py::array fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
   py::array result;
   with_weights(where, wi, [&](auto w) {
     result = run_into<float>(lens.rows * lens.cols, max_context_len, stride, [&](auto out) {
-      ml::fp8_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table, schedule_meta.schedule,
-                               max_context_len, clean_logits, out, {.executor = pool});
+      if (idx)
+        ml::fp8_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
+                                 schedule_meta.schedule, max_context_len, clean_logits, out, *idx,
+                                 {.executor = pool});
+      else
+        ml::fp8_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
+                                 schedule_meta.schedule, max_context_len, clean_logits, out,
+                                 {.executor = pool});
     });
   });
   return result;

@@ -398,8 +398,8 @@ class Paged(Checks):
         B, H, block_kv, blocks, max_blocks = 3, 16, 64, 9, 4
         for fmt in FORMATS:
             for next_n in (1, 2):
-                for bf16_w, dtype in ((False, "float32"), (True, "bfloat16")):
-                    with self.subTest(fmt=fmt, next_n=next_n, dtype=dtype):
+                for bf16_w, dtype in ((False, "float32"), (True, "bfloat16"), ("fp16", "float32")):
+                    with self.subTest(fmt=fmt, next_n=next_n, dtype=dtype, weights=bf16_w):
                         cache, _ = make_cache(blocks, block_kv, fmt)
                         keys = cache_keys(cache, fmt == "mxfp4", fmt != "per_token")
                         lens = RNG.integers(1, max_blocks * block_kv, (B, next_n)).astype(np.int32)
@@ -409,7 +409,9 @@ class Paged(Checks):
                             table[b, used:] = 90210
                         q, qd = make_q((B, next_n, H), fmt)
                         qd = qd.reshape(B * next_n, H, D)
-                        w = rand_weights(B * next_n, H, bf16_w)
+                        w = rand_weights(B * next_n, H, bf16_w is True)
+                        if bf16_w == "fp16":  # upstream SM100's float16 weights
+                            w = w.astype(np.float16)
                         max_context_len = max_blocks * block_kv
                         meta = ml.get_paged_mqa_logits_metadata(context_lens=lens,
                                                                 block_kv=block_kv, num_sms=4)
@@ -450,6 +452,18 @@ class Paged(Checks):
         with self.assertRaisesRegex(ValueError, "consecutive"):
             ml.get_paged_mqa_logits_metadata(lens, block_kv, 2,
                                              indices=np.array([0, 1, 0, 2], np.int32))
+        # The kernel holds the call to the schedule's indices and the request's block-table rows.
+        with self.assertRaisesRegex(ValueError, "the schedule was made with indices"):
+            ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, meta, 128, True)
+        with self.assertRaisesRegex(ValueError, "indices given but the schedule"):
+            ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, plain, 128, True, indices=indices)
+        with self.assertRaisesRegex(ValueError, r"indices\[3\] = 7"):
+            ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, meta, 128, True,
+                                    indices=np.array([0, 0, 1, 7], np.int32))
+        bad = table.copy()
+        bad[1, 0] = (bad[0, 0] + 1) % blocks
+        with self.assertRaisesRegex(ValueError, "identical block-table rows"):
+            ml.fp8_paged_mqa_logits(qc, cache, w, lens, bad, meta, 128, True, indices=indices)
 
 
 class Sparse(Checks):
