@@ -525,6 +525,59 @@ class PagedSparse(Checks):
                     self.assert_logits(out, exact, mag)
 
 
+class IndexerKCache(unittest.TestCase):
+    """vLLM's indexer_k_quant_and_cache, computed here in float32 the way its kernel does."""
+
+    @staticmethod
+    def vllm_token(x, ue8m0):
+        x = x.astype(np.float32)
+        scale = np.float32(max(np.float32(np.abs(x).max()), np.float32(1e-4))) / np.float32(448)
+        if ue8m0:
+            scale = np.float32(2.0) ** np.ceil(np.log2(scale, dtype=np.float32))
+        y = (x / scale).astype(np.float64)  # float32 division, then exact
+        a = np.minimum(np.abs(y), 448.0)  # saturating, as the GPU's satfinite conversion
+        vals, codes = E4M3[E4M3_POS], E4M3_POS
+        i = np.clip(np.searchsorted(vals, a), 1, len(vals) - 1)
+        lo, hi = vals[i - 1], vals[i]
+        even_lo = codes[i - 1] % 2 == 0
+        pick = np.where((a - lo < hi - a) | ((a - lo == hi - a) & even_lo), i - 1, i)
+        mags = codes[pick]
+        return np.where(np.signbit(y), mags | 0x80, mags).astype(np.uint8), np.float32(scale)
+
+    def test_bytes_match_vllm(self):
+        T, blocks, block_size = 50, 4, 16
+        for ue8m0 in (False, True):
+            for bf16_k in (False, True):
+                with self.subTest(ue8m0=ue8m0, bf16_k=bf16_k):
+                    mag = np.ldexp(1.0, RNG.integers(-18, 10, (T, 1)))
+                    x = (RNG.uniform(-1, 1, (T, D)) * mag).astype(np.float32)
+                    x[0] = 0  # under the 1e-4 floor
+                    k = bf16_bits(x) if bf16_k else x
+                    xk = bf16_to_f64(k).astype(np.float32) if bf16_k else x
+                    cache = np.full((blocks, block_size, 132), 0xCD, np.uint8)
+                    slots = RNG.permutation(blocks * block_size)[:T].astype(np.int64)
+                    slots[3] = -1  # padding: skipped
+                    ml.indexer_k_quant_and_cache(k, cache, slots, 128,
+                                                 "ue8m0" if ue8m0 else None)
+                    flat = cache.reshape(blocks, block_size * 132)
+                    for t in range(T):
+                        if slots[t] < 0:
+                            continue
+                        b, o = divmod(int(slots[t]), block_size)
+                        codes, scale = self.vllm_token(xk[t], ue8m0)
+                        np.testing.assert_array_equal(flat[b, o * 128:(o + 1) * 128], codes)
+                        got = flat[b, block_size * 128 + 4 * o:block_size * 128 + 4 * o + 4]
+                        self.assertEqual(got.view(np.float32)[0], scale)
+                    # The padded token wrote nothing: its slot (if unused) stays 0xCD.
+                    unused = sorted(set(range(blocks * block_size)) - set(slots.tolist()))
+                    b, o = divmod(unused[0], block_size)
+                    self.assertTrue((flat[b, o * 128:(o + 1) * 128] == 0xCD).all())
+        with self.assertRaisesRegex(ValueError, "quant_block_size = 64"):
+            ml.indexer_k_quant_and_cache(x, cache, slots, 64, None)
+        with self.assertRaisesRegex(ValueError, "scale_fmt"):
+            ml.indexer_k_quant_and_cache(x, cache, slots, 128, "fp32")
+
+
 class BadInput(unittest.TestCase):
     def setUp(self):
         self.S, self.H, self.N = 3, 4, 64
