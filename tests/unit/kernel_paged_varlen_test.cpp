@@ -324,3 +324,35 @@ TEST_CASE("paged varlen: slots past a request's longest row may differ between i
         c.table(r, s) = s < 2 ? c.table(c.group_begin[g], s) : rnd::garbage_page(rng, 7);
   check_varlen<check::combo<ml::fp8_per_token, float, float>>(rng, c);
 }
+
+TEMPLATE_TEST_CASE("paged varlen: the fused top-k (cache slots) equals the call without indices",
+                   "[paged][varlen][topk]", ml::backend::host, check::trn2) {
+  using F = ml::mxfp8;
+  rnd::engine rng(79);
+  const std::int32_t page_kv = 32;
+  const auto c = make_case(rng, 6, 4, page_kv, 5, 12);
+  const std::int64_t rows = c.rows(), k = 40;
+  const auto cache = rnd::paged_cache<F>(rng, c.num_pages, page_kv);
+  const auto q = rnd::rows<F>(rng, rows * c.H);
+  const auto w = rnd::weights<float>(rng, rows, c.H);
+  std::vector<std::int32_t> vi(rows * k), pi(rows * k);
+  std::vector<float> vv(rows * k), pv(rows * k);
+  ml::fp8_fp4_paged_mqa_logits(
+      TestType{}, q.view(), cache.view(), w.view(), c.lens.view(), c.table.view(),
+      ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 3, c.index_span()),
+      c.max_context_len,
+      ml::topk(ml::matrix_view<std::int32_t>(vi.data(), rows, k),
+               ml::matrix_view<float>(vv.data(), rows, k), ml::topk_index::slot),
+      c.index_span());
+  ml::fp8_fp4_paged_mqa_logits(
+      TestType{}, q.view(), cache.view(), w.view(), c.lens.view(), c.table.view(),
+      ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 3), c.max_context_len,
+      ml::topk(ml::matrix_view<std::int32_t>(pi.data(), rows, k),
+               ml::matrix_view<float>(pv.data(), rows, k), ml::topk_index::slot));
+  CHECK(vi == pi);
+  for (std::size_t i = 0; i < vv.size(); ++i)
+    CHECK((vv[i] == pv[i] || (std::isnan(vv[i]) && std::isnan(pv[i]))));
+  // Some row selected something: a slot of the cache.
+  CHECK(std::any_of(vi.begin(), vi.end(),
+                    [&](std::int32_t s) { return s >= 0 && s < c.num_pages * page_kv; }));
+}

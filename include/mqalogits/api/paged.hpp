@@ -13,13 +13,6 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
-// q: [B * next_n * H] rows, row (b, j, h); cache: the paged cache; weights: [B * next_n, H];
-// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1]); block_table: [B, max_blocks], shared by
-// the next_n rows of a request; schedule: from get_paged_mqa_logits_metadata on the same
-// context_lens; out: [B * next_n, max_context_len]. Column j is context position j, valid iff
-// j < context_lens[b][j'] and j < max_blocks * page_kv. out may also be a top-k selection,
-// ml::topk(indices, values, ml::topk_index::slot) to get cache slots. Block-table slots past the
-// context are never read; every slot that is read must name a page.
 namespace detail {
 
 // The call with or without varlen indices (null: none).
@@ -133,6 +126,13 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
 
 }  // namespace detail
 
+// q: [B * next_n * H] rows, row (b, j, h); cache: the paged cache; weights: [B * next_n, H];
+// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1]); block_table: [B, max_blocks], shared by
+// the next_n rows of a request; schedule: from get_paged_mqa_logits_metadata on the same
+// context_lens; out: [B * next_n, max_context_len]. Column j is context position j, valid iff
+// j < context_lens[b][j'] and j < max_blocks * page_kv. out may also be a top-k selection,
+// ml::topk(indices, values, ml::topk_index::slot) to get cache slots. Block-table slots past the
+// context are never read; every slot that is read must name a page.
 template <backend_tag Backend, class Format, weight_input WT, paged_output_argument Out>
 void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
                               const paged_cache_view<Format>& cache, matrix_view<WT> weights,

@@ -1,6 +1,7 @@
-// Paged variant (decode): rows (b, j) of request b share its block table; column j is context
-// position j, read from page block_table[b][j / page_kv], slot j % page_kv; valid iff
-// j < context_lens[b][j'] and j < max_blocks * page_kv.
+// Paged variant (decode): rows (b, j) of request b share its block table (varlen: consecutive
+// rows with one index share identical block-table rows); column j is context position j, read
+// from page block_table[b][j / page_kv], slot j % page_kv; valid iff j < context_lens[b][j'] and
+// j < max_blocks * page_kv.
 #pragma once
 
 #include <algorithm>
@@ -52,7 +53,7 @@ class paged_mqa_schedule {
     indices_ = std::move(o.indices_);
     o.lens_.clear();
     o.start_.clear();
-    o.request_begin_.assign(1, 0);
+    o.request_begin_.clear();
     o.indices_.clear();
     next_n_ = std::exchange(o.next_n_, 0);
     page_kv_ = std::exchange(o.page_kv_, 0);
@@ -63,7 +64,9 @@ class paged_mqa_schedule {
   }
 
   int num_workers() const { return static_cast<int>(start_.size()) - 1; }
-  std::int64_t num_requests() const { return static_cast<std::int64_t>(request_begin_.size()) - 1; }
+  std::int64_t num_requests() const {
+    return request_begin_.empty() ? 0 : static_cast<std::int64_t>(request_begin_.size()) - 1;
+  }
   // Query rows the schedule was made for (B * next_n).
   std::int64_t num_rows() const { return static_cast<std::int64_t>(lens_.size()); }
   std::int64_t next_n() const { return next_n_; }
@@ -101,8 +104,8 @@ class paged_mqa_schedule {
 
  private:
   std::vector<std::int32_t> lens_;  // [B * next_n], the lengths this schedule was built for
-  std::vector<std::int64_t> request_begin_{0};  // [requests + 1]: first row of each request
-  std::vector<std::int32_t> indices_;           // varlen: the indices it was made with
+  std::vector<std::int64_t> request_begin_;  // [requests + 1]: first row of each request
+  std::vector<std::int32_t> indices_;        // varlen: the indices it was made with
   std::int64_t next_n_ = 0;
   std::int32_t page_kv_ = 0;
   std::int64_t keys_per_unit_ = 0;
@@ -191,6 +194,7 @@ inline paged_mqa_schedule detail::make_paged_schedule(
       s.lens_.push_back(len);
     }
   const std::int64_t rows = s.num_rows();
+  s.request_begin_.push_back(0);
   if (indices) {
     s.varlen_ = true;
     s.indices_.assign(indices->begin(), indices->end());
