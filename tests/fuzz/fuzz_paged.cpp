@@ -55,8 +55,8 @@ void run(input& in, const char* combo) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
   constexpr const char* meta_where = "get_paged_mqa_logits_metadata";
   const i64 B = in.range(0, 4), next_n = in.range(1, 4);
-  const i32 page_kv = in.pick({32, 64, 128, 256});
-  const i64 max_blocks = in.range(1, page_kv >= 128 ? 3 : 5);
+  const i32 page_kv = in.pick({1, 3, 16, 32, 64, 128, 256, 1024});
+  const i64 max_blocks = in.range(1, page_kv >= 128 ? 3 : page_kv < 32 ? 40 : 5);
   const i64 capacity = max_blocks * page_kv;
   const i64 num_pages = in.range(0, 6);
   const i64 page_bytes = i64{page_kv} * cache_buf<Format>::token_bytes;
