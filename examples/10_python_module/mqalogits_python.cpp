@@ -453,13 +453,6 @@ bool qk_dtype_is_fp4(const char* where, const py::handle& obj) {
                   "numpy.int8 (packed FP4)");
 }
 
-std::vector<i32> copy_matrix(ml::matrix_view<const i32> m) {
-  std::vector<i32> v(static_cast<std::size_t>(m.rows * m.cols));
-  for (i64 r = 0; r < m.rows; ++r)
-    for (i64 c = 0; c < m.cols; ++c) v[static_cast<std::size_t>(r * m.cols + c)] = m(r, c);
-  return v;
-}
-
 // Upstream's varlen `indices`: rows with the same value are one request, consecutive, with
 // identical block-table rows. Results never depend on it.
 void check_indices(const char* where, std::span<const i32> idx, i64 rows,
