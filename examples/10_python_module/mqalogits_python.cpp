@@ -291,22 +291,24 @@ ml::paged_cache_view<Format> cache_view(const cache_input& c) {
   return ml::paged_cache_view<Format>(c.data, c.num_pages, c.page_kv, c.page_stride);
 }
 
-// Weights [rows, H]: float32, or bfloat16 as uint16 bits (a bf16 tensor's .view(torch.int16) is
-// accepted as int16 too).
+// Weights [rows, H]: float32, float16 (upstream SM100), or bfloat16 as uint16 bits (a bf16
+// tensor's .view(torch.int16) is accepted as int16 too).
+enum class weights_type { f32, f16, bf16 };
 struct weights_input {
   py::array array;
-  bool bf16;
+  weights_type type;
 };
 
 weights_input weights_of(const char* where, const py::handle& obj) {
   const py::array a = as_array(where, "weights", obj);
   const bool f32 = has_dtype<float>(a);
   const bool b16 = has_dtype<std::uint16_t>(a) || has_dtype<std::int16_t>(a);
-  if (!f32 && !b16)
+  const bool f16 = a.dtype().kind() == 'f' && a.dtype().itemsize() == 2;
+  if (!f32 && !b16 && !f16)
     fail(where, "weights has dtype " + dtype_name(a) +
-                    ", expected float32 or bfloat16 bits as uint16 / int16");
+                    ", expected float32, float16 or bfloat16 bits as uint16 / int16");
   require_ndim(where, "weights", a, 2, "[num_q, num_heads]");
-  return {a, b16};
+  return {a, f32 ? weights_type::f32 : f16 ? weights_type::f16 : weights_type::bf16};
 }
 
 // ---- outputs ----
@@ -380,11 +382,13 @@ decltype(auto) with_format(qk_format f, F&& fn) {
   }
 }
 
-// Calls fn(weights_view) with matrix_view<const float> or matrix_view<const bf16>.
+// Calls fn(weights_view) with matrix_view<const float>, <const fp16> or <const bf16>.
 template <class F>
 void with_weights(const char* where, const weights_input& w, F&& fn) {
-  if (w.bf16)
+  if (w.type == weights_type::bf16)
     fn(matrix<ml::bf16, std::uint16_t>(where, "weights", w.array));
+  else if (w.type == weights_type::f16)
+    fn(matrix<ml::fp16, std::uint16_t>(where, "weights", w.array));
   else
     fn(matrix<float>(where, "weights", w.array));
 }
@@ -418,10 +422,9 @@ struct mqa_logits_metadata {
   i64 num_kv_tokens = 0, num_heads = 0;
 };
 
+// The schedule knows whether it was made with varlen indices, and which.
 struct paged_mqa_logits_metadata {
   ml::paged_mqa_schedule schedule;
-  std::vector<i32> indices;  // empty: not varlen
-  bool varlen = false;
 };
 
 struct sparse_mqa_logits_metadata {
@@ -448,13 +451,6 @@ bool qk_dtype_is_fp4(const char* where, const py::handle& obj) {
   fail(where, "qk_dtype = " + s +
                   " is not supported: torch.float8_e4m3fn / numpy.uint8 (FP8) or torch.int8 / "
                   "numpy.int8 (packed FP4)");
-}
-
-std::vector<i32> copy_matrix(ml::matrix_view<const i32> m) {
-  std::vector<i32> v(static_cast<std::size_t>(m.rows * m.cols));
-  for (i64 r = 0; r < m.rows; ++r)
-    for (i64 c = 0; c < m.cols; ++c) v[static_cast<std::size_t>(r * m.cols + c)] = m(r, c);
-  return v;
 }
 
 // Upstream's varlen `indices`: rows with the same value are one request, consecutive, with
@@ -553,36 +549,18 @@ paged_mqa_logits_metadata get_paged_mqa_logits_metadata(const py::object& contex
                                                         const py::object& indices) {
   constexpr const char* where = "get_paged_mqa_logits_metadata";
   const auto lens = int_matrix(where, "context_lens", context_lens);
-  paged_mqa_logits_metadata m{
-      ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms), {}, false};
-  if (!indices.is_none()) {
-    if (lens.cols != 1) fail(where, "indices needs next_n == 1 (context_lens [batch_size, 1])");
-    const auto idx = int_span(where, "indices", indices);
-    check_indices(where, idx, lens.rows, nullptr);
-    m.indices.assign(idx.begin(), idx.end());
-    m.varlen = true;
-  }
-  return m;
+  if (indices.is_none()) return {ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms)};
+  return {ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms,
+                                            int_span(where, "indices", indices))};
 }
 
+// The library checks the indices against the schedule and the block table.
 void check_paged_call(const char* where, const q_input& qi, ml::matrix_view<const i32> lens,
-                      ml::matrix_view<const i32> table,
-                      const paged_mqa_logits_metadata& schedule_meta, const py::object& indices,
                       i64 max_context_len) {
   if (qi.dims[0] != lens.rows || qi.dims[1] != lens.cols)
     fail(where, "q is [" + std::to_string(qi.dims[0]) + ", " + std::to_string(qi.dims[1]) +
                     ", ...] but context_lens is [" + std::to_string(lens.rows) + ", " +
                     std::to_string(lens.cols) + "]: expected [batch_size, next_n]");
-  if (indices.is_none() != !schedule_meta.varlen)
-    fail(where, indices.is_none() ? "schedule_meta was made with indices, the call has none"
-                                  : "indices given but schedule_meta was made without them");
-  if (!indices.is_none()) {
-    const auto idx = int_span(where, "indices", indices);
-    if (!std::equal(idx.begin(), idx.end(), schedule_meta.indices.begin(),
-                    schedule_meta.indices.end()))
-      fail(where, "indices differ from the ones schedule_meta was made with");
-    check_indices(where, idx, lens.rows, &table);
-  }
   if (max_context_len <= 0)
     fail(where, "max_context_len = " + std::to_string(max_context_len) + " must be > 0");
 }
@@ -601,7 +579,9 @@ py::array fp8_fp4_paged_mqa_logits(const py::object& q, const py::object& kv_cac
   const auto lens = int_matrix(where, "context_lens", context_lens);
   const auto table = int_matrix(where, "block_table", block_table);
   const logits_type lt = logits_dtype_of(where, logits_dtype);
-  check_paged_call(where, qi, lens, table, schedule_meta, indices, max_context_len);
+  check_paged_call(where, qi, lens, max_context_len);
+  const std::optional<std::span<const i32>> idx =
+      indices.is_none() ? std::nullopt : std::optional(int_span(where, "indices", indices));
   const i64 rows = lens.rows * lens.cols;
   const i64 stride = upstream_stride(align_up(max_context_len, upstream_block_kv), lt);
   auto& pool = pool_of(threads_of(where, num_threads));
@@ -612,8 +592,12 @@ py::array fp8_fp4_paged_mqa_logits(const py::object& q, const py::object& kv_cac
     const auto cv = cache_view<Format>(ci);
     with_weights(where, wi, [&](auto w) {
       const auto call = [&](auto out) {
-        ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
-                                     schedule_meta.schedule, max_context_len, out, opt);
+        if (idx)
+          ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
+                                       schedule_meta.schedule, max_context_len, out, *idx, opt);
+        else
+          ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
+                                       schedule_meta.schedule, max_context_len, out, opt);
       };
       result = lt == logits_type::f32 ? run_into<float>(rows, max_context_len, stride, call)
                                       : run_into<ml::bf16>(rows, max_context_len, stride, call);
@@ -796,7 +780,9 @@ py::array fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
   const weights_input wi = weights_of(where, weights);
   const auto lens = int_matrix(where, "context_lens", context_lens);
   const auto table = int_matrix(where, "block_table", block_table);
-  check_paged_call(where, qi, lens, table, schedule_meta, indices, max_context_len);
+  check_paged_call(where, qi, lens, max_context_len);
+  const std::optional<std::span<const i32>> idx =
+      indices.is_none() ? std::nullopt : std::optional(int_span(where, "indices", indices));
   const i64 stride =
       upstream_stride(align_up(max_context_len, upstream_block_kv), logits_type::f32);
   auto& pool = pool_of(threads_of(where, num_threads));
@@ -805,11 +791,74 @@ py::array fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
   py::array result;
   with_weights(where, wi, [&](auto w) {
     result = run_into<float>(lens.rows * lens.cols, max_context_len, stride, [&](auto out) {
-      ml::fp8_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table, schedule_meta.schedule,
-                               max_context_len, clean_logits, out, {.executor = pool});
+      if (idx)
+        ml::fp8_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
+                                 schedule_meta.schedule, max_context_len, clean_logits, out, *idx,
+                                 {.executor = pool});
+      else
+        ml::fp8_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
+                                 schedule_meta.schedule, max_context_len, clean_logits, out,
+                                 {.executor = pool});
     });
   });
   return result;
+}
+
+// vLLM's indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt): k
+// [num_tokens, 128] float32 or bfloat16 bits, quantised to FP8 with one fp32 scale per token as
+// vLLM computes it (amax clamped at 1e-4, / 448, a power of two with scale_fmt "ue8m0") into
+// kv_cache uint8 [num_blocks, block_size, 132] (or [..., 1, 132]) in place, token t at slot
+// slot_mapping[t] (int64 or int32; negative skips).
+void indexer_k_quant_and_cache(const py::object& k, const py::object& kv_cache,
+                               const py::object& slot_mapping, i64 quant_block_size,
+                               const py::object& scale_fmt) {
+  constexpr const char* where = "indexer_k_quant_and_cache";
+  if (quant_block_size != ml::head_dim)
+    fail(where, "quant_block_size = " + std::to_string(quant_block_size) +
+                    " is not supported (128: one scale per token)");
+  const std::string fmt = scale_fmt.is_none() ? "" : py::str(scale_fmt).cast<std::string>();
+  if (fmt != "" && fmt != "ue8m0")
+    fail(where, "scale_fmt = " + fmt + " is not supported (\"ue8m0\" or None)");
+  const py::array ka = as_array(where, "k", k);
+  py::array c = as_array(where, "kv_cache", kv_cache);
+  require_dtype<std::uint8_t>(where, "kv_cache", c, "uint8");
+  if (!c.writeable()) fail(where, "kv_cache is read-only (the tokens are written into it)");
+  const bool four = c.ndim() == 4;
+  if ((c.ndim() != 3 && !four) || (four && c.shape(2) != 1) || c.shape(c.ndim() - 1) != 132)
+    fail(where, "kv_cache has shape " + shape_of(c) +
+                    ", expected [num_blocks, block_size, 132] (or [num_blocks, block_size, 1, "
+                    "132])");
+  if (c.strides(c.ndim() - 1) != 1 || (c.shape(1) > 1 && c.strides(1) != 132) || c.strides(0) < 0)
+    fail(where, "kv_cache blocks must be dense (stride(1) == 132, stride(-1) == 1)");
+  const auto block_size = static_cast<i32>(c.shape(1));
+  const i64 stride = c.shape(0) > 1 ? i64{c.strides(0)} : i64{block_size} * 132;
+  const ml::mutable_paged_cache<ml::fp8_per_token> cache(
+      static_cast<std::uint8_t*>(c.mutable_data()), c.shape(0), block_size, stride);
+  const ml::per_token_scaling scaling = ml::vllm_indexer_k_scaling(fmt == "ue8m0");
+  const py::array sa = as_array(where, "slot_mapping", slot_mapping);
+  require_ndim(where, "slot_mapping", sa, 1, "[num_tokens]");
+  require_contiguous(where, "slot_mapping", sa);
+  const auto store = [&](auto kv) {
+    if (has_dtype<std::int64_t>(sa))
+      ml::store_into_pages(
+          kv,
+          std::span<const std::int64_t>(static_cast<const std::int64_t*>(sa.data()),
+                                        static_cast<std::size_t>(sa.shape(0))),
+          cache, scaling);
+    else if (has_dtype<i32>(sa))
+      ml::store_into_pages(kv,
+                           std::span<const i32>(static_cast<const i32*>(sa.data()),
+                                                static_cast<std::size_t>(sa.shape(0))),
+                           cache, scaling);
+    else
+      fail(where, "slot_mapping has dtype " + dtype_name(sa) + ", expected int64 or int32");
+  };
+  if (has_dtype<float>(ka))
+    store(matrix<float>(where, "k", ka));
+  else if (has_dtype<std::uint16_t>(ka) || has_dtype<std::int16_t>(ka))
+    store(matrix<ml::bf16, std::uint16_t>(where, "k", ka));
+  else
+    fail(where, "k has dtype " + dtype_name(ka) + ", expected float32 or bfloat16 bits as uint16");
 }
 
 }  // namespace
@@ -883,4 +932,6 @@ PYBIND11_MODULE(mqalogits, m) {
         arg("context_lens"), arg("block_table"), arg("schedule_meta"), arg("max_context_len"),
         arg("clean_logits") = false, arg("indices") = py::none(), py::kw_only(),
         arg("num_threads") = py::none());
+  m.def("indexer_k_quant_and_cache", &indexer_k_quant_and_cache, arg("k"), arg("kv_cache"),
+        arg("slot_mapping"), arg("quant_block_size"), arg("scale_fmt") = py::none());
 }

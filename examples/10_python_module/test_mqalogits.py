@@ -398,8 +398,8 @@ class Paged(Checks):
         B, H, block_kv, blocks, max_blocks = 3, 16, 64, 9, 4
         for fmt in FORMATS:
             for next_n in (1, 2):
-                for bf16_w, dtype in ((False, "float32"), (True, "bfloat16")):
-                    with self.subTest(fmt=fmt, next_n=next_n, dtype=dtype):
+                for bf16_w, dtype in ((False, "float32"), (True, "bfloat16"), ("fp16", "float32")):
+                    with self.subTest(fmt=fmt, next_n=next_n, dtype=dtype, weights=bf16_w):
                         cache, _ = make_cache(blocks, block_kv, fmt)
                         keys = cache_keys(cache, fmt == "mxfp4", fmt != "per_token")
                         lens = RNG.integers(1, max_blocks * block_kv, (B, next_n)).astype(np.int32)
@@ -409,7 +409,9 @@ class Paged(Checks):
                             table[b, used:] = 90210
                         q, qd = make_q((B, next_n, H), fmt)
                         qd = qd.reshape(B * next_n, H, D)
-                        w = rand_weights(B * next_n, H, bf16_w)
+                        w = rand_weights(B * next_n, H, bf16_w is True)
+                        if bf16_w == "fp16":  # upstream SM100's float16 weights
+                            w = w.astype(np.float16)
                         max_context_len = max_blocks * block_kv
                         meta = ml.get_paged_mqa_logits_metadata(context_lens=lens,
                                                                 block_kv=block_kv, num_sms=4)
@@ -450,6 +452,18 @@ class Paged(Checks):
         with self.assertRaisesRegex(ValueError, "consecutive"):
             ml.get_paged_mqa_logits_metadata(lens, block_kv, 2,
                                              indices=np.array([0, 1, 0, 2], np.int32))
+        # The kernel holds the call to the schedule's indices and the request's block-table rows.
+        with self.assertRaisesRegex(ValueError, "the schedule was made with indices"):
+            ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, meta, 128, True)
+        with self.assertRaisesRegex(ValueError, "indices given but the schedule"):
+            ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, plain, 128, True, indices=indices)
+        with self.assertRaisesRegex(ValueError, r"indices\[3\] = 7"):
+            ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, meta, 128, True,
+                                    indices=np.array([0, 0, 1, 7], np.int32))
+        bad = table.copy()
+        bad[1, 0] = (bad[0, 0] + 1) % blocks
+        with self.assertRaisesRegex(ValueError, "identical block-table rows"):
+            ml.fp8_paged_mqa_logits(qc, cache, w, lens, bad, meta, 128, True, indices=indices)
 
 
 class Sparse(Checks):
@@ -509,6 +523,59 @@ class PagedSparse(Checks):
                     exact, mag = ref_paged_sparse(qd.reshape(S, H, D), keys, weights_f64(w), lens,
                                                   table, idx, B)
                     self.assert_logits(out, exact, mag)
+
+
+class IndexerKCache(unittest.TestCase):
+    """vLLM's indexer_k_quant_and_cache, computed here in float32 the way its kernel does."""
+
+    @staticmethod
+    def vllm_token(x, ue8m0):
+        x = x.astype(np.float32)
+        scale = np.float32(max(np.float32(np.abs(x).max()), np.float32(1e-4))) / np.float32(448)
+        if ue8m0:
+            scale = np.float32(2.0) ** np.ceil(np.log2(scale, dtype=np.float32))
+        y = (x / scale).astype(np.float64)  # float32 division, then exact
+        a = np.minimum(np.abs(y), 448.0)  # saturating, as the GPU's satfinite conversion
+        vals, codes = E4M3[E4M3_POS], E4M3_POS
+        i = np.clip(np.searchsorted(vals, a), 1, len(vals) - 1)
+        lo, hi = vals[i - 1], vals[i]
+        even_lo = codes[i - 1] % 2 == 0
+        pick = np.where((a - lo < hi - a) | ((a - lo == hi - a) & even_lo), i - 1, i)
+        mags = codes[pick]
+        return np.where(np.signbit(y), mags | 0x80, mags).astype(np.uint8), np.float32(scale)
+
+    def test_bytes_match_vllm(self):
+        T, blocks, block_size = 50, 4, 16
+        for ue8m0 in (False, True):
+            for bf16_k in (False, True):
+                with self.subTest(ue8m0=ue8m0, bf16_k=bf16_k):
+                    mag = np.ldexp(1.0, RNG.integers(-18, 10, (T, 1)))
+                    x = (RNG.uniform(-1, 1, (T, D)) * mag).astype(np.float32)
+                    x[0] = 0  # under the 1e-4 floor
+                    k = bf16_bits(x) if bf16_k else x
+                    xk = bf16_to_f64(k).astype(np.float32) if bf16_k else x
+                    cache = np.full((blocks, block_size, 132), 0xCD, np.uint8)
+                    slots = RNG.permutation(blocks * block_size)[:T].astype(np.int64)
+                    slots[3] = -1  # padding: skipped
+                    ml.indexer_k_quant_and_cache(k, cache, slots, 128,
+                                                 "ue8m0" if ue8m0 else None)
+                    flat = cache.reshape(blocks, block_size * 132)
+                    for t in range(T):
+                        if slots[t] < 0:
+                            continue
+                        b, o = divmod(int(slots[t]), block_size)
+                        codes, scale = self.vllm_token(xk[t], ue8m0)
+                        np.testing.assert_array_equal(flat[b, o * 128:(o + 1) * 128], codes)
+                        got = flat[b, block_size * 128 + 4 * o:block_size * 128 + 4 * o + 4]
+                        self.assertEqual(got.view(np.float32)[0], scale)
+                    # The padded token wrote nothing: its slot (if unused) stays 0xCD.
+                    unused = sorted(set(range(blocks * block_size)) - set(slots.tolist()))
+                    b, o = divmod(unused[0], block_size)
+                    self.assertTrue((flat[b, o * 128:(o + 1) * 128] == 0xCD).all())
+        with self.assertRaisesRegex(ValueError, "quant_block_size = 64"):
+            ml.indexer_k_quant_and_cache(x, cache, slots, 64, None)
+        with self.assertRaisesRegex(ValueError, "scale_fmt"):
+            ml.indexer_k_quant_and_cache(x, cache, slots, 128, "fp32")
 
 
 class BadInput(unittest.TestCase):

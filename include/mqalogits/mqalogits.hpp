@@ -16,6 +16,7 @@
 #include "format/bf16.hpp"
 #include "format/e2m1.hpp"
 #include "format/e4m3.hpp"
+#include "format/fp16.hpp"
 #include "format/fp8_per_token.hpp"
 #include "format/mx.hpp"
 #include "format/ue8m0.hpp"

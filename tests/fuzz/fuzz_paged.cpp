@@ -55,8 +55,8 @@ void run(input& in, const char* combo) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
   constexpr const char* meta_where = "get_paged_mqa_logits_metadata";
   const i64 B = in.range(0, 4), next_n = in.range(1, 4);
-  const i32 page_kv = in.pick({32, 64, 128, 256});
-  const i64 max_blocks = in.range(1, page_kv >= 128 ? 3 : 5);
+  const i32 page_kv = in.pick({1, 3, 16, 32, 64, 128, 256, 1024});
+  const i64 max_blocks = in.range(1, page_kv >= 128 ? 3 : page_kv < 32 ? 40 : 5);
   const i64 capacity = max_blocks * page_kv;
   const i64 num_pages = in.range(0, 6);
   const i64 page_bytes = i64{page_kv} * cache_buf<Format>::token_bytes;
@@ -189,7 +189,7 @@ void run(input& in, const char* combo) {
       cv.num_pages = -static_cast<i64>(in.range(1, 100));
       break;
     case defect::page_kv_unsupported:
-      cv.page_kv = static_cast<i32>(in.pick({0, -64, 16, 48, 96, 512}));
+      cv.page_kv = static_cast<i32>(in.pick({0, -64, 1025, 4096}));
       break;
     case defect::table_no_cols:
       tv.cols = 0;

@@ -161,17 +161,26 @@ inline float bf16_exact_weight(engine& rng, float range = 1.0f) {
   return std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) & 0xFFFF0000u);
 }
 
-// Weights [rows, H] of element type W (float or ml::bf16), every value bf16-exact.
+// Weights [rows, H] of element type W: float or ml::bf16, every value bf16-exact; ml::fp16,
+// random codes below `range` (subnormals included).
 template <class W>
 owned_matrix<W> weights(engine& rng, std::int64_t rows, std::int64_t H, std::int64_t stride = 0,
                         float range = 1.0f) {
   auto m = matrix<W>(rows, H, stride);
-  for (auto& v : m.data) {
-    const float f = bf16_exact_weight(rng, range);
-    if constexpr (std::is_same_v<W, ml::bf16>)
-      v = ml::bf16::from_bits(static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(f) >> 16));
-    else
-      v = f;
+  if constexpr (std::is_same_v<W, ml::fp16>) {
+    // Random fp16 fields below `range`, subnormals included (exponent field 0).
+    const int top = std::clamp(14 + std::ilogb(range), 0, 30);
+    for (auto& v : m.data)
+      v = ml::fp16::from_bits(static_cast<std::uint16_t>(
+          (chance(rng, 0.5) ? 0x8000 : 0) | (uniform(rng, 0, top) << 10) | uniform(rng, 0, 1023)));
+  } else {
+    for (auto& v : m.data) {
+      const float f = bf16_exact_weight(rng, range);
+      if constexpr (std::is_same_v<W, ml::bf16>)
+        v = ml::bf16::from_bits(static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(f) >> 16));
+      else
+        v = f;
+    }
   }
   return m;
 }

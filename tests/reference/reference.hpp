@@ -70,6 +70,16 @@ inline double weight(float w) {
 inline double weight(ml::bf16 w) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(w.bits) << 16);
 }
+// fp16 from its fields: sign, 5 exponent bits (bias 15, 0 = subnormal, 31 = inf / NaN), 10
+// mantissa bits.
+inline double weight(ml::fp16 w) {
+  const int e = (w.bits >> 10) & 0x1F, m = w.bits & 0x3FF;
+  const double sign = (w.bits & 0x8000) ? -1.0 : 1.0;
+  if (e == 31)
+    return m ? std::numeric_limits<double>::quiet_NaN()
+             : sign * std::numeric_limits<double>::infinity();
+  return sign * (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
+}
 
 // Element i of a row, before scaling.
 template <class Format>

@@ -30,17 +30,19 @@ struct combo {
 using all_formats = std::tuple<ml::mxfp8, ml::mxfp4, ml::fp8_per_token>;
 using trn2 = ml::backend::neuron<ml::backend::trn2>;
 
-// The kernel tests' instantiations: on the host, every format meets both logit types and both
-// weight types; on the NeuronCore model every format once.
+// The kernel tests' instantiations: on the host, every format meets both logit types and the bf16
+// and fp32 weights, the MX formats fp16 weights too; on the NeuronCore model every format once,
+// and fp16 weights once.
 using host_kernel_combos =
     std::tuple<combo<ml::mxfp8, ml::bf16, ml::bf16>, combo<ml::mxfp8, float, float>,
                combo<ml::mxfp4, ml::bf16, float>, combo<ml::mxfp4, float, ml::bf16>,
-               combo<ml::fp8_per_token, ml::bf16, float>,
-               combo<ml::fp8_per_token, float, ml::bf16>>;
+               combo<ml::fp8_per_token, ml::bf16, float>, combo<ml::fp8_per_token, float, ml::bf16>,
+               combo<ml::mxfp8, ml::bf16, ml::fp16>, combo<ml::mxfp4, float, ml::fp16>>;
 using kernel_combos = decltype(std::tuple_cat(
     host_kernel_combos{},
     std::tuple<combo<ml::mxfp8, ml::bf16, float, trn2>, combo<ml::mxfp4, float, float, trn2>,
-               combo<ml::fp8_per_token, float, ml::bf16, trn2>>{}));
+               combo<ml::fp8_per_token, float, ml::bf16, trn2>,
+               combo<ml::fp8_per_token, ml::bf16, ml::fp16, trn2>>{}));
 // For the large shapes: each format once on the host, and MXFP8 on the model.
 using kernel_combos_large =
     std::tuple<combo<ml::mxfp8, ml::bf16, ml::bf16>, combo<ml::mxfp4, float, ml::bf16>,

@@ -331,7 +331,7 @@ TEST_CASE("bad input, paged: negative lengths and stale schedules", "[bad_input]
 
 TEST_CASE("bad input, paged: unsupported page_kv", "[bad_input]") {
   paged_fixture f;
-  const std::int32_t page_kv = GENERATE(16, 48, 512);
+  const std::int32_t page_kv = GENERATE(0, -64, 1025, 4096);
   SECTION("kernel") {
     auto a = f.defaults();
     a.cache.page_kv = page_kv;

@@ -189,7 +189,7 @@ TEMPLATE_LIST_TEST_CASE("paged: NaN codes and scales in q and in the cache", "[p
 TEST_CASE("paged: the schedule covers every unit once, for any worker count", "[paged]") {
   rnd::engine rng(41);
   const int workers = GENERATE(1, 3, 7, 64);
-  const std::int32_t page_kv = GENERATE(32, 256);
+  const std::int32_t page_kv = GENERATE(1, 32, 100, 256, 1024);
   const auto lens = rnd::context_lens(rng, 5, 2, 3000);
   const auto s = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, workers);
   INFO(workers << " workers, page_kv " << page_kv);
@@ -212,4 +212,24 @@ TEST_CASE("paged: the schedule covers every unit once, for any worker count", "[
     const auto a = s.start()[i], b = s.start()[i + 1];
     CHECK((a.request < b.request || (a.request == b.request && a.unit <= b.unit)));
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("paged: any page size from 1 to 1024 (sglang's 1, odd sizes, 1024)",
+                        "[paged]", check::kernel_combos) {
+  using F = typename TestType::format;
+  const auto [page_kv, next_n, max_blocks] =
+      GENERATE(table<std::int32_t, std::int64_t, std::int64_t>(
+          {{1, 2, 300}, {16, 1, 20}, {256, 2, 3}, {3, 1, 70}, {1000, 1, 2}, {1024, 2, 2}}));
+  const bool padded = GENERATE(false, true);
+  rnd::engine rng(static_cast<std::uint64_t>(page_kv * 10 + next_n + padded));
+  paged_inputs in;
+  in.H = 4;
+  in.page_kv = page_kv;
+  in.max_blocks = max_blocks;
+  in.num_pages = max_blocks + 2;
+  in.page_stride = padded ? padded_stride(page_kv, F::data_bytes + F::scale_bytes) : 0;
+  in.max_context_len = max_blocks * page_kv;
+  auto lens = rnd::context_lens(rng, 3, next_n, max_blocks * page_kv + 20);
+  lens(0, 0) = static_cast<std::int32_t>(max_blocks * page_kv);  // the whole table
+  check_paged<TestType>(rng, in, lens);
 }

@@ -64,6 +64,20 @@ void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
   fp8_fp4_paged_mqa_logits(backend, q, kv_cache, weights, context_lens, block_table, schedule_meta,
                            max_context_len, out, detail::with_clean_logits(opt, clean_logits));
 }
+// With upstream's varlen `indices` (next_n = 1), as fp8_fp4_paged_mqa_logits takes them.
+template <backend_tag Backend, weight_input WT>
+void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
+                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
+                          matrix_view<const std::int32_t> context_lens,
+                          matrix_view<const std::int32_t> block_table,
+                          const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
+                          bool clean_logits, matrix_view<float> out,
+                          std::span<const std::int32_t> indices, const options& opt = {}) {
+  detail::require_bare_q("fp8_paged_mqa_logits", q);
+  fp8_fp4_paged_mqa_logits(backend, q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                           max_context_len, out, indices,
+                           detail::with_clean_logits(opt, clean_logits));
+}
 
 // The same calls on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN

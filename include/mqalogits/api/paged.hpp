@@ -1,7 +1,9 @@
 // get_paged_mqa_logits_metadata + fp8_fp4_paged_mqa_logits: decode over a paged KV cache.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <type_traits>
 
 #include "../config.hpp"
@@ -11,20 +13,15 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
-// q: [B * next_n * H] rows, row (b, j, h); cache: the paged cache; weights: [B * next_n, H];
-// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1]); block_table: [B, max_blocks], shared by
-// the next_n rows of a request; schedule: from get_paged_mqa_logits_metadata on the same
-// context_lens; out: [B * next_n, max_context_len]. Column j is context position j, valid iff
-// j < context_lens[b][j'] and j < max_blocks * page_kv. out may also be a top-k selection,
-// ml::topk(indices, values, ml::topk_index::slot) to get cache slots. Block-table slots past the
-// context are never read; every slot that is read must name a page.
-template <backend_tag Backend, class Format, weight_input WT, paged_output_argument Out>
-void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
-                              const paged_cache_view<Format>& cache, matrix_view<WT> weights,
-                              matrix_view<const std::int32_t> context_lens,
-                              matrix_view<const std::int32_t> block_table,
-                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
-                              Out out, const options& opt = {}) {
+namespace detail {
+
+// The call with or without varlen indices (null: none).
+template <class Backend, class Format, class WT, class Out>
+void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
+                      matrix_view<WT> weights, matrix_view<const std::int32_t> context_lens,
+                      matrix_view<const std::int32_t> block_table,
+                      const paged_mqa_schedule& schedule, std::int64_t max_context_len, Out out,
+                      const std::span<const std::int32_t>* indices, const options& opt) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
   using detail::require;
   const matrix_view<const std::remove_const_t<WT>> w = weights;
@@ -33,15 +30,15 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
     m << "context_lens shape [" << B << ", " << next_n << "] must be [B, next_n >= 1]";
   });
   detail::check_matrix(where, "context_lens", context_lens, B, next_n);
-  // The plan's capacity max_blocks * page_kv (page_kv <= 256) must not overflow int64.
-  require(block_table.cols >= 1 && block_table.cols <= INT64_MAX / 256, where,
+  // The plan's capacity max_blocks * page_kv must not overflow int64.
+  require(block_table.cols >= 1 && block_table.cols <= INT64_MAX / max_page_kv, where,
           [&](auto& m) { m << "block_table has " << block_table.cols << " columns"; });
   detail::check_matrix(where, "block_table", block_table, B, block_table.cols);
   require(max_context_len > 0, where,
           [&](auto& m) { m << "max_context_len = " << max_context_len << " must be > 0"; });
   detail::check_cache(where, cache);
   require(supported_page_kv(cache.page_kv), where, [&](auto& m) {
-    m << "page_kv = " << cache.page_kv << " is not supported (32, 64, 128 or 256)";
+    m << "page_kv = " << cache.page_kv << " is not supported (1.." << max_page_kv << ")";
   });
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t j = 0; j < next_n; ++j)
@@ -49,13 +46,32 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
         m << "context_lens[" << b << "][" << j << "] = " << context_lens(b, j) << " < 0";
       });
   // The schedule must describe these very lengths; a stale one would skip work.
-  require(schedule.next_n() == next_n && schedule.num_requests() == B &&
+  require(schedule.next_n() == next_n && schedule.num_rows() == B * next_n &&
               schedule.page_kv() == cache.page_kv,
           where, [&](auto& m) {
-            m << "schedule was made for " << schedule.num_requests() << " x " << schedule.next_n()
-              << " rows with page_kv " << schedule.page_kv() << ", the call has " << B << " x "
-              << next_n << " with page_kv " << cache.page_kv;
+            m << "schedule was made for "
+              << schedule.num_rows() / std::max<std::int64_t>(schedule.next_n(), 1) << " x "
+              << schedule.next_n() << " rows with page_kv " << schedule.page_kv()
+              << ", the call has " << B << " x " << next_n << " with page_kv " << cache.page_kv;
           });
+  // Varlen: the call's indices must be the schedule's (its requests are their runs).
+  require(schedule.varlen() == (indices != nullptr), where, [&](auto& m) {
+    m << (indices ? "indices given but the schedule was made without them"
+                  : "the schedule was made with indices, the call has none")
+      << " (pass the same indices to get_paged_mqa_logits_metadata and the kernel)";
+  });
+  if (indices) {
+    check_span(where, "indices", *indices, B);
+    for (std::int64_t r = 0; r < B; ++r)
+      require((*indices)[static_cast<std::size_t>(r)] ==
+                  schedule.indices()[static_cast<std::size_t>(r)],
+              where, [&](auto& m) {
+                m << "indices[" << r << "] = " << (*indices)[static_cast<std::size_t>(r)]
+                  << " but the schedule was made with "
+                  << schedule.indices()[static_cast<std::size_t>(r)]
+                  << " (regenerate it with get_paged_mqa_logits_metadata)";
+              });
+  }
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t j = 0; j < next_n; ++j)
       require(
@@ -76,8 +92,11 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
         << " do not fit int32";
     });
   // Every block-table slot the kernel reads must name a page; slots past the context are not read.
-  for (std::int64_t b = 0; b < B; ++b) {
-    const std::int64_t slots = (plan.group_keys(b) + cache.page_kv - 1) / cache.page_kv;
+  // A varlen request reads through its first row's table: the others must hold the same pages in
+  // every slot it reads.
+  for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
+    const std::int64_t slots = (plan.group_keys(g) + cache.page_kv - 1) / cache.page_kv;
+    const std::int64_t b = plan.table_row(g);
     for (std::int64_t s = 0; s < slots; ++s) {
       const std::int64_t page = block_table(b, s);
       require(page >= 0 && page < cache.num_pages, where, [&](auto& m) {
@@ -85,13 +104,59 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
           << " is not a page (num_pages = " << cache.num_pages << ")";
       });
     }
+    if (!indices) continue;
+    const row_span rows = plan.group_rows(g);
+    for (std::int64_t r = rows.begin + 1; r < rows.end; ++r)
+      for (std::int64_t s = 0; s < slots; ++s)
+        require(block_table(r, s) == block_table(b, s), where, [&](auto& m) {
+          m << "block_table[" << r << "][" << s << "] = " << block_table(r, s)
+            << " differs from block_table[" << b << "][" << s << "] = " << block_table(b, s)
+            << ", but indices[" << r << "] = indices[" << b
+            << "]: rows of one request need identical block-table rows";
+        });
   }
-  detail::check_no_overlap(where, output,
-                           {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
-                            detail::range_of("cache", cache), detail::range_of("weights", w),
-                            detail::range_of("context_lens", context_lens),
-                            detail::range_of("block_table", block_table)});
+  detail::check_no_overlap(
+      where, output,
+      {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
+       detail::range_of("cache", cache), detail::range_of("weights", w),
+       detail::range_of("context_lens", context_lens), detail::range_of("block_table", block_table),
+       detail::range_of("indices", indices ? *indices : std::span<const std::int32_t>())});
   detail::dispatch<Backend>(q, plan, w, output, opt);
+}
+
+}  // namespace detail
+
+// q: [B * next_n * H] rows, row (b, j, h); cache: the paged cache; weights: [B * next_n, H];
+// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1]); block_table: [B, max_blocks], shared by
+// the next_n rows of a request; schedule: from get_paged_mqa_logits_metadata on the same
+// context_lens; out: [B * next_n, max_context_len]. Column j is context position j, valid iff
+// j < context_lens[b][j'] and j < max_blocks * page_kv. out may also be a top-k selection,
+// ml::topk(indices, values, ml::topk_index::slot) to get cache slots. Block-table slots past the
+// context are never read; every slot that is read must name a page.
+template <backend_tag Backend, class Format, weight_input WT, paged_output_argument Out>
+void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
+                              const paged_cache_view<Format>& cache, matrix_view<WT> weights,
+                              matrix_view<const std::int32_t> context_lens,
+                              matrix_view<const std::int32_t> block_table,
+                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
+                              Out out, const options& opt = {}) {
+  detail::paged_mqa_logits<Backend>(q, cache, weights, context_lens, block_table, schedule,
+                                    max_context_len, out, nullptr, opt);
+}
+
+// Varlen (upstream's `indices`, next_n = 1): indices [B], the ones the schedule was made with
+// (anything else is rejected); rows with the same index must have identical block-table rows in
+// every slot their request reads. Results equal the call without indices.
+template <backend_tag Backend, class Format, weight_input WT, paged_output_argument Out>
+void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
+                              const paged_cache_view<Format>& cache, matrix_view<WT> weights,
+                              matrix_view<const std::int32_t> context_lens,
+                              matrix_view<const std::int32_t> block_table,
+                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
+                              Out out, std::span<const std::int32_t> indices,
+                              const options& opt = {}) {
+  detail::paged_mqa_logits<Backend>(q, cache, weights, context_lens, block_table, schedule,
+                                    max_context_len, out, &indices, opt);
 }
 
 // The same call on the default backend.
@@ -104,6 +169,16 @@ void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view
                               Out out, const options& opt = {}) {
   fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
                            schedule, max_context_len, out, opt);
+}
+template <class Format, weight_input WT, paged_output_argument Out>
+void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
+                              matrix_view<WT> weights, matrix_view<const std::int32_t> context_lens,
+                              matrix_view<const std::int32_t> block_table,
+                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
+                              Out out, std::span<const std::int32_t> indices,
+                              const options& opt = {}) {
+  fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
+                           schedule, max_context_len, out, indices, opt);
 }
 
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_END

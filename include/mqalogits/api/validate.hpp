@@ -11,6 +11,7 @@
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../format/bf16.hpp"
+#include "../format/fp16.hpp"
 #include "../view/checks.hpp"
 #include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
@@ -19,8 +20,10 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
+// Weights: fp32 (upstream), bf16 (DeepGEMM-Ascend) or fp16 (upstream SM100); math is fp32.
 template <class T>
-concept weight_element = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
+concept weight_element =
+    std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, fp16>;
 template <class T>
 concept logit_element = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
 // A weights view's element type as the entry points deduce it (const or not).

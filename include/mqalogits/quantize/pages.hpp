@@ -110,11 +110,16 @@ void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int
 
 // Quantises k [n, 128] (fp32 or bf16) straight into the cache: token i to slot_mapping[i]
 // (int32 or int64; negative = skip). Every argument is checked before any byte is written.
+// `scaling` picks fp8_per_token's scale rule; vllm_indexer_k_scaling() writes the bytes vLLM's
+// indexer_k_quant_and_cache writes.
 template <class Format, class T, class Slot, std::size_t Extent>
-requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<std::remove_const_t<
-             Slot>>) void store_into_pages(matrix_view<T> k, std::span<Slot, Extent> slot_mapping,
-                                           const mutable_paged_cache<Format>& cache) {
+requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<
+         std::remove_const_t<Slot>>) void store_into_pages(matrix_view<T> k,
+                                                           std::span<Slot, Extent> slot_mapping,
+                                                           const mutable_paged_cache<Format>& cache,
+                                                           const per_token_scaling& scaling = {}) {
   constexpr const char* where = "store_into_pages";
+  detail::check_scaling<Format>(where, scaling);
   detail::require(
       k.cols == head_dim && k.rows >= 0 && k.stride >= k.cols && (k.rows == 0 || k.data), where,
       [&](auto& m) { m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, 128]"; });
@@ -125,7 +130,7 @@ requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<std::remove
     const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
     if (slot < 0) continue;
     const std::int64_t page = slot / cache.page_kv, offset = slot % cache.page_kv;
-    quantize_row<Format>(k.row(i), cache.data(page, offset), cache.scale(page, offset));
+    quantize_row<Format>(k.row(i), cache.data(page, offset), cache.scale(page, offset), scaling);
   }
 }
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <span>
@@ -50,18 +52,64 @@ float absmax(const T* x, int begin, int end) {
 
 }  // namespace detail
 
-// The per-token scale fp8_per_token uses for a row whose largest magnitude is amax: amax / 448,
-// or 1 when amax is 0 or not finite (the codes are then 0 or saturated).
-inline float fp8_per_token_scale(float amax) {
-  return amax > 0 && amax <= std::numeric_limits<float>::max() ? amax / 448.0f : 1.0f;
+// How the fp8_per_token quantizer picks a row's scale from its largest magnitude amax.
+// The default: amax / 448, or 1 when amax is 0 or not finite (the codes are then 0 or
+// saturated). vLLM's indexer K cache write (indexer_k_quant_and_cache) differs; use
+// vllm_indexer_k_scaling() to write its bytes exactly.
+struct per_token_scaling {
+  // > 0: amax is raised to at least this before the division, and an infinite amax gives an
+  // infinite scale, as vLLM computes it (1e-4 there). 0: the default rule.
+  float amax_floor = 0.0f;
+  // Round the scale up to a power of two (UE8M0) the way vLLM does with scale_fmt "ue8m0":
+  // exp2f(ceilf(log2f(scale))) in fp32, so a scale within a few ulps above a power of two
+  // rounds down to it (log2f rounds to the integer), as on the GPU.
+  bool power_of_two = false;
+};
+
+// vLLM's indexer K cache write: amax clamped at 1e-4, divided by 448, optionally UE8M0.
+constexpr per_token_scaling vllm_indexer_k_scaling(bool ue8m0 = false) {
+  return {1e-4f, ue8m0};
 }
+
+// The per-token scale fp8_per_token uses for a row whose largest magnitude is amax.
+inline float fp8_per_token_scale(float amax, const per_token_scaling& scaling = {}) {
+  float s = 1.0f;
+  if (scaling.amax_floor > 0)
+    s = (amax > scaling.amax_floor ? amax : scaling.amax_floor) / 448.0f;
+  else if (amax > 0 && amax <= std::numeric_limits<float>::max())
+    s = amax / 448.0f;
+  if (scaling.power_of_two) s = std::exp2(std::ceil(std::log2(s)));
+  return s;
+}
+
+namespace detail {
+// A scale rule is fp8_per_token's: the MX formats' block scales are powers of two by definition.
+template <class Format>
+void check_scaling(const char* where, const per_token_scaling& scaling) {
+  char floor[32];
+  std::snprintf(floor, sizeof floor, "%g", static_cast<double>(scaling.amax_floor));
+  require(scaling.amax_floor >= 0 && scaling.amax_floor <= std::numeric_limits<float>::max(), where,
+          [&](auto& m) {
+            m << "per_token_scaling amax_floor = " << floor << " must be finite and >= 0";
+          });
+  if constexpr (Format::power_of_two_scales)
+    require(scaling.amax_floor == 0 && !scaling.power_of_two, where, [&](auto& m) {
+      m << "per_token_scaling (amax_floor " << floor << ", power_of_two "
+        << (scaling.power_of_two ? "true" : "false") << ") applies to fp8_per_token only, not "
+        << Format::name;
+    });
+}
+}  // namespace detail
 
 // Quantises one 128-element row x into Format's data bytes and scale bytes (MX formats: 4
 // UE8M0 bytes in block order; fp8_per_token: one little-endian float32, skipped when `scales`
 // is null, as for Q whose scale is folded into the weights). NaN elements become NaN codes
 // (e4m3) or 0 (e2m1, which has none).
+// `scaling` applies to fp8_per_token only (the MX formats ignore it; the checked entry points
+// below reject one that is not the default).
 template <class Format, quantize_input T>
-void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales) {
+void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales,
+                  const per_token_scaling& scaling = {}) {
   using codec = typename Format::data_type;
   if constexpr (Format::power_of_two_scales) {
     for (int b = 0; b < Format::blocks; ++b) {
@@ -77,7 +125,7 @@ void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales) {
     }
   } else {
     static_assert(Format::blocks == 1, "mqalogits: fp32 scales come one per row");
-    const float s = fp8_per_token_scale(detail::absmax(x, 0, head_dim));
+    const float s = fp8_per_token_scale(detail::absmax(x, 0, head_dim), scaling);
     for (int i = 0; i < head_dim; ++i)
       codec::store(data, i, encode_code(codec{}, to_float(x[i]) / s));
     if (scales) std::memcpy(scales, &s, sizeof s);
@@ -102,10 +150,12 @@ template <class Format, class T>
 requires quantize_input<std::remove_const_t<T>>
 void quantize_rows_into(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scales,
                         std::int64_t data_stride = Format::data_bytes,
-                        std::int64_t scale_stride = Format::scale_bytes) {
+                        std::int64_t scale_stride = Format::scale_bytes,
+                        const per_token_scaling& scaling = {}) {
   constexpr const char* where = "quantize_rows";
   using detail::require;
   detail::check_quantize_source(where, x);
+  detail::check_scaling<Format>(where, scaling);
   require(x.rows == 0 || (x.data && data && (scales || scales_optional_v<Format>)), where,
           [&](auto& m) { m << "null buffer with " << x.rows << " rows"; });
   require(data_stride >= Format::data_bytes && scale_stride >= Format::scale_bytes, where,
@@ -121,7 +171,7 @@ void quantize_rows_into(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scal
           });
   for (std::int64_t r = 0; r < x.rows; ++r)
     quantize_row<Format>(x.row(r), data + r * data_stride,
-                         scales ? scales + r * scale_stride : nullptr);
+                         scales ? scales + r * scale_stride : nullptr, scaling);
 }
 
 // Quantised rows that own their bytes (packed: strides = row sizes).
@@ -144,26 +194,29 @@ struct quantized_rows {
 
 template <class Format, class T>
 requires quantize_input<std::remove_const_t<T>> quantized_rows<Format> quantize_rows(
-    matrix_view<T> x) {
+    matrix_view<T> x, const per_token_scaling& scaling = {}) {
   // Before sizing the result: a row count whose bytes overflow is an error, not a wrapped size.
   detail::check_quantize_source("quantize_rows", x);
+  detail::check_scaling<Format>("quantize_rows", scaling);
   quantized_rows<Format> out;
   out.rows = x.rows;
   out.data.resize(static_cast<std::size_t>(x.rows * Format::data_bytes));
   out.scales.resize(static_cast<std::size_t>(x.rows * Format::scale_bytes));
-  quantize_rows_into<Format>(x, out.data.data(), out.scales.data());
+  quantize_rows_into<Format>(x, out.data.data(), out.scales.data(), Format::data_bytes,
+                             Format::scale_bytes, scaling);
   return out;
 }
 
 // The same from a flat span of rows * 128 elements (row-major, packed).
 template <class Format, class T, std::size_t Extent>
 requires quantize_input<std::remove_const_t<T>> quantized_rows<Format> quantize_rows(
-    std::span<T, Extent> x) {
+    std::span<T, Extent> x, const per_token_scaling& scaling = {}) {
   detail::require(x.size() % head_dim == 0, "quantize_rows", [&](auto& m) {
     m << "x has " << x.size() << " elements, not a multiple of 128";
   });
   const auto rows = static_cast<std::int64_t>(x.size() / head_dim);
-  return quantize_rows<Format>(matrix_view<const std::remove_const_t<T>>(x.data(), rows, head_dim));
+  return quantize_rows<Format>(matrix_view<const std::remove_const_t<T>>(x.data(), rows, head_dim),
+                               scaling);
 }
 
 // quantize_rows_into from a flat span of rows * 128 elements (row-major, packed).
@@ -171,13 +224,14 @@ template <class Format, class T, std::size_t Extent>
 requires quantize_input<std::remove_const_t<T>>
 void quantize_rows_into(std::span<T, Extent> x, std::uint8_t* data, std::uint8_t* scales,
                         std::int64_t data_stride = Format::data_bytes,
-                        std::int64_t scale_stride = Format::scale_bytes) {
+                        std::int64_t scale_stride = Format::scale_bytes,
+                        const per_token_scaling& scaling = {}) {
   detail::require(x.size() % head_dim == 0, "quantize_rows", [&](auto& m) {
     m << "x has " << x.size() << " elements, not a multiple of 128";
   });
   const auto rows = static_cast<std::int64_t>(x.size() / head_dim);
   quantize_rows_into<Format>(matrix_view<const std::remove_const_t<T>>(x.data(), rows, head_dim),
-                             data, scales, data_stride, scale_stride);
+                             data, scales, data_stride, scale_stride, scaling);
 }
 
 // Folds fp8_per_token Q scales into the weights, as upstream's engines do: a scale s > 0

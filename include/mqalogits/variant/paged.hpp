@@ -1,6 +1,7 @@
-// Paged variant (decode): rows (b, j) of request b share its block table; column j is context
-// position j, read from page block_table[b][j / page_kv], slot j % page_kv; valid iff
-// j < context_lens[b][j'] and j < max_blocks * page_kv.
+// Paged variant (decode): rows (b, j) of request b share its block table (varlen: consecutive
+// rows with one index share identical block-table rows); column j is context position j, read
+// from page block_table[b][j / page_kv], slot j % page_kv; valid iff j < context_lens[b][j'] and
+// j < max_blocks * page_kv.
 #pragma once
 
 #include <algorithm>
@@ -18,10 +19,19 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
+class paged_mqa_schedule;
+namespace detail {
+inline paged_mqa_schedule make_paged_schedule(matrix_view<const std::int32_t> context_lens,
+                                              std::int32_t page_kv, int num_workers,
+                                              const std::span<const std::int32_t>* indices);
+}  // namespace detail
+
 // The work schedule of the paged kernel: the context of every request cut into units of
 // `keys_per_unit` positions, the units split into num_workers contiguous runs of (nearly) equal
 // size, so long and short contexts balance. Worker w runs units from start[w] to start[w + 1],
-// each a (request, unit) pair, as upstream's [num_sms + 1, 2] table. It must be regenerated when
+// each a (request, unit) pair, as upstream's [num_sms + 1, 2] table. A request is the next_n
+// rows of a block-table row, or (varlen, upstream's `indices`) a run of consecutive rows with
+// the same index; its rows share each key tile the kernel decodes. It must be regenerated when
 // the context lengths change: the kernel checks and rejects a stale schedule.
 class paged_mqa_schedule {
  public:
@@ -39,17 +49,26 @@ class paged_mqa_schedule {
     if (this == &o) return *this;
     lens_ = std::move(o.lens_);
     start_ = std::move(o.start_);
+    request_begin_ = std::move(o.request_begin_);
+    indices_ = std::move(o.indices_);
     o.lens_.clear();
     o.start_.clear();
+    o.request_begin_.clear();
+    o.indices_.clear();
     next_n_ = std::exchange(o.next_n_, 0);
     page_kv_ = std::exchange(o.page_kv_, 0);
     keys_per_unit_ = std::exchange(o.keys_per_unit_, 0);
     total_units_ = std::exchange(o.total_units_, 0);
+    varlen_ = std::exchange(o.varlen_, false);
     return *this;
   }
 
   int num_workers() const { return static_cast<int>(start_.size()) - 1; }
-  std::int64_t num_requests() const { return next_n_ ? rows() / next_n_ : 0; }
+  std::int64_t num_requests() const {
+    return request_begin_.empty() ? 0 : static_cast<std::int64_t>(request_begin_.size()) - 1;
+  }
+  // Query rows the schedule was made for (B * next_n).
+  std::int64_t num_rows() const { return static_cast<std::int64_t>(lens_.size()); }
   std::int64_t next_n() const { return next_n_; }
   std::int32_t page_kv() const { return page_kv_; }
   std::int64_t keys_per_unit() const { return keys_per_unit_; }
@@ -59,41 +78,82 @@ class paged_mqa_schedule {
   }
   const std::vector<position>& start() const { return start_; }
   const std::vector<std::int32_t>& context_lens() const { return lens_; }
+  // Varlen: made with `indices` (one entry per row; empty otherwise).
+  bool varlen() const { return varlen_; }
+  const std::vector<std::int32_t>& indices() const { return indices_; }
+  // The query rows of request b: [first, first + count).
+  std::int64_t request_first_row(std::int64_t b) const {
+    return request_begin_[static_cast<std::size_t>(b)];
+  }
+  std::int64_t request_rows(std::int64_t b) const {
+    return request_begin_[static_cast<std::size_t>(b) + 1] -
+           request_begin_[static_cast<std::size_t>(b)];
+  }
 
   // Positions the schedule covers for request b: the longest context among its rows.
   std::int64_t request_keys(std::int64_t b) const {
     std::int64_t k = 0;
-    for (std::int64_t j = 0; j < next_n_; ++j)
-      k = std::max<std::int64_t>(k, lens_[static_cast<std::size_t>(b * next_n_ + j)]);
+    for (std::int64_t r = request_first_row(b); r < request_first_row(b) + request_rows(b); ++r)
+      k = std::max<std::int64_t>(k, lens_[static_cast<std::size_t>(r)]);
     return k;
   }
 
-  friend paged_mqa_schedule get_paged_mqa_logits_metadata(
-      matrix_view<const std::int32_t> context_lens, std::int32_t page_kv, int num_workers);
+  friend paged_mqa_schedule detail::make_paged_schedule(matrix_view<const std::int32_t>,
+                                                        std::int32_t, int,
+                                                        const std::span<const std::int32_t>*);
 
  private:
-  std::int64_t rows() const { return static_cast<std::int64_t>(lens_.size()); }
-
   std::vector<std::int32_t> lens_;  // [B * next_n], the lengths this schedule was built for
+  std::vector<std::int64_t> request_begin_;  // [requests + 1]: first row of each request
+  std::vector<std::int32_t> indices_;        // varlen: the indices it was made with
   std::int64_t next_n_ = 0;
   std::int32_t page_kv_ = 0;
   std::int64_t keys_per_unit_ = 0;
   std::int64_t total_units_ = 0;
+  bool varlen_ = false;
   std::vector<position> start_;  // [num_workers + 1]
 };
 
 // The most runs a paged schedule may be cut into: far above any core count (upstream passes the
 // GPU's SM count, 132 on an H800), low enough that the schedule stays a few kilobytes.
 inline constexpr int max_paged_workers = 4096;
+// Page sizes of the paged kernel: every size from 1 (sglang on HIP) to 1024.
+inline constexpr std::int64_t max_page_kv = 1024;
 
 inline bool supported_page_kv(std::int64_t page_kv) {
-  return page_kv == 32 || page_kv == 64 || page_kv == 128 || page_kv == 256;
+  return page_kv >= 1 && page_kv <= max_page_kv;
 }
 
-// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1] is next_n = 1). num_workers: how many
-// runs to cut the work into, usually the executor's concurrency.
-inline paged_mqa_schedule get_paged_mqa_logits_metadata(
-    matrix_view<const std::int32_t> context_lens, std::int32_t page_kv, int num_workers) {
+namespace detail {
+
+// Upstream's varlen `indices`: rows with the same value are one request and must be consecutive
+// (a value that reappears after another one is an error).
+inline void check_varlen_indices(const char* where, std::span<const std::int32_t> indices,
+                                 std::int64_t rows) {
+  require(static_cast<std::int64_t>(indices.size()) == rows, where, [&](auto& m) {
+    m << "indices has " << indices.size() << " entries, expected " << rows
+      << " (one per query row)";
+  });
+  check_index_span(where, "indices", indices);
+  // (value, first row) of every run of equal values: a value with two runs is not consecutive.
+  std::vector<std::pair<std::int32_t, std::size_t>> runs;
+  for (std::size_t r = 0; r < indices.size(); ++r)
+    if (r == 0 || indices[r] != indices[r - 1]) runs.emplace_back(indices[r], r);
+  std::sort(runs.begin(), runs.end());
+  for (std::size_t i = 1; i < runs.size(); ++i)
+    require(runs[i].first != runs[i - 1].first, where, [&](auto& m) {
+      m << "indices[" << runs[i].second << "] = " << runs[i].first << " reappears after row "
+        << runs[i].second - 1 << " = " << indices[runs[i].second - 1]
+        << ": rows of one request must be consecutive";
+    });
+}
+
+}  // namespace detail
+
+// The schedule with or without varlen indices (null: every next_n rows are a request).
+inline paged_mqa_schedule detail::make_paged_schedule(
+    matrix_view<const std::int32_t> context_lens, std::int32_t page_kv, int num_workers,
+    const std::span<const std::int32_t>* indices) {
   constexpr const char* where = "get_paged_mqa_logits_metadata";
   using detail::require;
   require(context_lens.rows >= 0 && context_lens.cols >= 1, where, [&](auto& m) {
@@ -107,16 +167,24 @@ inline paged_mqa_schedule get_paged_mqa_logits_metadata(
   });
   detail::check_matrix_extent(where, "context_lens", context_lens);  // overflowing extents
   require(supported_page_kv(page_kv), where, [&](auto& m) {
-    m << "page_kv = " << page_kv << " is not supported (32, 64, 128 or 256)";
+    m << "page_kv = " << page_kv << " is not supported (1.." << max_page_kv << ")";
   });
   require(num_workers >= 1 && num_workers <= max_paged_workers, where, [&](auto& m) {
     m << "num_workers = " << num_workers << " must be in [1, " << max_paged_workers << "]";
   });
+  if (indices) {
+    require(context_lens.cols == 1, where, [&](auto& m) {
+      m << "indices needs next_n == 1 (context_lens [B, 1]), context_lens has " << context_lens.cols
+        << " columns";
+    });
+    detail::check_varlen_indices(where, *indices, context_lens.rows);
+  }
 
   paged_mqa_schedule s;
   s.next_n_ = context_lens.cols;
   s.page_kv_ = page_kv;
-  s.keys_per_unit_ = std::max<std::int64_t>(page_kv, 512);
+  // At least 512 keys (one decoded tile), a whole number of pages so a unit never splits one.
+  s.keys_per_unit_ = (std::int64_t{511} / page_kv + 1) * page_kv;
   s.lens_.reserve(static_cast<std::size_t>(context_lens.rows * context_lens.cols));
   for (std::int64_t b = 0; b < context_lens.rows; ++b)
     for (std::int64_t j = 0; j < context_lens.cols; ++j) {
@@ -125,8 +193,21 @@ inline paged_mqa_schedule get_paged_mqa_logits_metadata(
               [&](auto& m) { m << "context_lens[" << b << "][" << j << "] = " << len << " < 0"; });
       s.lens_.push_back(len);
     }
+  const std::int64_t rows = s.num_rows();
+  s.request_begin_.push_back(0);
+  if (indices) {
+    s.varlen_ = true;
+    s.indices_.assign(indices->begin(), indices->end());
+    for (std::int64_t r = 1; r < rows; ++r)
+      if (s.indices_[static_cast<std::size_t>(r)] != s.indices_[static_cast<std::size_t>(r - 1)])
+        s.request_begin_.push_back(r);
+    if (rows > 0) s.request_begin_.push_back(rows);
+  } else {
+    for (std::int64_t b = 1; b <= context_lens.rows; ++b)
+      s.request_begin_.push_back(b * context_lens.cols);
+  }
 
-  const std::int64_t B = context_lens.rows;
+  const std::int64_t B = s.num_requests();
   std::vector<std::int64_t> units(static_cast<std::size_t>(B));
   for (std::int64_t b = 0; b < B; ++b) {
     units[static_cast<std::size_t>(b)] = s.request_units(b);
@@ -147,10 +228,37 @@ inline paged_mqa_schedule get_paged_mqa_logits_metadata(
   return s;
 }
 
+// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1] is next_n = 1). num_workers: how many
+// runs to cut the work into, usually the executor's concurrency.
+inline paged_mqa_schedule get_paged_mqa_logits_metadata(
+    matrix_view<const std::int32_t> context_lens, std::int32_t page_kv, int num_workers) {
+  return detail::make_paged_schedule(context_lens, page_kv, num_workers, nullptr);
+}
+
+// Varlen (upstream's `indices`, next_n = 1): context_lens [B, 1], indices [B]; consecutive rows
+// with the same index are one request (their block-table rows must be identical, which the
+// kernel checks) and share every key tile the kernel decodes. Each row keeps its own length;
+// results equal those of the call without indices. A value may not reappear after another one.
+inline paged_mqa_schedule get_paged_mqa_logits_metadata(
+    matrix_view<const std::int32_t> context_lens, std::int32_t page_kv, int num_workers,
+    std::span<const std::int32_t> indices) {
+  return detail::make_paged_schedule(context_lens, page_kv, num_workers, &indices);
+}
+
+// Keys per indirect read of a paged cache: a page, or for pages over 256 keys the largest part of
+// one that divides it (a part of a page is contiguous too), so a chunk of reads fits on-chip.
+constexpr std::int64_t paged_gather_block(std::int64_t page_kv) {
+  for (std::int64_t d = std::min<std::int64_t>(page_kv, 256); d > 1; --d)
+    if (page_kv % d == 0) return d;
+  return 1;
+}
+
 template <class Format>
 class paged_plan {
  public:
-  // block_table: [B, max_blocks]; context_lens: [B, next_n]; q rows are (b, j) in order.
+  // block_table: [B, max_blocks]; context_lens: [B, next_n]; q rows are (b, j) in order. The
+  // groups are the schedule's requests: next_n rows of one block-table row, or (varlen) a run
+  // of rows whose block-table rows are identical, read through the run's first row.
   paged_plan(paged_cache_view<Format> cache, matrix_view<const std::int32_t> block_table,
              matrix_view<const std::int32_t> context_lens, std::int64_t max_context_len,
              const paged_mqa_schedule& schedule)
@@ -158,13 +266,17 @@ class paged_plan {
         table_(block_table),
         lens_(context_lens),
         cols_(max_context_len),
-        schedule_(&schedule) {}
+        schedule_(&schedule),
+        gather_block_(paged_gather_block(cache.page_kv)) {}
 
   std::int64_t num_rows() const { return lens_.rows * lens_.cols; }
   std::int64_t num_cols() const { return cols_; }
-  std::int64_t num_groups() const { return lens_.rows; }
+  std::int64_t num_groups() const { return schedule_->num_requests(); }
   std::int64_t next_n() const { return lens_.cols; }
-  row_span group_rows(std::int64_t b) const { return {b * next_n(), (b + 1) * next_n()}; }
+  row_span group_rows(std::int64_t g) const {
+    const std::int64_t first = schedule_->request_first_row(g);
+    return {first, first + schedule_->request_rows(g)};
+  }
 
   row_keys row(std::int64_t r) const {
     const std::int64_t len = lens_(r / next_n(), r % next_n());
@@ -172,48 +284,52 @@ class paged_plan {
     return {0, std::min({std::max<std::int64_t>(len, 0), capacity, cols_}), 0};
   }
   // Keys a request actually reads: the longest of its rows' ranges.
-  std::int64_t group_keys(std::int64_t b) const {
+  std::int64_t group_keys(std::int64_t g) const {
     std::int64_t k = 0;
-    for (std::int64_t r = group_rows(b).begin; r < group_rows(b).end; ++r)
+    for (std::int64_t r = group_rows(g).begin; r < group_rows(g).end; ++r)
       k = std::max(k, row(r).key_end);
     return k;
   }
-  std::int64_t page_of(std::int64_t b, std::int64_t k) const {
-    return table_(b, k / cache_.page_kv);
+  // The block-table row request g reads through.
+  std::int64_t table_row(std::int64_t g) const { return group_rows(g).begin / next_n(); }
+  std::int64_t page_of(std::int64_t g, std::int64_t k) const {
+    return table_(table_row(g), k / cache_.page_kv);
   }
-  key_ref key(std::int64_t b, std::int64_t k) const {
-    const std::int64_t page = page_of(b, k), slot = k % cache_.page_kv;
+  key_ref key(std::int64_t g, std::int64_t k) const {
+    const std::int64_t page = page_of(g, k), slot = k % cache_.page_kv;
     return {cache_.data(page, slot), cache_.scale(page, slot)};
   }
 
-  // One task per scheduled worker, running its run of (request, unit) pairs.
-  void fill_work(const tiling&, work_list& list) const {
+  // Per scheduled worker, one task: its run of (request, unit) pairs. A request of more than
+  // rows_per_item rows is cut into row blocks, each block's units back to back.
+  void fill_work(const tiling& t, work_list& list) const {
     list.clear();
     const auto& start = schedule_->start();
     const std::int64_t unit = schedule_->keys_per_unit();
+    const std::int64_t block_rows = std::max<std::int64_t>(t.rows_per_item, 1);
     for (int w = 0; w < schedule_->num_workers(); ++w) {
-      auto [b, u] = start[static_cast<std::size_t>(w)];
+      const auto begin = start[static_cast<std::size_t>(w)];
       const auto end = start[static_cast<std::size_t>(w) + 1];
-      while (b < end.request || (b == end.request && u < end.unit)) {
-        if (u >= schedule_->request_units(b)) {  // past this request's units: next request
-          ++b;
-          u = 0;
-          continue;
-        }
-        const std::int64_t k0 = u * unit, k1 = std::min(group_keys(b), k0 + unit);
-        if (k0 >= k1) {  // the rest of the request's units lie past its keys (capacity, columns):
-          u = schedule_->request_units(b);  // skip them at once, not one by one (a length of
-          continue;                         // INT32_MAX is 4M units)
-        }
-        list.items.push_back({b, group_rows(b).begin, group_rows(b).end, k0, k1});
-        ++u;
+      for (std::int64_t b = begin.request; b <= end.request && b < num_groups(); ++b) {
+        const std::int64_t u0 = b == begin.request ? begin.unit : 0;
+        // Units past the request's keys (capacity, columns) are skipped at once, not one by one
+        // (a length of INT32_MAX is 4M units).
+        const std::int64_t keys = group_keys(b);
+        const std::int64_t u1 = std::min(b == end.request ? end.unit : schedule_->request_units(b),
+                                         (keys + unit - 1) / unit);
+        if (u0 >= u1) continue;
+        const row_span rows = group_rows(b);
+        for (std::int64_t r0 = rows.begin; r0 < rows.end; r0 += block_rows)
+          for (std::int64_t u = u0; u < u1; ++u)
+            list.items.push_back({b, r0, std::min(rows.end, r0 + block_rows), u * unit,
+                                  std::min(keys, (u + 1) * unit)});
       }
       list.close_task();
     }
   }
 
   static constexpr bool prefill = false;
-  std::int64_t gather_block() const { return cache_.page_kv; }  // one page per indirect read
+  std::int64_t gather_block() const { return gather_block_; }
 
   const paged_cache_view<Format>& cache() const { return cache_; }
 
@@ -223,6 +339,7 @@ class paged_plan {
   matrix_view<const std::int32_t> lens_;
   std::int64_t cols_;
   const paged_mqa_schedule* schedule_;
+  std::int64_t gather_block_;
 };
 
 MQALOGITS_NAMESPACE_END

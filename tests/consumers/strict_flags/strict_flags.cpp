@@ -2,7 +2,7 @@
 // compiles with strict warnings (-Wall -Wextra -Wpedantic -Wshadow -Wconversion
 // -Wsign-conversion -Wold-style-cast -Wdouble-promotion -Werror) and takes the headers with a
 // plain -I: the four kernels and the two legacy names x {MXFP8, MXFP4, FP8 per-token} x
-// {float, bf16} weights x {float, bf16} logits on the host backend and the three NeuronCore
+// {float, bf16, fp16} weights x {float, bf16} logits on the host backend and the three NeuronCore
 // generations, the metadata functions, the quantizers, the paged-cache writes, the thread pool,
 // and (when Eigen is found) the Eigen interop. Compiled only, never run.
 #include <cstdint>
@@ -29,6 +29,8 @@ void kernels(const ml::rows_view<Format>& q, const ml::rows_view<Format>& kv,
   ml::fp8_fp4_mqa_logits(Backend{}, q, kv, w, ks, ke, 0, out, opt);
   const auto schedule = ml::get_paged_mqa_logits_metadata(lens, cache.page_kv, 2);
   ml::fp8_fp4_paged_mqa_logits(Backend{}, q, cache, w, lens, table, schedule, 64, out, opt);
+  const auto varlen = ml::get_paged_mqa_logits_metadata(lens, cache.page_kv, 2, ks);
+  ml::fp8_fp4_paged_mqa_logits(Backend{}, q, cache, w, lens, table, varlen, 64, out, ks, opt);
   const auto meta = ml::get_sparse_mqa_logits_metadata(ks, ke, kv.rows, idx, 16);
   ml::fp8_fp4_sparse_mqa_logits(Backend{}, q, kv, w, meta, out, opt);
   const auto pmeta = ml::get_paged_sparse_mqa_logits_metadata(ks, table, cache.page_kv, idx, 16);
@@ -51,6 +53,7 @@ void kernels(const ml::rows_view<Format>& q, const ml::rows_view<Format>& kv,
   if constexpr (std::is_same_v<Format, ml::fp8_per_token> && std::is_same_v<O, float>) {
     ml::fp8_mqa_logits(Backend{}, q, kv, w, ks, ke, true, 0, out, opt);
     ml::fp8_paged_mqa_logits(Backend{}, q, cache, w, lens, table, schedule, 64, false, out, opt);
+    ml::fp8_paged_mqa_logits(Backend{}, q, cache, w, lens, table, varlen, 64, false, out, ks, opt);
   }
 }
 
@@ -69,6 +72,9 @@ void every_type(const std::uint8_t* bytes, ml::thread_pool& pool) {
   kernels<Backend>(rows, rows, cache, wf, ob.view(), ks, ke, lens, table, idx, pool);
   kernels<Backend>(rows, rows, cache, wb, of.view(), ks, ke, lens, table, idx, pool);
   kernels<Backend>(rows, rows, cache, wb, ob.view(), ks, ke, lens, table, idx, pool);
+  const ml::matrix_view<const ml::fp16> wh(reinterpret_cast<const ml::fp16*>(bytes), 4, 16);
+  kernels<Backend>(rows, rows, cache, wh, of.view(), ks, ke, lens, table, idx, pool);
+  kernels<Backend>(rows, rows, cache, wh, ob.view(), ks, ke, lens, table, idx, pool);
 }
 
 template <class Backend>
@@ -93,6 +99,15 @@ void quantizers(std::vector<T>& x, std::uint8_t* bytes) {
   ml::store_into_pages(ml::matrix_view<const T>(x.data(), 1, 128),
                        std::span<const std::int64_t>(slots64), cache);
   ml::store_into_pages(q.view(), std::span<const std::int64_t>(slots64), cache);
+  if constexpr (std::is_same_v<Format, ml::fp8_per_token>) {
+    const auto vllm = ml::vllm_indexer_k_scaling(true);
+    const auto qv = ml::quantize_rows<Format>(std::span<const T>(x), vllm);
+    ml::quantize_rows_into<Format>(ml::matrix_view<const T>(x.data(), 1, 128), bytes, bytes + 256,
+                                   Format::data_bytes, Format::scale_bytes, vllm);
+    ml::store_into_pages(ml::matrix_view<const T>(x.data(), 1, 128),
+                         std::span<const std::int64_t>(slots64), cache, vllm);
+    (void)qv;
+  }
   (void)qm;
 }
 
