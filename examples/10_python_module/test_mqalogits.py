@@ -684,6 +684,52 @@ class TopK(Checks):
             ml.fp8_fp4_mqa_logits(q, kv, w[:2], ks, ke, topk=4)
 
 
+class ReadmeSnippet(Checks):
+    """README.md's ```python block (section "Python"), run as written. Its first call is the
+    dense kernel ([S, H, 128] q) and the rest decode ([B, next_n, H, 128] q), under the same names,
+    so it runs in two parts, each over inputs of its own shape."""
+
+    def test_readme_python_block(self):
+        readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+        with open(readme, encoding="utf-8") as f:
+            text = f.read()
+        section = text[text.index("\n## Python\n"):]
+        block = section[section.index("```python\n") + 10:]
+        block = block[:block.index("```")]
+        split = block.index("\nmeta = ")
+        dense_part, paged_part = block[:split + 1], "import mqalogits as dg\n" + block[split + 1:]
+
+        S, H, N = 4, 16, 200
+        (q, q_sf), qd = make_q((S, H), "mxfp8")
+        (kv, kv_sf), kd = make_kv(N, "mxfp8")
+        weights = rand_weights(S, H, False)
+        ks = np.zeros(S, np.int32)
+        ke = np.array([50, 120, 200, 7], np.int32)
+        env = dict(q=q, q_sf=q_sf, kv=kv, kv_sf=kv_sf, weights=weights, ks=ks, ke=ke)
+        exec(dense_part, env)
+        self.assert_logits(env["logits"], *ref_dense(qd, kd, weights_f64(weights), ks, ke, 0))
+
+        B, next_n, block_kv, blocks, max_blocks = 2, 1, 64, 6, 4
+        cache, _ = make_cache(blocks, block_kv, "mxfp8")
+        context_lens = np.array([[130], [256]], np.int32)
+        block_table = RNG.integers(0, blocks, (B, max_blocks)).astype(np.int32)
+        (q, q_sf), qd = make_q((B, next_n, H), "mxfp8")
+        weights = rand_weights(B * next_n, H, False)
+        max_context_len = max_blocks * block_kv
+        env = dict(q=q, q_sf=q_sf, kv_cache=cache, weights=weights, context_lens=context_lens,
+                   block_table=block_table, max_context_len=max_context_len)
+        exec(paged_part, env)
+        exact, mag = ref_paged(qd.reshape(B * next_n, H, D),
+                               cache_keys(cache, False, True), weights_f64(weights),
+                               context_lens, block_table, max_context_len)
+        self.assert_logits(env["logits"], exact, mag, clean=False)
+        pos, _ = expected_topk(np.where(np.isneginf(exact), -np.inf, env["logits"]),
+                               ~np.isneginf(exact), 2048)
+        slots = np.where(pos < 0, -1, block_table[np.arange(B)[:, None], np.maximum(pos, 0) //
+                                                  block_kv] * block_kv + pos % block_kv)
+        np.testing.assert_array_equal(env["slots"], slots)
+
+
 class BadInput(unittest.TestCase):
     def setUp(self):
         self.S, self.H, self.N = 3, 4, 64
