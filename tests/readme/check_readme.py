@@ -51,6 +51,19 @@ def read_blocks(path):
     return blocks
 
 
+def tail(out, lines=40):
+    """The end of a command's output, where its error is."""
+    out = out.rstrip("\n").split("\n")
+    return "\n".join((["  ..."] if len(out) > lines else []) + out[-lines:])
+
+
+def warning_of(out):
+    """The CMake warning in a command's output, with the lines that say what it is about."""
+    lines = out.split("\n")
+    first = next(i for i, l in enumerate(lines) if re.search(r"CMake (Warning|Deprecation)", l))
+    return "\n".join(lines[first:first + 12])
+
+
 def slug(heading):
     """'Top-k (the indexer's selection, fused)' -> 'top_k'."""
     return re.sub(r"[^a-z0-9]+", "_", heading.split(" (")[0].lower()).strip("_")
@@ -161,10 +174,10 @@ class Check:
             text = text.replace(old, new)
         rc, out = self.run(text, cwd, shell=True)
         if rc:
-            self.fail(line, f"{what} failed ({rc}):\n{text}\n{out}")
+            self.fail(line, f"{what} failed ({rc}):\n{text}\n{tail(out)}")
             return None
-        if re.search(r"CMake (Warning|Deprecation)|not used by the project", out):
-            self.fail(line, f"{what} printed a CMake warning:\n{out}")
+        if re.search(r"CMake (Warning|Deprecation)", out):
+            self.fail(line, f"{what} printed a CMake warning:\n{warning_of(out)}")
         self.report.append(f"line {line}: {what}: ran" +
                            (" (with " + ", ".join(f"{o} -> {n}" for o, n in subst) + ")"
                             if subst else ""))
@@ -185,10 +198,10 @@ class Check:
         rc, out = self.run([self.args.cmake, "-S", project, "-B", os.path.join(project, "build"),
                             *args], project)
         if rc:
-            self.fail(line, f"{what}: configuring it failed:\n{out}")
+            self.fail(line, f"{what}: configuring it failed:\n{tail(out)}")
             return False
         if re.search(r"CMake (Warning|Deprecation)", out):
-            self.fail(line, f"{what}: configuring it printed a CMake warning:\n{out}")
+            self.fail(line, f"{what}: configuring it printed a CMake warning:\n{warning_of(out)}")
             return False
         self.report.append(f"line {line}: {what}: configured (build and run: see below)")
         return True
@@ -362,7 +375,8 @@ def main():
         elif lang not in ("cpp", "sh", "cmake"):
             c.fail(line, f"a ```{lang} block: no check knows this language")
 
-    print("\n".join(c.report))
+    by_line = lambda r: int(re.match(r"line (\d+)", r).group(1)) if r.startswith("line ") else 0
+    print("\n".join(sorted(c.report, key=by_line)))
     for n in c.not_checked:
         print("NOT CHECKED in this build:", n)
     if c.failures:
