@@ -39,6 +39,15 @@ enum class paged_sparse_protocol {
   snapshot,  // the first call gathers the selected keys, later calls reuse them
 };
 
+class paged_sparse_mqa_metadata;
+namespace detail {
+template <index_value I>
+paged_sparse_mqa_metadata make_paged_sparse_metadata(std::span<const I>, matrix_view<const I>,
+                                                     std::span<const I>, std::int32_t,
+                                                     matrix_view<const I>, std::int64_t,
+                                                     paged_sparse_protocol);
+}  // namespace detail
+
 class paged_sparse_mqa_metadata {
  public:
   std::int64_t num_rows() const { return f_->rows; }
@@ -73,14 +82,14 @@ class paged_sparse_mqa_metadata {
   std::int64_t block_table_slot(std::int64_t r, std::int64_t b) const {
     return f_->idx[static_cast<std::size_t>(r * f_->cap + b)] * f_->block / f_->page_kv;
   }
-  std::int32_t block_page(std::int64_t r, std::int64_t b) const {
+  std::int64_t block_page(std::int64_t r, std::int64_t b) const {
     return f_->block_page[static_cast<std::size_t>(r * f_->cap + b)];
   }
 
   // Bytes the metadata keeps besides the snapshot: its copies of the lengths, of the selection
   // and of one block-table entry per selected block (never the caller's whole table).
   std::size_t metadata_bytes() const {
-    return (f_->lens.size() + f_->block_page.size() + f_->idx.size()) * sizeof(std::int32_t);
+    return (f_->lens.size() + f_->block_page.size() + f_->idx.size()) * sizeof(std::int64_t);
   }
 
   // Checks that `cache` has the geometry the metadata was made for: its page_kv, and a page for
@@ -132,9 +141,10 @@ class paged_sparse_mqa_metadata {
     return s.valid[slot] ? s.bytes.data() + slot * s.token_bytes : nullptr;
   }
 
-  friend paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
-      std::span<const std::int32_t>, matrix_view<const std::int32_t>, std::span<const std::int32_t>,
-      std::int32_t, matrix_view<const std::int32_t>, std::int64_t, paged_sparse_protocol);
+  template <index_value I>
+  friend paged_sparse_mqa_metadata detail::make_paged_sparse_metadata(
+      std::span<const I>, matrix_view<const I>, std::span<const I>, std::int32_t,
+      matrix_view<const I>, std::int64_t, paged_sparse_protocol);
 
  private:
   struct snapshot {
@@ -147,8 +157,7 @@ class paged_sparse_mqa_metadata {
     std::vector<std::uint8_t> bytes;       // [used blocks * sparse_block_kv, token_bytes]
   };
   struct page_entry {  // a block-table entry the selection reads; row -1: none
-    std::int64_t row = -1, slot = 0;
-    std::int32_t page = 0;
+    std::int64_t row = -1, slot = 0, page = 0;
   };
 
   template <class Format>
@@ -188,11 +197,11 @@ class paged_sparse_mqa_metadata {
     std::int64_t rows = 0, cap = 0, block = 0, max_blocks = 0;
     std::int32_t page_kv = 0;
     paged_sparse_protocol protocol = paged_sparse_protocol::reread;
-    std::vector<std::int32_t> lens;
-    std::vector<std::int32_t> block_page;  // [rows, cap] the page of each used block, else 0
-    std::vector<std::int32_t> idx;
-    page_entry lowest, highest;      // the smallest and largest page the selection reads
-    std::unique_ptr<snapshot> snap;  // snapshot protocol only
+    std::vector<std::int64_t> lens;        // bounded (see detail::bounded)
+    std::vector<std::int64_t> block_page;  // [rows, cap] the page of each used block, else 0
+    std::vector<std::int64_t> idx;         // bounded (see detail::bounded_block)
+    page_entry lowest, highest;            // the smallest and largest page the selection reads
+    std::unique_ptr<snapshot> snap;        // snapshot protocol only
   };
   reset_on_move<fields> f_;  // a moved-from metadata is empty: the kernel rejects it
 };
@@ -200,15 +209,16 @@ class paged_sparse_mqa_metadata {
 namespace detail {
 // DeepGEMM's `indices` groups the query rows of one request: rows with the same value must be
 // consecutive and have identical block-table rows. Results never depend on it.
-inline void check_request_indices(const char* where, std::span<const std::int32_t> indices,
-                                  matrix_view<const std::int32_t> block_table) {
+template <index_value I>
+void check_request_indices(const char* where, std::span<const I> indices,
+                           matrix_view<const I> block_table) {
   if (indices.empty()) return;  // every row its own request
   require(static_cast<std::int64_t>(indices.size()) == block_table.rows, where, [&](auto& m) {
     m << "indices has " << indices.size() << " entries, expected one per query row ("
       << block_table.rows << ")";
   });
   check_index_span(where, "indices", indices);
-  std::vector<std::int32_t> closed;  // requests whose rows have ended
+  std::vector<I> closed;  // requests whose rows have ended
   for (std::size_t r = 1; r <= indices.size(); ++r) {
     if (r < indices.size() && indices[r] == indices[r - 1]) {
       const auto row = static_cast<std::int64_t>(r);
@@ -232,17 +242,14 @@ inline void check_request_indices(const char* where, std::span<const std::int32_
 }
 }  // namespace detail
 
-// context_lens: [num_q]; block_table: [num_q, max_blocks]; indices: [num_q] the request of each
-// row (DeepGEMM's varlen grouping; empty: every row its own request); page_kv: a positive
-// multiple of sparse_block_kv (8 or 16); sparse_kv_block_indices: [num_q, cap] (-1 pads).
-inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
-    std::span<const std::int32_t> context_lens, matrix_view<const std::int32_t> block_table,
-    std::span<const std::int32_t> indices, std::int32_t page_kv,
-    matrix_view<const std::int32_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
-    paged_sparse_protocol protocol = paged_sparse_protocol::reread) {
+namespace detail {
+template <index_value I>
+paged_sparse_mqa_metadata make_paged_sparse_metadata(
+    std::span<const I> context_lens, matrix_view<const I> block_table, std::span<const I> indices,
+    std::int32_t page_kv, matrix_view<const I> sparse_kv_block_indices,
+    std::int64_t sparse_block_kv, paged_sparse_protocol protocol) {
   constexpr const char* where = "get_paged_sparse_mqa_logits_metadata";
-  using detail::require;
-  detail::check_sparse_indices(where, sparse_kv_block_indices, sparse_block_kv);
+  check_sparse_indices(where, sparse_kv_block_indices, sparse_block_kv);
   require(page_kv > 0 && page_kv % sparse_block_kv == 0, where, [&](auto& m) {
     m << "page_kv = " << page_kv
       << " must be a positive multiple of sparse_block_kv = " << sparse_block_kv;
@@ -263,12 +270,12 @@ inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
   require(block_table.stride >= block_table.cols, where, [&](auto& m) {
     m << "block_table stride " << block_table.stride << " < cols " << block_table.cols;
   });
-  detail::check_matrix_extent(where, "block_table", block_table);  // overflowing extents
-  detail::check_index_span(where, "context_lens", context_lens);
+  check_matrix_extent(where, "block_table", block_table);  // overflowing extents
+  check_index_span(where, "context_lens", context_lens);
   for (std::size_t r = 0; r < context_lens.size(); ++r)
     require(context_lens[r] >= 0, where,
             [&](auto& m) { m << "context_lens[" << r << "] = " << context_lens[r] << " < 0"; });
-  detail::check_request_indices(where, indices, block_table);
+  check_request_indices(where, indices, block_table);
 
   paged_sparse_mqa_metadata meta;
   auto& f = *meta.f_;
@@ -278,15 +285,16 @@ inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
   f.page_kv = page_kv;
   f.max_blocks = block_table.cols;
   f.protocol = protocol;
-  f.lens.assign(context_lens.begin(), context_lens.end());
-  f.idx = detail::copy_rows(sparse_kv_block_indices);
+  for (const I len : context_lens) f.lens.push_back(bounded(len));
+  f.idx = copy_rows(sparse_kv_block_indices,
+                    [&](std::int64_t v) { return bounded_block(v, sparse_block_kv); });
   // Only the block-table entries the selection reads: one per used block, not the whole table.
   f.block_page.assign(f.idx.size(), 0);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t b = 0; b < meta.num_blocks(r); ++b) {
       if (!meta.block_used(r, b)) continue;
       const std::int64_t slot = meta.block_table_slot(r, b);
-      const std::int32_t page = block_table(r, slot);
+      const std::int64_t page = block_table(r, slot);
       f.block_page[static_cast<std::size_t>(r * cap + b)] = page;
       if (f.lowest.row < 0 || page < f.lowest.page) f.lowest = {r, slot, page};
       if (f.highest.row < 0 || page > f.highest.page) f.highest = {r, slot, page};
@@ -296,13 +304,45 @@ inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
   return meta;
 }
 
+}  // namespace detail
+
+// context_lens: [num_q]; block_table: [num_q, max_blocks]; indices: [num_q] the request of each
+// row (DeepGEMM's varlen grouping; empty: every row its own request); page_kv: a positive
+// multiple of sparse_block_kv (8 or 16); sparse_kv_block_indices: [num_q, cap] (-1 pads). Index
+// arrays all int32 (as DeepGEMM takes them) or all int64; the metadata keeps its own copy.
+inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
+    std::span<const std::int32_t> context_lens, matrix_view<const std::int32_t> block_table,
+    std::span<const std::int32_t> indices, std::int32_t page_kv,
+    matrix_view<const std::int32_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
+    paged_sparse_protocol protocol = paged_sparse_protocol::reread) {
+  return detail::make_paged_sparse_metadata(context_lens, block_table, indices, page_kv,
+                                            sparse_kv_block_indices, sparse_block_kv, protocol);
+}
+inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
+    std::span<const std::int64_t> context_lens, matrix_view<const std::int64_t> block_table,
+    std::span<const std::int64_t> indices, std::int32_t page_kv,
+    matrix_view<const std::int64_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
+    paged_sparse_protocol protocol = paged_sparse_protocol::reread) {
+  return detail::make_paged_sparse_metadata(context_lens, block_table, indices, page_kv,
+                                            sparse_kv_block_indices, sparse_block_kv, protocol);
+}
+
 // The same, every query row its own request.
 inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
     std::span<const std::int32_t> context_lens, matrix_view<const std::int32_t> block_table,
     std::int32_t page_kv, matrix_view<const std::int32_t> sparse_kv_block_indices,
     std::int64_t sparse_block_kv, paged_sparse_protocol protocol = paged_sparse_protocol::reread) {
-  return get_paged_sparse_mqa_logits_metadata(context_lens, block_table, {}, page_kv,
-                                              sparse_kv_block_indices, sparse_block_kv, protocol);
+  return detail::make_paged_sparse_metadata(context_lens, block_table,
+                                            std::span<const std::int32_t>(), page_kv,
+                                            sparse_kv_block_indices, sparse_block_kv, protocol);
+}
+inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
+    std::span<const std::int64_t> context_lens, matrix_view<const std::int64_t> block_table,
+    std::int32_t page_kv, matrix_view<const std::int64_t> sparse_kv_block_indices,
+    std::int64_t sparse_block_kv, paged_sparse_protocol protocol = paged_sparse_protocol::reread) {
+  return detail::make_paged_sparse_metadata(context_lens, block_table,
+                                            std::span<const std::int64_t>(), page_kv,
+                                            sparse_kv_block_indices, sparse_block_kv, protocol);
 }
 
 // Reads the current bytes of the cache (the reread protocol).
@@ -315,8 +355,8 @@ class paged_sparse_plan : public detail::selected_blocks_plan<paged_sparse_mqa_m
   key_ref key(std::int64_t r, std::int64_t k) const {
     const std::int64_t p = meta_->position(r, k);
     if (p < 0) return {};
-    const std::int32_t page = meta_->block_page(r, k / meta_->sparse_block_kv());
-    const auto slot = static_cast<std::int32_t>(p % meta_->page_kv());
+    const std::int64_t page = meta_->block_page(r, k / meta_->sparse_block_kv());
+    const std::int64_t slot = p % meta_->page_kv();
     return {cache_.data(page, slot), cache_.scale(page, slot)};
   }
 

@@ -13,6 +13,7 @@
 
 #include "../config.hpp"
 #include "../error.hpp"
+#include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
 #include "metadata_checks.hpp"
@@ -37,8 +38,9 @@ constexpr std::int64_t selected_blocks(std::int64_t length, std::int64_t block, 
   return std::min(cap, (std::max<std::int64_t>(length, 0) + block - 1) / block);
 }
 
-inline void check_sparse_indices(const char* where, matrix_view<const std::int32_t> idx,
-                                 std::int64_t sparse_block_kv) {
+template <index_value I>
+void check_sparse_indices(const char* where, matrix_view<const I> idx,
+                          std::int64_t sparse_block_kv) {
   using detail::require;
   require(idx.rows >= 0 && idx.cols >= 1 && idx.cols <= max_sparse_capacity, where, [&](auto& m) {
     m << "sparse_kv_block_indices capacity " << idx.cols << " is out of range [1, "
@@ -55,11 +57,32 @@ inline void check_sparse_indices(const char* where, matrix_view<const std::int32
   });
 }
 
-inline std::vector<std::int32_t> copy_rows(matrix_view<const std::int32_t> m) {
-  std::vector<std::int32_t> out;
+// Index values are kept as int64, bounded to +-2^61 so that no position arithmetic on them can
+// overflow: every bound that can select anything lies inside (the metadata functions reject
+// larger token counts), and a clamped ks keeps its remainder modulo the block size.
+inline constexpr std::int64_t index_bound = std::int64_t{1} << 61;
+constexpr std::int64_t bounded(std::int64_t v) {
+  return std::clamp(v, -index_bound, index_bound);
+}
+constexpr std::int64_t bounded_start(std::int64_t ks, std::int64_t block) {
+  if (ks < -index_bound) return -index_bound + floor_mod(ks, block);
+  if (ks > index_bound) return index_bound + floor_mod(ks, block);
+  return ks;
+}
+
+// A copy of the rows of m, each entry through `bound`.
+template <index_value I, class Bound>
+std::vector<std::int64_t> copy_rows(matrix_view<const I> m, Bound bound) {
+  std::vector<std::int64_t> out;
   out.reserve(static_cast<std::size_t>(m.rows * m.cols));
-  for (std::int64_t r = 0; r < m.rows; ++r) out.insert(out.end(), m.row(r), m.row(r) + m.cols);
+  for (std::int64_t r = 0; r < m.rows; ++r)
+    for (std::int64_t c = 0; c < m.cols; ++c) out.push_back(bound(std::int64_t{m(r, c)}));
   return out;
+}
+// A selected block index: -1 for any negative one, and no larger than a block that ends past
+// every bound (still masked, its positions computed without overflow).
+inline std::int64_t bounded_block(std::int64_t idx, std::int64_t block) {
+  return idx < 0 ? -1 : std::min(idx, index_bound / block);
 }
 }  // namespace detail
 
@@ -73,7 +96,7 @@ class sparse_mqa_metadata {
   std::int64_t num_kv_tokens() const { return f_->num_kv; }
   bool use_unaligned_ks() const { return f_->unaligned; }
   std::int64_t num_cols() const { return f_->cap * f_->block; }
-  std::int32_t ks(std::int64_t r) const { return f_->ks[static_cast<std::size_t>(r)]; }
+  std::int64_t ks(std::int64_t r) const { return f_->ks[static_cast<std::size_t>(r)]; }
   std::int64_t ke(std::int64_t r) const {  // clamped to N
     return std::min<std::int64_t>(f_->ke[static_cast<std::size_t>(r)], f_->num_kv);
   }
@@ -84,7 +107,7 @@ class sparse_mqa_metadata {
     if (e <= s) return 0;
     return std::min(f_->cap, -detail::floor_div(-e, B) - detail::floor_div(s, B));
   }
-  std::int32_t block(std::int64_t r, std::int64_t b) const {
+  std::int64_t block(std::int64_t r, std::int64_t b) const {
     return f_->idx[static_cast<std::size_t>(r * f_->cap + b)];
   }
   // The token column k of row r reads, or -1 when the column is masked.
@@ -101,26 +124,35 @@ class sparse_mqa_metadata {
                                                             std::int64_t,
                                                             matrix_view<const std::int32_t>,
                                                             std::int64_t, bool);
+  friend sparse_mqa_metadata get_sparse_mqa_logits_metadata(std::span<const std::int64_t>,
+                                                            std::span<const std::int64_t>,
+                                                            std::int64_t,
+                                                            matrix_view<const std::int64_t>,
+                                                            std::int64_t, bool);
 
  private:
   struct fields {
     std::int64_t rows = 0, cap = 0, block = 0, num_kv = 0;
     bool unaligned = false;
-    std::vector<std::int32_t> ks, ke, idx;
+    std::vector<std::int64_t> ks, ke, idx;
   };
   reset_on_move<fields> f_;  // a moved-from metadata is empty: the kernel rejects it
+
+  template <index_value I>
+  static sparse_mqa_metadata make(std::span<const I> ks, std::span<const I> ke,
+                                  std::int64_t num_kv_tokens, matrix_view<const I> indices,
+                                  std::int64_t sparse_block_kv, bool use_unaligned_ks);
 };
 
-// ks, ke: [num_q]; sparse_kv_block_indices: [num_q, cap] (-1 pads); sparse_block_kv: 8 or 16.
-// use_unaligned_ks picks the column mapping (false: DeepGEMM's default; true: DeepGEMM-Ascend's).
-inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
-    std::span<const std::int32_t> ks, std::span<const std::int32_t> ke, std::int64_t num_kv_tokens,
-    matrix_view<const std::int32_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
-    bool use_unaligned_ks = false) {
+template <index_value I>
+sparse_mqa_metadata sparse_mqa_metadata::make(std::span<const I> ks, std::span<const I> ke,
+                                              std::int64_t num_kv_tokens,
+                                              matrix_view<const I> indices,
+                                              std::int64_t sparse_block_kv, bool use_unaligned_ks) {
   constexpr const char* where = "get_sparse_mqa_logits_metadata";
   using detail::require;
-  detail::check_sparse_indices(where, sparse_kv_block_indices, sparse_block_kv);
-  const auto rows = sparse_kv_block_indices.rows;
+  detail::check_sparse_indices(where, indices, sparse_block_kv);
+  const auto rows = indices.rows;
   require(static_cast<std::int64_t>(ks.size()) == rows, where, [&](auto& m) {
     m << "ks has " << ks.size() << " entries, sparse_kv_block_indices has " << rows << " rows";
   });
@@ -129,19 +161,38 @@ inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
   });
   detail::check_index_span(where, "ks", ks);
   detail::check_index_span(where, "ke", ke);
-  require(num_kv_tokens > 0, where,
-          [&](auto& m) { m << "num_kv_tokens = " << num_kv_tokens << " must be > 0"; });
+  require(num_kv_tokens > 0 && num_kv_tokens <= detail::index_bound, where,
+          [&](auto& m) { m << "num_kv_tokens = " << num_kv_tokens << " must be in [1, 2^61]"; });
   sparse_mqa_metadata meta;
   auto& f = *meta.f_;
   f.rows = rows;
-  f.cap = sparse_kv_block_indices.cols;
+  f.cap = indices.cols;
   f.block = sparse_block_kv;
   f.num_kv = num_kv_tokens;
   f.unaligned = use_unaligned_ks;
-  f.ks.assign(ks.begin(), ks.end());
-  f.ke.assign(ke.begin(), ke.end());
-  f.idx = detail::copy_rows(sparse_kv_block_indices);
+  for (const I v : ks) f.ks.push_back(detail::bounded_start(v, sparse_block_kv));
+  for (const I v : ke) f.ke.push_back(detail::bounded(v));
+  f.idx = detail::copy_rows(
+      indices, [&](std::int64_t v) { return detail::bounded_block(v, sparse_block_kv); });
   return meta;
+}
+
+// ks, ke: [num_q]; sparse_kv_block_indices: [num_q, cap] (-1 pads); sparse_block_kv: 8 or 16;
+// all int32 (as DeepGEMM takes them) or all int64. use_unaligned_ks picks the column mapping
+// (false: DeepGEMM's default; true: DeepGEMM-Ascend's). The metadata keeps its own copy.
+inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
+    std::span<const std::int32_t> ks, std::span<const std::int32_t> ke, std::int64_t num_kv_tokens,
+    matrix_view<const std::int32_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
+    bool use_unaligned_ks = false) {
+  return sparse_mqa_metadata::make(ks, ke, num_kv_tokens, sparse_kv_block_indices, sparse_block_kv,
+                                   use_unaligned_ks);
+}
+inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
+    std::span<const std::int64_t> ks, std::span<const std::int64_t> ke, std::int64_t num_kv_tokens,
+    matrix_view<const std::int64_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
+    bool use_unaligned_ks = false) {
+  return sparse_mqa_metadata::make(ks, ke, num_kv_tokens, sparse_kv_block_indices, sparse_block_kv,
+                                   use_unaligned_ks);
 }
 
 namespace detail {
