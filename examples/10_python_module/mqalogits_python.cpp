@@ -481,6 +481,19 @@ void check_indices(const char* where, std::span<const i32> idx, i64 rows,
 
 // ---- the API ----
 
+// A get_mqa_logits_metadata result passed to the dense kernel must describe the call.
+void check_dense_schedule(const char* where, const py::object& schedule_meta, const q_input& qi,
+                          const kv_input& ki, std::span<const i32> ks, std::span<const i32> ke) {
+  if (schedule_meta.is_none()) return;
+  const auto& m = schedule_meta.cast<const mqa_logits_metadata&>();
+  if (!std::equal(ks.begin(), ks.end(), m.ks.begin(), m.ks.end()) ||
+      !std::equal(ke.begin(), ke.end(), m.ke.begin(), m.ke.end()) || m.num_kv_tokens != ki.rows ||
+      (qi.dims.size() == 2 && m.num_heads != qi.dims[1]))
+    fail(where,
+         "schedule_meta was made for other cu_seq_len_k_start / cu_seq_len_k_end / "
+         "num_kv_tokens / num_heads (regenerate it with get_mqa_logits_metadata)");
+}
+
 py::array fp8_fp4_mqa_logits(const py::object& q, const py::object& kv, const py::object& weights,
                              const py::object& cu_seq_len_k_start,
                              const py::object& cu_seq_len_k_end, bool clean_logits,
@@ -493,15 +506,7 @@ py::array fp8_fp4_mqa_logits(const py::object& q, const py::object& kv, const py
   const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
   const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
   const logits_type lt = logits_dtype_of(where, logits_dtype);
-  if (!schedule_meta.is_none()) {
-    const auto& m = schedule_meta.cast<const mqa_logits_metadata&>();
-    if (!std::equal(ks.begin(), ks.end(), m.ks.begin(), m.ks.end()) ||
-        !std::equal(ke.begin(), ke.end(), m.ke.begin(), m.ke.end()) || m.num_kv_tokens != ki.rows ||
-        (qi.dims.size() == 2 && m.num_heads != qi.dims[1]))
-      fail(where,
-           "schedule_meta was made for other cu_seq_len_k_start / cu_seq_len_k_end / "
-           "num_kv_tokens / num_heads (regenerate it with get_mqa_logits_metadata)");
-  }
+  check_dense_schedule(where, schedule_meta, qi, ki, ks, ke);
   if (max_seqlen_k < 0)
     fail(where, "max_seqlen_k = " + std::to_string(max_seqlen_k) + " must be >= 0");
   const i64 rows = qi.dims[0];
@@ -636,6 +641,19 @@ void check_fp4(const char* where, qk_format f, bool meta_fp4) {
                     " but the metadata was made for qk_dtype " + (meta_fp4 ? "packed FP4" : "FP8"));
 }
 
+// The sparse kernel's arguments must agree with its metadata.
+void check_sparse_call(const char* where, const q_input& qi,
+                       const sparse_mqa_logits_metadata& metadata, i64 num_max_sparse_blocks,
+                       i64 sparse_block_kv, bool use_unaligned_ks) {
+  check_fp4(where, qi.format, metadata.fp4);
+  check_cap(where, num_max_sparse_blocks, sparse_block_kv, metadata.meta.capacity(),
+            metadata.meta.sparse_block_kv());
+  if (use_unaligned_ks != metadata.use_unaligned_ks)
+    fail(where, std::string("use_unaligned_ks = ") + (use_unaligned_ks ? "True" : "False") +
+                    " but the metadata was made with " +
+                    (metadata.use_unaligned_ks ? "True" : "False"));
+}
+
 py::array fp8_fp4_sparse_mqa_logits(const py::object& q, const py::object& kv,
                                     const py::object& weights,
                                     const sparse_mqa_logits_metadata& metadata,
@@ -645,13 +663,7 @@ py::array fp8_fp4_sparse_mqa_logits(const py::object& q, const py::object& kv,
   const q_input qi = q_of(where, q, 3);
   const kv_input ki = kv_of(where, kv, qi.format);
   const weights_input wi = weights_of(where, weights);
-  check_fp4(where, qi.format, metadata.fp4);
-  check_cap(where, num_max_sparse_blocks, sparse_block_kv, metadata.meta.capacity(),
-            metadata.meta.sparse_block_kv());
-  if (use_unaligned_ks != metadata.use_unaligned_ks)
-    fail(where, std::string("use_unaligned_ks = ") + (use_unaligned_ks ? "True" : "False") +
-                    " but the metadata was made with " +
-                    (metadata.use_unaligned_ks ? "True" : "False"));
+  check_sparse_call(where, qi, metadata, num_max_sparse_blocks, sparse_block_kv, use_unaligned_ks);
   const i64 cols = metadata.meta.num_cols();
   const i64 stride = upstream_stride(cols, logits_type::bf16);
   auto& pool = pool_of(threads_of(where, num_threads));
@@ -686,32 +698,43 @@ paged_sparse_mqa_logits_metadata get_paged_sparse_mqa_logits_metadata(
   return m;
 }
 
-py::array fp8_fp4_paged_sparse_mqa_logits(const py::object& q, const py::object& kv_cache,
-                                          const py::object& weights,
-                                          const paged_sparse_mqa_logits_metadata& metadata,
-                                          i64 num_max_sparse_blocks, i64 sparse_block_kv,
-                                          std::optional<int> num_threads) {
-  constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
-  q_input qi;
-  {
-    const py::tuple t = py::isinstance<py::tuple>(q) ? py::tuple(q) : py::tuple();
-    const bool four_d = t.size() == 2 && py::isinstance<py::array>(t[0]) &&
-                        py::reinterpret_borrow<py::array>(t[0]).ndim() == 4;
-    qi = q_of(where, q, four_d ? 4 : 3);
-    if (four_d) {
-      if (qi.dims[1] != 1)
-        fail(where, "q has next_n = " + std::to_string(qi.dims[1]) + ", expected 1");
-      qi.dims.erase(qi.dims.begin() + 1);
-    }
+// The paged-sparse Q: [num_q, H, D] or decode's [num_q, 1, H, D].
+q_input paged_sparse_q(const char* where, const py::object& q) {
+  const py::tuple t = py::isinstance<py::tuple>(q) ? py::tuple(q) : py::tuple();
+  const bool four_d = t.size() == 2 && py::isinstance<py::array>(t[0]) &&
+                      py::reinterpret_borrow<py::array>(t[0]).ndim() == 4;
+  q_input qi = q_of(where, q, four_d ? 4 : 3);
+  if (four_d) {
+    if (qi.dims[1] != 1)
+      fail(where, "q has next_n = " + std::to_string(qi.dims[1]) + ", expected 1");
+    qi.dims.erase(qi.dims.begin() + 1);
   }
-  const cache_input ci = cache_of(where, kv_cache, qi.format);
-  const weights_input wi = weights_of(where, weights);
+  return qi;
+}
+
+// The paged-sparse kernel's arguments must agree with its metadata.
+void check_paged_sparse_call(const char* where, const q_input& qi, const cache_input& ci,
+                             const paged_sparse_mqa_logits_metadata& metadata,
+                             i64 num_max_sparse_blocks, i64 sparse_block_kv) {
   check_fp4(where, qi.format, metadata.fp4);
   const auto& meta = metadata.meta;
   check_cap(where, num_max_sparse_blocks, sparse_block_kv, meta.capacity(), meta.sparse_block_kv());
   if (ci.page_kv != meta.page_kv())
     fail(where, "kv_cache has block_kv = " + std::to_string(ci.page_kv) +
                     " but the metadata was made with page_kv = " + std::to_string(meta.page_kv()));
+}
+
+py::array fp8_fp4_paged_sparse_mqa_logits(const py::object& q, const py::object& kv_cache,
+                                          const py::object& weights,
+                                          const paged_sparse_mqa_logits_metadata& metadata,
+                                          i64 num_max_sparse_blocks, i64 sparse_block_kv,
+                                          std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
+  const q_input qi = paged_sparse_q(where, q);
+  const cache_input ci = cache_of(where, kv_cache, qi.format);
+  const weights_input wi = weights_of(where, weights);
+  check_paged_sparse_call(where, qi, ci, metadata, num_max_sparse_blocks, sparse_block_kv);
+  const auto& meta = metadata.meta;
   const i64 cols = meta.num_cols();
   const i64 stride = upstream_stride(cols, logits_type::bf16);
   auto& pool = pool_of(threads_of(where, num_threads));
@@ -861,6 +884,177 @@ void indexer_k_quant_and_cache(const py::object& k, const py::object& kv_cache,
     fail(where, "k has dtype " + dtype_name(ka) + ", expected float32 or bfloat16 bits as uint16");
 }
 
+// ---- fused top-k: the kernels' keyword-only topk= ----
+//
+// kernel(..., topk=k) returns, instead of the logits, the int32 [rows, k] columns of each row's
+// k largest valid logits (ranked by the fp32 logit, descending, ties to the lower column, -1
+// padding: ml::topk), and with topk_values=True the tuple (indices, float32 values [rows, k]).
+// The paged kernel's topk_index="slot" writes cache slots (block_table[b, pos // block_kv] *
+// block_kv + pos % block_kv, what vLLM's and sglang's topk_transform make of the positions).
+// The [rows, cols] logits are never materialised; logits_dtype and clean_logits do not apply.
+
+struct topk_request {
+  i64 k = 0;
+  bool values = false, slots = false;
+};
+
+// The request of a call's topk / topk_values / topk_index keywords (paged: whether slots are
+// allowed); nullopt when topk is None.
+std::optional<topk_request> topk_of(const char* where, const py::object& topk, bool topk_values,
+                                    const std::string& topk_index, bool paged) {
+  if (topk_index != "column" && !(paged && topk_index == "slot"))
+    fail(where, "topk_index = '" + topk_index + "' is not supported (" +
+                    (paged ? "'column' or 'slot'" : "'column'; 'slot' is the paged kernel's") +
+                    ")");
+  if (topk.is_none()) {
+    if (topk_values || topk_index != "column")
+      fail(where, "topk_values / topk_index need topk = k");
+    return std::nullopt;
+  }
+  if (!py::isinstance<py::int_>(topk) || py::isinstance<py::bool_>(topk))
+    fail(where, "topk must be an int (the k of the selection), not " +
+                    py::str(py::type::of(topk)).cast<std::string>());
+  const i64 k = topk.cast<i64>();
+  if (k < 1) fail(where, "topk = " + std::to_string(k) + " must be >= 1");
+  return topk_request{k, topk_values, topk_index == "slot"};
+}
+
+// Runs fn(ml::topk(...)) with the GIL released into new arrays and returns them as the request
+// says. Slot numbering is only instantiated for the paged kernel (the only one that takes it).
+template <bool Paged, class F>
+py::object run_topk(i64 rows, const topk_request& t, F&& fn) {
+  py::array_t<i32> indices({rows, t.k});
+  py::array_t<float> values(t.values ? std::vector<i64>{rows, t.k} : std::vector<i64>{0, 0});
+  const ml::matrix_view<i32> iv(indices.mutable_data(), rows, t.k);
+  const ml::matrix_view<float> vv = t.values
+                                        ? ml::matrix_view<float>(values.mutable_data(), rows, t.k)
+                                        : ml::matrix_view<float>{};
+  {
+    py::gil_scoped_release release;
+    if constexpr (Paged) {
+      if (t.slots)
+        fn(ml::topk(iv, vv, ml::topk_index::slot));
+      else
+        fn(ml::topk(iv, vv));
+    } else {
+      fn(ml::topk(iv, vv));
+    }
+  }
+  if (t.values) return py::make_tuple(indices, values);
+  return indices;
+}
+
+py::object fp8_fp4_mqa_logits_topk(const py::object& q, const py::object& kv,
+                                   const py::object& weights, const py::object& cu_seq_len_k_start,
+                                   const py::object& cu_seq_len_k_end, i64 max_seqlen_k,
+                                   const py::object& schedule_meta, const topk_request& t,
+                                   std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_fp4_mqa_logits";
+  const q_input qi = q_of(where, q, 3);
+  const kv_input ki = kv_of(where, kv, qi.format);
+  const weights_input wi = weights_of(where, weights);
+  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
+  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
+  check_dense_schedule(where, schedule_meta, qi, ki, ks, ke);
+  const ml::options opt{.executor = pool_of(threads_of(where, num_threads))};
+  py::object result;
+  with_format(qi.format, [&]<class Format>() {
+    const auto qv = q_view<Format>(qi);
+    const auto kvv = kv_view<Format>(ki);
+    with_weights(where, wi, [&](auto w) {
+      result = run_topk<false>(qi.dims[0], t, [&](auto sel) {
+        ml::fp8_fp4_mqa_logits(ml::backend::host{}, qv, kvv, w, ks, ke, max_seqlen_k, sel, opt);
+      });
+    });
+  });
+  return result;
+}
+
+py::object fp8_fp4_paged_mqa_logits_topk(const py::object& q, const py::object& kv_cache,
+                                         const py::object& weights, const py::object& context_lens,
+                                         const py::object& block_table,
+                                         const paged_mqa_logits_metadata& schedule_meta,
+                                         i64 max_context_len, const py::object& indices,
+                                         const topk_request& t, std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_fp4_paged_mqa_logits";
+  const q_input qi = q_of(where, q, 4);
+  const cache_input ci = cache_of(where, kv_cache, qi.format);
+  const weights_input wi = weights_of(where, weights);
+  const auto lens = int_matrix(where, "context_lens", context_lens);
+  const auto table = int_matrix(where, "block_table", block_table);
+  check_paged_call(where, qi, lens, max_context_len);
+  const std::optional<std::span<const i32>> idx =
+      indices.is_none() ? std::nullopt : std::optional(int_span(where, "indices", indices));
+  const ml::options opt{.executor = pool_of(threads_of(where, num_threads))};
+  py::object result;
+  with_format(qi.format, [&]<class Format>() {
+    const auto qv = q_view<Format>(qi);
+    const auto cv = cache_view<Format>(ci);
+    with_weights(where, wi, [&](auto w) {
+      result = run_topk<true>(lens.rows * lens.cols, t, [&](auto sel) {
+        if (idx)
+          ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
+                                       schedule_meta.schedule, max_context_len, sel, *idx, opt);
+        else
+          ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cv, w, lens, table,
+                                       schedule_meta.schedule, max_context_len, sel, opt);
+      });
+    });
+  });
+  return result;
+}
+
+py::object fp8_fp4_sparse_mqa_logits_topk(const py::object& q, const py::object& kv,
+                                          const py::object& weights,
+                                          const sparse_mqa_logits_metadata& metadata,
+                                          i64 num_max_sparse_blocks, i64 sparse_block_kv,
+                                          bool use_unaligned_ks, const topk_request& t,
+                                          std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_fp4_sparse_mqa_logits";
+  const q_input qi = q_of(where, q, 3);
+  const kv_input ki = kv_of(where, kv, qi.format);
+  const weights_input wi = weights_of(where, weights);
+  check_sparse_call(where, qi, metadata, num_max_sparse_blocks, sparse_block_kv, use_unaligned_ks);
+  const ml::options opt{.executor = pool_of(threads_of(where, num_threads))};
+  py::object result;
+  with_format(qi.format, [&]<class Format>() {
+    const auto qv = q_view<Format>(qi);
+    const auto kvv = kv_view<Format>(ki);
+    with_weights(where, wi, [&](auto w) {
+      result = run_topk<false>(metadata.meta.num_rows(), t, [&](auto sel) {
+        ml::fp8_fp4_sparse_mqa_logits(ml::backend::host{}, qv, kvv, w, metadata.meta, sel, opt);
+      });
+    });
+  });
+  return result;
+}
+
+py::object fp8_fp4_paged_sparse_mqa_logits_topk(const py::object& q, const py::object& kv_cache,
+                                                const py::object& weights,
+                                                const paged_sparse_mqa_logits_metadata& metadata,
+                                                i64 num_max_sparse_blocks, i64 sparse_block_kv,
+                                                const topk_request& t,
+                                                std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
+  const q_input qi = paged_sparse_q(where, q);
+  const cache_input ci = cache_of(where, kv_cache, qi.format);
+  const weights_input wi = weights_of(where, weights);
+  check_paged_sparse_call(where, qi, ci, metadata, num_max_sparse_blocks, sparse_block_kv);
+  const ml::options opt{.executor = pool_of(threads_of(where, num_threads))};
+  py::object result;
+  with_format(qi.format, [&]<class Format>() {
+    const auto qv = q_view<Format>(qi);
+    const auto cv = cache_view<Format>(ci);
+    with_weights(where, wi, [&](auto w) {
+      result = run_topk<false>(metadata.meta.num_rows(), t, [&](auto sel) {
+        ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, qv, cv, w, metadata.meta, sel,
+                                            opt);
+      });
+    });
+  });
+  return result;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(mqalogits, m) {
@@ -888,13 +1082,18 @@ PYBIND11_MODULE(mqalogits, m) {
       "fp8_fp4_mqa_logits",
       [](const py::object& q, const py::object& kv, const py::object& weights, const py::object& ks,
          const py::object& ke, bool clean, i64 max_seqlen_k, const py::object& dtype,
-         const py::object& schedule_meta, std::optional<int> threads) {
+         const py::object& schedule_meta, std::optional<int> threads, const py::object& topk,
+         bool topk_values, const std::string& topk_index) -> py::object {
+        if (const auto t = topk_of("fp8_fp4_mqa_logits", topk, topk_values, topk_index, false))
+          return fp8_fp4_mqa_logits_topk(q, kv, weights, ks, ke, max_seqlen_k, schedule_meta, *t,
+                                         threads);
         return fp8_fp4_mqa_logits(q, kv, weights, ks, ke, clean, max_seqlen_k, dtype, schedule_meta,
                                   threads);
       },
       arg("q"), arg("kv"), arg("weights"), arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"),
       arg("clean_logits") = true, arg("max_seqlen_k") = 0, arg("logits_dtype") = "float32",
-      arg("schedule_meta") = py::none(), py::kw_only(), arg("num_threads") = py::none());
+      arg("schedule_meta") = py::none(), py::kw_only(), arg("num_threads") = py::none(),
+      arg("topk") = py::none(), arg("topk_values") = false, arg("topk_index") = "column");
   m.def("get_mqa_logits_metadata", &get_mqa_logits_metadata, arg("cu_seq_len_k_start"),
         arg("cu_seq_len_k_end"), arg("num_kv_tokens"), arg("num_heads"));
   m.def("get_paged_mqa_logits_metadata", &get_paged_mqa_logits_metadata, arg("context_lens"),
@@ -904,27 +1103,57 @@ PYBIND11_MODULE(mqalogits, m) {
       [](const py::object& q, const py::object& kv_cache, const py::object& weights,
          const py::object& lens, const py::object& table, const paged_mqa_logits_metadata& s,
          i64 max_context_len, bool clean, const py::object& dtype, const py::object& indices,
-         std::optional<int> threads) {
+         std::optional<int> threads, const py::object& topk, bool topk_values,
+         const std::string& topk_index) -> py::object {
+        if (const auto t = topk_of("fp8_fp4_paged_mqa_logits", topk, topk_values, topk_index, true))
+          return fp8_fp4_paged_mqa_logits_topk(q, kv_cache, weights, lens, table, s,
+                                               max_context_len, indices, *t, threads);
         return fp8_fp4_paged_mqa_logits(q, kv_cache, weights, lens, table, s, max_context_len,
                                         clean, dtype, indices, threads);
       },
       arg("q"), arg("kv_cache"), arg("weights"), arg("context_lens"), arg("block_table"),
       arg("schedule_meta"), arg("max_context_len"), arg("clean_logits") = false,
       arg("logits_dtype") = "float32", arg("indices") = py::none(), py::kw_only(),
-      arg("num_threads") = py::none());
+      arg("num_threads") = py::none(), arg("topk") = py::none(), arg("topk_values") = false,
+      arg("topk_index") = "column");
   m.def("get_sparse_mqa_logits_metadata", &get_sparse_mqa_logits_metadata,
         arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("num_kv_tokens"),
         arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"),
         arg("use_unaligned_ks") = false);
-  m.def("fp8_fp4_sparse_mqa_logits", &fp8_fp4_sparse_mqa_logits, arg("q"), arg("kv"),
-        arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"), arg("sparse_block_kv"),
-        arg("use_unaligned_ks") = false, py::kw_only(), arg("num_threads") = py::none());
+  m.def(
+      "fp8_fp4_sparse_mqa_logits",
+      [](const py::object& q, const py::object& kv, const py::object& weights,
+         const sparse_mqa_logits_metadata& meta, i64 cap, i64 block, bool unaligned,
+         std::optional<int> threads, const py::object& topk, bool topk_values,
+         const std::string& topk_index) -> py::object {
+        if (const auto t =
+                topk_of("fp8_fp4_sparse_mqa_logits", topk, topk_values, topk_index, false))
+          return fp8_fp4_sparse_mqa_logits_topk(q, kv, weights, meta, cap, block, unaligned, *t,
+                                                threads);
+        return fp8_fp4_sparse_mqa_logits(q, kv, weights, meta, cap, block, unaligned, threads);
+      },
+      arg("q"), arg("kv"), arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"),
+      arg("sparse_block_kv"), arg("use_unaligned_ks") = false, py::kw_only(),
+      arg("num_threads") = py::none(), arg("topk") = py::none(), arg("topk_values") = false,
+      arg("topk_index") = "column");
   m.def("get_paged_sparse_mqa_logits_metadata", &get_paged_sparse_mqa_logits_metadata,
         arg("context_lens"), arg("block_table"), arg("indices"), arg("page_kv"),
         arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"));
-  m.def("fp8_fp4_paged_sparse_mqa_logits", &fp8_fp4_paged_sparse_mqa_logits, arg("q"),
-        arg("kv_cache"), arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"),
-        arg("sparse_block_kv"), py::kw_only(), arg("num_threads") = py::none());
+  m.def(
+      "fp8_fp4_paged_sparse_mqa_logits",
+      [](const py::object& q, const py::object& kv_cache, const py::object& weights,
+         const paged_sparse_mqa_logits_metadata& meta, i64 cap, i64 block,
+         std::optional<int> threads, const py::object& topk, bool topk_values,
+         const std::string& topk_index) -> py::object {
+        if (const auto t =
+                topk_of("fp8_fp4_paged_sparse_mqa_logits", topk, topk_values, topk_index, false))
+          return fp8_fp4_paged_sparse_mqa_logits_topk(q, kv_cache, weights, meta, cap, block, *t,
+                                                      threads);
+        return fp8_fp4_paged_sparse_mqa_logits(q, kv_cache, weights, meta, cap, block, threads);
+      },
+      arg("q"), arg("kv_cache"), arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"),
+      arg("sparse_block_kv"), py::kw_only(), arg("num_threads") = py::none(),
+      arg("topk") = py::none(), arg("topk_values") = false, arg("topk_index") = "column");
   m.def("fp8_mqa_logits", &fp8_mqa_logits, arg("q"), arg("kv"), arg("weights"),
         arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("clean_logits") = true,
         arg("max_seqlen_k") = 0, py::kw_only(), arg("num_threads") = py::none());

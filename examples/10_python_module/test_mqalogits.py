@@ -306,7 +306,8 @@ class Signatures(unittest.TestCase):
             sig = doc[doc.index("(") + 1:doc.index(")")]
             parts = [p.split(":")[0].strip() + ("=" + p.split("=")[1].strip() if "=" in p else "")
                      for p in sig.split(",")]
-            parts = [p for p in parts if p not in ("*", "num_threads=None")]
+            parts = [p for p in parts
+                     if p not in ("*", "num_threads=None") and not p.startswith("topk")]
             self.assertEqual(", ".join(parts), args, name)
 
 
@@ -576,6 +577,224 @@ class IndexerKCache(unittest.TestCase):
             ml.indexer_k_quant_and_cache(x, cache, slots, 64, None)
         with self.assertRaisesRegex(ValueError, "scale_fmt"):
             ml.indexer_k_quant_and_cache(x, cache, slots, 128, "fp32")
+
+
+# ---- the fused top-k (topk= on the four kernels) ----
+
+def expected_topk(logits, valid, k):
+    """A stable descending sort of each row's valid fp32 logits (ties to the lower column), cut
+    to k and padded with -1 / -inf: (int32 [rows, k], float32 [rows, k])."""
+    rows = logits.shape[0]
+    idx = np.full((rows, k), -1, np.int32)
+    val = np.full((rows, k), -np.inf, np.float32)
+    for r in range(rows):
+        cols = np.nonzero(valid[r])[0]
+        order = cols[np.argsort(-logits[r, cols], kind="stable")][:k]
+        idx[r, :len(order)] = order
+        val[r, :len(order)] = logits[r, order]
+    return idx, val
+
+
+def repeat_keys(codes, scales, distinct):
+    """Only `distinct` different keys, repeated: many equal logits, so the tie rule matters."""
+    codes[distinct:] = np.resize(codes[:distinct], codes[distinct:].shape)
+    scales[distinct:] = np.resize(scales[:distinct], scales[distinct:].shape)
+
+
+class TopK(Checks):
+    def assert_topk(self, got, want):
+        idx, val = got
+        self.assertEqual((idx.dtype, val.dtype), (np.int32, np.float32))
+        np.testing.assert_array_equal(idx, want[0])
+        np.testing.assert_array_equal(val, want[1])
+
+    def assert_topk_of_bf16(self, idx, val, logits, valid, k):
+        """The sparse kernels' logits are bf16 and the selection ranks the fp32 logit, so no sort
+        of the bf16 row reproduces it: check what must hold instead. Every selected column is
+        valid and distinct, as many as min(k, valid) then -1 / -inf; the values are fp32,
+        non-increasing, equal ones in increasing column order, and round to the logits at their
+        columns; no unselected valid column has a larger bf16 logit than the k-th."""
+        self.assertEqual((idx.shape, idx.dtype, val.dtype), ((logits.shape[0], k), np.int32,
+                                                             np.float32))
+        for r in range(logits.shape[0]):
+            n = min(k, int(valid[r].sum()))
+            sel = idx[r, :n]
+            np.testing.assert_array_equal(idx[r, n:], -1)
+            np.testing.assert_array_equal(val[r, n:], -np.inf)
+            self.assertEqual(len(set(sel.tolist())), n)
+            self.assertTrue(valid[r, sel].all())
+            np.testing.assert_array_equal(bf16_bits(val[r, :n]), logits[r, sel])
+            v = val[r, :n]
+            self.assertTrue(np.all(v[:-1] >= v[1:]))
+            self.assertTrue(np.all(sel[:-1][v[:-1] == v[1:]] < sel[1:][v[:-1] == v[1:]]))
+            if n and n < valid[r].sum():
+                rest = np.setdiff1d(np.nonzero(valid[r])[0], sel)
+                self.assertLessEqual(bf16_to_f64(logits[r, rest]).max(),
+                                     bf16_to_f64(bf16_bits(v[-1:]))[0])
+
+    def test_dense_against_a_sort_of_its_logits(self):
+        S, H, N = 6, 8, 300
+        for fmt in FORMATS:
+            for max_seqlen_k in (0, 100):
+                with self.subTest(fmt=fmt, max_seqlen_k=max_seqlen_k):
+                    q, qd = make_q((S, H), fmt)
+                    (kc, ksf), kd = make_kv(N, fmt)
+                    repeat_keys(kc, ksf, 40)
+                    kd = decode(kc, ksf)
+                    w = rand_weights(S, H, fmt == "mxfp4")
+                    ks = RNG.integers(-3, 150, S).astype(np.int32)
+                    ke = (ks + RNG.integers(0, 200, S)).astype(np.int32)
+                    ks[0], ke[0] = 10, 10  # no valid column: all -1
+                    exact, _ = ref_dense(qd, kd, weights_f64(w), ks, ke, max_seqlen_k)
+                    valid = ~np.isneginf(exact)
+                    logits = ml.fp8_fp4_mqa_logits(q, (kc, ksf), w, ks, ke,
+                                                   max_seqlen_k=max_seqlen_k)
+                    for k in (1, 17, logits.shape[1] + 5):
+                        want = expected_topk(logits, valid, k)
+                        got = ml.fp8_fp4_mqa_logits(
+                            q=q, kv=(kc, ksf), weights=w, cu_seq_len_k_start=ks,
+                            cu_seq_len_k_end=ke, max_seqlen_k=max_seqlen_k, topk=k,
+                            topk_values=True, num_threads=2)
+                        self.assert_topk(got, want)
+                        only = ml.fp8_fp4_mqa_logits(q, (kc, ksf), w, ks, ke,
+                                                     max_seqlen_k=max_seqlen_k, topk=k)
+                        self.assertIsInstance(only, np.ndarray)
+                        np.testing.assert_array_equal(only, want[0])
+
+    def test_paged_positions_and_slots(self):
+        B, H, block_kv, blocks, max_blocks = 3, 16, 64, 9, 4
+        for fmt in FORMATS:
+            for next_n in (1, 2):
+                with self.subTest(fmt=fmt, next_n=next_n):
+                    cache, _ = make_cache(blocks, block_kv, fmt)
+                    keys = cache_keys(cache, fmt == "mxfp4", fmt != "per_token")
+                    lens = RNG.integers(1, max_blocks * block_kv, (B, next_n)).astype(np.int32)
+                    lens[0] = 5  # fewer valid columns than k: -1 padding
+                    table = RNG.integers(0, blocks, (B, max_blocks)).astype(np.int32)
+                    q, qd = make_q((B, next_n, H), fmt)
+                    w = rand_weights(B * next_n, H, False)
+                    mcl = max_blocks * block_kv
+                    meta = ml.get_paged_mqa_logits_metadata(lens, block_kv, 4)
+                    exact, _ = ref_paged(qd.reshape(B * next_n, H, D), keys, weights_f64(w),
+                                         lens, table, mcl)
+                    logits = ml.fp8_fp4_paged_mqa_logits(q, cache, w, lens, table, meta, mcl,
+                                                         clean_logits=True)
+                    k = 33
+                    want_idx, want_val = expected_topk(logits, ~np.isneginf(exact), k)
+                    got = ml.fp8_fp4_paged_mqa_logits(
+                        q=q, kv_cache=cache, weights=w, context_lens=lens, block_table=table,
+                        schedule_meta=meta, max_context_len=mcl, topk=k, topk_values=True)
+                    self.assert_topk(got, (want_idx, want_val))
+                    # Cache slots: block_table[b, pos // block_kv] * block_kv + pos % block_kv.
+                    b = np.repeat(np.arange(B), next_n)[:, None]
+                    pos = np.maximum(want_idx, 0)
+                    slots = np.where(want_idx < 0, -1,
+                                     table[b, pos // block_kv] * block_kv + pos % block_kv)
+                    got_slots = ml.fp8_fp4_paged_mqa_logits(
+                        q, cache, w, lens, table, meta, mcl, topk=k, topk_index="slot")
+                    np.testing.assert_array_equal(got_slots, slots.astype(np.int32))
+
+    def test_sparse_and_paged_sparse(self):
+        S, H, N, cap, B = 6, 8, 400, 8, 16
+        for fmt in ("mxfp8", "mxfp4"):
+            with self.subTest(kernel="sparse", fmt=fmt):
+                q, qd = make_q((S, H), fmt)
+                kv, kd = make_kv(N, fmt)
+                w = rand_weights(S, H, True)
+                ks = (RNG.integers(0, 10, S) * B).astype(np.int32)
+                ke = (ks + RNG.integers(20, 200, S)).astype(np.int32)
+                idx = RNG.integers(0, N // B, (S, cap)).astype(np.int32)
+                meta = ml.get_sparse_mqa_logits_metadata(ks, ke, N, idx, np.int8 if fmt ==
+                                                         "mxfp4" else np.uint8, B)
+                exact, _ = ref_sparse(qd, kd, weights_f64(w), ks, ke, idx, B, False)
+                logits = ml.fp8_fp4_sparse_mqa_logits(q, kv, w, meta, cap, B)
+                for k in (1, 40, cap * B + 3):
+                    got_idx, got_val = ml.fp8_fp4_sparse_mqa_logits(
+                        q=q, kv=kv, weights=w, metadata=meta, num_max_sparse_blocks=cap,
+                        sparse_block_kv=B, topk=k, topk_values=True)
+                    self.assert_topk_of_bf16(got_idx, got_val, logits, ~np.isneginf(exact), k)
+        S, page_kv, blocks, max_blocks = 5, 64, 7, 3
+        for fmt in FORMATS:
+            with self.subTest(kernel="paged_sparse", fmt=fmt):
+                lens = RNG.integers(1, max_blocks * page_kv, S).astype(np.int32)
+                table = RNG.integers(0, blocks, (S, max_blocks)).astype(np.int32)
+                idx = RNG.integers(0, max_blocks * page_kv // B, (S, cap)).astype(np.int32)
+                meta = ml.get_paged_sparse_mqa_logits_metadata(
+                    lens, table, np.arange(S, dtype=np.int32), page_kv, idx,
+                    "torch.int8" if fmt == "mxfp4" else "torch.float8_e4m3fn", B)
+                cache, _ = make_cache(blocks, page_kv, fmt)
+                keys = cache_keys(cache, fmt == "mxfp4", fmt != "per_token")
+                q, qd = make_q((S, 1, H), fmt)
+                w = rand_weights(S, H, True)
+                exact, _ = ref_paged_sparse(qd.reshape(S, H, D), keys, weights_f64(w), lens,
+                                            table, idx, B)
+                logits = ml.fp8_fp4_paged_sparse_mqa_logits(q, cache, w, meta, cap, B)
+                got_idx, got_val = ml.fp8_fp4_paged_sparse_mqa_logits(
+                    q, cache, w, meta, cap, B, topk=50, topk_values=True)
+                self.assert_topk_of_bf16(got_idx, got_val, logits, ~np.isneginf(exact), 50)
+
+    def test_bad_requests(self):
+        S, H, N = 3, 4, 64
+        q, _ = make_q((S, H), "mxfp8")
+        kv, _ = make_kv(N, "mxfp8")
+        w = rand_weights(S, H, False)
+        ks, ke = np.zeros(S, np.int32), np.full(S, N, np.int32)
+        for kw, msg in [(dict(topk=0), "topk = 0 must be >= 1"),
+                        (dict(topk="8"), "topk must be an int"),
+                        (dict(topk_values=True), "need topk"),
+                        (dict(topk=4, topk_index="slot"), "'slot' is the paged kernel's")]:
+            with self.subTest(kw=kw):
+                with self.assertRaisesRegex(ValueError, "^fp8_fp4_mqa_logits: .*" + msg):
+                    ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, **kw)
+        # The library's own checks still run (here: weights rows against q's).
+        with self.assertRaisesRegex(ValueError, "^fp8_fp4_mqa_logits: "):
+            ml.fp8_fp4_mqa_logits(q, kv, w[:2], ks, ke, topk=4)
+
+
+class ReadmeSnippet(Checks):
+    """README.md's ```python block (section "Python"), run as written. Its first call is the
+    dense kernel ([S, H, 128] q) and the rest decode ([B, next_n, H, 128] q), under the same names,
+    so it runs in two parts, each over inputs of its own shape."""
+
+    def test_readme_python_block(self):
+        readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+        with open(readme, encoding="utf-8") as f:
+            text = f.read()
+        section = text[text.index("\n## Python\n"):]
+        block = section[section.index("```python\n") + 10:]
+        block = block[:block.index("```")]
+        split = block.index("\nmeta = ")
+        dense_part, paged_part = block[:split + 1], "import mqalogits as dg\n" + block[split + 1:]
+
+        S, H, N = 4, 16, 200
+        (q, q_sf), qd = make_q((S, H), "mxfp8")
+        (kv, kv_sf), kd = make_kv(N, "mxfp8")
+        weights = rand_weights(S, H, False)
+        ks = np.zeros(S, np.int32)
+        ke = np.array([50, 120, 200, 7], np.int32)
+        env = dict(q=q, q_sf=q_sf, kv=kv, kv_sf=kv_sf, weights=weights, ks=ks, ke=ke)
+        exec(dense_part, env)
+        self.assert_logits(env["logits"], *ref_dense(qd, kd, weights_f64(weights), ks, ke, 0))
+
+        B, next_n, block_kv, blocks, max_blocks = 2, 1, 64, 6, 4
+        cache, _ = make_cache(blocks, block_kv, "mxfp8")
+        context_lens = np.array([[130], [256]], np.int32)
+        block_table = RNG.integers(0, blocks, (B, max_blocks)).astype(np.int32)
+        (q, q_sf), qd = make_q((B, next_n, H), "mxfp8")
+        weights = rand_weights(B * next_n, H, False)
+        max_context_len = max_blocks * block_kv
+        env = dict(q=q, q_sf=q_sf, kv_cache=cache, weights=weights, context_lens=context_lens,
+                   block_table=block_table, max_context_len=max_context_len)
+        exec(paged_part, env)
+        exact, mag = ref_paged(qd.reshape(B * next_n, H, D),
+                               cache_keys(cache, False, True), weights_f64(weights),
+                               context_lens, block_table, max_context_len)
+        self.assert_logits(env["logits"], exact, mag, clean=False)
+        pos, _ = expected_topk(np.where(np.isneginf(exact), -np.inf, env["logits"]),
+                               ~np.isneginf(exact), 2048)
+        slots = np.where(pos < 0, -1, block_table[np.arange(B)[:, None], np.maximum(pos, 0) //
+                                                  block_kv] * block_kv + pos % block_kv)
+        np.testing.assert_array_equal(env["slots"], slots)
 
 
 class BadInput(unittest.TestCase):
