@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -62,6 +63,36 @@ void check_decoders() {
       for (int i = 0; i < 128; ++i) {
         INFO("MXFP8 code " << int(data[i]) << " scale byte " << int(scales[i / 32]));
         CHECK(same_float(got[i], want[i]));
+      }
+    }
+  }
+  // FP8 per-token: every code under row scales that are ordinary, subnormal, huge (products
+  // overflow), zero, negative, infinite and NaN, and without scales (null: 1).
+  const float row_scales[] = {1.0f,
+                              0.3f,
+                              -2.5f,
+                              1e-40f,
+                              3e38f,
+                              0.0f,
+                              -0.0f,
+                              1e-30f,
+                              std::numeric_limits<float>::infinity(),
+                              7.1e-3f,
+                              std::numeric_limits<float>::quiet_NaN()};
+  for (int half = 0; half < 2; ++half) {
+    for (int i = 0; i < 128; ++i) data[i] = static_cast<std::uint8_t>(half * 128 + i);
+    for (float s : row_scales) {
+      std::uint8_t scale_bytes_of[4];
+      std::memcpy(scale_bytes_of, &s, 4);
+      for (const std::uint8_t* sp : {static_cast<const std::uint8_t*>(scale_bytes_of),
+                                     static_cast<const std::uint8_t*>(nullptr)}) {
+        float got[128], want[128];
+        hb::decode_key_f32<I, ml::fp8_per_token>(data.data(), sp, got);
+        ml::fp8_per_token::decode_row(data.data(), sp, want);
+        for (int i = 0; i < 128; ++i) {
+          INFO("FP8 per-token code " << int(data[i]) << " scale " << (sp ? s : 1.0f));
+          CHECK(same_float(got[i], want[i]));
+        }
       }
     }
   }

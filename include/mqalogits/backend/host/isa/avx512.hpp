@@ -30,7 +30,7 @@ struct isa_avx512 {
   using int8 = int8_offset_keys;
 
   static vf zero() { return _mm512_setzero_ps(); }
-  static vf load(const float* p) { return _mm512_loadu_ps(p); }
+  static vf load(const float* p) { return in_register(_mm512_loadu_ps(p)); }
   static vf broadcast(const float* p) { return _mm512_set1_ps(*p); }
   static vf fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
   static vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
@@ -54,7 +54,7 @@ struct isa_avx512 {
   }
 
   static vi zeroi() { return _mm512_setzero_si512(); }
-  static vi loadi(const std::int32_t* p) { return _mm512_loadu_si512(p); }
+  static vi loadi(const std::int32_t* p) { return in_register(_mm512_loadu_si512(p)); }
   static vi broadcast4(const std::uint8_t* p) {
     std::int32_t x;
     std::memcpy(&x, p, 4);

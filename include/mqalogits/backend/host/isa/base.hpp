@@ -16,6 +16,7 @@
 #include "../../../config.hpp"
 #include "../../../format/e2m1.hpp"
 #include "../../../format/e4m3.hpp"
+#include "../../../format/fp32_scale.hpp"
 #include "../../../format/ue8m0.hpp"
 
 #if defined(__clang__)
@@ -78,6 +79,14 @@ inline constexpr bool e4m3_ue8m0_rows =
     std::conjunction_v<std::is_same<typename Format::data_type, float_e4m3>,
                        std::is_same<typename Format::scale_type, ue8m0_block_scales>,
                        std::bool_constant<Format::scale_block == 32>>;
+
+// Formats whose rows are e4m3 codes with one fp32 scale for the whole row (FP8 per-token), a
+// null scale pointer meaning 1.
+template <class Format>
+inline constexpr bool e4m3_fp32_rows =
+    std::conjunction_v<std::is_same<typename Format::data_type, float_e4m3>,
+                       std::is_same<typename Format::scale_type, fp32_row_scale>,
+                       std::bool_constant<Format::scale_block == head_dim>>;
 
 // The decoders an ISA keeps unless it has a faster one: both are exact, so every ISA produces
 // the same decoded bits.
