@@ -24,11 +24,12 @@ namespace host_backend {
 // multiply-add that reads it ("vfmadd231ps (mem)" once per key), turning one load per query
 // vector into one per product: the loads, not the multiply-adds, then bound the loop (a 2 x 4
 // fp32 block issued 12 loads per 8 FMAs and ran at 41% of the FMA peak instead of 91%). The
-// empty asm generates no instruction; it only makes the value live in a register.
+// empty asm generates no instruction; it only makes the value live in a register (volatile:
+// without it GCC 12 may still drop it and fold the loads).
 template <class V>
 inline V in_register(V v) {
 #if defined(__GNUC__) || defined(__clang__)
-  __asm__("" : "+v"(v));
+  __asm__ volatile("" : "+v"(v));
 #endif
   return v;
 }
