@@ -4,10 +4,10 @@
 // Inputs are viewed in place, never copied: an array with the wrong dtype or a layout the view
 // cannot describe is refused with ValueError instead of being converted. Outputs are new numpy
 // arrays whose rows are padded as upstream pads them (a row stride that is a multiple of 1024
-// bytes, the first row on a 1024-byte boundary). Library errors (mqalogits::error, a std::invalid_argument) reach Python as
-// ValueError with the library's message. Kernels release the GIL and run on a process-wide pool
-// of `num_threads` threads (default: every core), on the host backend whatever the build's
-// default backend is.
+// bytes, the first row on a 1024-byte boundary). Library errors (mqalogits::error, a
+// std::invalid_argument) reach Python as ValueError with the library's message. Kernels release the
+// GIL and run on a process-wide pool of `num_threads` threads (default: every core), on the host
+// backend whatever the build's default backend is.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -430,13 +430,10 @@ struct sparse_mqa_logits_metadata {
 };
 
 // Upstream's paged-sparse metadata resolves blocks once and every kernel call reads the cache it
-// is given (vLLM and sglang reuse one metadata across indexer layers, each with its own cache).
-// Until the library's metadata has that protocol, this object keeps the arguments and each call
-// builds the library's metadata afresh from the cache passed to it, which reads that cache.
+// is given (vLLM and sglang reuse one metadata across indexer layers, each with its own cache):
+// the library's reread protocol.
 struct paged_sparse_mqa_logits_metadata {
-  std::vector<i32> context_lens, block_table, indices, sparse_kv_block_indices;
-  i64 num_q = 0, max_blocks = 0, cap = 0, sparse_block_kv = 0;
-  i32 page_kv = 0;
+  ml::paged_sparse_mqa_metadata meta;
   bool fp4 = false;
 };
 
@@ -625,32 +622,6 @@ py::array fp8_fp4_paged_mqa_logits(const py::object& q, const py::object& kv_cac
   return result;
 }
 
-// Whether the library's sparse metadata takes use_unaligned_ks (upstream's aligned default).
-template <class... A>
-concept sparse_meta_takes_alignment = requires(A... a) {
-  ml::get_sparse_mqa_logits_metadata(a...);
-};
-
-template <class Ks = std::span<const i32>>
-ml::sparse_mqa_metadata make_sparse_meta(const char* where, Ks ks, Ks ke, i64 num_kv_tokens,
-                                         ml::matrix_view<const i32> idx, i64 block,
-                                         bool use_unaligned_ks) {
-  if constexpr (sparse_meta_takes_alignment<Ks, Ks, i64, ml::matrix_view<const i32>, i64, bool>) {
-    return ml::get_sparse_mqa_logits_metadata(ks, ke, num_kv_tokens, idx, block, use_unaligned_ks);
-  } else {
-    // This library build maps columns only the unaligned way (ks % B added); the two mappings
-    // and their block counts agree exactly when every ks is a multiple of B.
-    if (!use_unaligned_ks)
-      for (std::size_t r = 0; r < ks.size(); ++r)
-        if (block > 0 && ((ks[r] % block) + block) % block != 0)
-          fail(where, "cu_seq_len_k_start[" + std::to_string(r) + "] = " + std::to_string(ks[r]) +
-                          " is not a multiple of sparse_block_kv = " + std::to_string(block) +
-                          ": the aligned mapping (use_unaligned_ks = False) is not available in "
-                          "this build for such rows; pass use_unaligned_ks = True");
-    return ml::get_sparse_mqa_logits_metadata(ks, ke, num_kv_tokens, idx, block);
-  }
-}
-
 sparse_mqa_logits_metadata get_sparse_mqa_logits_metadata(
     const py::object& cu_seq_len_k_start, const py::object& cu_seq_len_k_end, i64 num_kv_tokens,
     const py::object& sparse_kv_block_indices, const py::object& qk_dtype, i64 sparse_block_kv,
@@ -660,7 +631,8 @@ sparse_mqa_logits_metadata get_sparse_mqa_logits_metadata(
   const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
   const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
   const auto idx = int_matrix(where, "sparse_kv_block_indices", sparse_kv_block_indices);
-  return {make_sparse_meta(where, ks, ke, num_kv_tokens, idx, sparse_block_kv, use_unaligned_ks),
+  return {ml::get_sparse_mqa_logits_metadata(ks, ke, num_kv_tokens, idx, sparse_block_kv,
+                                             use_unaligned_ks),
           fp4, use_unaligned_ks};
 }
 
@@ -725,17 +697,8 @@ paged_sparse_mqa_logits_metadata get_paged_sparse_mqa_logits_metadata(
   const auto idx = int_span(where, "indices", indices);
   const auto sel = int_matrix(where, "sparse_kv_block_indices", sparse_kv_block_indices);
   check_indices(where, idx, static_cast<i64>(lens.size()), &table);
-  // The library validates every argument here, once, as upstream's metadata call does.
-  (void)ml::get_paged_sparse_mqa_logits_metadata(lens, table, page_kv, sel, sparse_block_kv);
-  m.context_lens.assign(lens.begin(), lens.end());
-  m.block_table = copy_matrix(table);
-  m.indices.assign(idx.begin(), idx.end());
-  m.sparse_kv_block_indices = copy_matrix(sel);
-  m.num_q = static_cast<i64>(lens.size());
-  m.max_blocks = table.cols;
-  m.cap = sel.cols;
-  m.sparse_block_kv = sparse_block_kv;
-  m.page_kv = page_kv;
+  m.meta =
+      ml::get_paged_sparse_mqa_logits_metadata(lens, table, idx, page_kv, sel, sparse_block_kv);
   return m;
 }
 
@@ -760,29 +723,21 @@ py::array fp8_fp4_paged_sparse_mqa_logits(const py::object& q, const py::object&
   const cache_input ci = cache_of(where, kv_cache, qi.format);
   const weights_input wi = weights_of(where, weights);
   check_fp4(where, qi.format, metadata.fp4);
-  check_cap(where, num_max_sparse_blocks, sparse_block_kv, metadata.cap, metadata.sparse_block_kv);
-  if (ci.page_kv != metadata.page_kv)
-    fail(where,
-         "kv_cache has block_kv = " + std::to_string(ci.page_kv) +
-             " but the metadata was made with page_kv = " + std::to_string(metadata.page_kv));
-  const i64 cols = metadata.cap * metadata.sparse_block_kv;
+  const auto& meta = metadata.meta;
+  check_cap(where, num_max_sparse_blocks, sparse_block_kv, meta.capacity(), meta.sparse_block_kv());
+  if (ci.page_kv != meta.page_kv())
+    fail(where, "kv_cache has block_kv = " + std::to_string(ci.page_kv) +
+                    " but the metadata was made with page_kv = " + std::to_string(meta.page_kv()));
+  const i64 cols = meta.num_cols();
   const i64 stride = upstream_stride(cols, logits_type::bf16);
   auto& pool = pool_of(threads_of(where, num_threads));
   const ml::options opt{.executor = pool};
-  // Fresh library metadata from the stored arguments, so this call reads this cache.
-  const ml::matrix_view<const i32> table(metadata.block_table.data(), metadata.num_q,
-                                         metadata.max_blocks);
-  const ml::matrix_view<const i32> sel(metadata.sparse_kv_block_indices.data(), metadata.num_q,
-                                       metadata.cap);
-  const auto meta =
-      ml::get_paged_sparse_mqa_logits_metadata(std::span<const i32>(metadata.context_lens), table,
-                                               metadata.page_kv, sel, metadata.sparse_block_kv);
   py::array result;
   with_format(qi.format, [&]<class Format>() {
     const auto qv = q_view<Format>(qi);
     const auto cv = cache_view<Format>(ci);
     with_weights(where, wi, [&](auto w) {
-      result = run_into<ml::bf16>(metadata.num_q, cols, stride, [&](auto out) {
+      result = run_into<ml::bf16>(meta.num_rows(), cols, stride, [&](auto out) {
         ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, qv, cv, w, meta, out, opt);
       });
     });

@@ -463,9 +463,7 @@ class Sparse(Checks):
                             q, qd = make_q((S, H), fmt)
                             kv, kd = make_kv(N, fmt)
                             w = rand_weights(S, H, bf16_w)
-                            ks = (RNG.integers(0, 10, S) * (1 if unaligned else B)).astype(np.int32)
-                            if unaligned:
-                                ks += 3  # ks % B != 0
+                            ks = (RNG.integers(0, 10, S) * B + 3).astype(np.int32)  # ks % B != 0
                             ke = (ks + RNG.integers(20, 200, S)).astype(np.int32)
                             idx = RNG.integers(0, N // B, (S, cap)).astype(np.int32)
                             idx[RNG.random((S, cap)) < 0.2] = -1

@@ -2,9 +2,10 @@
 // sparse_block_kv, capacity, page stride, context lengths (int32 max included), block tables
 // (garbage wherever no selected position reads them, sometimes where one does), block indices
 // and byte contents from the input, plus at most one deliberate defect per case (rejected by the
-// metadata or the kernel, output untouched). Valid cases must match ref::paged_sparse on the first
-// call, and on a reuse call with new Q and weights against a different cache (the snapshot, not
-// the cache, is read); a call with the other format on the same metadata must be rejected.
+// metadata or the kernel, output untouched), under either protocol. Valid cases must match
+// ref::paged_sparse on the first call, and on a reuse call with new Q and weights against a
+// different cache: with reread that cache is scored, with snapshot the first call's keys are; a
+// call with the other format on the same metadata is scored (reread) or rejected (snapshot).
 #include "fuzz_common.hpp"
 
 namespace {
@@ -16,7 +17,7 @@ enum class defect {
   // rejected by get_paged_sparse_mqa_logits_metadata
   page_kv_bad,
   block_bad,
-  cap_not_multiple,
+  indices_size,
   cap_zero,
   lens_size,
   lens_negative,
@@ -68,9 +69,12 @@ void run(input& in, const char* combo) {
   constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
   constexpr const char* meta_where = "get_paged_sparse_mqa_logits_metadata";
   const i64 rows = in.range(0, 4);
-  const i32 page_kv = in.pick({64, 128});
   const i64 block = in.pick({8, 16});
-  i64 cap = page_kv / block * in.range(1, 2);
+  const i32 page_kv = static_cast<i32>(block * in.pick({1, 3, 4, 8, 16}));
+  i64 cap = in.range(1, 2 * page_kv / block);
+  const auto protocol =
+      in.one_in(2) ? ml::paged_sparse_protocol::snapshot : ml::paged_sparse_protocol::reread;
+  const bool snapshot = protocol == ml::paged_sparse_protocol::snapshot;
   const i64 max_blocks = in.range(1, 4);
   const i64 capacity = max_blocks * page_kv;
   const i64 num_pages = in.range(0, 5);
@@ -162,7 +166,7 @@ void run(input& in, const char* combo) {
       " cap=" + std::to_string(cap) + " max_blocks=" + std::to_string(max_blocks) +
       " pages=" + std::to_string(num_pages) + " H=" + std::to_string(H) +
       " defect=" + std::to_string(static_cast<int>(d)) + " table_ok=" + std::to_string(table_ok) +
-      " clean=" + std::to_string(opt.clean_logits);
+      " clean=" + std::to_string(opt.clean_logits) + (snapshot ? " snapshot" : " reread");
 
   // The metadata, with the metadata defects applied to its arguments.
   auto tv = table.view();
@@ -171,13 +175,10 @@ void run(input& in, const char* combo) {
   i64 block_arg = block;
   switch (d) {
     case defect::page_kv_bad:
-      page_kv_arg = static_cast<i32>(in.pick({0, -64, 16, 32, 96, 256}));
+      page_kv_arg = static_cast<i32>(in.pick({0, -16, -8, 4, 12, 100}));
       break;
     case defect::block_bad:
       block_arg = in.pick({0, -8, 4, 12, 32, 64});
-      break;
-    case defect::cap_not_multiple:
-      iv.cols = cap - in.range(1, page_kv / block - 1);
       break;
     case defect::cap_zero:
       iv.cols = 0;
@@ -201,10 +202,16 @@ void run(input& in, const char* combo) {
       break;
   }
   const std::span<const i32> lens_span(lens.data(), static_cast<std::size_t>(lens_n));
+  // DeepGEMM's request indices: none, or one distinct request per row (the table rows differ).
+  std::vector<i32> requests;
+  if (in.one_in(2) || d == defect::indices_size)
+    for (i64 r = 0; r < rows + (d == defect::indices_size ? 1 : 0); ++r)
+      requests.push_back(static_cast<i32>(3 * r + 1));
   ml::paged_sparse_mqa_metadata meta;
   const std::string meta_err = outcome(
       [&] {
-        meta = ml::get_paged_sparse_mqa_logits_metadata(lens_span, tv, page_kv_arg, iv, block_arg);
+        meta = ml::get_paged_sparse_mqa_logits_metadata(lens_span, tv, requests, page_kv_arg, iv,
+                                                        block_arg, protocol);
       },
       context + " (metadata)");
   if (metadata_defect(d)) {
@@ -250,11 +257,14 @@ void run(input& in, const char* combo) {
   expect_ok(out, context, outcome(call, context));
   expect_matches(out, ref::paged_sparse(q.ref_view(), cv, wv, lens_span, tv, iv, block),
                  opt.clean_logits, context);
-  if (!meta.has_snapshot()) finding(context + ": no snapshot after the first call");
+  if (meta.has_snapshot() != snapshot)
+    finding(context + (snapshot ? ": no snapshot after the first call" : ": a reread snapshot"));
 
-  // Reuse: new Q and weights against a different cache; the snapshot of the first call is read.
+  // Reuse: new Q and weights against a different cache; with snapshot the first call's keys are
+  // read (the cache may even lack pages), with reread the cache passed now.
   if (in.one_in(2)) {
-    const cache_buf<Format> other_cache(c, in.range(0, 2), page_kv, page_bytes);
+    const cache_buf<Format> other_cache(c, snapshot ? in.range(0, 2) : num_pages, page_kv,
+                                        page_bytes);
     const rows_buf<Format> q2(c, rows * H, Format::data_bytes, Format::scale_bytes, in.one_in(2));
     const weights_buf<W> w2(c, rows, H, H);
     const out_buf<O> out2(rows, cols, cols);
@@ -266,7 +276,31 @@ void run(input& in, const char* combo) {
                                                         meta, out2.view(), opt);
                   },
                   ctx2));
-    expect_matches(out2, ref::paged_sparse(q2.ref_view(), cv, w2.view(), lens_span, tv, iv, block),
+    if (snapshot)
+      expect_matches(out2,
+                     ref::paged_sparse(q2.ref_view(), cv, w2.view(), lens_span, tv, iv, block),
+                     opt.clean_logits, ctx2);
+    else
+      expect_matches(
+          out2,
+          ref::paged_sparse(q2.ref_view(), other_cache.view(), w2.view(), lens_span, tv, iv, block),
+          opt.clean_logits, ctx2);
+  } else if (!snapshot) {
+    // The metadata holds no format: the same selection read as the other format is scored.
+    using F2 = other_format<Format>;
+    const cache_buf<F2> cache2(c, num_pages, page_kv, i64{page_kv} * cache_buf<F2>::token_bytes);
+    const rows_buf<F2> q2(c, rows * H);
+    const out_buf<O> out2(rows, cols, cols);
+    const std::string ctx2 = context + " (other format)";
+    expect_ok(out2, ctx2,
+              outcome(
+                  [&] {
+                    ml::fp8_fp4_paged_sparse_mqa_logits(q2.view(), cache2.view(), wv, meta,
+                                                        out2.view(), opt);
+                  },
+                  ctx2));
+    expect_matches(out2,
+                   ref::paged_sparse(q2.ref_view(), cache2.view(), wv, lens_span, tv, iv, block),
                    opt.clean_logits, ctx2);
   } else {
     // The snapshot holds this format: the other format on the same metadata is rejected.

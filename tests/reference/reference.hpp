@@ -1,9 +1,9 @@
-// The test reference: the behaviour contract computed the obvious way, one output element at a time, in double.
-// It shares nothing with the library but its view types: its own code decoders (plain formulas
-// with std::ldexp), its own column-to-key rules written from the contract, no plans, no
-// schedule, no driver. It reads only what the contract says is read (block-table slots past a context
-// are never touched) and throws std::logic_error when a slot it must read is not a page, so a
-// test that builds bad inputs by mistake fails loudly instead of reading out of bounds.
+// The test reference: the behaviour contract computed the obvious way, one output element at a
+// time, in double. It shares nothing with the library but its view types: its own code decoders
+// (plain formulas with std::ldexp), its own column-to-key rules written from the contract, no
+// plans, no schedule, no driver. It reads only what the contract says is read (block-table slots
+// past a context are never touched) and throws std::logic_error when a slot it must read is not a
+// page, so a test that builds bad inputs by mistake fails loudly instead of reading out of bounds.
 //
 // value[r, c] is the exact logit (-inf where the column is invalid, NaN where a NaN code or
 // scale reaches a valid column); magnitude[r, c] is the accuracy bound's M (0 where invalid).
@@ -40,7 +40,8 @@ struct result {
 
 inline constexpr int dim = 128;
 
-// ---- decoders (the OCP bit layouts), written from the bit layouts, not from the library's tables ----
+// ---- decoders (the OCP bit layouts), written from the bit layouts, not from the library's tables
+// ----
 
 // e4m3fn: s eeee mmm, bias 7; e = 0 is subnormal m/8 * 2^-6; 0x7F / 0xFF are NaN.
 inline double e4m3(std::uint8_t code) {
@@ -247,25 +248,34 @@ result paged(const ml::rows_view<Format>& q, const ml::paged_cache_view<Format>&
   return res;
 }
 
-// fp8_fp4_sparse_mqa_logits. Column b*B + o is token idx[q][b] * B + ks % B + o (ks % B the
-// non-negative remainder), valid iff b < nb, idx >= 0 and ks <= token < ke', with ke' =
-// min(ke, num_kv_tokens) and nb = min(cap, ceil(max(0, ke' - ks) / B)).
+// fp8_fp4_sparse_mqa_logits, ke' = min(ke, num_kv_tokens). Column b*B + o is token
+// idx[q][b] * B + o (aligned, the default), or idx[q][b] * B + ks % B + o (ks % B the
+// non-negative remainder) when `unaligned`; valid iff b < nb, idx >= 0 and ks <= token < ke'.
+// nb = min(cap, number of B-blocks overlapping [ks, ke')): ceil(max(0, ke' - ks) / B) unaligned,
+// ceil(ke' / B) - floor(ks / B) aligned (0 when ke' <= ks).
 template <class Format, class W>
 result sparse(const ml::rows_view<Format>& q, const ml::rows_view<Format>& kv,
               ml::matrix_view<const W> w, std::span<const std::int32_t> ks,
               std::span<const std::int32_t> ke, std::int64_t num_kv_tokens,
-              ml::matrix_view<const std::int32_t> idx, std::int64_t B) {
+              ml::matrix_view<const std::int32_t> idx, std::int64_t B, bool unaligned = false) {
   detail::check_q("ref::sparse", q, w);
   const std::int64_t cap = idx.cols;
   result res = detail::make(idx.rows, cap * B);
   const auto qd = detail::decode_all(q);
   for (std::int64_t r = 0; r < res.rows; ++r) {
     const std::int64_t s = ks[r], e = std::min<std::int64_t>(ke[r], num_kv_tokens);
-    const std::int64_t nb = std::min(cap, detail::ceil_div(std::max<std::int64_t>(0, e - s), B));
+    std::int64_t nb = 0;
+    if (unaligned)
+      nb = detail::ceil_div(std::max<std::int64_t>(0, e - s), B);
+    else if (e > s)
+      nb = static_cast<std::int64_t>(std::ceil(static_cast<double>(e) / B) -
+                                     std::floor(static_cast<double>(s) / B));
+    nb = std::min(cap, nb);
+    const std::int64_t shift = unaligned ? detail::floor_mod(s, B) : 0;
     detail::fill_row(res, r, qd, w, [&](std::int64_t c, std::vector<double>& k) {
       const std::int64_t blk = c / B;
       if (blk >= nb || idx(r, blk) < 0) return false;
-      const std::int64_t t = std::int64_t{idx(r, blk)} * B + detail::floor_mod(s, B) + c % B;
+      const std::int64_t t = std::int64_t{idx(r, blk)} * B + shift + c % B;
       if (t < s || t >= e) return false;
       k = row<Format>(kv.data + t * kv.data_stride, kv.scales + t * kv.scale_stride);
       return true;

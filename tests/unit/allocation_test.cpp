@@ -155,6 +155,12 @@ TEMPLATE_TEST_CASE("allocations: a warm call of each kernel allocates nothing (p
           ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), pmeta,
                                               paged_sparse.view(), opt);
         }) == 0);
+  const auto snapshot_meta = ml::get_paged_sparse_mqa_logits_metadata(
+      plens, ptable.view(), page_kv, pidx.view(), blk, ml::paged_sparse_protocol::snapshot);
+  CHECK(warm_allocations(pool, [&](const ml::options& opt) {  // snapshot taken while warming
+          ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), snapshot_meta,
+                                              paged_sparse.view(), opt);
+        }) == 0);
 }
 
 TEST_CASE("allocations: a warm fused top-k call allocates nothing (pool of 2)",

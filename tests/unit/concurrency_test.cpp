@@ -98,9 +98,11 @@ struct shared_inputs {
     }
     ptable = ref::rand::block_table(rng, keys, max_blocks, page_kv, pages);
   }
-  ml::paged_sparse_mqa_metadata make_paged_sparse_meta() const {
+  ml::paged_sparse_mqa_metadata make_paged_sparse_meta(
+      ml::paged_sparse_protocol protocol = ml::paged_sparse_protocol::reread) const {
     std::vector<i32> l = plens;
-    return ml::get_paged_sparse_mqa_logits_metadata(l, ptable.view(), page_kv, idx.view(), blk);
+    return ml::get_paged_sparse_mqa_logits_metadata(l, ptable.view(), page_kv, idx.view(), blk,
+                                                    protocol);
   }
 };
 
@@ -202,7 +204,7 @@ TEMPLATE_TEST_CASE("concurrency: first paged-sparse call on one metadata from ma
   const auto cols = in.cap * in.blk;
 
   // The expected bits, from a metadata used by one thread only.
-  const auto solo = in.make_paged_sparse_meta();
+  const auto solo = in.make_paged_sparse_meta(ml::paged_sparse_protocol::snapshot);
   ml::logits_buffer<ml::bf16> expected(in.rows, cols);
   ml::fp8_fp4_paged_sparse_mqa_logits(sub.q.view(), in.cache.view(), sub.w.view(), solo,
                                       expected.view());
@@ -211,7 +213,7 @@ TEMPLATE_TEST_CASE("concurrency: first paged-sparse call on one metadata from ma
                                               in.idx.view(), in.blk)) == "");
 
   for (int trial = 0; trial < 20; ++trial) {
-    const auto meta = in.make_paged_sparse_meta();
+    const auto meta = in.make_paged_sparse_meta(ml::paged_sparse_protocol::snapshot);
     REQUIRE_FALSE(meta.has_snapshot());
     std::vector<ml::logits_buffer<ml::bf16>> outs;
     for (int t = 0; t < num_threads; ++t) outs.emplace_back(in.rows, cols);
@@ -250,7 +252,7 @@ TEST_CASE("concurrency: racing first calls where some threads' cache lacks a pag
   ml::fp8_fp4_paged_sparse_mqa_logits(sub.q.view(), in.cache.view(), sub.w.view(), solo,
                                       expected.view());
   {  // the short cache really lacks a page the gather reads
-    const auto probe = in.make_paged_sparse_meta();
+    const auto probe = in.make_paged_sparse_meta(ml::paged_sparse_protocol::snapshot);
     ml::logits_buffer<float> out(in.rows, cols);
     REQUIRE_THROWS_AS(ml::fp8_fp4_paged_sparse_mqa_logits(sub.q.view(), short_cache, sub.w.view(),
                                                           probe, out.view()),
@@ -258,7 +260,7 @@ TEST_CASE("concurrency: racing first calls where some threads' cache lacks a pag
   }
   int odd_ok = 0, odd_failed = 0;
   for (int trial = 0; trial < 20; ++trial) {
-    const auto meta = in.make_paged_sparse_meta();
+    const auto meta = in.make_paged_sparse_meta(ml::paged_sparse_protocol::snapshot);
     std::vector<ml::logits_buffer<float>> outs;
     for (int t = 0; t < num_threads; ++t) outs.emplace_back(in.rows, cols);
     std::vector<int> ok(num_threads, 0);
@@ -295,7 +297,7 @@ TEST_CASE("concurrency: two formats race for one metadata's first call, one wins
   sub8.w.rows = sub4.w.rows = in8.rows;
   const auto cols = in8.cap * in8.blk;
   for (int trial = 0; trial < 20; ++trial) {
-    const auto meta = in8.make_paged_sparse_meta();
+    const auto meta = in8.make_paged_sparse_meta(ml::paged_sparse_protocol::snapshot);
     std::vector<ml::logits_buffer<ml::bf16>> outs;
     for (int t = 0; t < num_threads; ++t) outs.emplace_back(in8.rows, cols);
     std::vector<int> ok(num_threads, 0);

@@ -195,19 +195,22 @@ void all_kernels(const std::string& backend_name, bool small = false) {
                                                        in.sw.view(), smeta, out.view(), opt);
                        });
 
-  const auto make_meta = [&] {
+  const auto make_meta = [&](ml::paged_sparse_protocol protocol) {
     return ml::get_paged_sparse_mqa_logits_metadata(
-        in.plens, in.ptable.view(), static_cast<i32>(in.page_kv), in.idx.view(), in.blk);
+        in.plens, in.ptable.view(), static_cast<i32>(in.page_kv), in.idx.view(), in.blk, protocol);
   };
-  const auto shared_meta = make_meta();
-  check_runs<float>(name + " paged sparse", in.rows, in.cap * in.blk,
-                    [&](auto& out, const ml::options& opt, int k) {
-                      // Odd runs gather a fresh snapshot; even runs reuse the first one.
-                      const auto fresh = make_meta();
-                      ml::fp8_fp4_paged_sparse_mqa_logits(
-                          Backend{}, in.rows_of(in.sq), in.cache_view(), in.sw.view(),
-                          k % 2 ? fresh : shared_meta, out.view(), opt);
-                    });
+  const auto shared_snapshot = make_meta(ml::paged_sparse_protocol::snapshot);
+  const auto shared_reread = make_meta(ml::paged_sparse_protocol::reread);
+  check_runs<float>(
+      name + " paged sparse", in.rows, in.cap * in.blk,
+      [&](auto& out, const ml::options& opt, int k) {
+        // Runs cycle through: a fresh snapshot, the first snapshot reused, and
+        // one reread metadata: every protocol gives the same bits.
+        const auto fresh = make_meta(ml::paged_sparse_protocol::snapshot);
+        const auto& meta = k % 3 == 0 ? fresh : k % 3 == 1 ? shared_snapshot : shared_reread;
+        ml::fp8_fp4_paged_sparse_mqa_logits(Backend{}, in.rows_of(in.sq), in.cache_view(),
+                                            in.sw.view(), meta, out.view(), opt);
+      });
 }
 
 }  // namespace

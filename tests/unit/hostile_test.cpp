@@ -666,8 +666,8 @@ TEST_CASE("hostile, resources: the paged-sparse snapshot holds only the used blo
   auto table = rnd::matrix<std::int32_t>(rows, 4, 0, 1);
   auto idx = rnd::matrix<std::int32_t>(rows, cap, 0, -1);
   idx(3, 7) = 9;  // positions 144..159: page table[3][2] = 1, slots 16..31
-  const auto meta =
-      ml::get_paged_sparse_mqa_logits_metadata(lens, table.view(), page_kv, idx.view(), B);
+  const auto meta = ml::get_paged_sparse_mqa_logits_metadata(
+      lens, table.view(), page_kv, idx.view(), B, ml::paged_sparse_protocol::snapshot);
   auto q = rnd::rows<ml::mxfp8>(rng, rows * H);
   auto w = rnd::weights<float>(rng, rows, H);
   ml::logits_buffer<float> out(rows, cap * B);
@@ -701,10 +701,11 @@ TEST_CASE("hostile, resources: the paged-sparse metadata keeps only the table en
   narrow(0, 5) = 2;
   auto idx = rnd::matrix<std::int32_t>(rows, cap, 0, -1);
   idx(0, 0) = 20, idx(0, 3) = 23;  // positions 320..335 and 368..383: table slot 5 for both
+  constexpr auto snapshot = ml::paged_sparse_protocol::snapshot;
   const auto m_wide =
-      ml::get_paged_sparse_mqa_logits_metadata(lens, wide.view(), page_kv, idx.view(), B);
-  const auto m_narrow =
-      ml::get_paged_sparse_mqa_logits_metadata(lens, narrow.view(), page_kv, idx.view(), B);
+      ml::get_paged_sparse_mqa_logits_metadata(lens, wide.view(), page_kv, idx.view(), B, snapshot);
+  const auto m_narrow = ml::get_paged_sparse_mqa_logits_metadata(lens, narrow.view(), page_kv,
+                                                                 idx.view(), B, snapshot);
   wide.data.assign(wide.data.size(), 90210);  // the caller may reuse its table afterwards
   auto q = rnd::rows<ml::mxfp8>(rng, rows * H);
   auto w = rnd::weights<float>(rng, rows, H);

@@ -18,6 +18,7 @@ namespace {
 struct sparse_inputs {
   std::int64_t H = 4, N = 100, B = 16;
   std::vector<std::int32_t> ks, ke;
+  bool unaligned = false;  // use_unaligned_ks
 };
 
 template <class C>
@@ -29,17 +30,18 @@ void check_sparse(rnd::engine& rng, const sparse_inputs& in,
   const std::int64_t rows = idx.rows, cols = idx.cols * in.B;
   INFO(F::name << " on " << check::backend_name<typename C::backend>() << ", "
                << check::out_name<O>() << ", rows " << rows << ", H " << in.H << ", N " << in.N
-               << ", B " << in.B << ", cap " << idx.cols);
+               << ", B " << in.B << ", cap " << idx.cols << ", use_unaligned_ks " << in.unaligned);
   const auto q = rnd::rows<F>(rng, rows * in.H, qo);
   const auto kv = rnd::rows<F>(rng, in.N, ko);
   const auto w = rnd::weights<typename C::weight>(rng, rows, in.H);
   const ref::result expected = ref::sparse(q.view(), kv.view(), w.view(), std::span(in.ks),
-                                           std::span(in.ke), in.N, idx.view(), in.B);
+                                           std::span(in.ke), in.N, idx.view(), in.B, in.unaligned);
   CHECK(check::valid_count(expected) > 0);
   const auto meta = ml::get_sparse_mqa_logits_metadata(std::span<const std::int32_t>(in.ks),
                                                        std::span<const std::int32_t>(in.ke), in.N,
-                                                       idx.view(), in.B);
+                                                       idx.view(), in.B, in.unaligned);
   CHECK(meta.num_rows() == rows);
+  CHECK(meta.use_unaligned_ks() == in.unaligned);
   CHECK(meta.num_cols() == cols);
 
   ml::thread_pool pool1(1), pool2(2);
@@ -69,6 +71,7 @@ TEMPLATE_LIST_TEST_CASE("sparse: random selections match the reference", "[spars
   in.H = H;
   in.N = 150;
   in.B = B;
+  in.unaligned = GENERATE(false, true);
   const std::int64_t rows = 5;
   in.ks = rnd::ints(rng, rows, -10, 100);  // most not multiples of B, some negative
   in.ke.resize(rows);
@@ -88,6 +91,7 @@ TEMPLATE_LIST_TEST_CASE(
   in.H = 4;
   in.N = 64;
   in.B = B;
+  in.unaligned = GENERATE(false, true);
   //       ks > ke, ks < 0,  ke > N, ks % B = 3, ks = ke, whole, ks >= N, ke < 0
   in.ks = {40, -5, 10, 3, 20, 0, 70, -30};
   in.ke = {20, 30, 500, 64, 20, 64, 90, -2};
@@ -133,6 +137,44 @@ TEMPLATE_LIST_TEST_CASE("sparse: NaN codes and scales", "[sparse]", check::kerne
   (scale ? nan.nan_scales : nan.nan_codes) = 1;
   check_sparse<TestType>(rng, in, idx, in_q ? nan : rnd::code_options{},
                          in_q ? rnd::code_options{} : nan);
+}
+
+// The column -> token mapping of both modes, worked out by hand (B = 8): -1 marks a masked column.
+TEST_CASE("sparse: aligned and unaligned column mapping, by hand", "[sparse]") {
+  const auto tokens = [](std::int32_t ks, std::int32_t ke, std::vector<std::int32_t> blocks,
+                         bool unaligned) {
+    const std::vector<std::int32_t> s = {ks}, e = {ke};
+    const ml::matrix_view<const std::int32_t> idx(blocks.data(), 1,
+                                                  static_cast<std::int64_t>(blocks.size()));
+    const auto meta = ml::get_sparse_mqa_logits_metadata(s, e, 40, idx, 8, unaligned);
+    std::vector<std::int64_t> out;
+    for (std::int64_t k = 0; k < meta.num_cols(); ++k) out.push_back(meta.token(0, k));
+    return std::pair{meta.num_blocks(0), out};
+  };
+  const std::int64_t x = -1;
+  // ks = 3, ke = 21, blocks {0, 2, 1, -1}: both modes have nb = 3.
+  const auto [nb_a, aligned] = tokens(3, 21, {0, 2, 1, -1}, false);
+  CHECK(nb_a == 3);
+  CHECK(aligned == std::vector<std::int64_t>{x,  x,  x, 3, 4, 5, 6, 7,  16, 17, 18,
+                                             19, 20, x, x, x, 8, 9, 10, 11, 12, 13,
+                                             14, 15, x, x, x, x, x, x,  x,  x});
+  const auto [nb_u, unaligned] = tokens(3, 21, {0, 2, 1, -1}, true);
+  CHECK(nb_u == 3);
+  CHECK(unaligned == std::vector<std::int64_t>{3,  4,  5, 6, 7, 8,  9,  10, 19, 20, x,
+                                               x,  x,  x, x, x, 11, 12, 13, 14, 15, 16,
+                                               17, 18, x, x, x, x,  x,  x,  x,  x});
+  // ks = 6, ke = 18: [6, 18) overlaps 3 aligned blocks but spans 2 shifted ones.
+  const auto [nb_a2, aligned2] = tokens(6, 18, {0, 1, 2}, false);
+  CHECK(nb_a2 == 3);
+  CHECK(aligned2 == std::vector<std::int64_t>{x,  x,  x,  x,  x,  x,  6, 7, 8, 9, 10, 11,
+                                              12, 13, 14, 15, 16, 17, x, x, x, x, x,  x});
+  const auto [nb_u2, unaligned2] = tokens(6, 18, {0, 1, 2}, true);
+  CHECK(nb_u2 == 2);
+  CHECK(unaligned2 == std::vector<std::int64_t>{6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17,
+                                                x, x, x, x, x,  x,  x,  x,  x,  x,  x,  x});
+  // ke <= ks: no block in either mode.
+  CHECK(tokens(9, 9, {1}, false).first == 0);
+  CHECK(tokens(9, 9, {1}, true).first == 0);
 }
 
 TEST_CASE("sparse: the metadata copies its inputs", "[sparse]") {

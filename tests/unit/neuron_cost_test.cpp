@@ -60,12 +60,12 @@ TEMPLATE_TEST_CASE("neuron cost rules: TensorE max(N, 64) cycles, fp32 4 passes,
   nb::core<G> c;
   nb::tile st = c.sbuf("st", dtype::bf16, 128, 8), mv = c.sbuf("mv", dtype::bf16, 128, 300);
   nb::tile out = c.psum("out", 8, 300);
-  c.matmul(nb::window(out), st, mv, false);
+  c.matmul(nb::window(out), st, mv);
   CHECK(c.counters().tensor.cycles == 300);
-  c.matmul(nb::window(out, 0, 8, 0, 10), st, nb::window(mv, 0, 128, 0, 10), false);
+  c.matmul(nb::window(out, 0, 8, 0, 10), st, nb::window(mv, 0, 128, 0, 10));
   CHECK(c.counters().tensor.cycles == 300 + 64);  // MM_INIT_LATENCY floor
   nb::tile st32 = c.sbuf("st32", dtype::fp32, 128, 8), mv32 = c.sbuf("mv32", dtype::fp32, 128, 300);
-  c.matmul(nb::window(out), st32, mv32, false);
+  c.matmul(nb::window(out), st32, mv32);
   CHECK(c.counters().tensor.cycles == 364 + 4 * 300);
   CHECK(c.counters().tensor.seconds == Approx((364 + 1200) / d.tensor_hz));
   // TensorE transposes: max(P, 64) cycles, 4 passes for 32-bit elements.
@@ -81,21 +81,21 @@ TEMPLATE_TEST_CASE("neuron cost rules: TensorE max(N, 64) cycles, fp32 4 passes,
     nb::tile st3 = c3.sbuf("st", dtype::bf16, 128, 8),
              wide = c3.sbuf("wide", dtype::bf16, 128, 4096);
     nb::tile wide_out = c3.psum("wide out", 8, 4096);  // 8 PSUM banks
-    CHECK_NOTHROW(c3.matmul(nb::window(wide_out), st3, wide, false));
+    CHECK_NOTHROW(c3.matmul(nb::window(wide_out), st3, wide));
     CHECK(c3.counters().tensor.cycles == 4096);
     // fp8 (native e4m3fn) streams two moving rows per cycle.
     nb::tile s8 = c.sbuf("s8", dtype::fp8, 128, 8), m8 = c.sbuf("m8", dtype::fp8, 128, 300);
     const std::int64_t b8 = c.counters().tensor.cycles;
-    c.matmul(nb::window(out), s8, m8, false);
+    c.matmul(nb::window(out), s8, m8);
     CHECK(c.counters().tensor.cycles - b8 == 150);
-    c.matmul(nb::window(out, 0, 8, 0, 100), s8, nb::window(m8, 0, 128, 0, 100), false);
+    c.matmul(nb::window(out, 0, 8, 0, 100), s8, nb::window(m8, 0, 128, 0, 100));
     CHECK(c.counters().tensor.cycles - b8 == 150 + 64);
   } else {
     nb::tile wide = c.sbuf("wide", dtype::bf16, 128, 513);
     CHECK(check::error_of([&] { (void)c.psum("wide out", 8, 513); }).find("2 KiB bank") !=
           std::string::npos);
     nb::tile s8 = c.sbuf("s8", dtype::fp8, 128, 8), m8 = c.sbuf("m8", dtype::fp8, 128, 300);
-    CHECK(check::error_of([&] { c.matmul(nb::window(out), s8, m8, false); }).find("e4m3fn") !=
+    CHECK(check::error_of([&] { c.matmul(nb::window(out), s8, m8); }).find("e4m3fn") !=
           std::string::npos);  // EVRF051: e4m3fn is not a usable type before trn3
   }
 }
@@ -113,7 +113,7 @@ TEMPLATE_TEST_CASE("neuron cost rules: ScalarE / VectorE clocks, widths, two-inp
   c.copy(b2, b);  // 16-bit: trn2's bf16 mode (2x), trn3's 512 elements per cycle (4 per lane)
   const auto bf16_copy = 60 + static_cast<std::int64_t>(std::ceil(1000 / d.vector_bf16));
   CHECK(c.counters().vector.cycles == 1060 + bf16_copy);
-  c.scale_add(g, f, s, false);  // scalar_tensor_tensor: two tensor inputs, ~2N
+  c.scale_add(g, f, s, nb::write_mode::accumulate);  // scalar_tensor_tensor: two tensor inputs, ~2N
   CHECK(c.counters().vector.cycles == 1060 + bf16_copy + 60 + 2000);
   CHECK(c.counters().vector.seconds == Approx((1060 + bf16_copy + 2060) / d.vector_hz));
   c.activation(b2, b, nb::activation_fn::relu);
@@ -202,7 +202,7 @@ TEST_CASE("neuron model: trn3 MX matmul layout rules (x4 on 32 partitions, quadr
   }
   nb::tile out = c.psum("out", 2, 3);
   c.matmul_mx(out, nb::window(q, 32, 32, 0, 2), nb::window(qs, 32, 4, 0, 2),
-              nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3), false);
+              nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3));
   for (int m = 0; m < 2; ++m)
     for (int n = 0; n < 3; ++n) {
       double exact = 0, mag = 0;
@@ -225,20 +225,19 @@ TEST_CASE("neuron model: trn3 MX matmul layout rules (x4 on 32 partitions, quadr
   nb::tile q3 = c.sbuf("q3", dtype::fp8x4, 32, 3), qs3 = c.sbuf("qs3", dtype::u8, 4, 3);
   nb::tile out3 = c.psum("out3", 3, 3);
   CHECK(check::error_of([&] {
-          c.matmul_mx(out3, q3, qs3, nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3),
-                      false);
+          c.matmul_mx(out3, q3, qs3, nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3));
         }).find("even") != std::string::npos);
   CHECK(check::error_of([&] {
           c.matmul_mx(out, nb::window(q, 0, 16, 0, 2), nb::window(qs, 0, 2, 0, 2),
-                      nb::window(k, 0, 16, 0, 3), nb::window(ks, 0, 2, 0, 3), false);
+                      nb::window(k, 0, 16, 0, 3), nb::window(ks, 0, 2, 0, 3));
         }).find("multiple of 32") != std::string::npos);
   CHECK(check::error_of([&] {
           c.matmul_mx(out, nb::window(q, 32, 32, 0, 2), nb::window(qs, 0, 4, 0, 2),
-                      nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3), false);
+                      nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3));
         }).find("quadrant rows") != std::string::npos);
   nb::tile b16 = c.sbuf("b16", dtype::bf16, 32, 2);
   CHECK_THROWS_AS(c.matmul_mx(out, b16, nb::window(qs, 0, 4, 0, 2), nb::window(k, 32, 32, 0, 3),
-                              nb::window(ks, 32, 4, 0, 3), false),
+                              nb::window(ks, 32, 4, 0, 3)),
                   ml::error);
 }
 
@@ -385,9 +384,10 @@ TEST_CASE("neuron model: the instruction mix of AWS's indexer structure", "[neur
         for (int p = 0; p < 128; ++p) t.row(W * 2);
       }
       for (std::int64_t h = 0; h < H; ++h) {
-        c.matmul(nb::window(ps), nb::window(qt, 0, 128, h * 128, 128), kt, false);
+        c.matmul(nb::window(ps), nb::window(qt, 0, 128, h * 128, 128), kt);
         c.activation(relu, ps, nb::activation_fn::relu);
-        c.scale_add(nb::window(score, 0, 128, k0, W), relu, nb::window(w, 0, 128, h, 1), h == 0);
+        c.scale_add(nb::window(score, 0, 128, k0, W), relu, nb::window(w, 0, 128, h, 1),
+                    h == 0 ? nb::write_mode::overwrite : nb::write_mode::accumulate);
       }
     }
     c.topk_cost(128, T, K);

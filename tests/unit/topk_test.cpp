@@ -489,6 +489,33 @@ TEMPLATE_TEST_CASE("topk: the NeuronCore model selects from its own fp32 logits"
       CHECK(against(e, k, t.indices, t.values) == "");
     }
   }
+  {  // The selection is part of the modelled schedule: nisa.topk calls on GpSimd, on top of the
+     // logits kernel's cost, one call per 8 rows (one segment).
+    const std::int64_t num_q = 10, H = 4, N = 300, k = 16;
+    const auto q = rnd::rows<F>(rng, num_q * H);
+    const auto kv = rnd::rows<F>(rng, N);
+    const auto w = rnd::weights<float>(rng, num_q, H);
+    const std::vector<std::int32_t> ks(num_q, 0), ke(num_q, static_cast<std::int32_t>(N));
+    namespace nb = ml::neuron_backend;
+    nb::report logits_only, fused;
+    ml::logits_buffer<float> out(num_q, N);
+    std::vector<std::int32_t> idx(static_cast<std::size_t>(num_q * k));
+    {
+      nb::capture cap(logits_only);
+      ml::fp8_fp4_mqa_logits(neuron{}, q.view(), kv.view(), w.view(), ks, ke, 0, out.view());
+    }
+    {
+      nb::capture cap(fused);
+      ml::fp8_fp4_mqa_logits(neuron{}, q.view(), kv.view(), w.view(), ks, ke, 0,
+                             ml::topk(ml::matrix_view<std::int32_t>(idx.data(), num_q, k)));
+    }
+    CHECK(logits_only.topk_calls == 0);
+    CHECK(fused.topk_calls == (num_q + 7) / 8);
+    CHECK(fused.estimated_seconds() > logits_only.estimated_seconds());
+    // The selection is the library's: the best column of row 0 is its largest logit.
+    const float* row0 = &out(0, 0);
+    CHECK(idx[0] == std::max_element(row0, row0 + N) - row0);
+  }
   {
     const std::int64_t B = 2, next_n = 2, H = 4, max_blocks = 8, pages = 20;
     const std::int32_t page_kv = 64;

@@ -214,8 +214,8 @@ TEST_CASE("upstream: dense fp8_per_token, fp32 weights and logits, bounded and f
   // Same bits on a pool, and bf16 logits within the contract too.
   ml::thread_pool pool(3);
   ml::logits_buffer<float> pooled(num_q, e.cols, upstream_alignment);
-  ml::fp8_fp4_mqa_logits(ml::default_backend{}, q.lib(), kv.lib(), w.view(), ks, ke,
-                         max_seqlen_k, pooled.view(), {.executor = pool, .clean_logits = clean});
+  ml::fp8_fp4_mqa_logits(ml::default_backend{}, q.lib(), kv.lib(), w.view(), ks, ke, max_seqlen_k,
+                         pooled.view(), {.executor = pool, .clean_logits = clean});
   CHECK(same_bits(out, pooled, e));
   ml::logits_buffer<ml::bf16> half(num_q, e.cols);
   ml::fp8_fp4_mqa_logits(q.lib(), kv.lib(), w.view(), ks, ke, max_seqlen_k, half.view(),
@@ -285,8 +285,10 @@ TEST_CASE("upstream: sparse fp8_per_token against the reference", "[upstream][sp
   CHECK(diff.empty());
 }
 
-TEST_CASE("upstream: paged sparse fp8_per_token, first call and reuse",
+TEST_CASE("upstream: paged sparse fp8_per_token, both protocols, first call and reuse",
           "[upstream][paged_sparse]") {
+  const auto protocol =
+      GENERATE(ml::paged_sparse_protocol::reread, ml::paged_sparse_protocol::snapshot);
   const std::int32_t page_kv = GENERATE(64, 128);
   const std::int64_t B = GENERATE(8, 16);
   engine rng(4000 + page_kv + B);
@@ -301,9 +303,9 @@ TEST_CASE("upstream: paged sparse fp8_per_token, first call and reuse",
   const auto w = ref::rand::weights<float>(rng, num_q, H);
   INFO("page_kv " << page_kv << " sparse_block_kv " << B);
 
-  const auto meta =
-      ml::get_paged_sparse_mqa_logits_metadata(lens, table.view(), page_kv, idx.view(), B);
-  for (int call = 0; call < 2; ++call) {  // first call snapshots, the second reuses with new Q
+  const auto meta = ml::get_paged_sparse_mqa_logits_metadata(lens, table.view(), page_kv,
+                                                             idx.view(), B, protocol);
+  for (int call = 0; call < 2; ++call) {  // the second call has new Q
     INFO("call " << call);
     const auto q = make_rows<ml::fp8_per_token>(rng, num_q * H, true);
     const ref::result e =
@@ -314,7 +316,7 @@ TEST_CASE("upstream: paged sparse fp8_per_token, first call and reuse",
     INFO(diff);
     CHECK(valid_count(e) > 0);
     CHECK(diff.empty());
-    CHECK(meta.has_snapshot());
+    CHECK(meta.has_snapshot() == (protocol == ml::paged_sparse_protocol::snapshot));
   }
 }
 

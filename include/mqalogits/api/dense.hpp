@@ -1,6 +1,7 @@
 // fp8_fp4_mqa_logits: dense logits over token-major KV (prefill).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <span>
 #include <type_traits>
@@ -15,12 +16,15 @@ MQALOGITS_NAMESPACE_BEGIN
 // max_seqlen_k > 0: out is [num_q, max_seqlen_k], column j = token ks[q] + j.
 // max_seqlen_k == 0 (upstream's full-width mode): out is [num_q, N], column j = token j.
 // A column is valid iff its token t satisfies max(ks, 0) <= t < min(ke, N); others are -inf.
-template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
+// ks and ke: int32 or int64 arrays of one type (std::vector, std::span, ...), read in place.
+template <backend_tag Backend, class Format, weight_input WT, index_array KS, index_array KE,
+          output_argument Out>
+requires std::same_as<index_value_of<KS>, index_value_of<KE>>
 void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<Format>& kv,
-                        matrix_view<WT> weights, std::span<const std::int32_t> ks,
-                        std::span<const std::int32_t> ke, std::int64_t max_seqlen_k, Out out,
-                        const options& opt = {}) {
+                        matrix_view<WT> weights, const KS& ks_array, const KE& ke_array,
+                        std::int64_t max_seqlen_k, Out out, const options& opt = {}) {
   constexpr const char* where = "fp8_fp4_mqa_logits";
+  const auto ks = index_span(ks_array), ke = index_span(ke_array);
   using detail::require;
   const matrix_view<const std::remove_const_t<WT>> w = weights;
   const std::int64_t rows = w.rows;
@@ -31,7 +35,7 @@ void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<For
   detail::check_rows(where, "kv", kv, kv.rows);
   detail::check_span(where, "ks", ks, rows);
   detail::check_span(where, "ke", ke, rows);
-  const dense_plan<Format> plan(kv, ks, ke, max_seqlen_k);
+  const dense_plan<Format, index_value_of<KS>> plan(kv, ks, ke, max_seqlen_k);
   auto output = to_output_policy(out, opt);
   detail::check_q_weights_out(where, q, w, output, rows, plan.num_cols());
   detail::check_no_overlap(
@@ -44,11 +48,11 @@ void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<For
 
 // The same call on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <class Format, weight_input WT, output_argument Out>
+template <class Format, weight_input WT, index_array KS, index_array KE, output_argument Out>
+requires std::same_as<index_value_of<KS>, index_value_of<KE>>
 void fp8_fp4_mqa_logits(const rows_view<Format>& q, const rows_view<Format>& kv,
-                        matrix_view<WT> weights, std::span<const std::int32_t> ks,
-                        std::span<const std::int32_t> ke, std::int64_t max_seqlen_k, Out out,
-                        const options& opt = {}) {
+                        matrix_view<WT> weights, const KS& ks, const KE& ke,
+                        std::int64_t max_seqlen_k, Out out, const options& opt = {}) {
   fp8_fp4_mqa_logits(default_backend{}, q, kv, weights, ks, ke, max_seqlen_k, out, opt);
 }
 

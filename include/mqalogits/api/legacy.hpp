@@ -6,6 +6,7 @@
 // per-call options follow. The clean_logits argument replaces options::clean_logits.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <span>
 #include <type_traits>
@@ -38,11 +39,11 @@ inline options with_clean_logits(const options& opt, bool clean_logits) {
 
 // Dense: upstream's fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
 // clean_logits = true, max_seqlen_k = 0). Columns and validity as fp8_fp4_mqa_logits.
-template <backend_tag Backend, weight_input WT>
+template <backend_tag Backend, weight_input WT, index_array KS, index_array KE>
+requires std::same_as<index_value_of<KS>, index_value_of<KE>>
 void fp8_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
                     const rows_view<fp8_per_token>& kv, matrix_view<WT> weights,
-                    std::span<const std::int32_t> cu_seq_len_k_start,
-                    std::span<const std::int32_t> cu_seq_len_k_end, bool clean_logits,
+                    const KS& cu_seq_len_k_start, const KE& cu_seq_len_k_end, bool clean_logits,
                     std::int64_t max_seqlen_k, matrix_view<float> out, const options& opt = {}) {
   detail::require_bare_q("fp8_mqa_logits", q);
   fp8_fp4_mqa_logits(backend, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k,
@@ -66,11 +67,12 @@ void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
 
 // The same calls on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <weight_input WT>
+template <weight_input WT, index_array KS, index_array KE>
+requires std::same_as<index_value_of<KS>, index_value_of<KE>>
 void fp8_mqa_logits(const rows_view<fp8_per_token>& q, const rows_view<fp8_per_token>& kv,
-                    matrix_view<WT> weights, std::span<const std::int32_t> cu_seq_len_k_start,
-                    std::span<const std::int32_t> cu_seq_len_k_end, bool clean_logits,
-                    std::int64_t max_seqlen_k, matrix_view<float> out, const options& opt = {}) {
+                    matrix_view<WT> weights, const KS& cu_seq_len_k_start,
+                    const KE& cu_seq_len_k_end, bool clean_logits, std::int64_t max_seqlen_k,
+                    matrix_view<float> out, const options& opt = {}) {
   fp8_mqa_logits(default_backend{}, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
                  clean_logits, max_seqlen_k, out, opt);
 }

@@ -11,6 +11,7 @@
 
 #include "../config.hpp"
 #include "../error.hpp"
+#include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
 #include "../view/rows_view.hpp"
@@ -41,8 +42,9 @@ byte_range range_of(const char* name, const matrix_view<T>& v) {
   const auto size = static_cast<std::int64_t>(sizeof(T));
   return make_range(name, v.data, ((v.rows - 1) * v.stride + v.cols) * size);
 }
-inline byte_range range_of(const char* name, std::span<const std::int32_t> s) {
-  return make_range(name, s.data(), static_cast<std::int64_t>(s.size()) * 4);
+template <index_value I>
+byte_range range_of(const char* name, std::span<const I> s) {
+  return make_range(name, s.data(), static_cast<std::int64_t>(s.size() * sizeof(I)));
 }
 template <class Format>
 byte_range data_range_of(const char* name, const rows_view<Format>& v) {

@@ -12,8 +12,8 @@
 MQALOGITS_NAMESPACE_BEGIN
 
 // q: [B * next_n * H] rows, row (b, j, h); cache: the paged cache; weights: [B * next_n, H];
-// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1]); block_table: [B, max_blocks], shared by the
-// next_n rows of a request; schedule: from get_paged_mqa_logits_metadata on the same
+// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1]); block_table: [B, max_blocks], shared by
+// the next_n rows of a request; schedule: from get_paged_mqa_logits_metadata on the same
 // context_lens; out: [B * next_n, max_context_len]. Column j is context position j, valid iff
 // j < context_lens[b][j'] and j < max_blocks * page_kv. out may also be a top-k selection,
 // ml::topk(indices, values, ml::topk_index::slot) to get cache slots. Block-table slots past the

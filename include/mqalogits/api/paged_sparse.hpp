@@ -1,5 +1,5 @@
 // get_paged_sparse_mqa_logits_metadata + fp8_fp4_paged_sparse_mqa_logits: selected blocks of a
-// paged cache, with the first/reuse snapshot protocol.
+// paged cache, with the reread (default) or the snapshot protocol.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +11,10 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
-// q: [num_q * H] rows; weights: [num_q, H]; out: [num_q, cap * B]. The first call with a
-// metadata object gathers the selected tokens of `cache` into it (checking every block-table
-// entry it reads); later calls reuse that snapshot and do not read `cache`.
+// q: [num_q * H] rows; weights: [num_q, H]; out: [num_q, cap * B]. With the reread protocol each
+// call reads the selected tokens of `cache` (which must have the metadata's page_kv and a page for
+// every block-table entry the selection reads); with the snapshot protocol the first call gathers
+// them into the metadata and later calls reuse that snapshot without reading `cache`.
 template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
 void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
                                      const paged_cache_view<Format>& cache, matrix_view<WT> weights,
@@ -31,8 +32,13 @@ void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
   detail::check_no_overlap(where, output,
                            {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
                             detail::range_of("cache", cache), detail::range_of("weights", w)});
-  metadata.ensure_snapshot(where, cache);
-  detail::dispatch<Backend>(q, paged_sparse_plan<Format>(metadata), w, output, opt);
+  if (metadata.protocol() == paged_sparse_protocol::snapshot) {
+    metadata.ensure_snapshot(where, cache);
+    detail::dispatch<Backend>(q, paged_sparse_snapshot_plan<Format>(metadata), w, output, opt);
+  } else {
+    metadata.check_cache(where, cache);
+    detail::dispatch<Backend>(q, paged_sparse_plan<Format>(cache, metadata), w, output, opt);
+  }
 }
 
 // The same call on the default backend.

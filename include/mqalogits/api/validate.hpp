@@ -12,6 +12,7 @@
 #include "../error.hpp"
 #include "../format/bf16.hpp"
 #include "../view/checks.hpp"
+#include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
 #include "../view/rows_view.hpp"
@@ -67,12 +68,12 @@ inline void check_heads(const char* where, std::int64_t heads) {
   });
 }
 
-inline void check_span(const char* where, const char* name, std::span<const std::int32_t> s,
-                       std::int64_t size) {
+template <index_value I>
+void check_span(const char* where, const char* name, std::span<const I> s, std::int64_t size) {
   require(static_cast<std::int64_t>(s.size()) == size, where,
           [&](auto& m) { m << name << " has " << s.size() << " entries, expected " << size; });
   require(size == 0 || s.data(), where, [&](auto& m) { m << name << " is null"; });
-  check_aligned(where, name, s.data(), alignof(std::int32_t));
+  check_aligned(where, name, s.data(), alignof(I));
 }
 
 template <class Format>

@@ -344,6 +344,7 @@ class topk_output {
   }
 
   bool has_values() const { return values_.data != nullptr; }
+  std::int64_t k() const { return indices_.cols; }
 
  private:
   // The rows a task was on are done (for this task): written, or kept for the merge.

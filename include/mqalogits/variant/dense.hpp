@@ -7,18 +7,19 @@
 #include <span>
 
 #include "../config.hpp"
+#include "../view/index_array.hpp"
 #include "../view/rows_view.hpp"
 #include "plan.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
-template <class Format>
+template <class Format, index_value Index = std::int32_t>
 class dense_plan {
  public:
   // max_seqlen_k > 0: column j is token ks + j. max_seqlen_k == 0 (full width): num_cols = N
   // and column j is token j.
-  dense_plan(rows_view<Format> kv, std::span<const std::int32_t> ks,
-             std::span<const std::int32_t> ke, std::int64_t max_seqlen_k)
+  dense_plan(rows_view<Format> kv, std::span<const Index> ks, std::span<const Index> ke,
+             std::int64_t max_seqlen_k)
       : kv_(kv),
         ks_(ks),
         ke_(ke),
@@ -31,7 +32,8 @@ class dense_plan {
   row_span group_rows(std::int64_t) const { return {0, num_rows()}; }
 
   row_keys row(std::int64_t r) const {
-    const std::int64_t ks = ks_[static_cast<std::size_t>(r)];
+    // ks past N selects nothing: clamping it there keeps ks + cols from overflowing (int64).
+    const std::int64_t ks = std::min<std::int64_t>(ks_[static_cast<std::size_t>(r)], kv_.rows);
     const std::int64_t ke = std::min<std::int64_t>(ke_[static_cast<std::size_t>(r)], kv_.rows);
     const std::int64_t offset = full_width_ ? 0 : ks;
     return {std::max<std::int64_t>({ks, 0, offset}), std::min(ke, offset + cols_), offset};
@@ -43,7 +45,7 @@ class dense_plan {
 
  private:
   rows_view<Format> kv_;
-  std::span<const std::int32_t> ks_, ke_;
+  std::span<const Index> ks_, ke_;
   bool full_width_;
   std::int64_t cols_;
 };

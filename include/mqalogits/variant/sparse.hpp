@@ -1,6 +1,8 @@
-// Sparse variant: selected blocks of a token-major KV. Column b*B + o of row q is token
-// idx[q][b] * B + ks[q] % B + o, valid iff b < nb, idx >= 0 and ks <= token < min(ke, N), with
-// nb = min(cap, ceil(max(0, min(ke, N) - ks) / B)).
+// Sparse variant: selected blocks of a token-major KV. With ke' = min(ke, N), column b*B + o of
+// row q is token idx[q][b] * B + o (the aligned mapping, DeepGEMM's default), or idx[q][b] * B +
+// ks[q] % B + o with use_unaligned_ks (DeepGEMM-Ascend's mapping); it is valid iff b < nb,
+// idx >= 0 and ks <= token < ke'. nb, capped at cap, counts the blocks that overlap [ks, ke'):
+// ceil(max(0, ke' - ks) / B) unaligned, ceil(ke' / B) - floor(ks / B) (0 when ke' <= ks) aligned.
 #pragma once
 
 #include <algorithm>
@@ -11,10 +13,12 @@
 
 #include "../config.hpp"
 #include "../error.hpp"
+#include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
 #include "metadata_checks.hpp"
 #include "plan.hpp"
+#include "reset_on_move.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
@@ -27,12 +31,16 @@ namespace detail {
 constexpr std::int64_t floor_mod(std::int64_t a, std::int64_t b) {
   return ((a % b) + b) % b;
 }
+constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  return (a - floor_mod(a, b)) / b;
+}
 constexpr std::int64_t selected_blocks(std::int64_t length, std::int64_t block, std::int64_t cap) {
   return std::min(cap, (std::max<std::int64_t>(length, 0) + block - 1) / block);
 }
 
-inline void check_sparse_indices(const char* where, matrix_view<const std::int32_t> idx,
-                                 std::int64_t sparse_block_kv) {
+template <index_value I>
+void check_sparse_indices(const char* where, matrix_view<const I> idx,
+                          std::int64_t sparse_block_kv) {
   using detail::require;
   require(idx.rows >= 0 && idx.cols >= 1 && idx.cols <= max_sparse_capacity, where, [&](auto& m) {
     m << "sparse_kv_block_indices capacity " << idx.cols << " is out of range [1, "
@@ -49,74 +57,102 @@ inline void check_sparse_indices(const char* where, matrix_view<const std::int32
   });
 }
 
-inline std::vector<std::int32_t> copy_rows(matrix_view<const std::int32_t> m) {
-  std::vector<std::int32_t> out;
+// Index values are kept as int64, bounded to +-2^61 so that no position arithmetic on them can
+// overflow: every bound that can select anything lies inside (the metadata functions reject
+// larger token counts), and a clamped ks keeps its remainder modulo the block size.
+inline constexpr std::int64_t index_bound = std::int64_t{1} << 61;
+constexpr std::int64_t bounded(std::int64_t v) {
+  return std::clamp(v, -index_bound, index_bound);
+}
+constexpr std::int64_t bounded_start(std::int64_t ks, std::int64_t block) {
+  if (ks < -index_bound) return -index_bound + floor_mod(ks, block);
+  if (ks > index_bound) return index_bound + floor_mod(ks, block);
+  return ks;
+}
+
+// A copy of the rows of m, each entry through `bound`.
+template <index_value I, class Bound>
+std::vector<std::int64_t> copy_rows(matrix_view<const I> m, Bound bound) {
+  std::vector<std::int64_t> out;
   out.reserve(static_cast<std::size_t>(m.rows * m.cols));
-  for (std::int64_t r = 0; r < m.rows; ++r) out.insert(out.end(), m.row(r), m.row(r) + m.cols);
+  for (std::int64_t r = 0; r < m.rows; ++r)
+    for (std::int64_t c = 0; c < m.cols; ++c) out.push_back(bound(std::int64_t{m(r, c)}));
   return out;
+}
+// A selected block index: -1 for any negative one, and no larger than a block that ends past
+// every bound (still masked, its positions computed without overflow).
+inline std::int64_t bounded_block(std::int64_t idx, std::int64_t block) {
+  return idx < 0 ? -1 : std::min(idx, index_bound / block);
 }
 }  // namespace detail
 
-// The sparse metadata: a snapshot of the selection and bounds the kernel runs (it copies them,
-// as DeepGEMM-Ascend does, so the caller's arrays may change afterwards), plus each row's block
-// count.
+// The sparse metadata: a copy of the selection and bounds the kernel runs (the caller's arrays
+// may change afterwards, as with DeepGEMM-Ascend), the column mapping and each row's block count.
 class sparse_mqa_metadata {
  public:
-  sparse_mqa_metadata() = default;
-  sparse_mqa_metadata(const sparse_mqa_metadata&) = default;
-  sparse_mqa_metadata& operator=(const sparse_mqa_metadata&) = default;
-  // A moved-from metadata is empty, as a default-constructed one: the kernel rejects it.
-  sparse_mqa_metadata(sparse_mqa_metadata&& o) noexcept { *this = std::move(o); }
-  sparse_mqa_metadata& operator=(sparse_mqa_metadata&& o) noexcept {
-    if (this == &o) return *this;
-    rows_ = std::exchange(o.rows_, 0);
-    cap_ = std::exchange(o.cap_, 0);
-    block_ = std::exchange(o.block_, 0);
-    num_kv_ = std::exchange(o.num_kv_, 0);
-    ks_ = std::move(o.ks_);
-    ke_ = std::move(o.ke_);
-    idx_ = std::move(o.idx_);
-    o.ks_.clear();
-    o.ke_.clear();
-    o.idx_.clear();
-    return *this;
-  }
-
-  std::int64_t num_rows() const { return rows_; }
-  std::int64_t capacity() const { return cap_; }
-  std::int64_t sparse_block_kv() const { return block_; }
-  std::int64_t num_kv_tokens() const { return num_kv_; }
-  std::int64_t num_cols() const { return cap_ * block_; }
-  std::int32_t ks(std::int64_t r) const { return ks_[static_cast<std::size_t>(r)]; }
+  std::int64_t num_rows() const { return f_->rows; }
+  std::int64_t capacity() const { return f_->cap; }
+  std::int64_t sparse_block_kv() const { return f_->block; }
+  std::int64_t num_kv_tokens() const { return f_->num_kv; }
+  bool use_unaligned_ks() const { return f_->unaligned; }
+  std::int64_t num_cols() const { return f_->cap * f_->block; }
+  std::int64_t ks(std::int64_t r) const { return f_->ks[static_cast<std::size_t>(r)]; }
   std::int64_t ke(std::int64_t r) const {  // clamped to N
-    return std::min<std::int64_t>(ke_[static_cast<std::size_t>(r)], num_kv_);
+    return std::min<std::int64_t>(f_->ke[static_cast<std::size_t>(r)], f_->num_kv);
   }
+  // The blocks of [ks, ke') a row may read (its selection's first entries).
   std::int64_t num_blocks(std::int64_t r) const {
-    return detail::selected_blocks(ke(r) - ks(r), block_, cap_);
+    const std::int64_t s = ks(r), e = ke(r), B = f_->block;
+    if (f_->unaligned) return detail::selected_blocks(e - s, B, f_->cap);
+    if (e <= s) return 0;
+    return std::min(f_->cap, -detail::floor_div(-e, B) - detail::floor_div(s, B));
   }
-  std::int32_t block(std::int64_t r, std::int64_t b) const {
-    return idx_[static_cast<std::size_t>(r * cap_ + b)];
+  std::int64_t block(std::int64_t r, std::int64_t b) const {
+    return f_->idx[static_cast<std::size_t>(r * f_->cap + b)];
+  }
+  // The token column k of row r reads, or -1 when the column is masked.
+  std::int64_t token(std::int64_t r, std::int64_t k) const {
+    const std::int64_t B = f_->block, idx = block(r, k / B);
+    if (k / B >= num_blocks(r) || idx < 0) return -1;
+    const std::int64_t s = ks(r);
+    const std::int64_t t = idx * B + (f_->unaligned ? detail::floor_mod(s, B) : 0) + k % B;
+    return (t >= s && t < ke(r)) ? t : -1;
   }
 
   friend sparse_mqa_metadata get_sparse_mqa_logits_metadata(std::span<const std::int32_t>,
                                                             std::span<const std::int32_t>,
                                                             std::int64_t,
                                                             matrix_view<const std::int32_t>,
-                                                            std::int64_t);
+                                                            std::int64_t, bool);
+  friend sparse_mqa_metadata get_sparse_mqa_logits_metadata(std::span<const std::int64_t>,
+                                                            std::span<const std::int64_t>,
+                                                            std::int64_t,
+                                                            matrix_view<const std::int64_t>,
+                                                            std::int64_t, bool);
 
  private:
-  std::int64_t rows_ = 0, cap_ = 0, block_ = 0, num_kv_ = 0;
-  std::vector<std::int32_t> ks_, ke_, idx_;
+  struct fields {
+    std::int64_t rows = 0, cap = 0, block = 0, num_kv = 0;
+    bool unaligned = false;
+    std::vector<std::int64_t> ks, ke, idx;
+  };
+  reset_on_move<fields> f_;  // a moved-from metadata is empty: the kernel rejects it
+
+  template <index_value I>
+  static sparse_mqa_metadata make(std::span<const I> ks, std::span<const I> ke,
+                                  std::int64_t num_kv_tokens, matrix_view<const I> indices,
+                                  std::int64_t sparse_block_kv, bool use_unaligned_ks);
 };
 
-// ks, ke: [num_q]; sparse_kv_block_indices: [num_q, cap] (-1 pads); sparse_block_kv: 8 or 16.
-inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
-    std::span<const std::int32_t> ks, std::span<const std::int32_t> ke, std::int64_t num_kv_tokens,
-    matrix_view<const std::int32_t> sparse_kv_block_indices, std::int64_t sparse_block_kv) {
+template <index_value I>
+sparse_mqa_metadata sparse_mqa_metadata::make(std::span<const I> ks, std::span<const I> ke,
+                                              std::int64_t num_kv_tokens,
+                                              matrix_view<const I> indices,
+                                              std::int64_t sparse_block_kv, bool use_unaligned_ks) {
   constexpr const char* where = "get_sparse_mqa_logits_metadata";
   using detail::require;
-  detail::check_sparse_indices(where, sparse_kv_block_indices, sparse_block_kv);
-  const auto rows = sparse_kv_block_indices.rows;
+  detail::check_sparse_indices(where, indices, sparse_block_kv);
+  const auto rows = indices.rows;
   require(static_cast<std::int64_t>(ks.size()) == rows, where, [&](auto& m) {
     m << "ks has " << ks.size() << " entries, sparse_kv_block_indices has " << rows << " rows";
   });
@@ -125,23 +161,47 @@ inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
   });
   detail::check_index_span(where, "ks", ks);
   detail::check_index_span(where, "ke", ke);
-  require(num_kv_tokens > 0, where,
-          [&](auto& m) { m << "num_kv_tokens = " << num_kv_tokens << " must be > 0"; });
+  require(num_kv_tokens > 0 && num_kv_tokens <= detail::index_bound, where,
+          [&](auto& m) { m << "num_kv_tokens = " << num_kv_tokens << " must be in [1, 2^61]"; });
   sparse_mqa_metadata meta;
-  meta.rows_ = rows;
-  meta.cap_ = sparse_kv_block_indices.cols;
-  meta.block_ = sparse_block_kv;
-  meta.num_kv_ = num_kv_tokens;
-  meta.ks_.assign(ks.begin(), ks.end());
-  meta.ke_.assign(ke.begin(), ke.end());
-  meta.idx_ = detail::copy_rows(sparse_kv_block_indices);
+  auto& f = *meta.f_;
+  f.rows = rows;
+  f.cap = indices.cols;
+  f.block = sparse_block_kv;
+  f.num_kv = num_kv_tokens;
+  f.unaligned = use_unaligned_ks;
+  for (const I v : ks) f.ks.push_back(detail::bounded_start(v, sparse_block_kv));
+  for (const I v : ke) f.ke.push_back(detail::bounded(v));
+  f.idx = detail::copy_rows(
+      indices, [&](std::int64_t v) { return detail::bounded_block(v, sparse_block_kv); });
   return meta;
 }
 
-template <class Format>
-class sparse_plan {
+// ks, ke: [num_q]; sparse_kv_block_indices: [num_q, cap] (-1 pads); sparse_block_kv: 8 or 16;
+// all int32 (as DeepGEMM takes them) or all int64. use_unaligned_ks picks the column mapping
+// (false: DeepGEMM's default; true: DeepGEMM-Ascend's). The metadata keeps its own copy.
+inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
+    std::span<const std::int32_t> ks, std::span<const std::int32_t> ke, std::int64_t num_kv_tokens,
+    matrix_view<const std::int32_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
+    bool use_unaligned_ks = false) {
+  return sparse_mqa_metadata::make(ks, ke, num_kv_tokens, sparse_kv_block_indices, sparse_block_kv,
+                                   use_unaligned_ks);
+}
+inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
+    std::span<const std::int64_t> ks, std::span<const std::int64_t> ke, std::int64_t num_kv_tokens,
+    matrix_view<const std::int64_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
+    bool use_unaligned_ks = false) {
+  return sparse_mqa_metadata::make(ks, ke, num_kv_tokens, sparse_kv_block_indices, sparse_block_kv,
+                                   use_unaligned_ks);
+}
+
+namespace detail {
+// The shape the sparse and paged-sparse plans share: each query row its own group, columns
+// [0, num_blocks * B) of a row, one selected block per gather.
+template <class Meta>
+class selected_blocks_plan {
  public:
-  sparse_plan(rows_view<Format> kv, const sparse_mqa_metadata& meta) : kv_(kv), meta_(&meta) {}
+  explicit selected_blocks_plan(const Meta& meta) : meta_(&meta) {}
 
   std::int64_t num_rows() const { return meta_->num_rows(); }
   std::int64_t num_cols() const { return meta_->num_cols(); }
@@ -150,29 +210,29 @@ class sparse_plan {
   row_keys row(std::int64_t r) const {
     return {0, meta_->num_blocks(r) * meta_->sparse_block_kv(), 0};
   }
+  void fill_work(const tiling& t, work_list& list) const { split_work(*this, t, list); }
+  static constexpr bool prefill = false;
+  std::int64_t gather_block() const { return meta_->sparse_block_kv(); }
 
-  // The token a column reads, or -1 when the column is masked.
-  std::int64_t token(std::int64_t r, std::int64_t k) const {
-    const std::int64_t B = meta_->sparse_block_kv();
-    const std::int64_t idx = meta_->block(r, k / B);
-    if (idx < 0) return -1;
-    const std::int64_t ks = meta_->ks(r);
-    const std::int64_t t = idx * B + detail::floor_mod(ks, B) + k % B;
-    return (t >= ks && t < meta_->ke(r)) ? t : -1;
-  }
+ protected:
+  const Meta* meta_;
+};
+}  // namespace detail
+
+template <class Format>
+class sparse_plan : public detail::selected_blocks_plan<sparse_mqa_metadata> {
+ public:
+  sparse_plan(rows_view<Format> kv, const sparse_mqa_metadata& meta)
+      : selected_blocks_plan(meta), kv_(kv) {}
+
   key_ref key(std::int64_t r, std::int64_t k) const {
-    const std::int64_t t = token(r, k);
+    const std::int64_t t = meta_->token(r, k);
     if (t < 0) return {};
     return {kv_.row(t), kv_.scale(t)};
   }
-  void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
-  std::int64_t sparse_block_kv() const { return meta_->sparse_block_kv(); }
-  static constexpr bool prefill = false;
-  std::int64_t gather_block() const { return meta_->sparse_block_kv(); }  // one selected block
 
  private:
   rows_view<Format> kv_;
-  const sparse_mqa_metadata* meta_;
 };
 
 MQALOGITS_NAMESPACE_END

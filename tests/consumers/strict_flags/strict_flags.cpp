@@ -33,6 +33,21 @@ void kernels(const ml::rows_view<Format>& q, const ml::rows_view<Format>& kv,
   ml::fp8_fp4_sparse_mqa_logits(Backend{}, q, kv, w, meta, out, opt);
   const auto pmeta = ml::get_paged_sparse_mqa_logits_metadata(ks, table, cache.page_kv, idx, 16);
   ml::fp8_fp4_paged_sparse_mqa_logits(Backend{}, q, cache, w, pmeta, out, opt);
+  // int64 index arrays, where the kernels read them in place or the metadata copies them.
+  const std::vector<std::int64_t> ks64(ks.begin(), ks.end()), ke64(ke.begin(), ke.end());
+  std::vector<std::int64_t> idx64(static_cast<std::size_t>(idx.rows * idx.cols)),
+      table64(static_cast<std::size_t>(table.rows * table.cols));
+  const ml::matrix_view<const std::int64_t> idx64_view(idx64.data(), idx.rows, idx.cols),
+      table64_view(table64.data(), table.rows, table.cols);
+  ml::fp8_fp4_mqa_logits(Backend{}, q, kv, w, ks64, ke64, 0, out, opt);
+  const auto meta64 = ml::get_sparse_mqa_logits_metadata(std::span<const std::int64_t>(ks64),
+                                                         std::span<const std::int64_t>(ke64),
+                                                         kv.rows, idx64_view, 8, true);
+  ml::fp8_fp4_sparse_mqa_logits(Backend{}, q, kv, w, meta64, out, opt);
+  const auto pmeta64 = ml::get_paged_sparse_mqa_logits_metadata(
+      std::span<const std::int64_t>(ks64), table64_view, std::span<const std::int64_t>(ke64),
+      cache.page_kv, idx64_view, 8, ml::paged_sparse_protocol::snapshot);
+  ml::fp8_fp4_paged_sparse_mqa_logits(Backend{}, q, cache, w, pmeta64, out, opt);
   if constexpr (std::is_same_v<Format, ml::fp8_per_token> && std::is_same_v<O, float>) {
     ml::fp8_mqa_logits(Backend{}, q, kv, w, ks, ke, true, 0, out, opt);
     ml::fp8_paged_mqa_logits(Backend{}, q, cache, w, lens, table, schedule, 64, false, out, opt);

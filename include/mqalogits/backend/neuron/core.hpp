@@ -51,6 +51,12 @@ constexpr int dtype_lanes(dtype t) {
   return t == dtype::fp8x4 || t == dtype::fp4x4 ? 4 : 1;
 }
 // 16-bit or narrower data: VectorE / ScalarE run their faster modes on it (trn2 / trn3).
+// Whether an instruction's result replaces its destination or adds to it (PSUM accumulation,
+// scale_add's running sum).
+enum class write_mode { overwrite, accumulate };
+// Whether a DMA row is its own descriptor or part of a block row() counts once.
+enum class dma_row { own_descriptor, part_of_block };
+
 constexpr bool is_narrow(dtype t) {
   return dtype_bits(t) <= 16;
 }
@@ -333,21 +339,21 @@ class core {
 
     // `bytes` raw bytes from HBM into partition p of a u8 tile, from element c0 (src null: the
     // row is read but its bytes are not kept, e.g. slots past the context).
-    // count = false: part of a row counted by row() (a block read as one descriptor).
+    // dma_row::part_of_block: part of a row counted by row() (a block read as one descriptor).
     void bytes_in(const window& dst, std::int64_t p, std::int64_t c0, const std::uint8_t* src,
-                  std::int64_t bytes, bool count = true) {
+                  std::int64_t bytes, dma_row counted = dma_row::own_descriptor) {
       c_.check(dst.type() == dtype::u8 && dst.space() == memory::sbuf,
                "DMA bytes go to a u8 SBUF tile");
       c_.check(c0 + bytes <= dst.nc && p < dst.np, "DMA row past the end of its tile");
       if (c_.compute_)
         for (std::int64_t i = 0; i < bytes; ++i) dst.at(p, c0 + i) = src ? src[i] : 0.0f;
-      if (count) row(bytes);
+      if (counted == dma_row::own_descriptor) row(bytes);
     }
     // n e4m3fn codes of Format rows into partition p of an fp8 tile (trn3, where e4m3fn is a
     // native type; the tile holds the code values).
     template <class Format>
     void codes_in(const window& dst, std::int64_t p, std::int64_t c0, const std::uint8_t* src,
-                  std::int64_t n, bool count = true) {
+                  std::int64_t n, dma_row counted = dma_row::own_descriptor) {
       c_.check(dst.type() == dtype::fp8 && dst.space() == memory::sbuf,
                "DMA codes go to an fp8 SBUF tile");
       c_.check(c0 + n <= dst.nc && p < dst.np, "DMA row past the end of its tile");
@@ -356,13 +362,13 @@ class core {
           dst.at(p, c0 + i) = src ? Format::element(src + (i / head_dim) * Format::data_bytes,
                                                     static_cast<int>(i % head_dim))
                                   : 0.0f;
-      if (count) row(n);
+      if (counted == dma_row::own_descriptor) row(n);
     }
     // `words` packed x4 elements of Format rows (consecutive data rows of 32 words each, src
     // null: read, not kept) into partition p of an x4 tile, from element c0.
     template <class Format>
     void words_in(const window& dst, std::int64_t p, std::int64_t c0, const std::uint8_t* src,
-                  std::int64_t words, bool count = true) {
+                  std::int64_t words, dma_row counted = dma_row::own_descriptor) {
       c_.check(dtype_lanes(dst.type()) == 4 && dst.space() == memory::sbuf,
                "DMA words go to an x4 SBUF tile");
       c_.check(c0 + words <= dst.nc && p < dst.np, "DMA row past the end of its tile");
@@ -374,12 +380,13 @@ class core {
                 src ? Format::element(src + (w / per_row) * Format::data_bytes,
                                       static_cast<int>((w % per_row) * mx_pack + j))
                     : 0.0f;
-      if (count) row(partition_bytes(dst.type(), words));
+      if (counted == dma_row::own_descriptor) row(partition_bytes(dst.type(), words));
     }
     // n packed x4 words (consecutive, 4 or 2 bytes each) into partition p of an x4 tile.
     template <class Format>
     void packed_words_in(const window& dst, std::int64_t p, std::int64_t c0,
-                         const std::uint8_t* src, std::int64_t n, bool count = true) {
+                         const std::uint8_t* src, std::int64_t n,
+                         dma_row counted = dma_row::own_descriptor) {
       c_.check(dtype_lanes(dst.type()) == 4 && dst.space() == memory::sbuf,
                "DMA words go to an x4 SBUF tile");
       c_.check(c0 + n <= dst.nc && p < dst.np, "DMA row past the end of its tile");
@@ -388,18 +395,18 @@ class core {
         for (std::int64_t w = 0; w < n; ++w)
           for (int j = 0; j < mx_pack; ++j)
             dst.at(p, c0 + w, j) = Format::element(src + w * word_bytes, j);
-      if (count) row(n * word_bytes);
+      if (counted == dma_row::own_descriptor) row(n * word_bytes);
     }
     // n values of T into partition p of an SBUF tile.
     template <class T>
     void values_in(const window& dst, std::int64_t p, std::int64_t c0, const T* src, std::int64_t n,
-                   bool count = true) {
+                   dma_row counted = dma_row::own_descriptor) {
       c_.check(dst.space() == memory::sbuf && c0 + n <= dst.nc && p < dst.np,
                "DMA row past the end of its tile");
       if (c_.compute_)
         for (std::int64_t i = 0; i < n; ++i)
           dst.at(p, c0 + i) = src ? store_as(dst.type(), to_float(src[i])) : 0.0f;
-      if (count) row(n * static_cast<std::int64_t>(sizeof(T)));
+      if (counted == dma_row::own_descriptor) row(n * static_cast<std::int64_t>(sizeof(T)));
     }
     // Partition p, elements [c0, c0 + n) of an SBUF tile to HBM as T.
     template <class T>
@@ -435,11 +442,11 @@ class core {
   // ---- TensorE ----
 
   // out [M, N] (PSUM) = stationary [K, M]^T @ moving [K, N], contraction K on partitions; fp32
-  // accumulation; accumulate = false overwrites (the first matmul into a tile), true adds.
+  // accumulation; write_mode::overwrite (the default: the first matmul into a tile) or accumulate.
   // Operands both bf16, both fp32 (4 passes) or both fp8 (e4m3fn codes, where native; double
   // row: two moving rows per cycle on trn2 / trn3). Cost: max(N, 64) cycles per pass.
-  void matmul(const window& out, const window& stationary, const window& moving, bool accumulate,
-              matmul_kind kind = matmul_kind::score) {
+  void matmul(const window& out, const window& stationary, const window& moving,
+              matmul_kind kind = matmul_kind::score, write_mode mode = write_mode::overwrite) {
     const std::int64_t K = stationary.np, M = stationary.nc, N = moving.nc;
     const dtype t = stationary.type();
     check_matmul(out, stationary, moving,
@@ -457,7 +464,7 @@ class core {
           float* o = acc.data() + m * N;
           for (std::int64_t n = 0; n < N; ++n) o[n] += a * moving.at(k, n);
         }
-      write_psum(out, acc, accumulate);
+      write_psum(out, acc, mode);
     }
     const std::int64_t cycles =
         t == dtype::fp32  ? traits_type::pe_fp32_passes * std::max(N, traits_type::pe_min_cycles)
@@ -483,7 +490,7 @@ class core {
   // tiling), so one costs np / 128 of max(N, 64) cycles (derived: the schedule issues them four
   // at a time).
   void matmul_mx(const window& out, const window& st, const window& st_scales, const window& mv,
-                 const window& mv_scales, bool accumulate) {
+                 const window& mv_scales, write_mode mode = write_mode::overwrite) {
     static_assert(traits_type::mx_matmul || dependent_false<Gen>,
                   "mqalogits neuron model: the MX matmul exists on trn3 only");
     const std::int64_t P = st.np, M = st.nc, N = mv.nc;
@@ -518,7 +525,7 @@ class core {
                 (a * ue8m0_values[static_cast<std::uint8_t>(mv_scales.at(b, n))]);
         }
       }
-      write_psum(out, acc, accumulate);
+      write_psum(out, acc, mode);
     }
     tensor_instruction((std::max(N, traits_type::pe_min_cycles) * P + 127) / 128);
     ++report_.matmul_score;
@@ -599,7 +606,8 @@ class core {
   }
   // acc = in * scalar[p] + (first ? 0 : acc), the per-partition scalar a [P, 1] tile (NKI's
   // scalar_tensor_tensor: two tensor inputs).
-  void scale_add(const window& acc, const window& in, const window& scalar, bool first) {
+  void scale_add(const window& acc, const window& in, const window& scalar, write_mode mode) {
+    const bool first = mode == write_mode::overwrite;
     check_same_shape(acc, in);
     check(scalar.np == in.np && scalar.nc == 1, "scale_add scalar is [P, 1]");
     if (compute_)
@@ -801,11 +809,11 @@ class core {
     check_partition_start(mv);
     check_partition_start(out);
   }
-  void write_psum(const window& out, const std::vector<float>& acc, bool accumulate) {
+  void write_psum(const window& out, const std::vector<float>& acc, write_mode mode) {
     for (std::int64_t m = 0; m < out.np; ++m)
       for (std::int64_t n = 0; n < out.nc; ++n) {
         const float a = acc[static_cast<std::size_t>(m * out.nc + n)];
-        out.at(m, n) = store_as(out.type(), accumulate ? out.at(m, n) + a : a);
+        out.at(m, n) = store_as(out.type(), mode == write_mode::accumulate ? out.at(m, n) + a : a);
       }
   }
   void finish_transfer(std::int64_t descriptors, std::int64_t bytes, std::int64_t blocks) {

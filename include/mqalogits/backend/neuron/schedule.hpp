@@ -59,6 +59,7 @@
 #include "../backend.hpp"
 #include "core.hpp"
 #include "report.hpp"
+#include "topk.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace neuron_backend {
@@ -255,11 +256,13 @@ class kernel {
           const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
           if (!k.valid()) continue;
           if constexpr (mx)
-            t.template words_in<Format>(window(raw_), p, s * words, k.data, words, false);
+            t.template words_in<Format>(window(raw_), p, s * words, k.data, words,
+                                        dma_row::part_of_block);
           else if constexpr (fp8_operands)
-            t.template codes_in<Format>(window(raw_), p, s * db, k.data, db, false);
+            t.template codes_in<Format>(window(raw_), p, s * db, k.data, db,
+                                        dma_row::part_of_block);
           else
-            t.bytes_in(window(raw_), p, s * db, k.data, db, false);
+            t.bytes_in(window(raw_), p, s * db, k.data, db, dma_row::part_of_block);
         }
         t.row(B * db);
       }
@@ -273,9 +276,9 @@ class kernel {
           if (!k.valid()) continue;
           if constexpr (per_token) {
             const float v = Format::block_scale(k.scale, 0);
-            t.values_in(window(k_scale_), p, s, &v, 1, false);
+            t.values_in(window(k_scale_), p, s, &v, 1, dma_row::part_of_block);
           } else {
-            t.bytes_in(window(exps_), p, s * sb, k.scale, sb, false);
+            t.bytes_in(window(exps_), p, s * sb, k.scale, sb, dma_row::part_of_block);
           }
         }
         t.row(B * sb);
@@ -288,7 +291,7 @@ class kernel {
         for (std::int64_t s = 0; s < B; ++s) {
           const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
           const float v = k.valid() ? Format::block_scale(k.scale, 0) : 0.0f;
-          t.values_in(window(k_scale_row_), 0, p * B + s, &v, 1, false);
+          t.values_in(window(k_scale_row_), 0, p * B + s, &v, 1, dma_row::part_of_block);
         }
         t.row(B * sb);
       }
@@ -344,10 +347,10 @@ class kernel {
       for (int p = 0; p < cache::rows; ++p) {
         const std::uint8_t* row = blk + p * cache::row_bytes;
         t.template packed_words_in<Format>(window(kt_), q0 + p, col, row, cache::block_tokens,
-                                           false);
+                                           dma_row::part_of_block);
         if (p < Format::blocks)
           t.bytes_in(window(kt_scales_), q0 + p, col, row + cache::block_tokens * cache::word_bytes,
-                     cache::block_tokens, false);
+                     cache::block_tokens, dma_row::part_of_block);
         t.row(cache::row_bytes);
       }
     }
@@ -377,8 +380,7 @@ class kernel {
       const window codes(codes_t_, 0, 128, c0, m), out(dst, 0, 128, c0, m);
       if constexpr (mx_format) {
         const window spread(bcast_, 0, 128, 0, m);
-        c_.matmul(spread, window(spread_), window(exps_t_, 0, sb, c0, m), false,
-                  matmul_kind::broadcast);
+        c_.matmul(spread, window(spread_), window(exps_t_, 0, sb, c0, m), matmul_kind::broadcast);
         c_.template decode_codes<Format>(out, codes, &spread);
       } else {
         c_.template decode_codes<Format>(out, codes, nullptr);
@@ -404,11 +406,12 @@ class kernel {
         for (std::int64_t s = 0; s < S; ++s) {
           const std::uint8_t* row = q_.row(first + p * S + s);
           if constexpr (mx)
-            t.template words_in<Format>(window(raw), p, s * words, row, words, false);
+            t.template words_in<Format>(window(raw), p, s * words, row, words,
+                                        dma_row::part_of_block);
           else if constexpr (fp8_operands)
-            t.template codes_in<Format>(window(raw), p, s * db, row, db, false);
+            t.template codes_in<Format>(window(raw), p, s * db, row, db, dma_row::part_of_block);
           else
-            t.bytes_in(window(raw), p, s * db, row, db, false);
+            t.bytes_in(window(raw), p, s * db, row, db, dma_row::part_of_block);
           if (!contiguous) t.row(db);
         }
         if (contiguous) t.row(S * db);
@@ -423,9 +426,9 @@ class kernel {
           const std::uint8_t* sc = q_.scale(first + p * S + s);
           if constexpr (per_token) {
             const float v = Format::block_scale(sc, 0);
-            t.values_in(window(qscale), p, s, &v, 1, false);
+            t.values_in(window(qscale), p, s, &v, 1, dma_row::part_of_block);
           } else {
-            t.bytes_in(window(exps), p, s * sb, sc, sb, false);
+            t.bytes_in(window(exps), p, s * sb, sc, sb, dma_row::part_of_block);
           }
           if (!contiguous) t.row(sb);
         }
@@ -534,16 +537,17 @@ class kernel {
             const window s(scores_, 0, rs, j * quadrant_tile, n);
             c_.matmul_mx(s, window(pq_.qt, q0, mx_quadrant, h * rs, rs),
                          window(pq_.qsc, q0, sb, h * rs, rs), window(kt_, q0, mx_quadrant, c0, n),
-                         window(kt_scales_, q0, sb, c0, n), false);
+                         window(kt_scales_, q0, sb, c0, n));
             c_.activation(window(relu_, 0, r, j, n, mx_pack),
                           window(scores_, 0, r, j * quadrant_tile, n), activation_fn::relu);
           }
         } else {
           const window s(scores_, 0, r, 0, n);
-          c_.matmul(s, window(pq_.qt, 0, 128, h * rs, r), window(kt_, 0, 128, c0, n), false);
+          c_.matmul(s, window(pq_.qt, 0, 128, h * rs, r), window(kt_, 0, 128, c0, n));
           c_.activation(window(relu_, 0, r, 0, n), s, activation_fn::relu);
         }
-        c_.scale_add(acc, window(relu_, 0, r, 0, keys), window(pq_.w, 0, r, h, 1), h == 0);
+        c_.scale_add(acc, window(relu_, 0, r, 0, keys), window(pq_.w, 0, r, h, 1),
+                     h == 0 ? write_mode::overwrite : write_mode::accumulate);
       }
       if constexpr (per_token) apply_key_scales(acc, r, first);
       epilogue(acc, item.row_begin, R, k0 + first, first);
@@ -554,7 +558,7 @@ class kernel {
   // with a ones stationary.
   void apply_key_scales(const window& acc, int rows, std::int64_t c0) {
     const window b(bcast_, 0, rows, 0, acc.nc);
-    c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, c0, acc.nc), false,
+    c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, c0, acc.nc),
               matmul_kind::broadcast);
     c_.multiply_abs(acc, acc, b);
   }
@@ -617,8 +621,7 @@ class kernel {
             const int q0 = j * mx_quadrant;
             c_.matmul_mx(window(scores_, 0, Ps, j * quadrant_tile, n),
                          window(pass.qt, q0, mx_quadrant, 0, Ps), window(pass.qsc, q0, sb, 0, Ps),
-                         window(kt_, q0, mx_quadrant, c0, n), window(kt_scales_, q0, sb, c0, n),
-                         false);
+                         window(kt_, q0, mx_quadrant, c0, n), window(kt_scales_, q0, sb, c0, n));
             // Quadrant j holds keys 4c + j (native: the block 4 x (c / 128) + j).
             c_.activation(
                 native ? window(relu_, 0, P, j * n, n) : window(relu_, 0, P, j, n, mx_pack),
@@ -626,7 +629,7 @@ class kernel {
           }
         } else {
           const window s(scores_, 0, P, 0, n);
-          c_.matmul(s, window(pass.qt, 0, 128, 0, P), window(kt_, 0, 128, c0, n), false);
+          c_.matmul(s, window(pass.qt, 0, 128, 0, P), window(kt_, 0, 128, c0, n));
           c_.activation(window(relu_, 0, P, 0, n), s, activation_fn::relu);
         }
         // The head sum: one matmul for all rows of the pass. Its zero weights would carry a NaN
@@ -636,16 +639,16 @@ class kernel {
         const window sum(head_, 0, rows, 0, keys);
         const window relu(relu_, 0, P, 0, keys);
         if (rows == 1 || c_.all_finite(relu)) {
-          c_.matmul(sum, window(pass.w), relu, false, matmul_kind::head_sum);
+          c_.matmul(sum, window(pass.w), relu, matmul_kind::head_sum);
         } else {
           const int h = static_cast<int>(heads_);
           for (int i = rows - 1; i >= 0; --i)
             c_.matmul(window(head_, 0, i + 1, 0, keys), window(pass.w, i * h, h, 0, i + 1),
-                      window(relu_, i * h, h, 0, keys), false, matmul_kind::head_sum);
+                      window(relu_, i * h, h, 0, keys), matmul_kind::head_sum);
         }
         if constexpr (per_token) {
           const window b(bcast_, 0, rows, 0, keys), dst(logits_, 0, rows, 0, keys);
-          c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, first, keys), false,
+          c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, first, keys),
                     matmul_kind::broadcast);
           c_.multiply_abs(dst, sum, b);
           epilogue(window(logits_, 0, rows, 0, written), pass.row_begin, rows, k0 + first, first);
@@ -776,9 +779,11 @@ struct backend_kernels<backend::neuron<Gen>> {
     }
   }
 
-  // Any other output (the top-k selection): the model's fp32 logits, row by row, handed to the
-  // output as one task; masked columns are the plan's, not the -inf the schedule writes (a
-  // logit can be -inf itself).
+  // Any other output: the model's fp32 logits, row by row, handed to the output as one task;
+  // masked columns are the plan's, not the -inf the schedule writes (a logit can be -inf itself).
+  // The top-k selection runs as a second pass of the model (neuron_backend::topk: nisa.topk on
+  // GpSimd, counted in the report) over those logits, and only the k columns it picks reach the
+  // output, which numbers them (columns or cache slots).
   template <class Format, class Plan, class W, output_policy Output>
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
                   Output& output, const options& opt) {
@@ -786,21 +791,46 @@ struct backend_kernels<backend::neuron<Gen>> {
     std::vector<float> logits(static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)));
     logits_row_output<float> full(matrix_view<float>(logits.data(), rows, cols), true);
     run(q, plan, w, full, opt);
-    const executor_ref serial;
-    output.begin(plan, 1, serial);
-    std::vector<unsigned char> valid;
-    for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
+    const neuron_backend::capture_state cap = neuron_backend::current_capture();
+    const bool compute = !(cap.target && cap.options.cost_only);
+    // valid[r][c]: whether column c of row r is a key of the plan.
+    std::vector<std::uint8_t> valid(
+        static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)));
+    for (std::int64_t g = 0; g < plan.num_groups() && compute; ++g) {
       const row_span span = plan.group_rows(g);
       for (std::int64_t r = span.begin; r < span.end; ++r) {
         const row_keys rk = plan.row(r);
-        if constexpr (grouped_output_policy<Output>) output.open_rows(0, r, r + 1, false);
-        if (rk.empty()) continue;
-        valid.resize(static_cast<std::size_t>(rk.key_end - rk.key_begin));
         for (std::int64_t k = rk.key_begin; k < rk.key_end; ++k)
-          valid[static_cast<std::size_t>(k - rk.key_begin)] = plan.key(g, k).valid();
-        const std::int64_t c0 = rk.key_begin - rk.col_offset;
-        output.consume(0, r, c0, logits.data() + r * cols + c0, valid.data(),
-                       rk.key_end - rk.key_begin);
+          valid[static_cast<std::size_t>(r * cols + k - rk.col_offset)] = plan.key(g, k).valid();
+      }
+    }
+    const executor_ref serial;
+    output.begin(plan, 1, serial);
+    const auto feed = [&](std::int64_t r, std::int64_t c, const float* score) {
+      const unsigned char one = 1;
+      output.consume(0, r, c, score, &one, 1);
+    };
+    if constexpr (requires { output.k(); }) {
+      const std::int64_t k = output.k();
+      if (rows > 0 && cols > 0) {
+        std::vector<std::int32_t> picked(static_cast<std::size_t>(rows * k));
+        neuron_backend::topk<Gen>(matrix_view<const float>(logits.data(), rows, cols),
+                                  matrix_view<const std::uint8_t>(valid.data(), rows, cols), k,
+                                  matrix_view<std::int32_t>(picked.data(), rows, k), {});
+        for (std::int64_t r = 0; r < rows && compute; ++r) {
+          if constexpr (grouped_output_policy<Output>) output.open_rows(0, r, r + 1, false);
+          for (std::int64_t j = 0; j < k; ++j) {
+            const std::int32_t c = picked[static_cast<std::size_t>(r * k + j)];
+            if (c >= 0) feed(r, c, logits.data() + r * cols + c);
+          }
+        }
+      }
+    } else {
+      for (std::int64_t r = 0; r < rows && compute; ++r) {
+        if constexpr (grouped_output_policy<Output>) output.open_rows(0, r, r + 1, false);
+        for (std::int64_t c = 0; c < cols; ++c)
+          if (valid[static_cast<std::size_t>(r * cols + c)])
+            feed(r, c, logits.data() + r * cols + c);
       }
     }
     if constexpr (grouped_output_policy<Output>) output.close_task(0);
