@@ -103,10 +103,10 @@ TEST_CASE("neuron model: matmul contracts over partitions, overwrites then accum
     return s;
   };
   out.at(1, 3) = 999.0f;  // stale PSUM contents: the first write overwrites them
-  c.matmul(out, st, mv, false);
+  c.matmul(out, st, mv);
   for (int m = 0; m < 2; ++m)
     for (int n = 0; n < 4; ++n) CHECK(out.at(m, n) == expected(m, n));
-  c.matmul(out, st, mv, true);
+  c.matmul(out, st, mv, nb::matmul_kind::score, nb::write_mode::accumulate);
   for (int m = 0; m < 2; ++m)
     for (int n = 0; n < 4; ++n) CHECK(out.at(m, n) == 2 * expected(m, n));
   const auto& rep = c.counters();
@@ -118,16 +118,16 @@ TEST_CASE("neuron model: matmul contracts over partitions, overwrites then accum
   nb::tile wide_st = c.sbuf("wide st", dtype::bf16, 3, 129);
   nb::tile big = c.psum("big", 128, 4);
   CHECK(check::error_of([&] {
-          c.matmul(nb::window(big), wide_st, mv, false);
+          c.matmul(nb::window(big), wide_st, mv);
         }).find("stationary free <= 128") != std::string::npos);
   nb::tile wide_mv = c.sbuf("wide mv", dtype::bf16, 3, 513);
-  CHECK_THROWS_AS(c.matmul(out, st, wide_mv, false), ml::error);
+  CHECK_THROWS_AS(c.matmul(out, st, wide_mv), ml::error);
   nb::tile short_mv = c.sbuf("short mv", dtype::bf16, 2, 4);
-  CHECK_THROWS_AS(c.matmul(out, st, short_mv, false), ml::error);
+  CHECK_THROWS_AS(c.matmul(out, st, short_mv), ml::error);
   // fp32 operands run 4 passes.
   nb::tile st32 = c.sbuf("st32", dtype::fp32, 3, 2), mv32 = c.sbuf("mv32", dtype::fp32, 3, 4);
   const std::int64_t before = c.counters().tensor.cycles;
-  c.matmul(out, st32, mv32, false);
+  c.matmul(out, st32, mv32);
   CHECK(c.counters().tensor.cycles - before == 4 * 64);
 }
 
