@@ -117,7 +117,7 @@ bool decode_q_i8_fold(const rows_view<Format>& q, std::int64_t first_row, int he
     std::int32_t sum = 0;
     for (int p = 0; p < head_dim; ++p) sum += v[p];
     start[h] = I::int8::fold_start(sum);
-    scale[h] = 0.25f * ue8m0_values[lo];
+    scale[h] = 0.25f * ue8m0_values[static_cast<std::size_t>(lo)];
     for (int w = 0; w < head_dim / 4; ++w) std::memcpy(&data[w * hp + h], v + 4 * w, 4);
   }
   for (int h = heads; h < hp; ++h) {
@@ -158,7 +158,7 @@ inline bool decode_key_i8_fold(const std::uint8_t* packed, const std::uint8_t* s
           std::memcpy(out + b * scale_block, shifted + b * scale_block, scale_block);
     }
   }
-  *scale = ue8m0_values[lo];
+  *scale = ue8m0_values[static_cast<std::size_t>(lo)];
   return true;
 }
 
