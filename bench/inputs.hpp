@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,8 +40,27 @@ void fill_data(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
     }
   }
 }
+// UE8M0 exponents in [120, 129]. By default each block's independently (a row's 4 exponents
+// then differ by up to 9, so MXFP4 rows almost never take the folded path); with
+// MQALOGITS_BENCH_SCALES=row, one exponent per row and each block within 1 of it, which is what
+// the library's quantizer writes for Gaussian rows (all of them fold: see the micro-kernel
+// tests' fold-rate report).
+inline bool row_scales() {
+  static const bool row = [] {
+    const char* v = std::getenv("MQALOGITS_BENCH_SCALES");
+    return v && std::string(v) == "row";
+  }();
+  return row;
+}
 inline void fill_scales(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
-  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(120 + mix(seed + i) % 10);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (row_scales()) {
+      const std::uint64_t row = i / 4;  // 4 scale bytes per row
+      p[i] = static_cast<std::uint8_t>(120 + mix(seed + row) % 9 + mix(seed ^ i) % 2);
+    } else {
+      p[i] = static_cast<std::uint8_t>(120 + mix(seed + i) % 10);
+    }
+  }
 }
 
 template <class Format>

@@ -219,6 +219,10 @@ void register_format() {
 }
 
 const int registered = [] {
+  // Which host path the library runs in this binary, and which input scales: make_results.py
+  // picks the peaks to compare with from it.
+  benchmark::AddCustomContext("mqalogits_isa", ml::host_isa_name());
+  benchmark::AddCustomContext("mqalogits_scales", bench::row_scales() ? "row" : "block");
   register_format<ml::mxfp8>();
   register_format<ml::mxfp4>();
   return 0;

@@ -16,7 +16,29 @@ import statistics
 import sys
 from collections import defaultdict
 
-PEAK_OF = {"MXFP8": "vfmadd231ps_zmm", "MXFP4": "vpdpbusd_zmm"}
+# The instruction each format's path multiplies with, per host path (the library's
+# host_isa_name(), recorded in the JSON context as mqalogits_isa), most specific first: the
+# first one the binary measured is used. The portable path has no peak of its own.
+PEAKS_OF_ISA = {
+    "avx512": {"MXFP8": ["vfmadd231ps_zmm"], "MXFP4": ["vpdpbusd_zmm", "vpmaddubsw_zmm"]},
+    "avx2": {"MXFP8": ["vfmadd231ps_ymm"], "MXFP4": ["vpdpbusd_ymm", "vpmaddubsw_ymm"]},
+    "neon": {"MXFP8": [], "MXFP4": []},
+    "portable": {"MXFP8": [], "MXFP4": []},
+}
+PEAK_OF = {}  # format -> peak benchmark name, filled in by choose_peaks
+
+
+def choose_peaks(isa, peaks):
+    """The peak benchmark of each format for the ISA the binary ran (None: not measured)."""
+    # Older result files carry no ISA: they came from the AVX-512 build.
+    wanted = PEAKS_OF_ISA.get(isa or "avx512", {"MXFP8": [], "MXFP4": []})
+    measured = {ins for (ins, _) in peaks}
+    for fmt, names in wanted.items():
+        PEAK_OF[fmt] = next((n for n in names if n in measured), None)
+
+
+def context(path):
+    return json.load(open(path)).get("context", {})
 
 
 def load(path):
@@ -48,9 +70,15 @@ def load(path):
     return out
 
 
+def percent(r, fmt, peaks):
+    p = peaks.get((PEAK_OF.get(fmt), 1))
+    return f"{100 * r['cpu_flops'] / p['cpu_flops']:.0f}%" if p else "-"
+
+
 def summary(res, peaks):
     """One line per shape: both formats, one thread, per CPU-second (plus wall scaling)."""
-    print("| shape | MXFP8 GFLOP/s | % of fp32 FMA peak | MXFP4 GFLOP/s | % of vpdpbusd peak "
+    p8, p4 = PEAK_OF.get("MXFP8") or "no", PEAK_OF.get("MXFP4") or "no"
+    print(f"| shape | MXFP8 GFLOP/s | % of `{p8}` peak | MXFP4 GFLOP/s | % of `{p4}` peak "
           "| MXFP4 / MXFP8 | x Eigen (MXFP8 / MXFP4) | 2 threads / 1 (MXFP8 / MXFP4) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     shapes = []
@@ -59,9 +87,10 @@ def summary(res, peaks):
         if m:
             shapes.append(m.group(1))
     for shape in shapes:
-        r8, r4 = res[f"mqalogits/{shape}/MXFP8/threads:1"], res[f"mqalogits/{shape}/MXFP4/threads:1"]
-        p8, p4 = peaks[(PEAK_OF["MXFP8"], 1)], peaks[(PEAK_OF["MXFP4"], 1)]
-        e8, e4 = res[f"eigen/{shape}/MXFP8/threads:1"], res[f"eigen/{shape}/MXFP4/threads:1"]
+        r8, r4 = res[f"mqalogits/{shape}/MXFP8/threads:1"], res.get(f"mqalogits/{shape}/MXFP4/threads:1")
+        if not r4:
+            continue
+        e8, e4 = res.get(f"eigen/{shape}/MXFP8/threads:1"), res.get(f"eigen/{shape}/MXFP4/threads:1")
         def scaling(fmt):
             one, two = res.get(f"mqalogits/{shape}/{fmt}/threads:1"), None
             for k, v in res.items():
@@ -72,28 +101,30 @@ def summary(res, peaks):
             t = int(next(k for k, v in res.items() if v is two).rsplit(":", 1)[1])
             return (f"{two['flops'] / one['flops']:.2f}x wall, "
                     f"{t * two['cpu_flops'] / one['cpu_flops']:.2f}x CPU")
-        print(f"| {shape} | {r8['cpu_flops'] / 1e9:.0f} | {100 * r8['cpu_flops'] / p8['cpu_flops']:.0f}% "
-              f"| {r4['cpu_flops'] / 1e9:.0f} | {100 * r4['cpu_flops'] / p4['cpu_flops']:.0f}% "
+        def vs(r, e):
+            return f"{r['cpu_flops'] / e['cpu_flops']:.1f}x" if e else "-"
+        print(f"| {shape} | {r8['cpu_flops'] / 1e9:.0f} | {percent(r8, 'MXFP8', peaks)} "
+              f"| {r4['cpu_flops'] / 1e9:.0f} | {percent(r4, 'MXFP4', peaks)} "
               f"| {r4['cpu_flops'] / r8['cpu_flops']:.2f}x "
-              f"| {r8['cpu_flops'] / e8['cpu_flops']:.1f}x / {r4['cpu_flops'] / e4['cpu_flops']:.1f}x "
+              f"| {vs(r8, e8)} / {vs(r4, e4)} "
               f"| {scaling('MXFP8')} / {scaling('MXFP4')} |")
 
 
 def main():
     res = load(sys.argv[1])
-    if len(sys.argv) > 2 and sys.argv[2] == "--summary":
-        peaks = {}
-        for name, r in res.items():
-            m = re.match(r"peak/([^/]+)/threads:(\d+)", name)
-            if m:
-                peaks[(m.group(1), int(m.group(2)))] = r
-        summary(res, peaks)
-        return
+    ctx = context(sys.argv[1])
     peaks = {}
     for name, r in res.items():
         m = re.match(r"peak/([^/]+)/threads:(\d+)", name)
         if m:
             peaks[(m.group(1), int(m.group(2)))] = r
+    choose_peaks(ctx.get("mqalogits_isa"), peaks)
+    if len(sys.argv) > 2 and sys.argv[2] == "--summary":
+        summary(res, peaks)
+        return
+    print(f"Host path: `{ctx.get('mqalogits_isa', 'avx512 (not recorded)')}`; input scales: "
+          f"{ctx.get('mqalogits_scales', 'block (not recorded)')}; peaks used: MXFP8 "
+          f"`{PEAK_OF.get('MXFP8')}`, MXFP4 `{PEAK_OF.get('MXFP4')}`.\n")
     print("### Peak of each instruction (16 independent chains)\n")
     print("| instruction | threads | GFLOP/s wall | GFLOP/s per CPU-s |")
     print("|---|---:|---:|---:|")
@@ -109,8 +140,8 @@ def main():
         if not m:
             continue
         shape, fmt, t = m.group(1), m.group(2), int(m.group(3))
-        peak = peaks.get((PEAK_OF[fmt], t))
-        peak1 = peaks.get((PEAK_OF[fmt], 1))  # per CPU-second, one core's peak is the bound
+        peak = peaks.get((PEAK_OF.get(fmt), t))
+        peak1 = peaks.get((PEAK_OF.get(fmt), 1))  # per CPU-second, one core's peak is the bound
         frac = (f"{100 * r['flops'] / peak['flops']:.0f}% / "
                 f"{100 * r['cpu_flops'] / peak1['cpu_flops']:.0f}%") if peak and peak1 else "-"
         eig = res.get(f"eigen/{shape}/{fmt}/threads:{t}")

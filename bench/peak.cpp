@@ -75,6 +75,21 @@ void peak_dpbusd_ymm(benchmark::State& st) {
 }
 #endif
 
+#if defined(__AVX2__)
+// The int8 dot product of the AVX2 path without VNNI: vpmaddubsw (u8 x s8 pairs into int16),
+// vpmaddwd by ones (pairs into int32), vpaddd; 8 lanes x 4 products per sequence.
+void peak_maddubs_ymm(benchmark::State& st) {
+  // The chain runs through the unsigned operand, so nothing is loop-invariant.
+  const __m256i b = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  run_peak(
+      st, _mm256_set1_epi32(1),
+      [&](__m256i x) {
+        return _mm256_add_epi32(x, _mm256_madd_epi16(_mm256_maddubs_epi16(x, b), ones));
+      },
+      64);
+}
+#endif
+
 const int all_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
 #define MQALOGITS_PEAK(fn, label)                                \
@@ -95,6 +110,9 @@ MQALOGITS_PEAK(peak_fma_ymm, "vfmadd231ps_ymm");
 #endif
 #if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
 MQALOGITS_PEAK(peak_dpbusd_ymm, "vpdpbusd_ymm");
+#endif
+#if defined(__AVX2__)
+MQALOGITS_PEAK(peak_maddubs_ymm, "vpmaddubsw_ymm");
 #endif
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -62,6 +63,36 @@ void check_decoders() {
       for (int i = 0; i < 128; ++i) {
         INFO("MXFP8 code " << int(data[i]) << " scale byte " << int(scales[i / 32]));
         CHECK(same_float(got[i], want[i]));
+      }
+    }
+  }
+  // FP8 per-token: every code under row scales that are ordinary, subnormal, huge (products
+  // overflow), zero, negative, infinite and NaN, and without scales (null: 1).
+  const float row_scales[] = {1.0f,
+                              0.3f,
+                              -2.5f,
+                              1e-40f,
+                              3e38f,
+                              0.0f,
+                              -0.0f,
+                              1e-30f,
+                              std::numeric_limits<float>::infinity(),
+                              7.1e-3f,
+                              std::numeric_limits<float>::quiet_NaN()};
+  for (int half = 0; half < 2; ++half) {
+    for (int i = 0; i < 128; ++i) data[i] = static_cast<std::uint8_t>(half * 128 + i);
+    for (float s : row_scales) {
+      std::uint8_t scale_bytes_of[4];
+      std::memcpy(scale_bytes_of, &s, 4);
+      for (const std::uint8_t* sp : {static_cast<const std::uint8_t*>(scale_bytes_of),
+                                     static_cast<const std::uint8_t*>(nullptr)}) {
+        float got[128], want[128];
+        hb::decode_key_f32<I, ml::fp8_per_token>(data.data(), sp, got);
+        ml::fp8_per_token::decode_row(data.data(), sp, want);
+        for (int i = 0; i < 128; ++i) {
+          INFO("FP8 per-token code " << int(data[i]) << " scale " << (sp ? s : 1.0f));
+          CHECK(same_float(got[i], want[i]));
+        }
       }
     }
   }
@@ -344,6 +375,226 @@ TEMPLATE_LIST_TEST_CASE("host micro-kernels: MXFP4 block scales that only fit to
   const auto expected = ref::dense(q, kv, w.view(), std::span<const std::int32_t>(ks),
                                    std::span<const std::int32_t>(ke), N);
   CHECK(check::against(out, expected) == "");
+}
+
+// ---- MXFP4 exponent folding ----
+
+// I's folded decoders, code by code: a key row folds when its 4 block exponents lie within
+// fold_spread of their minimum (and inside [fold_min_scale, fold_max_scale]); each block's
+// doubled codes are then shifted by its exponent over the minimum, in I's folded key encoding.
+template <class I>
+void check_fold_decoders() {
+  INFO(isa_label<I>());
+  std::mt19937_64 rng(17);
+  const std::uint8_t patterns[][4] = {
+      {127, 127, 127, 127}, {120, 121, 122, 123}, {130, 127, 128, 127}, {66, 69, 67, 68},
+      {254, 254, 252, 251}, {127, 131, 127, 127}, {127, 127, 255, 127}, {65, 65, 66, 67},
+      {66, 66, 66, 66},     {200, 196, 199, 200}};
+  for (const auto& sc : patterns) {
+    const int lo = *std::min_element(sc, sc + 4), hi = *std::max_element(sc, sc + 4);
+    const bool folds = lo >= hb::fold_min_scale && hi <= hb::fold_max_scale && hi - lo <= 3;
+    CHECK((hb::fold_exponent(sc, hb::fold_spread) >= 0) == folds);
+    for (int round = 0; round < 4; ++round) {
+      std::uint8_t packed[64];
+      for (int i = 0; i < 64; ++i)
+        packed[i] = static_cast<std::uint8_t>(round == 0 ? (i * 37) % 256 : rng() % 256);
+      std::uint8_t got[128];
+      float scale = -1.0f;
+      INFO("scales " << int(sc[0]) << " " << int(sc[1]) << " " << int(sc[2]) << " " << int(sc[3]));
+      REQUIRE(hb::decode_key_i8_fold<I>(packed, sc, got, &scale) == folds);
+      if (!folds) continue;
+      CHECK(same_float(scale, ml::ue8m0_values[lo]));
+      for (int b = 0; b < 4; ++b)
+        for (int j = 0; j < 16; ++j) {
+          const std::uint8_t byte = packed[b * 16 + j];
+          const int shift = sc[b] - lo;
+          const int k_lo = ml::float_e2m1::decode_doubled(byte & 0xF) * (1 << shift);
+          const int k_hi = ml::float_e2m1::decode_doubled(byte >> 4) * (1 << shift);
+          const int off = I::int8::fold_offset;
+          INFO("byte " << int(byte) << " block " << b);
+          CHECK((I::int8::offset_keys ? int(got[b * 32 + j]) - off
+                                      : int(std::int8_t(got[b * 32 + j]))) == k_lo);
+          CHECK((I::int8::offset_keys ? int(got[b * 32 + 16 + j]) - off
+                                      : int(std::int8_t(got[b * 32 + 16 + j]))) == k_hi);
+        }
+    }
+  }
+  // Query rows: folded only when every head folds within I's query spread.
+  const int heads = 3, hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
+  std::vector<std::uint8_t> qd(heads * 64), qs(heads * 4);
+  for (auto& b : qd) b = static_cast<std::uint8_t>(rng() % 256);
+  for (int spread = 0; spread <= 4; ++spread) {
+    for (int h = 0; h < heads; ++h)
+      for (int b = 0; b < 4; ++b)
+        qs[h * 4 + b] = static_cast<std::uint8_t>(120 + h + (b == (h + 1) % 4 ? spread : 0));
+    const ml::rows_view<ml::mxfp4> q(qd.data(), qs.data(), heads);
+    std::vector<std::int32_t> data(32 * hp, -1), start(hp, -1);
+    std::vector<float> scale(hp, -1.0f);
+    const bool folds =
+        hb::decode_q_i8_fold<I>(q, 0, heads, hp, data.data(), start.data(), scale.data());
+    INFO("query spread " << spread);
+    REQUIRE(folds == (spread <= I::fold_query_spread));
+    if (!folds) continue;
+    for (int h = 0; h < hp; ++h) {
+      std::int32_t sum = 0;
+      for (int e = 0; e < 128; ++e) {
+        std::int8_t byte;
+        std::memcpy(&byte, reinterpret_cast<const std::uint8_t*>(&data[(e / 4) * hp + h]) + e % 4,
+                    1);
+        int want = 0;
+        if (h < heads) {  // stored block order: per block, 16 low nibbles then 16 high ones
+          const int b = e / 32, p = e % 32;
+          const std::uint8_t packed = qd[h * 64 + b * 16 + p % 16];
+          want = ml::float_e2m1::decode_doubled(p < 16 ? packed & 0xF : packed >> 4) *
+                 (1 << (qs[h * 4 + b] - (120 + h)));
+        }
+        CHECK(int(byte) == want);
+        sum += want;
+      }
+      CHECK(start[h] == I::int8::fold_start(sum));
+      CHECK(same_float(scale[h], h < heads ? 0.25f * ml::ue8m0_values[120 + h] : 0.0f));
+    }
+  }
+}
+
+// The folded kernel against the per-block one, bit for bit, through the whole driver: key t
+// and key t + 1 hold the same codes and the same values, their last block all zeros; key t's
+// zero block has an exponent in the row's range (it folds), key t + 1's one 4 above the others
+// (it never folds, and the zeros make the scale immaterial). So both give the same logits
+// whichever path computed them, and groups mix folded and per-block keys. Query rows likewise:
+// row 2r folds, row 2r + 1 does not.
+template <class I>
+void check_fold_against_per_block() {
+  INFO(isa_label<I>());
+  std::mt19937_64 rng(23);
+  for (const std::int64_t H : {1, 5, 16, 20, 64}) {
+    const std::int64_t num_q = 4, N = 46;
+    std::vector<std::uint8_t> qd(num_q * H * 64), qs(num_q * H * 4), kd(N * 64), kscale(N * 4);
+    for (auto& b : qd) b = static_cast<std::uint8_t>(rng() % 256);
+    for (auto& b : kd) b = static_cast<std::uint8_t>(rng() % 256);
+    for (std::int64_t r = 0; r < num_q; r += 2)
+      for (std::int64_t h = 0; h < H; ++h) {
+        std::uint8_t* row = qd.data() + (r * H + h) * 64;
+        std::fill_n(row + 48, 16, 0);  // block 3: zeros
+        std::copy_n(row, 64, qd.begin() + ((r + 1) * H + h) * 64);
+        for (int b = 0; b < 4; ++b) {  // spread <= 2: folds on every ISA
+          const auto e = static_cast<std::uint8_t>(120 + (b + h) % 3);
+          qs[(r * H + h) * 4 + b] = e;
+          qs[((r + 1) * H + h) * 4 + b] = b == 3 ? static_cast<std::uint8_t>(124) : e;
+        }
+      }
+    for (std::int64_t t = 0; t < N; t += 2) {
+      std::fill_n(kd.begin() + t * 64 + 48, 16, 0);
+      std::copy_n(kd.begin() + t * 64, 64, kd.begin() + (t + 1) * 64);
+      for (int b = 0; b < 4; ++b) {  // spread 3 (or 0 for every fourth pair)
+        const auto e = static_cast<std::uint8_t>(124 + (t % 8 == 0 ? 0 : (b + t / 2) % 4));
+        kscale[t * 4 + b] = e;
+        kscale[(t + 1) * 4 + b] = e;
+      }
+      kscale[(t + 1) * 4 + 3] = static_cast<std::uint8_t>(
+          *std::min_element(kscale.begin() + (t + 1) * 4, kscale.begin() + (t + 1) * 4 + 3) + 4);
+    }
+    CHECK(hb::fold_exponent(kscale.data() + 8, hb::fold_spread) >= 0);
+    CHECK(hb::fold_exponent(kscale.data() + 12, hb::fold_spread) < 0);
+    std::vector<float> wf(num_q * H);
+    for (auto& x : wf) x = static_cast<float>(static_cast<int>(rng() % 17) - 8) / 8.0f;
+    for (std::int64_t r = 0; r < num_q; r += 2)  // row pairs share their weights too
+      std::copy_n(wf.begin() + r * H, H, wf.begin() + (r + 1) * H);
+    const ml::matrix_view<const float> w(wf.data(), num_q, H, H);
+    const ml::rows_view<ml::mxfp4> q(qd.data(), qs.data(), num_q * H);
+    const ml::rows_view<ml::mxfp4> kv(kd.data(), kscale.data(), N);
+    std::vector<std::int32_t> ks(num_q, 0), ke(num_q, static_cast<std::int32_t>(N));
+    ks[0] = ks[1] = 3;  // groups start at odd keys too (columns count from ks)
+    const ml::dense_plan<ml::mxfp4> plan(kv, ks, ke, N);
+    ml::logits_buffer<float> out(num_q, N);
+    run_on<I>(q, plan, w, out);
+    auto at = [&](std::int64_t r, std::int64_t t) { return out(r, t - ks[r]); };
+    int nonzero = 0;
+    for (std::int64_t r = 0; r < num_q; r += 2)
+      for (std::int64_t t = 4; t < N; t += 2) {
+        INFO("H = " << H << " row " << r << " key " << t);
+        CHECK(same_float(at(r, t), at(r, t + 1)));
+        CHECK(same_float(at(r, t), at(r + 1, t)));
+        CHECK(same_float(at(r + 1, t), at(r + 1, t + 1)));
+        nonzero += at(r, t) != 0.0f;
+      }
+    CHECK(nonzero > 0);
+    const auto expected = ref::dense(q, kv, w, std::span<const std::int32_t>(ks),
+                                     std::span<const std::int32_t>(ke), N);
+    CHECK(check::against(out, expected) == "");
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("host micro-kernels: MXFP4 exponent folding, decoders and kernel",
+                        "[host][microkernel][mxfp4]", hb::compiled_isas) {
+  check_fold_decoders<TestType>();
+  check_fold_against_per_block<TestType>();
+  // Random rows whose exponents fold (narrow range), rows that fold on some ISAs only (range 3:
+  // keys everywhere, queries where products of 96 x 96 are exact) and rows that mostly do not:
+  // against the reference, and against the portable path.
+  for (const int spread : {1, 2, 3, 6}) {
+    std::mt19937_64 rng(31 + static_cast<std::uint64_t>(spread));
+    ref::rand::code_options codes;
+    codes.scale_lo = 124;
+    codes.scale_hi = 124 + spread;
+    const std::int64_t H = 64, num_q = 9, N = 200;
+    auto q = ref::rand::rows<ml::mxfp4>(rng, num_q * H, codes);
+    auto kv = ref::rand::rows<ml::mxfp4>(rng, N, codes);
+    auto w = ref::rand::weights<float>(rng, num_q, H);
+    std::vector<std::int32_t> ks(num_q, 0), ke(num_q, static_cast<std::int32_t>(N));
+    const ml::dense_plan<ml::mxfp4> plan(kv.view(), ks, ke, N);
+    ml::logits_buffer<float> out(num_q, N), portable(num_q, N);
+    run_on<TestType>(q.view(), plan, w.view(), out);
+    run_on<hb::isa_portable>(q.view(), plan, w.view(), portable);
+    const auto expected =
+        ref::dense(q.view(), kv.view(), w.view(), std::span<const std::int32_t>(ks),
+                   std::span<const std::int32_t>(ke), N);
+    INFO(isa_label<TestType>() << " exponent range " << spread);
+    CHECK(check::against(out, expected) == "");
+    for (std::int64_t r = 0; r < num_q; ++r)
+      for (std::int64_t t = 0; t < N; ++t)  // lanes are summed in different orders
+        CHECK(std::fabs(out(r, t) - portable(r, t)) <=
+              1e-5 * H * (1.0 + std::fabs(portable(r, t))));
+  }
+}
+
+// How often MXFP4 rows the library's own quantizer writes take the folded path: keys (spread
+// 3), query heads (spread 3 with VNNI or plain integer products, 2 with vpmaddubsw) and whole
+// 64-head query rows, for Gaussian rows and for heavy-tailed ones (Student t, 3 degrees of
+// freedom). Reported, and bounded below where it matters.
+TEST_CASE("host micro-kernels: MXFP4 folding rate on quantised data", "[host][mxfp4]") {
+  std::mt19937_64 rng(41);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  std::student_t_distribution<float> heavy(3.0f);
+  const std::int64_t rows = 64 * 256;
+  for (const bool tailed : {false, true}) {
+    std::vector<float> x(rows * 128);
+    for (auto& v : x) v = tailed ? heavy(rng) : gauss(rng);
+    const auto qz = ml::quantize_rows<ml::mxfp4>(std::span<const float>(x));
+    int key3 = 0, head2 = 0, row3 = 0, row2 = 0;
+    for (std::int64_t r = 0; r < rows; r += 64) {
+      bool all3 = true, all2 = true;
+      for (std::int64_t h = r; h < r + 64; ++h) {
+        const bool f3 = hb::fold_exponent(qz.scales.data() + h * 4, 3) >= 0;
+        const bool f2 = hb::fold_exponent(qz.scales.data() + h * 4, 2) >= 0;
+        key3 += f3;
+        head2 += f2;
+        all3 = all3 && f3;
+        all2 = all2 && f2;
+      }
+      row3 += all3;
+      row2 += all2;
+    }
+    const double n = static_cast<double>(rows), nr = static_cast<double>(rows / 64);
+    WARN((tailed ? "Student t(3)" : "Gaussian")
+         << " rows, MXFP4 quantised: " << 100.0 * key3 / n << "% of rows fold within 3 ("
+         << 100.0 * head2 / n << "% within 2); whole 64-head query rows: " << 100.0 * row3 / nr
+         << "% within 3, " << 100.0 * row2 / nr << "% within 2");
+    if (!tailed) {
+      CHECK(key3 / n > 0.99);
+      CHECK(head2 / n > 0.95);
+    }
+  }
 }
 
 TEST_CASE("host micro-kernels: the backend runs the widest compiled path", "[host][microkernel]") {

@@ -87,6 +87,47 @@ void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, 
     }
 }
 
+// The folded form of the same query rows when every head's row folds within I's query spread
+// (returns false, writing nothing more, otherwise): data [32][hp] words of shifted codes,
+// start [hp] (I::int8::fold_start of the row sum), scale [hp] (the row's smallest block scale
+// over 4). Padded heads hold zeros.
+template <class I, class Format>
+bool decode_q_i8_fold(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
+                      std::int32_t* data, std::int32_t* start, float* scale) {
+  constexpr int blocks = head_dim / scale_block;
+  for (int h = 0; h < heads; ++h) {
+    const std::uint8_t* sc = q_scales(q, first_row + h);
+    if (!sc || fold_exponent(sc, I::fold_query_spread) < 0) return false;
+  }
+  using tables = fold_tables<typename I::int8>;
+  for (int h = 0; h < heads; ++h) {
+    const std::uint8_t* sc = q_scales(q, first_row + h);
+    const int lo = fold_exponent(sc, I::fold_query_spread);
+    alignas(64) std::int8_t v[head_dim];
+    alignas(64) std::uint8_t shifted[head_dim];
+    int decoded = -1;
+    for (int b = 0; b < blocks; ++b) {
+      const int shift = sc[b] - lo;
+      if (shift != decoded) {
+        I::decode_e2m1_doubled(q.row(first_row + h), tables::query[shift].v, shifted);
+        decoded = shift;
+      }
+      std::memcpy(v + b * scale_block, shifted + b * scale_block, scale_block);
+    }
+    std::int32_t sum = 0;
+    for (int p = 0; p < head_dim; ++p) sum += v[p];
+    start[h] = I::int8::fold_start(sum);
+    scale[h] = 0.25f * ue8m0_values[static_cast<std::size_t>(lo)];
+    for (int w = 0; w < head_dim / 4; ++w) std::memcpy(&data[w * hp + h], v + 4 * w, 4);
+  }
+  for (int h = heads; h < hp; ++h) {
+    for (int w = 0; w < head_dim / 4; ++w) data[w * hp + h] = 0;
+    start[h] = 0;
+    scale[h] = 0.0f;
+  }
+  return true;
+}
+
 // One key row into i8_key_bytes bytes in I's encoding and its 4 block scales.
 template <class I>
 inline void decode_key_i8(const std::uint8_t* packed, const std::uint8_t* scales, std::uint8_t* out,
@@ -95,11 +136,42 @@ inline void decode_key_i8(const std::uint8_t* packed, const std::uint8_t* scales
   I::decode_e2m1_doubled(packed, I::int8::key_code, out);
 }
 
+// The folded form of a key row, when it folds: i8_key_bytes bytes in I's folded encoding and
+// the row's smallest block scale. Returns false (nothing written) when the row does not fold.
+template <class I>
+inline bool decode_key_i8_fold(const std::uint8_t* packed, const std::uint8_t* scales,
+                               std::uint8_t* out, float* scale) {
+  const int lo = fold_exponent(scales, fold_spread);
+  if (lo < 0) return false;
+  using tables = fold_tables<typename I::int8>;
+  if (scales[0] == scales[1] && scales[1] == scales[2] && scales[2] == scales[3]) {
+    I::decode_e2m1_doubled(packed, tables::key[0].v, out);  // the common case: one decode
+  } else {
+    alignas(64) std::uint8_t shifted[head_dim];
+    for (int shift = 0; shift <= fold_spread; ++shift) {
+      bool used = false;
+      for (int b = 0; b < head_dim / scale_block; ++b) used = used || scales[b] - lo == shift;
+      if (!used) continue;
+      I::decode_e2m1_doubled(packed, tables::key[shift].v, shifted);
+      for (int b = 0; b < head_dim / scale_block; ++b)
+        if (scales[b] - lo == shift)
+          std::memcpy(out + b * scale_block, shifted + b * scale_block, scale_block);
+    }
+  }
+  *scale = ue8m0_values[static_cast<std::size_t>(lo)];
+  return true;
+}
+
 // A key that scores 0 whatever the query (a masked slot of a tile).
 template <class I>
 inline void masked_key_i8(std::uint8_t* out, float* ks) {
   std::fill(out, out + i8_key_bytes, I::int8::masked_key);
   std::fill(ks, ks + head_dim / scale_block, 0.0f);
+}
+template <class I>
+inline void masked_key_i8_fold(std::uint8_t* out, float* scale) {
+  std::fill(out, out + i8_key_bytes, static_cast<std::uint8_t>(I::int8::fold_offset));
+  *scale = 0.0f;
 }
 
 }  // namespace host_backend

@@ -41,9 +41,16 @@ void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std:
     std::int32_t* data = ws.q_i8.reserve(static_cast<std::size_t>(rows * hp * head_dim / 4));
     std::int32_t* bias = ws.q_bias.reserve(static_cast<std::size_t>(rows * hp * blocks));
     float* scale = ws.q_scale.reserve(static_cast<std::size_t>(rows * hp * blocks));
-    for (std::int64_t r = 0; r < rows; ++r)
+    std::int32_t* fold = ws.q_fold.reserve(static_cast<std::size_t>(rows * hp * head_dim / 4));
+    std::int32_t* fold_start = ws.q_fold_start.reserve(static_cast<std::size_t>(rows * hp));
+    float* fold_scale = ws.q_fold_scale.reserve(static_cast<std::size_t>(rows * hp));
+    unsigned char* folds = ws.q_folds.reserve(static_cast<std::size_t>(rows));
+    for (std::int64_t r = 0; r < rows; ++r) {
       decode_q_i8<I>(q, (r0 + r) * heads, heads, hp, data + r * hp * head_dim / 4,
                      bias + r * hp * blocks, scale + r * hp * blocks);
+      folds[r] = decode_q_i8_fold<I>(q, (r0 + r) * heads, heads, hp, fold + r * hp * head_dim / 4,
+                                     fold_start + r * hp, fold_scale + r * hp);
+    }
   } else {
     float* qt = ws.q_f32.reserve(static_cast<std::size_t>(rows * hp * head_dim));
     for (std::int64_t r = 0; r < rows; ++r)
@@ -85,6 +92,9 @@ void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t
   std::uint8_t* const k_i8 = int8_path<Format> ? ws.k_i8.reserve(rows * i8_key_bytes) : nullptr;
   float* const k_scale = int8_path<Format> ? ws.k_scale.reserve(rows * blocks) : nullptr;
   float* const k_f32 = int8_path<Format> ? nullptr : ws.k_f32.reserve(rows * head_dim);
+  std::uint8_t* const k_fold = int8_path<Format> ? ws.k_fold.reserve(rows * i8_key_bytes) : nullptr;
+  float* const k_fold_scale = int8_path<Format> ? ws.k_fold_scale.reserve(rows) : nullptr;
+  unsigned char* const k_folds = int8_path<Format> ? ws.k_folds.reserve(rows) : nullptr;
   for (std::int64_t i = 0; i < n; ++i) {
     if (i + prefetch_keys < n) prefetch_key<Format>(refs[i + prefetch_keys]);
     const key_ref key = refs[i];
@@ -92,10 +102,15 @@ void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t
     if constexpr (int8_path<Format>) {
       std::uint8_t* k = k_i8 + i * i8_key_bytes;
       float* ks = k_scale + i * blocks;
-      if (key.valid())
+      std::uint8_t* kf = k_fold + i * i8_key_bytes;
+      if (key.valid()) {
         decode_key_i8<I>(key.data, key.scale, k, ks);
-      else
+        k_folds[i] = decode_key_i8_fold<I>(key.data, key.scale, kf, k_fold_scale + i);
+      } else {
         masked_key_i8<I>(k, ks);
+        masked_key_i8_fold<I>(kf, k_fold_scale + i);
+        k_folds[i] = 1;
+      }
     } else {
       float* k = k_f32 + i * head_dim;
       if (key.valid())
@@ -114,7 +129,8 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
   const int heads = static_cast<int>(w.cols);
   const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
   decode_rows<I>(q, w, item.row_begin, item.row_end, call, ws);
-  float* scores = ws.scores.reserve(max_group_keys);
+  float* scores = ws.scores.reserve(2 * max_group_keys);
+  [[maybe_unused]] float* block_scores = scores + max_group_keys;
 
   for (std::int64_t k0 = item.key_begin; k0 < item.key_end; k0 += key_tile) {
     const std::int64_t n = std::min(key_tile, item.key_end - k0);
@@ -137,11 +153,51 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
                                 heads,
                                 hp};
         const auto kern = select_kernel<I, i8_path>(hp / I::lanes);
-        for (std::int64_t t = lo; t < hi; t += kern.keys) {
-          kern.fn(qr,
-                  {ws.k_i8.data() + (t - k0) * i8_key_bytes, ws.k_scale.data() + (t - k0) * blocks},
-                  scores);
-          emit(t, std::min<std::int64_t>(kern.keys, hi - t));
+        auto per_block = [&](std::int64_t from, std::int64_t to) {
+          for (std::int64_t t = from; t < to; t += kern.keys) {
+            kern.fn(
+                qr,
+                {ws.k_i8.data() + (t - k0) * i8_key_bytes, ws.k_scale.data() + (t - k0) * blocks},
+                scores);
+            emit(t, std::min<std::int64_t>(kern.keys, to - t));
+          }
+        };
+        if (!ws.q_folds.data()[ri]) {
+          per_block(lo, hi);
+          continue;
+        }
+        // A folded query row: keys that fold take the one-sum kernel, the others the per-block
+        // one. A group mixing both runs both and keeps each key's own, so which of the two a
+        // logit comes from depends only on its query and key rows, never on its neighbours.
+        const i8_fold_path::query qf{ws.q_fold.data() + ri * hp * head_dim / 4,
+                                     ws.q_fold_start.data() + ri * hp,
+                                     ws.q_fold_scale.data() + ri * hp,
+                                     ws.w.data() + ri * hp,
+                                     heads,
+                                     hp};
+        const auto fold_kern = select_kernel<I, i8_fold_path>(hp / I::lanes);
+        const unsigned char* folds = ws.k_folds.data();
+        for (std::int64_t t = lo; t < hi; t += fold_kern.keys) {
+          const std::int64_t count = std::min<std::int64_t>(fold_kern.keys, hi - t);
+          int folded = 0;
+          for (std::int64_t i = 0; i < count; ++i) folded += folds[t - k0 + i];
+          if (folded == 0) {
+            per_block(t, t + count);
+            continue;
+          }
+          fold_kern.fn(
+              qf, {ws.k_fold.data() + (t - k0) * i8_key_bytes, ws.k_fold_scale.data() + (t - k0)},
+              scores);
+          if (folded < count)
+            for (std::int64_t u = t; u < t + count; u += kern.keys) {
+              kern.fn(
+                  qr,
+                  {ws.k_i8.data() + (u - k0) * i8_key_bytes, ws.k_scale.data() + (u - k0) * blocks},
+                  block_scores);
+              for (std::int64_t i = u; i < std::min(u + kern.keys, t + count); ++i)
+                if (!folds[i - k0]) scores[i - t] = block_scores[i - u];
+            }
+          emit(t, count);
         }
       } else {
         const f32_path::query qr{ws.q_f32.data() + ri * hp * head_dim, ws.w.data() + ri * hp, heads,

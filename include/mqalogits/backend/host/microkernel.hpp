@@ -168,7 +168,74 @@ struct i8_path {
   }
 };
 
-// ---- the loop over a row's head vectors, shared by both paths ----
+// ---- folded int8 path (MXFP4 rows whose block exponents fold, decode.hpp) ----
+//
+// Query and key rows with their block codes shifted to each row's smallest exponent: the whole
+// 128-long dot product is one exact int32 sum (|sum| <= 128 x 96 x 96 < 2^24, so its conversion
+// to fp32 is exact too), scaled once by the product of the two rows' scales (capped like the
+// per-block path's, so an all-zero sum stays 0).
+struct i8_fold_path {
+  // data[s * padded_heads + h]: the 4 bytes of elements 4s..4s+3 of head h (stored block
+  // order); start[h] the accumulator start (I::int8::fold_start); scale[h] the row scale / 4.
+  struct query {
+    const std::int32_t* data;
+    const std::int32_t* start;
+    const float* scale;
+    const float* w;
+    int heads, padded_heads;
+  };
+  // `keys` folded keys of i8_key_bytes bytes and their row scales.
+  struct keys {
+    const std::uint8_t* codes;
+    const float* scales;
+  };
+  static constexpr int key_bytes = head_dim;
+  template <class I>
+  static constexpr const auto& blocks() {
+    return I::i8_fold_blocks;
+  }
+
+  template <class I, int HeadVectors, int Keys>
+  static void chunk(const query& q, int v0, const keys& k,
+                    typename I::vf (&part)[static_cast<std::size_t>(Keys)]) {
+    using vf = typename I::vf;
+    using vi = typename I::vi;
+    constexpr int L = I::lanes;
+    const int hp = q.padded_heads;
+    vi acc[static_cast<std::size_t>(HeadVectors)][static_cast<std::size_t>(Keys)];
+    MQALOGITS_UNROLL
+    for (int j = 0; j < HeadVectors; ++j) {
+      const vi start = I::loadi(q.start + (v0 + j) * L);
+      MQALOGITS_UNROLL
+      for (int i = 0; i < Keys; ++i) acc[j][i] = start;
+    }
+    const std::int32_t* qd = q.data + v0 * L;
+    for (int s = 0; s < head_dim / 4; ++s, qd += hp) {
+      vi kb[static_cast<std::size_t>(Keys)];
+      MQALOGITS_UNROLL
+      for (int i = 0; i < Keys; ++i) kb[i] = I::broadcast4(k.codes + i * key_bytes + 4 * s);
+      MQALOGITS_UNROLL
+      for (int j = 0; j < HeadVectors; ++j) {
+        const vi qv = I::loadi(qd + j * L);
+        MQALOGITS_UNROLL
+        for (int i = 0; i < Keys; ++i) acc[j][i] = I::dot4(acc[j][i], kb[i], qv);
+      }
+    }
+    MQALOGITS_UNROLL
+    for (int j = 0; j < HeadVectors; ++j) {
+      const auto live = I::live(q.heads - (v0 + j) * L);
+      const vf wv = I::load(q.w + (v0 + j) * L);
+      const vf qs = I::load(q.scale + (v0 + j) * L);
+      MQALOGITS_UNROLL
+      for (int i = 0; i < Keys; ++i) {
+        const vf both = I::cap_infinity(I::mul(qs, I::broadcast(k.scales + i)));
+        part[i] = I::fma(I::relu(I::mul(I::to_float(acc[j][i]), both), live), wv, part[i]);
+      }
+    }
+  }
+};
+
+// ---- the loop over a row's head vectors, shared by every path ----
 
 // Scores Keys keys against every head of the row: chunks of HeadVectors head vectors, then one
 // narrower chunk for the rest.

@@ -53,11 +53,17 @@ struct workspace {
   aligned_buffer<float> q_f32, w;
   aligned_buffer<std::int32_t> q_i8, q_bias;
   aligned_buffer<float> q_scale;
+  // MXFP4 rows in their folded form too, when they fold (q_folds[row] / k_folds[key] say).
+  aligned_buffer<std::int32_t> q_fold, q_fold_start;
+  aligned_buffer<float> q_fold_scale;
+  aligned_buffer<unsigned char> q_folds;
   std::uint64_t call = 0;
   std::int64_t row_begin = -1, row_end = -1;
   // One decoded key tile (+ padding rows a key group may read past the tile).
   aligned_buffer<float> k_f32, k_scale;
-  aligned_buffer<std::uint8_t> k_i8;
+  aligned_buffer<std::uint8_t> k_i8, k_fold;
+  aligned_buffer<float> k_fold_scale;
+  aligned_buffer<unsigned char> k_folds;
   aligned_buffer<unsigned char> key_valid;
   aligned_buffer<key_ref> refs;
   aligned_buffer<float> scores;

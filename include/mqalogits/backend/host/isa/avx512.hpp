@@ -27,13 +27,31 @@ struct isa_avx512 {
   // (the int8 kernel also keeps its block-scaled fp32 sums live across the 4 blocks).
   static constexpr register_block f32_blocks[] = {{4, 4, 6}, {3, 3, 7}, {2, 2, 10}, {1, 1, 14}};
   static constexpr register_block i8_blocks[] = {{2, 2, 6}, {1, 1, 10}};
+  static constexpr register_block i8_fold_blocks[] = {{2, 2, 8}, {1, 1, 14}};
   using int8 = int8_offset_keys;
+#if defined(MQALOGITS_HOST_VNNI512)
+  static constexpr int fold_query_spread = fold_spread;
+#else
+  // vpmaddubsw saturates its int16 pair sums: folded keys reach 192 (k + 96), so queries may
+  // only be shifted by up to 2 (|q| <= 48: 2 x 192 x 48 = 18432 < 2^15).
+  static constexpr int fold_query_spread = 2;
+#endif
 
-  static vf zero() { return _mm512_setzero_ps(); }
-  static vf load(const float* p) { return _mm512_loadu_ps(p); }
-  static vf broadcast(const float* p) { return _mm512_set1_ps(*p); }
-  static vf fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
-  static vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+  static vf zero() {
+    return _mm512_setzero_ps();
+  }
+  static vf load(const float* p) {
+    return in_register(_mm512_loadu_ps(p));
+  }
+  static vf broadcast(const float* p) {
+    return _mm512_set1_ps(*p);
+  }
+  static vf fma(vf a, vf b, vf c) {
+    return _mm512_fmadd_ps(a, b, c);
+  }
+  static vf mul(vf a, vf b) {
+    return _mm512_mul_ps(a, b);
+  }
   // vminps returns its second operand when either is NaN: NaN is kept.
   static vf cap_infinity(vf a) {
     return _mm512_min_ps(_mm512_set1_ps(std::numeric_limits<float>::max()), a);
@@ -43,7 +61,9 @@ struct isa_avx512 {
     return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
   }
   // max(0, a) returns its second operand, a, when a is NaN: relu(NaN) stays NaN.
-  static vf relu(vf a, mask m) { return _mm512_maskz_max_ps(m, _mm512_setzero_ps(), a); }
+  static vf relu(vf a, mask m) {
+    return _mm512_maskz_max_ps(m, _mm512_setzero_ps(), a);
+  }
   static float reduce(vf a) {
     const __m256 h =
         _mm256_add_ps(_mm512_castps512_ps256(a),
@@ -53,8 +73,12 @@ struct isa_avx512 {
     return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
   }
 
-  static vi zeroi() { return _mm512_setzero_si512(); }
-  static vi loadi(const std::int32_t* p) { return _mm512_loadu_si512(p); }
+  static vi zeroi() {
+    return _mm512_setzero_si512();
+  }
+  static vi loadi(const std::int32_t* p) {
+    return in_register(_mm512_loadu_si512(p));
+  }
   static vi broadcast4(const std::uint8_t* p) {
     std::int32_t x;
     std::memcpy(&x, p, 4);
@@ -81,6 +105,8 @@ struct isa_avx512 {
   static void decode_row_f32(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
     if constexpr (e4m3_ue8m0_rows<Format> && Format::data_bytes == head_dim) {
       decode_e4m3_ue8m0(data, scales, out);
+    } else if constexpr (e4m3_fp32_rows<Format> && Format::data_bytes == head_dim) {
+      decode_e4m3_fp32(data, fp32_row_scale::value(scales, 0), out);
     } else {
       Format::decode_row(data, scales, out);
     }
@@ -104,19 +130,37 @@ struct isa_avx512 {
   }
 
  private:
-  static void decode_e4m3_ue8m0(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
+  // 32 e4m3 codes to fp16 (value / 2^8, exact; NaN codes made NaN), in two halves of 16 lanes.
+  static __m512i e4m3_to_half(__m256i bytes) {
     const __m256i low7 = _mm256_set1_epi8(0x7F);
-    const __m512i sign = _mm512_set1_epi16(static_cast<short>(0x8000));
-    const __m512i body = _mm512_set1_epi16(0x3F80);
-    const __m512i nan = _mm512_set1_epi16(0x7E00);
+    const __m512i x = _mm512_cvtepu8_epi16(bytes);
+    const __m512i h = _mm512_or_si512(
+        _mm512_and_si512(_mm512_slli_epi16(x, 8), _mm512_set1_epi16(static_cast<short>(0x8000))),
+        _mm512_and_si512(_mm512_slli_epi16(x, 7), _mm512_set1_epi16(0x3F80)));
+    const __mmask32 is_nan = _mm256_cmpeq_epi8_mask(_mm256_and_si256(bytes, low7), low7);
+    return _mm512_mask_mov_epi16(h, is_nan, _mm512_set1_epi16(0x7E00));
+  }
+
+  // FP8 per-token rows: x 2^8 restores each code's value exactly, x the row scale is the one
+  // rounding Format::decode_row does too.
+  static void decode_e4m3_fp32(const std::uint8_t* data, float scale, float* out) {
+    const __m512 restore = _mm512_set1_ps(256.0f);
+    const __m512 s = _mm512_set1_ps(scale);
+    for (int b = 0; b < head_dim / 32; ++b) {
+      const __m512i h =
+          e4m3_to_half(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + 32 * b)));
+      const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+      const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+      _mm512_storeu_ps(out + 32 * b, _mm512_mul_ps(_mm512_mul_ps(lo, restore), s));
+      _mm512_storeu_ps(out + 32 * b + 16, _mm512_mul_ps(_mm512_mul_ps(hi, restore), s));
+    }
+  }
+
+  static void decode_e4m3_ue8m0(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
     const __m512 restore = _mm512_set1_ps(256.0f);
     for (int b = 0; b < head_dim / scale_block; ++b) {
-      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + 32 * b));
-      const __m512i x = _mm512_cvtepu8_epi16(bytes);
-      __m512i h = _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi16(x, 8), sign),
-                                  _mm512_and_si512(_mm512_slli_epi16(x, 7), body));
-      const __mmask32 is_nan = _mm256_cmpeq_epi8_mask(_mm256_and_si256(bytes, low7), low7);
-      h = _mm512_mask_mov_epi16(h, is_nan, nan);
+      const __m512i h =
+          e4m3_to_half(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + 32 * b)));
       const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
       const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
       const std::uint8_t e = scales[b];

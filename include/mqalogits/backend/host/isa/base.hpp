@@ -16,6 +16,7 @@
 #include "../../../config.hpp"
 #include "../../../format/e2m1.hpp"
 #include "../../../format/e4m3.hpp"
+#include "../../../format/fp32_scale.hpp"
 #include "../../../format/ue8m0.hpp"
 
 #if defined(__clang__)
@@ -47,6 +48,30 @@ inline constexpr int max_group_keys = 16;
 // whatever the query (its block scales are 0 as well), and block_start(sum of the query block)
 // the value each block's int32 accumulator starts at.
 
+// A 16-entry byte table: the stored byte of each e2m1 nibble.
+struct code_table {
+  std::uint8_t v[16];
+};
+
+// Exponent folding of a whole row (keys and queries alike): UE8M0 block scales are powers of
+// two, so when a row's 4 block exponents lie within `fold_spread` of their minimum, each block's
+// doubled codes shifted left by (its exponent - the minimum) are exact integers in [-96, 96]
+// (12 x 2^3), and the whole 128-long dot product is one exact int32 sum, scaled once by the two
+// rows' smallest block scales. Rows outside [fold_min_scale, fold_max_scale] (the NaN scale
+// 255, and scales so small that the product of two row scales would underflow) are not folded.
+inline constexpr int fold_spread = 3;
+inline constexpr int fold_min_scale = 66, fold_max_scale = 254;
+
+// The byte of a code shifted left by `shift`, plus `offset` (mod 256).
+constexpr code_table shifted_codes(const std::uint8_t (&code)[16], int shift, int offset) {
+  code_table t{};
+  for (int n = 0; n < 16; ++n) {
+    const int k = static_cast<std::int8_t>(static_cast<std::uint8_t>(code[n]));
+    t.v[n] = static_cast<std::uint8_t>((k * (1 << shift) + offset) & 0xFF);
+  }
+  return t;
+}
+
 // s8 x s8 (Arm sdot, plain C++): keys stored as they are, accumulators start at 0.
 struct int8_signed_keys {
   static constexpr bool offset_keys = false;
@@ -54,10 +79,15 @@ struct int8_signed_keys {
                                                 0, 255, 254, 253, 252, 250, 248, 244};
   static constexpr std::uint8_t masked_key = 0;
   static constexpr std::int32_t block_start(std::int32_t) { return 0; }
+  // Folded keys: the shifted signed codes.
+  static constexpr int fold_offset = 0;
+  static constexpr std::int32_t fold_start(std::int32_t) { return 0; }
 };
 
 // u8 x s8 (x86 vpdpbusd, vpmaddubsw): keys stored as k + 12 in [0, 24]; each block's
 // accumulator starts at -12 * sum(q over the block), which takes the offset back out exactly.
+// Folded keys are stored as k' + 96 in [0, 192], and the row's one accumulator starts at
+// -96 * sum(q' over the row).
 struct int8_offset_keys {
   static constexpr bool offset_keys = true;
   static constexpr std::uint8_t key_code[16] = {12, 13, 14, 15, 16, 18, 20, 24,
@@ -66,7 +96,37 @@ struct int8_offset_keys {
   static constexpr std::int32_t block_start(std::int32_t query_block_sum) {
     return -12 * query_block_sum;
   }
+  static constexpr int fold_offset = 96;
+  static constexpr std::int32_t fold_start(std::int32_t query_row_sum) {
+    return -96 * query_row_sum;
+  }
 };
+
+// The folded code tables of an encoding, one per shift 0..fold_spread: keys in the encoding's
+// folded form, queries signed.
+template <class Int8>
+struct fold_tables {
+  static constexpr code_table key[fold_spread + 1] = {
+      shifted_codes(int8_signed_keys::key_code, 0, Int8::fold_offset),
+      shifted_codes(int8_signed_keys::key_code, 1, Int8::fold_offset),
+      shifted_codes(int8_signed_keys::key_code, 2, Int8::fold_offset),
+      shifted_codes(int8_signed_keys::key_code, 3, Int8::fold_offset)};
+  static constexpr code_table query[fold_spread + 1] = {
+      shifted_codes(int8_signed_keys::key_code, 0, 0),
+      shifted_codes(int8_signed_keys::key_code, 1, 0),
+      shifted_codes(int8_signed_keys::key_code, 2, 0),
+      shifted_codes(int8_signed_keys::key_code, 3, 0)};
+};
+
+// The smallest block exponent of a row when the row folds within `spread`, else -1.
+inline int fold_exponent(const std::uint8_t* scales, int spread) {
+  int lo = 255, hi = 0;
+  for (int b = 0; b < head_dim / scale_block; ++b) {
+    lo = scales[b] < lo ? scales[b] : lo;
+    hi = scales[b] > hi ? scales[b] : hi;
+  }
+  return lo >= fold_min_scale && hi <= fold_max_scale && hi - lo <= spread ? lo : -1;
+}
 
 // Query bytes use the signed codes in both encodings.
 inline constexpr const std::uint8_t (&query_code)[16] = int8_signed_keys::key_code;
@@ -78,6 +138,14 @@ inline constexpr bool e4m3_ue8m0_rows =
     std::conjunction_v<std::is_same<typename Format::data_type, float_e4m3>,
                        std::is_same<typename Format::scale_type, ue8m0_block_scales>,
                        std::bool_constant<Format::scale_block == 32>>;
+
+// Formats whose rows are e4m3 codes with one fp32 scale for the whole row (FP8 per-token), a
+// null scale pointer meaning 1.
+template <class Format>
+inline constexpr bool e4m3_fp32_rows =
+    std::conjunction_v<std::is_same<typename Format::data_type, float_e4m3>,
+                       std::is_same<typename Format::scale_type, fp32_row_scale>,
+                       std::bool_constant<Format::scale_block == head_dim>>;
 
 // The decoders an ISA keeps unless it has a faster one: both are exact, so every ISA produces
 // the same decoded bits.

@@ -28,6 +28,9 @@ struct isa_neon : plain_decoders {
   // (the int8 kernel also keeps its block-scaled fp32 sums live across the 4 blocks).
   static constexpr register_block f32_blocks[] = {{4, 4, 6}, {3, 3, 7}, {2, 2, 10}, {1, 1, 14}};
   static constexpr register_block i8_blocks[] = {{2, 2, 6}, {1, 1, 10}};
+  static constexpr register_block i8_fold_blocks[] = {{4, 4, 6}, {2, 2, 10}, {1, 1, 14}};
+  // sdot sums in int32; without it the int16 products (<= 96 x 96) and their pair sums fit too.
+  static constexpr int fold_query_spread = fold_spread;
   using int8 = int8_signed_keys;
 
   static vf zero() { return vdupq_n_f32(0.0f); }

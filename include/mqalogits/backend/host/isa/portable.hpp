@@ -27,6 +27,9 @@ struct isa_portable : plain_decoders {
   // Sized like AVX2's: 8-lane accumulators, 16 of them at most.
   static constexpr register_block f32_blocks[] = {{2, 2, 4}, {1, 1, 6}};
   static constexpr register_block i8_blocks[] = {{2, 2, 4}, {1, 1, 6}};
+  static constexpr register_block i8_fold_blocks[] = {{2, 2, 4}, {1, 1, 6}};
+  // Products of folded codes (|k|, |q| <= 96) are exact in plain int arithmetic.
+  static constexpr int fold_query_spread = fold_spread;
   // Plain integer multiplies take signed bytes as they are: no key offset.
   using int8 = int8_signed_keys;
 
