@@ -42,9 +42,9 @@ configure "$ASAN_DIR" address,undefined -DMQALOGITS_FUZZ=ON -DMQALOGITS_FUZZ_SEC
 cmake --build "$ASAN_DIR" -j "$JOBS" --target mqalogits_tests fuzz_dense fuzz_paged fuzz_sparse \
   fuzz_paged_sparse
 stamp "ASan+UBSan: every test"
-# (The consumer and abi tests build programs of their own, without sanitizers: the main CI runs
-# them.)
-ctest --test-dir "$ASAN_DIR" -j "$JOBS" -LE 'fuzz|consumer|abi|python' --output-on-failure
+# (The consumer, abi and readme tests build programs of their own, without sanitizers, and the
+# python test needs the module: the main CI runs them.)
+ctest --test-dir "$ASAN_DIR" -j "$JOBS" -LE 'fuzz|consumer|abi|python|readme' --output-on-failure
 stamp "fuzz smoke: each target ${FUZZ_SECONDS} s over its corpus"
 ctest --test-dir "$ASAN_DIR" -j "$JOBS" -L fuzz --output-on-failure
 
@@ -52,5 +52,5 @@ stamp "TSan: configure and build"
 configure "$TSAN_DIR" thread
 cmake --build "$TSAN_DIR" -j "$JOBS" --target mqalogits_tests
 stamp "TSan: every test (the threaded ones are concurrency, determinism, golden, host, hostile)"
-ctest --test-dir "$TSAN_DIR" -j "$JOBS" -LE 'fuzz|consumer|abi|python' --output-on-failure
+ctest --test-dir "$TSAN_DIR" -j "$JOBS" -LE 'fuzz|consumer|abi|python|readme' --output-on-failure
 stamp "sanitizers done"
