@@ -100,13 +100,9 @@ class sparse_mqa_metadata {
   std::int64_t ke(std::int64_t r) const {  // clamped to N
     return std::min<std::int64_t>(f_->ke[static_cast<std::size_t>(r)], f_->num_kv);
   }
-  // The blocks of [ks, ke') a row may read (its selection's first entries).
-  std::int64_t num_blocks(std::int64_t r) const {
-    const std::int64_t s = ks(r), e = ke(r), B = f_->block;
-    if (f_->unaligned) return detail::selected_blocks(e - s, B, f_->cap);
-    if (e <= s) return 0;
-    return std::min(f_->cap, -detail::floor_div(-e, B) - detail::floor_div(s, B));
-  }
+  // The blocks of [ks, ke') a row may read (its selection's first entries); counted once, when
+  // the metadata is made, since every key the kernel reads asks for it.
+  std::int64_t num_blocks(std::int64_t r) const { return f_->nb[static_cast<std::size_t>(r)]; }
   std::int64_t block(std::int64_t r, std::int64_t b) const {
     return f_->idx[static_cast<std::size_t>(r * f_->cap + b)];
   }
@@ -131,10 +127,16 @@ class sparse_mqa_metadata {
                                                             std::int64_t, bool);
 
  private:
+  std::int64_t count_blocks(std::int64_t r) const {
+    const std::int64_t s = ks(r), e = ke(r), B = f_->block;
+    if (f_->unaligned) return detail::selected_blocks(e - s, B, f_->cap);
+    if (e <= s) return 0;
+    return std::min(f_->cap, -detail::floor_div(-e, B) - detail::floor_div(s, B));
+  }
   struct fields {
     std::int64_t rows = 0, cap = 0, block = 0, num_kv = 0;
     bool unaligned = false;
-    std::vector<std::int64_t> ks, ke, idx;
+    std::vector<std::int64_t> ks, ke, idx, nb;
   };
   reset_on_move<fields> f_;  // a moved-from metadata is empty: the kernel rejects it
 
@@ -174,6 +176,7 @@ sparse_mqa_metadata sparse_mqa_metadata::make(std::span<const I> ks, std::span<c
   for (const I v : ke) f.ke.push_back(detail::bounded(v));
   f.idx = detail::copy_rows(
       indices, [&](std::int64_t v) { return detail::bounded_block(v, sparse_block_kv); });
+  for (std::int64_t r = 0; r < rows; ++r) f.nb.push_back(meta.count_blocks(r));
   return meta;
 }
 
