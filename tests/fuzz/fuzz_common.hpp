@@ -390,6 +390,127 @@ inline i64 pick_stride(input& in, i64 minimum, i64 max_pad) {
 // The huge byte stride a rejected view claims: with 2+ rows its extent overflows int64.
 inline constexpr i64 overflowing_stride = std::numeric_limits<i64>::max() / 2 + 1;
 
+// The output of a rows x cols call, one row / one column off when wrong_rows / wrong_cols (the
+// out_rows / out_cols defects), with an aligned row stride or a padded one.
+template <class O>
+out_buf<O> output_for(input& in, i64 rows, i64 cols, bool wrong_rows, bool wrong_cols) {
+  const auto off = [&](i64 n, bool wrong) { return wrong ? (n > 0 && in.one_in(2) ? -1 : 1) : 0; };
+  const i64 r = rows + off(rows, wrong_rows), c = cols + off(cols, wrong_cols);
+  const i64 stride =
+      in.one_in(2) ? ml::logits_row_stride<O>(c, in.one_in(2) ? 512 : 1024) : pick_stride(in, c, 5);
+  return out_buf<O>(r, c, stride);
+}
+
+// A value that is not a page of a cache with num_pages pages.
+inline i32 not_a_page(input& in, i64 num_pages) {
+  switch (in.byte() % 4) {
+    case 0:
+      return -1;
+    case 1:
+      return std::numeric_limits<i32>::min();
+    case 2:
+      return static_cast<i32>(num_pages);
+    default:
+      return static_cast<i32>(num_pages + in.range(1, 1 << 20));
+  }
+}
+
+// A metadata function given a defect: its error must name it.
+inline void expect_metadata_rejected(const std::string& err, const char* meta_where,
+                                     const std::string& context) {
+  if (err.rfind(meta_where, 0) != 0)
+    finding(context + ": metadata accepted a defect or named another function: " + err);
+}
+
+// ---- Broken views: the ways every kernel's views can be wrong, applied by every target ----
+//
+// Each break_* function breaks its view as `how` says and returns true, or returns false with
+// the view untouched when the view is too small to be wrong that way (no column for a stride
+// to fall short of, no element behind a pointer, fewer than two rows for a stride to overflow):
+// the target then runs the case as a valid one.
+
+// Any enumerator of E except its `count`, from the next input byte.
+template <class E>
+E pick_how(input& in) {
+  return static_cast<E>(in.byte() % static_cast<int>(E::count));
+}
+
+// Weights, output, block table, sparse indices, context lengths.
+enum class matrix_defect { short_stride, null, overflow, count };
+template <class T>
+bool break_matrix(input& in, ml::matrix_view<T>& v, matrix_defect how) {
+  switch (how) {
+    case matrix_defect::short_stride:
+      if (v.cols < 1) return false;
+      v.stride = in.range(-1, v.cols - 1);
+      return true;
+    case matrix_defect::null:
+      if (v.rows < 1 || v.cols < 1) return false;
+      v.data = nullptr;
+      return true;
+    default:  // the last row's offset overflows int64
+      if (v.rows < 2 || v.cols < 1) return false;
+      v.stride = std::numeric_limits<i64>::max() - in.range(0, 8);
+      return true;
+  }
+}
+
+// The weights or the output (the two matrices every kernel takes), as the next input byte says.
+template <class W, class O>
+bool break_weights_or_output(input& in, ml::matrix_view<W>& weights, ml::matrix_view<O>& out) {
+  const auto how = pick_how<matrix_defect>(in);
+  return in.one_in(2) ? break_matrix(in, weights, how) : break_matrix(in, out, how);
+}
+
+// Quantised rows (Q, KV).
+enum class rows_defect { null, data_stride, scale_stride, overflow, count };
+template <class Format>
+bool break_rows(input& in, ml::rows_view<Format>& v, rows_defect how) {
+  switch (how) {
+    case rows_defect::null:
+      if (v.rows < 1) return false;
+      // Formats whose rows may come without scales accept a null scale pointer.
+      (in.one_in(2) || ml::scales_optional_v<Format> ? v.data : v.scales) = nullptr;
+      return true;
+    case rows_defect::data_stride:
+      v.data_stride = in.range(-2, Format::data_bytes - 1);
+      return true;
+    case rows_defect::scale_stride:
+      if (ml::scales_optional_v<Format> && !v.scales) return false;
+      v.scale_stride = in.range(-2, Format::scale_bytes - 1);
+      return true;
+    default:  // the last row's data or scale bytes end past INT64_MAX
+      if (v.rows < 2) return false;
+      if (in.one_in(2) || !v.scales)
+        v.data_stride = std::numeric_limits<i64>::max() - in.range(0, Format::data_bytes - 1);
+      else
+        v.scale_stride = std::numeric_limits<i64>::max() - in.range(0, Format::scale_bytes - 1);
+      return true;
+  }
+}
+
+// The paged cache.
+enum class cache_defect { null, short_stride, overflow, negative_pages, count };
+template <class Format>
+bool break_cache(input& in, ml::paged_cache_view<Format>& v, cache_defect how) {
+  switch (how) {
+    case cache_defect::null:
+      if (v.num_pages < 1) return false;
+      v.base = nullptr;
+      return true;
+    case cache_defect::short_stride:
+      v.page_stride = in.range(-1, i64{v.page_kv} * cache_buf<Format>::token_bytes - 1);
+      return true;
+    case cache_defect::overflow:
+      if (v.num_pages < 2) return false;
+      v.page_stride = std::numeric_limits<i64>::max() - in.range(0, 1000);
+      return true;
+    default:
+      v.num_pages = -static_cast<i64>(in.range(1, 100));
+      return true;
+  }
+}
+
 // Picks one format x weight x logit type combination from the next input byte and calls
 // fn.template operator()<Format, W, O>(name): the dispatch every fuzz target shares.
 template <class Fn>
@@ -434,3 +555,14 @@ void for_one_combination(input& in, Fn&& fn) {
 }
 
 }  // namespace fuzz
+
+// The libFuzzer entry point of a target: one format x weight x logit type combination, then the
+// target's run<Format, W, O>(input, combination name).
+#define MQALOGITS_FUZZ_TARGET(run)                                                    \
+  extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) { \
+    input in(data, size);                                                             \
+    for_one_combination(in, [&]<class Format, class W, class O>(const char* what) {   \
+      run<Format, W, O>(in, what);                                                    \
+    });                                                                               \
+    return 0;                                                                         \
+  }

@@ -13,23 +13,14 @@ enum class defect {
   ks_size,
   ke_size,
   kv_negative_rows,
-  kv_null,
-  kv_data_stride,
-  kv_scale_stride,
-  kv_overflow,
+  kv,  // break_rows
   q_rows,
-  q_null,
-  q_overflow,
+  q,  // break_rows
   heads_zero,
   heads_many,
-  w_stride,
-  w_null,
-  w_overflow,
   out_rows,
   out_cols,
-  out_stride,
-  out_null,
-  out_overflow,
+  weights_or_output,  // break_weights_or_output
   count
 };
 
@@ -45,13 +36,6 @@ void run(input& in, const char* combo) {
   defect d = pick_defect<defect>(in);
   const ml::options opt = pick_options(in);
 
-  // Defects that need something to be wrong about fall back to a valid case.
-  if ((d == defect::kv_null && N == 0) || (d == defect::kv_overflow && N < 2) ||
-      ((d == defect::q_null || d == defect::w_null) && rows == 0) ||
-      (d == defect::q_overflow && rows * H < 2) || (d == defect::w_overflow && rows < 2) ||
-      (d == defect::out_overflow && (rows < 2 || cols < 1)) ||
-      (d == defect::out_stride && cols < 1) || (d == defect::out_null && (rows == 0 || cols == 0)))
-    d = defect::none;
   if (d == defect::heads_zero) H = 0;
   if (d == defect::heads_many) H = ml::max_heads + 1;
 
@@ -59,11 +43,6 @@ void run(input& in, const char* combo) {
   const i64 kv_rows = d == defect::kv_negative_rows ? 0 : N;
   const i64 ks_n = rows + (d == defect::ks_size ? 1 : 0),
             ke_n = rows + (d == defect::ke_size ? 1 : 0);
-  const i64 out_rows = rows + (d == defect::out_rows ? 1 : 0);
-  const i64 out_cols = cols + (d == defect::out_cols ? (cols > 0 && in.one_in(2) ? -1 : 1) : 0);
-  const i64 out_stride = in.one_in(2)
-                             ? ml::logits_row_stride<O>(out_cols, in.one_in(2) ? 512 : 1024)
-                             : pick_stride(in, out_cols, 5);
   const i64 w_stride = pick_stride(in, H, 3);
   const i64 q_ds = pick_stride(in, Format::data_bytes, 40),
             q_ss = pick_stride(in, Format::scale_bytes, 4);
@@ -85,13 +64,14 @@ void run(input& in, const char* combo) {
   const rows_buf<Format> q(c, q_rows, q_ds, q_ss, in.one_in(2));
   const rows_buf<Format> kv(c, kv_rows, kv_ds, kv_ss);
   const weights_buf<W> w(c, rows, H, w_stride);
-  const out_buf<O> out(out_rows, out_cols, out_stride);
+  const auto out = output_for<O>(in, rows, cols, d == defect::out_rows, d == defect::out_cols);
 
   auto qv = q.view();
   auto kvv = kv.view();
   auto wv = w.view();
   auto ov = out.view();
   i64 seqlen = max_seqlen_k;
+  bool broken = true;
   switch (d) {
     case defect::max_seqlen_negative:
       seqlen = in.one_in(2) ? -1 : std::numeric_limits<i64>::min();
@@ -99,47 +79,19 @@ void run(input& in, const char* combo) {
     case defect::kv_negative_rows:
       kvv.rows = -static_cast<i64>(in.range(1, 1000));
       break;
-    case defect::kv_null:
-      (in.one_in(2) || ml::scales_optional_v<Format> ? kvv.data : kvv.scales) = nullptr;
+    case defect::kv:
+      broken = break_rows(in, kvv, pick_how<rows_defect>(in));
       break;
-    case defect::kv_data_stride:
-      kvv.data_stride = in.range(-2, Format::data_bytes - 1);
+    case defect::q:
+      broken = break_rows(in, qv, pick_how<rows_defect>(in));
       break;
-    case defect::kv_scale_stride:
-      kvv.scale_stride = in.range(-2, Format::scale_bytes - 1);
-      break;
-    case defect::kv_overflow:
-      kvv.data_stride =  // + one row of data bytes overflows
-          std::numeric_limits<i64>::max() - in.range(0, Format::data_bytes - 1);
-      break;
-    case defect::q_null:
-      (in.one_in(2) || ml::scales_optional_v<Format> ? qv.data : qv.scales) = nullptr;
-      break;
-    case defect::q_overflow:  // (q_rows - 1) * stride > INT64_MAX
-      qv.scale_stride = q_rows == 2 ? std::numeric_limits<i64>::max()
-                                    : std::numeric_limits<i64>::max() / (q_rows - 1) + 1;
-      break;
-    case defect::w_stride:
-      wv.stride = in.range(-1, H - 1);
-      break;
-    case defect::w_null:
-      wv.data = nullptr;
-      break;
-    case defect::w_overflow:
-      wv.stride = std::numeric_limits<i64>::max() - in.range(0, 8);
-      break;
-    case defect::out_stride:
-      ov.stride = in.range(-1, out_cols - 1);
-      break;
-    case defect::out_null:
-      ov.data = nullptr;
-      break;
-    case defect::out_overflow:
-      ov.stride = std::numeric_limits<i64>::max() / in.range(1, 4);
+    case defect::weights_or_output:
+      broken = break_weights_or_output(in, wv, ov);
       break;
     default:
       break;
   }
+  if (!broken) d = defect::none;  // the view was too small to break that way
 
   const std::string context = std::string("dense ") + combo + ": rows=" + std::to_string(rows) +
                               " N=" + std::to_string(N) + " H=" + std::to_string(H) +
@@ -157,9 +109,4 @@ void run(input& in, const char* combo) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  input in(data, size);
-  for_one_combination(
-      in, [&]<class Format, class W, class O>(const char* what) { run<Format, W, O>(in, what); });
-  return 0;
-}
+MQALOGITS_FUZZ_TARGET(run)

@@ -19,36 +19,17 @@ enum class defect {
   bad_page,
   q_rows,
   heads_many,
-  w_stride,
   out_rows,
   out_cols,
-  out_stride,
-  cache_null,
-  cache_stride,
-  cache_overflow,
-  cache_negative_pages,
+  weights_or_output,  // break_weights_or_output
+  cache,              // break_cache
   page_kv_unsupported,
   table_rows,
   table_no_cols,
-  table_stride,
-  table_null,
-  lens_stride,
+  table,    // break_matrix
+  lengths,  // break_matrix
   count
 };
-
-// A value that is not a page of a cache with num_pages pages.
-i32 not_a_page(input& in, i64 num_pages) {
-  switch (in.byte() % 4) {
-    case 0:
-      return -1;
-    case 1:
-      return std::numeric_limits<i32>::min();
-    case 2:
-      return static_cast<i32>(num_pages);
-    default:
-      return static_cast<i32>(num_pages + in.range(1, 1 << 20));
-  }
-}
 
 template <class Format, class W, class O>
 void run(input& in, const char* combo) {
@@ -83,10 +64,8 @@ void run(input& in, const char* combo) {
   bool any_read = false;
   for (i64 b = 0; b < B; ++b) any_read |= read_slots[b] > 0;
 
-  if (((d == defect::lens_negative || d == defect::stale_schedule || d == defect::table_null) &&
-       B == 0) ||
-      (d == defect::bad_page && !any_read) || (d == defect::cache_null && num_pages == 0) ||
-      (d == defect::cache_overflow && num_pages < 2) ||
+  if (((d == defect::lens_negative || d == defect::stale_schedule) && B == 0) ||
+      (d == defect::bad_page && !any_read) ||
       ((d == defect::q_rows || d == defect::out_rows) && rows == 0))
     d = defect::none;
   if (d == defect::heads_many) H = ml::max_heads + 1;
@@ -114,11 +93,8 @@ void run(input& in, const char* combo) {
   const rows_buf<Format> q(c, q_rows, pick_stride(in, Format::data_bytes, 40),
                            pick_stride(in, Format::scale_bytes, 4), in.one_in(2));
   const weights_buf<W> w(c, rows, H, pick_stride(in, H, 3));
-  const i64 out_rows = rows + (d == defect::out_rows ? (in.one_in(2) ? -1 : 1) : 0);
-  const i64 out_cols = max_context_len + (d == defect::out_cols ? (in.one_in(2) ? -1 : 1) : 0);
-  const out_buf<O> out(
-      out_rows, out_cols,
-      in.one_in(2) ? ml::logits_row_stride<O>(out_cols) : pick_stride(in, out_cols, 5));
+  const auto out =
+      output_for<O>(in, rows, max_context_len, d == defect::out_rows, d == defect::out_cols);
 
   const std::string context =
       std::string("paged ") + combo + ": B=" + std::to_string(B) +
@@ -155,6 +131,7 @@ void run(input& in, const char* combo) {
   auto tv = table.view();
   auto ov = out.view();
   i64 mcl = max_context_len;
+  bool broken = true;
   switch (d) {
     case defect::lens_negative: {
       // The metadata rejects it, and so does the kernel (with the schedule of the valid lengths).
@@ -170,23 +147,11 @@ void run(input& in, const char* combo) {
     case defect::max_context_len:
       mcl = in.one_in(2) ? 0 : -static_cast<i64>(in.range(1, 1 << 30));
       break;
-    case defect::w_stride:
-      wv.stride = in.range(-1, H - 1);
+    case defect::weights_or_output:
+      broken = break_weights_or_output(in, wv, ov);
       break;
-    case defect::out_stride:
-      ov.stride = out_cols > 0 ? in.range(-1, out_cols - 1) : -1;
-      break;
-    case defect::cache_null:
-      cv.base = nullptr;
-      break;
-    case defect::cache_stride:
-      cv.page_stride = in.range(-1, page_bytes - 1);
-      break;
-    case defect::cache_overflow:
-      cv.page_stride = std::numeric_limits<i64>::max() - in.range(0, 1000);
-      break;
-    case defect::cache_negative_pages:
-      cv.num_pages = -static_cast<i64>(in.range(1, 100));
+    case defect::cache:
+      broken = break_cache(in, cv, pick_how<cache_defect>(in));
       break;
     case defect::page_kv_unsupported:
       cv.page_kv = static_cast<i32>(in.pick({0, -64, 1025, 4096}));
@@ -194,18 +159,16 @@ void run(input& in, const char* combo) {
     case defect::table_no_cols:
       tv.cols = 0;
       break;
-    case defect::table_stride:
-      tv.stride = in.range(-1, max_blocks - 1);
+    case defect::table:
+      broken = break_matrix(in, tv, pick_how<matrix_defect>(in));
       break;
-    case defect::table_null:
-      tv.data = nullptr;
-      break;
-    case defect::lens_stride:
-      lv.stride = in.range(-1, next_n - 1);
+    case defect::lengths:
+      broken = break_matrix(in, lv, pick_how<matrix_defect>(in));
       break;
     default:
       break;
   }
+  if (!broken) d = defect::none;  // the view was too small to break that way
 
   auto call = [&] { ml::fp8_fp4_paged_mqa_logits(qv, cv, wv, lv, tv, schedule, mcl, ov, opt); };
   if (d != defect::none || !table_ok) return expect_rejected(out, context, where, call);
@@ -228,9 +191,4 @@ void run(input& in, const char* combo) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  input in(data, size);
-  for_one_combination(
-      in, [&]<class Format, class W, class O>(const char* what) { run<Format, W, O>(in, what); });
-  return 0;
-}
+MQALOGITS_FUZZ_TARGET(run)

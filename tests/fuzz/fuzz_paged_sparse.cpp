@@ -23,40 +23,23 @@ enum class defect {
   lens_negative,
   table_rows,
   table_no_cols,
-  table_stride,
-  table_null,
-  idx_stride,
-  idx_null,
+  table,    // break_matrix
+  indices,  // break_matrix
   // rejected by fp8_fp4_paged_sparse_mqa_logits
   bad_page,
   cache_page_kv,
   default_metadata,
   q_rows,
   heads_many,
-  w_stride,
+  weights_or_output,  // break_weights_or_output
   out_rows,
   out_cols,
-  cache_null,
-  cache_stride,
-  cache_overflow,
+  cache,  // break_cache
   count
 };
 
 bool metadata_defect(defect d) {
-  return d >= defect::page_kv_bad && d <= defect::idx_null;
-}
-
-i32 not_a_page(input& in, i64 num_pages) {
-  switch (in.byte() % 4) {
-    case 0:
-      return -1;
-    case 1:
-      return std::numeric_limits<i32>::min();
-    case 2:
-      return static_cast<i32>(num_pages);
-    default:
-      return static_cast<i32>(num_pages + in.range(1, 1 << 20));
-  }
+  return d >= defect::page_kv_bad && d <= defect::indices;
 }
 
 // A format whose snapshot differs: MXFP8 <-> MXFP4, FP8 per-token -> MXFP8 (same 132-byte
@@ -115,11 +98,8 @@ void run(input& in, const char* combo) {
     }
   }
 
-  if (((d == defect::lens_negative || d == defect::table_null || d == defect::idx_null ||
-        d == defect::q_rows || d == defect::out_rows) &&
-       rows == 0) ||
-      (d == defect::bad_page && !any_read) || (d == defect::cache_null && num_pages == 0) ||
-      (d == defect::cache_overflow && num_pages < 2))
+  if (((d == defect::lens_negative || d == defect::q_rows || d == defect::out_rows) && rows == 0) ||
+      (d == defect::bad_page && !any_read))
     d = defect::none;
   if (d == defect::heads_many) H = ml::max_heads + 1;
   if (d == defect::lens_negative)
@@ -154,11 +134,7 @@ void run(input& in, const char* combo) {
                            pick_stride(in, Format::scale_bytes, 4), in.one_in(2));
   const weights_buf<W> w(c, rows, H, pick_stride(in, H, 3));
   const i64 cols = cap * block;
-  const i64 out_rows = rows + (d == defect::out_rows ? (in.one_in(2) ? -1 : 1) : 0);
-  const i64 out_cols = cols + (d == defect::out_cols ? (in.one_in(2) ? -1 : 1) : 0);
-  const out_buf<O> out(
-      out_rows, out_cols,
-      in.one_in(2) ? ml::logits_row_stride<O>(out_cols) : pick_stride(in, out_cols, 5));
+  const auto out = output_for<O>(in, rows, cols, d == defect::out_rows, d == defect::out_cols);
 
   const std::string context =
       std::string("paged_sparse ") + combo + ": rows=" + std::to_string(rows) +
@@ -186,17 +162,11 @@ void run(input& in, const char* combo) {
     case defect::table_no_cols:
       tv.cols = 0;
       break;
-    case defect::table_stride:
-      tv.stride = in.range(-1, max_blocks - 1);
+    case defect::table:
+      if (!break_matrix(in, tv, pick_how<matrix_defect>(in))) d = defect::none;
       break;
-    case defect::table_null:
-      tv.data = nullptr;
-      break;
-    case defect::idx_stride:
-      iv.stride = in.range(-1, cap - 1);
-      break;
-    case defect::idx_null:
-      iv.data = nullptr;
+    case defect::indices:
+      if (!break_matrix(in, iv, pick_how<matrix_defect>(in))) d = defect::none;
       break;
     default:
       break;
@@ -214,11 +184,7 @@ void run(input& in, const char* combo) {
                                                         block_arg, protocol);
       },
       context + " (metadata)");
-  if (metadata_defect(d)) {
-    if (meta_err.rfind(meta_where, 0) != 0)
-      finding(context + ": metadata accepted a defect or named another function: " + meta_err);
-    return;
-  }
+  if (metadata_defect(d)) return expect_metadata_rejected(meta_err, meta_where, context);
   expect_ok(out, context + " (metadata)", meta_err);
   if (d == defect::default_metadata) meta = ml::paged_sparse_mqa_metadata{};
 
@@ -230,17 +196,11 @@ void run(input& in, const char* combo) {
     case defect::cache_page_kv:
       cv.page_kv = page_kv == 64 ? 128 : 64;
       break;
-    case defect::w_stride:
-      wv.stride = in.range(-1, H - 1);
+    case defect::weights_or_output:
+      if (!break_weights_or_output(in, wv, ov)) d = defect::none;
       break;
-    case defect::cache_null:
-      cv.base = nullptr;
-      break;
-    case defect::cache_stride:
-      cv.page_stride = in.range(-1, page_bytes - 1);
-      break;
-    case defect::cache_overflow:
-      cv.page_stride = std::numeric_limits<i64>::max() - in.range(0, 1000);
+    case defect::cache:
+      if (!break_cache(in, cv, pick_how<cache_defect>(in))) d = defect::none;
       break;
     default:
       break;
@@ -316,9 +276,4 @@ void run(input& in, const char* combo) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  input in(data, size);
-  for_one_combination(
-      in, [&]<class Format, class W, class O>(const char* what) { run<Format, W, O>(in, what); });
-  return 0;
-}
+MQALOGITS_FUZZ_TARGET(run)

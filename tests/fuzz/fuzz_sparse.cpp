@@ -17,25 +17,21 @@ enum class defect {
   ks_size,
   ke_size,
   num_kv_bad,
-  idx_stride,
-  idx_null,
+  indices,  // break_matrix
   // rejected by fp8_fp4_sparse_mqa_logits
   default_metadata,
   kv_short,
-  kv_null,
-  kv_stride,
-  kv_overflow,
+  kv,  // break_rows
   q_rows,
   heads_zero,
-  w_null,
   out_rows,
   out_cols,
-  out_overflow,
+  weights_or_output,  // break_weights_or_output
   count
 };
 
 bool metadata_defect(defect d) {
-  return d >= defect::cap_zero && d <= defect::idx_null;
+  return d >= defect::cap_zero && d <= defect::indices;
 }
 
 template <class Format, class W, class O>
@@ -53,10 +49,8 @@ void run(input& in, const char* combo) {
   defect d = pick_defect<defect>(in);
   const ml::options opt = pick_options(in);
 
-  if (((d == defect::idx_null || d == defect::q_rows || d == defect::w_null ||
-        d == defect::out_rows) &&
-       rows == 0) ||
-      (d == defect::kv_short && num_kv < 2) || (d == defect::kv_overflow && num_kv + kv_extra < 2))
+  if (((d == defect::q_rows || d == defect::out_rows) && rows == 0) ||
+      (d == defect::kv_short && num_kv < 2))
     d = defect::none;
   if (d == defect::heads_zero) H = 0;
   if (d == defect::cap_zero) cap = 0;
@@ -95,12 +89,8 @@ void run(input& in, const char* combo) {
   const rows_buf<Format> q(c, q_rows, pick_stride(in, Format::data_bytes, 40),
                            pick_stride(in, Format::scale_bytes, 4), in.one_in(2));
   const weights_buf<W> w(c, rows, H, pick_stride(in, H, 3));
-  const i64 out_rows = rows + (d == defect::out_rows ? (in.one_in(2) ? -1 : 1) : 0);
-  const i64 out_cols =
-      std::max<i64>(cols, 0) + (d == defect::out_cols ? (in.one_in(2) && cols > 0 ? -1 : 1) : 0);
-  const out_buf<O> out(
-      out_rows, out_cols,
-      in.one_in(2) ? ml::logits_row_stride<O>(out_cols) : pick_stride(in, out_cols, 5));
+  const auto out =
+      output_for<O>(in, rows, std::max<i64>(cols, 0), d == defect::out_rows, d == defect::out_cols);
 
   const std::string context = std::string("sparse ") + combo + ": rows=" + std::to_string(rows) +
                               " cap=" + std::to_string(cap) + " B=" + std::to_string(block_arg) +
@@ -112,8 +102,7 @@ void run(input& in, const char* combo) {
   auto iv = idx.view();
   iv.cols = cap;
   i64 num_kv_arg = num_kv;
-  if (d == defect::idx_stride) iv.stride = in.range(-1, cap - 1);
-  if (d == defect::idx_null) iv.data = nullptr;
+  if (d == defect::indices && !break_matrix(in, iv, pick_how<matrix_defect>(in))) d = defect::none;
   if (d == defect::num_kv_bad)
     num_kv_arg = in.one_in(2) ? 0 : -static_cast<i64>(in.range(1, 1 << 20));
   const std::span<const i32> ks_span(ks.data(), static_cast<std::size_t>(ks_n));
@@ -125,11 +114,7 @@ void run(input& in, const char* combo) {
         meta = ml::get_sparse_mqa_logits_metadata(ks_span, ke_span, num_kv_arg, iv, block_arg);
       },
       context + " (metadata)");
-  if (metadata_defect(d)) {
-    if (meta_err.rfind(meta_where, 0) != 0)
-      finding(context + ": metadata accepted a defect or named another function: " + meta_err);
-    return;
-  }
+  if (metadata_defect(d)) return expect_metadata_rejected(meta_err, meta_where, context);
   expect_ok(out, context + " (metadata)", meta_err);
   if (d == defect::default_metadata) meta = ml::sparse_mqa_metadata{};
 
@@ -137,27 +122,18 @@ void run(input& in, const char* combo) {
   auto kvv = kv.view();
   auto wv = w.view();
   auto ov = out.view();
+  bool broken = true;
   switch (d) {
-    case defect::kv_null:
-      (in.one_in(2) || ml::scales_optional_v<Format> ? kvv.data : kvv.scales) = nullptr;
+    case defect::kv:
+      broken = break_rows(in, kvv, pick_how<rows_defect>(in));
       break;
-    case defect::kv_stride:
-      kvv.data_stride = in.range(-1, Format::data_bytes - 1);
-      break;
-    case defect::kv_overflow:
-      kvv.data_stride =  // + one row of data bytes overflows
-          std::numeric_limits<i64>::max() - in.range(0, Format::data_bytes - 1);
-      break;
-    case defect::w_null:
-      wv.data = nullptr;
-      break;
-    case defect::out_overflow:
-      ov.stride = std::numeric_limits<i64>::max() / in.range(1, 4);
-      if (ov.rows < 2 || ov.cols < 1) ov.rows = -1;  // a shape that cannot be valid instead
+    case defect::weights_or_output:
+      broken = break_weights_or_output(in, wv, ov);
       break;
     default:
       break;
   }
+  if (!broken) d = defect::none;  // the view was too small to break that way
   auto call = [&] { ml::fp8_fp4_sparse_mqa_logits(qv, kvv, wv, meta, ov, opt); };
   if (d != defect::none) return expect_rejected(out, context, where, call);
   expect_ok(out, context, outcome(call, context));
@@ -167,9 +143,4 @@ void run(input& in, const char* combo) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  input in(data, size);
-  for_one_combination(
-      in, [&]<class Format, class W, class O>(const char* what) { run<Format, W, O>(in, what); });
-  return 0;
-}
+MQALOGITS_FUZZ_TARGET(run)
