@@ -45,11 +45,21 @@ struct vllm_row {
   float scale = 0;
 };
 
+// vLLM's amax of one token: fmaxf over |x| in fp32. The row is widened to fp32 first: GCC 12
+// for AArch64 crashes (internal compiler error) vectorising the fmax reduction over bf16 loads.
+template <class T>
+float vllm_amax(const T* x) {
+  float v[128];
+  for (int i = 0; i < 128; ++i) v[i] = ml::to_float(x[i]);
+  float amax = 0.0f;
+  for (int i = 0; i < 128; ++i) amax = std::fmax(amax, std::fabs(v[i]));
+  return amax;
+}
+
 // One token's write, as indexer_k_quant_and_cache computes it (one quant block of 128).
 template <class T>
 vllm_row vllm_write(const T* x, bool ue8m0) {
-  float amax = 0.0f;
-  for (int i = 0; i < 128; ++i) amax = std::fmax(amax, std::fabs(ml::to_float(x[i])));
+  const float amax = vllm_amax(x);
   float scale = std::fmax(amax, 1e-4f) / 448.0f;
   if (ue8m0) scale = std::exp2f(std::ceil(std::log2f(scale)));
   vllm_row r;
@@ -122,8 +132,7 @@ TEMPLATE_TEST_CASE("vllm_indexer_k_scaling: store_into_pages writes vLLM's bytes
     CHECK(std::memcmp(direct.data.data() + t * 128, want.codes.data(), 128) == 0);
     if (ue8m0) {
       CHECK(std::bit_cast<std::uint32_t>(got_scale) % 0x800000u == 0);  // a power of two
-      float amax = 0;
-      for (int i = 0; i < 128; ++i) amax = std::fmax(amax, std::fabs(ml::to_float(x[t * 128 + i])));
+      const float amax = vllm_amax(x.data() + t * 128);
       rounded_down |= got_scale < std::fmax(amax, 1e-4f) / 448.0f;
     }
   }
