@@ -325,7 +325,7 @@ TEST_CASE("example 09: line format, implied bound, trn3 below trn2 for MX decode
   CHECK(native.estimated_seconds() < deepgemm.estimated_seconds());
 }
 
-TEST_CASE("neuron LNC = 2 splits the queries over two cores; trn1 has one", "[neuron]") {
+TEST_CASE("neuron LNC = 2 splits the queries over two cores, trn1 has one", "[neuron]") {
   const auto one = neuron_shapes::paged_decode<trn3, ml::mxfp8>(8, 1024);
   const auto two = neuron_shapes::paged_decode<trn3, ml::mxfp8>(8, 1024, {.logical_cores = 2});
   CHECK(two.logical_cores == 2);
