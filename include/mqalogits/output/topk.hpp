@@ -195,9 +195,10 @@ struct column_numbering {
 };
 // Context position -> cache slot of the paged kernel; rows (b, j) of request b share its
 // block-table row. Only selected positions are translated, and those lie inside the context,
-// whose block-table entries the kernel has checked.
+// whose block-table entries the kernel has checked (int32 or int64, as the call passes them).
+template <class I>
 struct slot_numbering {
-  matrix_view<const std::int32_t> block_table;
+  matrix_view<const I> block_table;
   std::int32_t page_kv = 1;
   std::int64_t next_n = 1;
   std::int32_t operator()(std::int64_t row, std::int32_t pos) const {
@@ -404,16 +405,17 @@ concept paged_output_argument =
     output_argument<T> || std::is_same_v<T, topk_selection<topk_index::slot_t>>;
 
 namespace detail {
-template <class Out>
-auto paged_output_policy(const Out& out, const options& opt, matrix_view<const std::int32_t>,
-                         std::int32_t, std::int64_t) {
+template <class Out, class I>
+auto paged_output_policy(const Out& out, const options& opt, matrix_view<const I>, std::int32_t,
+                         std::int64_t) {
   return to_output_policy(out, opt);
 }
-inline topk_output<slot_numbering> paged_output_policy(
-    const topk_selection<topk_index::slot_t>& sel, const options&,
-    matrix_view<const std::int32_t> block_table, std::int32_t page_kv, std::int64_t next_n) {
-  return topk_output<slot_numbering>(sel.indices, sel.values,
-                                     slot_numbering{block_table, page_kv, next_n});
+template <class I>
+topk_output<slot_numbering<I>> paged_output_policy(const topk_selection<topk_index::slot_t>& sel,
+                                                   const options&, matrix_view<const I> block_table,
+                                                   std::int32_t page_kv, std::int64_t next_n) {
+  return topk_output<slot_numbering<I>>(sel.indices, sel.values,
+                                        slot_numbering<I>{block_table, page_kv, next_n});
 }
 }  // namespace detail
 
