@@ -239,18 +239,19 @@ class topk_output {
     });
   }
 
-  // Every row padded (-1, -inf) first: rows no task scores stay so; then per-task scratch.
+  // The scratch of `tasks` tasks with up to max_rows rows open at once, all of it reserved
+  // first (so no task or finish() allocates, and a failed allocation leaves the output as it
+  // was); then every row padded (-1, -inf): rows no task scores stay so.
   template <class Plan>
-  void begin(const Plan& plan, std::int64_t tasks, const executor_ref& exec) {
+  void begin(const Plan& plan, std::int64_t tasks, const executor_ref& exec,
+             std::int64_t max_rows = 1) {
     k_ = indices_.cols;
+    const std::int64_t cols = std::max<std::int64_t>(plan.num_cols(), 0);
     // 2k per row, or more than the row can hold (never full, never cut) when that is less.
-    capacity_ = std::min<std::int64_t>(2 * k_, std::max<std::int64_t>(plan.num_cols(), 0) + 1);
-    constexpr std::int64_t rows_per_task = 64;
-    auto pad = [&](std::int64_t t) {
-      const std::int64_t last = std::min(indices_.rows, (t + 1) * rows_per_task);
-      for (std::int64_t r = t * rows_per_task; r < last; ++r) write_row(r, nullptr, 0);
-    };
-    exec.parallel_for((indices_.rows + rows_per_task - 1) / rows_per_task, pad);
+    capacity_ = std::min<std::int64_t>(2 * k_, cols + 1);
+    const auto rows = static_cast<std::size_t>(std::max<std::int64_t>(max_rows, 1));
+    // A row keeps at most k candidates, and no more than its columns.
+    const auto kept = static_cast<std::size_t>(std::min(k_, cols));
     scratch_ = &lease_.get();
     if (static_cast<std::int64_t>(scratch_->tasks.size()) < tasks)
       scratch_->tasks.resize(static_cast<std::size_t>(tasks));
@@ -259,8 +260,26 @@ class topk_output {
       s.row_begin = s.row_end = 0;
       s.spill.clear();
       s.spilled.clear();
+      if (s.candidates.size() < rows * static_cast<std::size_t>(capacity_))
+        s.candidates.resize(rows * static_cast<std::size_t>(capacity_));
+      s.count.reserve(rows);
+      s.floor.reserve(rows);
+      s.floor_value.reserve(rows);
+      // Only a task's first and last row blocks can be shared with a neighbour.
+      s.spilled.reserve(2 * rows);
+      s.spill.reserve(2 * rows * kept);
     }
+    const auto n = static_cast<std::size_t>(tasks);
+    scratch_->parts.reserve(2 * rows * n);
+    // The candidates merged for one row: at most k per task, and one per column in all.
+    scratch_->merge.reserve(std::min(n * kept, static_cast<std::size_t>(cols)));
     tasks_ = tasks;
+    constexpr std::int64_t rows_per_task = 64;
+    auto pad = [&](std::int64_t t) {
+      const std::int64_t last = std::min(indices_.rows, (t + 1) * rows_per_task);
+      for (std::int64_t r = t * rows_per_task; r < last; ++r) write_row(r, nullptr, 0);
+    };
+    exec.parallel_for((indices_.rows + rows_per_task - 1) / rows_per_task, pad);
   }
 
   // Task `task` starts scoring rows [row_begin, row_end); `shared`: a neighbouring task scores
@@ -272,6 +291,7 @@ class topk_output {
     s.row_begin = row_begin;
     s.row_end = row_end;
     s.shared = shared;
+    // Within what begin() reserved: no allocation here.
     s.candidates.resize(std::max(s.candidates.size(), rows * static_cast<std::size_t>(capacity_)));
     s.count.assign(rows, 0);
     s.floor.assign(rows, 0);  // every key is > 0: NaN-free or not, its rank is >= 2^23
