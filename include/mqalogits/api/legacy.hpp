@@ -51,13 +51,13 @@ void fp8_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
 }
 
 // Paged decode: upstream's fp8_paged_mqa_logits(q, kv_cache, weights, context_lens,
-// block_table, schedule_meta, max_context_len, clean_logits = false). Columns and validity as
-// fp8_fp4_paged_mqa_logits.
-template <backend_tag Backend, weight_input WT>
+// block_table, schedule_meta, max_context_len, clean_logits = false). Columns, validity and index
+// types (int32 or int64) as fp8_fp4_paged_mqa_logits.
+template <backend_tag Backend, weight_input WT, index_matrix Lens>
 void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
-                          matrix_view<const std::int32_t> context_lens,
-                          matrix_view<const std::int32_t> block_table,
+                          const Lens& context_lens,
+                          matrix_view<const index_matrix_value_of<Lens>> block_table,
                           const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
                           bool clean_logits, matrix_view<float> out, const options& opt = {}) {
   detail::require_bare_q("fp8_paged_mqa_logits", q);
@@ -65,14 +65,15 @@ void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
                            max_context_len, out, detail::with_clean_logits(opt, clean_logits));
 }
 // With upstream's varlen `indices` (next_n = 1), as fp8_fp4_paged_mqa_logits takes them.
-template <backend_tag Backend, weight_input WT>
+template <backend_tag Backend, weight_input WT, index_matrix Lens>
 void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
-                          matrix_view<const std::int32_t> context_lens,
-                          matrix_view<const std::int32_t> block_table,
+                          const Lens& context_lens,
+                          matrix_view<const index_matrix_value_of<Lens>> block_table,
                           const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
                           bool clean_logits, matrix_view<float> out,
-                          std::span<const std::int32_t> indices, const options& opt = {}) {
+                          std::span<const index_matrix_value_of<Lens>> indices,
+                          const options& opt = {}) {
   detail::require_bare_q("fp8_paged_mqa_logits", q);
   fp8_fp4_paged_mqa_logits(backend, q, kv_cache, weights, context_lens, block_table, schedule_meta,
                            max_context_len, out, indices,
@@ -91,15 +92,27 @@ void fp8_mqa_logits(const rows_view<fp8_per_token>& q, const rows_view<fp8_per_t
                  clean_logits, max_seqlen_k, out, opt);
 }
 
-template <weight_input WT>
+template <weight_input WT, index_matrix Lens>
 void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
-                          matrix_view<const std::int32_t> context_lens,
-                          matrix_view<const std::int32_t> block_table,
+                          const Lens& context_lens,
+                          matrix_view<const index_matrix_value_of<Lens>> block_table,
                           const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
                           bool clean_logits, matrix_view<float> out, const options& opt = {}) {
   fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
                        schedule_meta, max_context_len, clean_logits, out, opt);
+}
+template <weight_input WT, index_matrix Lens>
+void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
+                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
+                          const Lens& context_lens,
+                          matrix_view<const index_matrix_value_of<Lens>> block_table,
+                          const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
+                          bool clean_logits, matrix_view<float> out,
+                          std::span<const index_matrix_value_of<Lens>> indices,
+                          const options& opt = {}) {
+  fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
+                       schedule_meta, max_context_len, clean_logits, out, indices, opt);
 }
 
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_END

@@ -15,13 +15,13 @@ MQALOGITS_NAMESPACE_BEGIN
 
 namespace detail {
 
-// The call with or without varlen indices (null: none).
-template <class Backend, class Format, class WT, class Out>
+// The call with or without varlen indices (null: none); I is the type of every index array.
+template <class Backend, class Format, class WT, index_value I, class Out>
 void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
-                      matrix_view<WT> weights, matrix_view<const std::int32_t> context_lens,
-                      matrix_view<const std::int32_t> block_table,
-                      const paged_mqa_schedule& schedule, std::int64_t max_context_len, Out out,
-                      const std::span<const std::int32_t>* indices, const options& opt) {
+                      matrix_view<WT> weights, matrix_view<const I> context_lens,
+                      matrix_view<const I> block_table, const paged_mqa_schedule& schedule,
+                      std::int64_t max_context_len, Out out, const std::span<const I>* indices,
+                      const options& opt) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
   using detail::require;
   const matrix_view<const std::remove_const_t<WT>> w = weights;
@@ -42,9 +42,7 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
   });
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t j = 0; j < next_n; ++j)
-      require(context_lens(b, j) >= 0, where, [&](auto& m) {
-        m << "context_lens[" << b << "][" << j << "] = " << context_lens(b, j) << " < 0";
-      });
+      detail::check_paged_context_len(where, context_lens(b, j), b, j);
   // The schedule must describe these very lengths; a stale one would skip work.
   require(schedule.next_n() == next_n && schedule.num_rows() == B * next_n &&
               schedule.page_kv() == cache.page_kv,
@@ -82,7 +80,7 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
               << schedule.context_lens()[static_cast<std::size_t>(b * next_n + j)]
               << " (regenerate it with get_paged_mqa_logits_metadata)";
           });
-  const paged_plan<Format> plan(cache, block_table, context_lens, max_context_len, schedule);
+  const paged_plan<Format, I> plan(cache, block_table, context_lens, max_context_len, schedule);
   // A slot-translating top-k writes block_table[b, pos / page_kv] * page_kv + pos % page_kv.
   auto output = detail::paged_output_policy(out, opt, block_table, cache.page_kv, next_n);
   detail::check_q_weights_out(where, q, w, output, B * next_n, max_context_len);
@@ -120,7 +118,7 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
       {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
        detail::range_of("cache", cache), detail::range_of("weights", w),
        detail::range_of("context_lens", context_lens), detail::range_of("block_table", block_table),
-       detail::range_of("indices", indices ? *indices : std::span<const std::int32_t>())});
+       detail::range_of("indices", indices ? *indices : std::span<const I>())});
   detail::dispatch<Backend>(q, plan, w, output, opt);
 }
 
@@ -132,50 +130,57 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
 // context_lens; out: [B * next_n, max_context_len]. Column j is context position j, valid iff
 // j < context_lens[b][j'] and j < max_blocks * page_kv. out may also be a top-k selection,
 // ml::topk(indices, values, ml::topk_index::slot) to get cache slots. Block-table slots past the
-// context are never read; every slot that is read must name a page.
-template <backend_tag Backend, class Format, weight_input WT, paged_output_argument Out>
+// context are never read; every slot that is read must name a page. context_lens and
+// block_table are both int32 (as DeepGEMM takes them) or both int64, read in place; a length
+// must be in [0, max_paged_context_len].
+template <backend_tag Backend, class Format, weight_input WT, index_matrix Lens,
+          paged_output_argument Out>
 void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
                               const paged_cache_view<Format>& cache, matrix_view<WT> weights,
-                              matrix_view<const std::int32_t> context_lens,
-                              matrix_view<const std::int32_t> block_table,
+                              const Lens& context_lens,
+                              matrix_view<const index_matrix_value_of<Lens>> block_table,
                               const paged_mqa_schedule& schedule, std::int64_t max_context_len,
                               Out out, const options& opt = {}) {
-  detail::paged_mqa_logits<Backend>(q, cache, weights, context_lens, block_table, schedule,
-                                    max_context_len, out, nullptr, opt);
+  using I = index_matrix_value_of<Lens>;
+  detail::paged_mqa_logits<Backend, Format, WT, I>(q, cache, weights, context_lens, block_table,
+                                                   schedule, max_context_len, out, nullptr, opt);
 }
 
 // Varlen (upstream's `indices`, next_n = 1): indices [B], the ones the schedule was made with
-// (anything else is rejected); rows with the same index must have identical block-table rows in
-// every slot their request reads. Results equal the call without indices.
-template <backend_tag Backend, class Format, weight_input WT, paged_output_argument Out>
+// (anything else is rejected), of the type of context_lens; rows with the same index must have
+// identical block-table rows in every slot their request reads. Results equal the call without
+// indices.
+template <backend_tag Backend, class Format, weight_input WT, index_matrix Lens,
+          paged_output_argument Out>
 void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
                               const paged_cache_view<Format>& cache, matrix_view<WT> weights,
-                              matrix_view<const std::int32_t> context_lens,
-                              matrix_view<const std::int32_t> block_table,
+                              const Lens& context_lens,
+                              matrix_view<const index_matrix_value_of<Lens>> block_table,
                               const paged_mqa_schedule& schedule, std::int64_t max_context_len,
-                              Out out, std::span<const std::int32_t> indices,
+                              Out out, std::span<const index_matrix_value_of<Lens>> indices,
                               const options& opt = {}) {
-  detail::paged_mqa_logits<Backend>(q, cache, weights, context_lens, block_table, schedule,
-                                    max_context_len, out, &indices, opt);
+  using I = index_matrix_value_of<Lens>;
+  detail::paged_mqa_logits<Backend, Format, WT, I>(q, cache, weights, context_lens, block_table,
+                                                   schedule, max_context_len, out, &indices, opt);
 }
 
 // The same call on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <class Format, weight_input WT, paged_output_argument Out>
+template <class Format, weight_input WT, index_matrix Lens, paged_output_argument Out>
 void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
-                              matrix_view<WT> weights, matrix_view<const std::int32_t> context_lens,
-                              matrix_view<const std::int32_t> block_table,
+                              matrix_view<WT> weights, const Lens& context_lens,
+                              matrix_view<const index_matrix_value_of<Lens>> block_table,
                               const paged_mqa_schedule& schedule, std::int64_t max_context_len,
                               Out out, const options& opt = {}) {
   fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
                            schedule, max_context_len, out, opt);
 }
-template <class Format, weight_input WT, paged_output_argument Out>
+template <class Format, weight_input WT, index_matrix Lens, paged_output_argument Out>
 void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
-                              matrix_view<WT> weights, matrix_view<const std::int32_t> context_lens,
-                              matrix_view<const std::int32_t> block_table,
+                              matrix_view<WT> weights, const Lens& context_lens,
+                              matrix_view<const index_matrix_value_of<Lens>> block_table,
                               const paged_mqa_schedule& schedule, std::int64_t max_context_len,
-                              Out out, std::span<const std::int32_t> indices,
+                              Out out, std::span<const index_matrix_value_of<Lens>> indices,
                               const options& opt = {}) {
   fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
                            schedule, max_context_len, out, indices, opt);

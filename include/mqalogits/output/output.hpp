@@ -51,13 +51,18 @@ concept output_policy = requires(P& p, const char* where, std::int64_t i, const 
 // An output that keeps state per task (the top-k selection's candidates) sets
 // groups_work_items: the host driver then runs consecutive work items as one task (a few per
 // thread, not one per 512 keys) and tells the output which rows a task is on:
+//   begin(plan, tasks, exec, max_rows)            as begin(plan, tasks, exec); a task never has
+//                                                more than max_rows rows open at once (the
+//                                                output reserves its scratch for that, before
+//                                                it writes anything)
 //   open_rows(task, row_begin, row_end, shared)  task starts on those rows (the previous ones
 //                                                are done for it); shared: a neighbouring
 //                                                task scores some of their columns too
 //   close_task(task)                             the task has no more scores
 template <class P>
 concept grouped_output_policy = output_policy<P> && P::groups_work_items &&
-    requires(P& p, std::int64_t i, bool shared) {
+    requires(P& p, std::int64_t i, bool shared, const executor_ref& exec) {
+  p.begin(detail::any_plan{}, i, exec, i);
   p.open_rows(i, i, i, shared);
   p.close_task(i);
 };

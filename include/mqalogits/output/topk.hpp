@@ -195,9 +195,10 @@ struct column_numbering {
 };
 // Context position -> cache slot of the paged kernel; rows (b, j) of request b share its
 // block-table row. Only selected positions are translated, and those lie inside the context,
-// whose block-table entries the kernel has checked.
+// whose block-table entries the kernel has checked (int32 or int64, as the call passes them).
+template <class I>
 struct slot_numbering {
-  matrix_view<const std::int32_t> block_table;
+  matrix_view<const I> block_table;
   std::int32_t page_kv = 1;
   std::int64_t next_n = 1;
   std::int32_t operator()(std::int64_t row, std::int32_t pos) const {
@@ -238,18 +239,19 @@ class topk_output {
     });
   }
 
-  // Every row padded (-1, -inf) first: rows no task scores stay so; then per-task scratch.
+  // The scratch of `tasks` tasks with up to max_rows rows open at once, all of it reserved
+  // first (so no task or finish() allocates, and a failed allocation leaves the output as it
+  // was); then every row padded (-1, -inf): rows no task scores stay so.
   template <class Plan>
-  void begin(const Plan& plan, std::int64_t tasks, const executor_ref& exec) {
+  void begin(const Plan& plan, std::int64_t tasks, const executor_ref& exec,
+             std::int64_t max_rows = 1) {
     k_ = indices_.cols;
+    const std::int64_t cols = std::max<std::int64_t>(plan.num_cols(), 0);
     // 2k per row, or more than the row can hold (never full, never cut) when that is less.
-    capacity_ = std::min<std::int64_t>(2 * k_, std::max<std::int64_t>(plan.num_cols(), 0) + 1);
-    constexpr std::int64_t rows_per_task = 64;
-    auto pad = [&](std::int64_t t) {
-      const std::int64_t last = std::min(indices_.rows, (t + 1) * rows_per_task);
-      for (std::int64_t r = t * rows_per_task; r < last; ++r) write_row(r, nullptr, 0);
-    };
-    exec.parallel_for((indices_.rows + rows_per_task - 1) / rows_per_task, pad);
+    capacity_ = std::min<std::int64_t>(2 * k_, cols + 1);
+    const auto rows = static_cast<std::size_t>(std::max<std::int64_t>(max_rows, 1));
+    // A row keeps at most k candidates, and no more than its columns.
+    const auto kept = static_cast<std::size_t>(std::min(k_, cols));
     scratch_ = &lease_.get();
     if (static_cast<std::int64_t>(scratch_->tasks.size()) < tasks)
       scratch_->tasks.resize(static_cast<std::size_t>(tasks));
@@ -258,8 +260,26 @@ class topk_output {
       s.row_begin = s.row_end = 0;
       s.spill.clear();
       s.spilled.clear();
+      if (s.candidates.size() < rows * static_cast<std::size_t>(capacity_))
+        s.candidates.resize(rows * static_cast<std::size_t>(capacity_));
+      s.count.reserve(rows);
+      s.floor.reserve(rows);
+      s.floor_value.reserve(rows);
+      // Only a task's first and last row blocks can be shared with a neighbour.
+      s.spilled.reserve(2 * rows);
+      s.spill.reserve(2 * rows * kept);
     }
+    const auto n = static_cast<std::size_t>(tasks);
+    scratch_->parts.reserve(2 * rows * n);
+    // The candidates merged for one row: at most k per task, and one per column in all.
+    scratch_->merge.reserve(std::min(n * kept, static_cast<std::size_t>(cols)));
     tasks_ = tasks;
+    constexpr std::int64_t rows_per_task = 64;
+    auto pad = [&](std::int64_t t) {
+      const std::int64_t last = std::min(indices_.rows, (t + 1) * rows_per_task);
+      for (std::int64_t r = t * rows_per_task; r < last; ++r) write_row(r, nullptr, 0);
+    };
+    exec.parallel_for((indices_.rows + rows_per_task - 1) / rows_per_task, pad);
   }
 
   // Task `task` starts scoring rows [row_begin, row_end); `shared`: a neighbouring task scores
@@ -271,6 +291,7 @@ class topk_output {
     s.row_begin = row_begin;
     s.row_end = row_end;
     s.shared = shared;
+    // Within what begin() reserved: no allocation here.
     s.candidates.resize(std::max(s.candidates.size(), rows * static_cast<std::size_t>(capacity_)));
     s.count.assign(rows, 0);
     s.floor.assign(rows, 0);  // every key is > 0: NaN-free or not, its rank is >= 2^23
@@ -404,16 +425,17 @@ concept paged_output_argument =
     output_argument<T> || std::is_same_v<T, topk_selection<topk_index::slot_t>>;
 
 namespace detail {
-template <class Out>
-auto paged_output_policy(const Out& out, const options& opt, matrix_view<const std::int32_t>,
-                         std::int32_t, std::int64_t) {
+template <class Out, class I>
+auto paged_output_policy(const Out& out, const options& opt, matrix_view<const I>, std::int32_t,
+                         std::int64_t) {
   return to_output_policy(out, opt);
 }
-inline topk_output<slot_numbering> paged_output_policy(
-    const topk_selection<topk_index::slot_t>& sel, const options&,
-    matrix_view<const std::int32_t> block_table, std::int32_t page_kv, std::int64_t next_n) {
-  return topk_output<slot_numbering>(sel.indices, sel.values,
-                                     slot_numbering{block_table, page_kv, next_n});
+template <class I>
+topk_output<slot_numbering<I>> paged_output_policy(const topk_selection<topk_index::slot_t>& sel,
+                                                   const options&, matrix_view<const I> block_table,
+                                                   std::int32_t page_kv, std::int64_t next_n) {
+  return topk_output<slot_numbering<I>>(sel.indices, sel.values,
+                                        slot_numbering<I>{block_table, page_kv, next_n});
 }
 }  // namespace detail
 

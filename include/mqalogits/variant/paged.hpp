@@ -12,6 +12,7 @@
 
 #include "../config.hpp"
 #include "../error.hpp"
+#include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
 #include "metadata_checks.hpp"
@@ -21,9 +22,9 @@ MQALOGITS_NAMESPACE_BEGIN
 
 class paged_mqa_schedule;
 namespace detail {
-inline paged_mqa_schedule make_paged_schedule(matrix_view<const std::int32_t> context_lens,
-                                              std::int32_t page_kv, int num_workers,
-                                              const std::span<const std::int32_t>* indices);
+template <index_value I>
+paged_mqa_schedule make_paged_schedule(matrix_view<const I> context_lens, std::int32_t page_kv,
+                                       int num_workers, const std::span<const I>* indices);
 }  // namespace detail
 
 // The work schedule of the paged kernel: the context of every request cut into units of
@@ -78,9 +79,9 @@ class paged_mqa_schedule {
   }
   const std::vector<position>& start() const { return start_; }
   const std::vector<std::int32_t>& context_lens() const { return lens_; }
-  // Varlen: made with `indices` (one entry per row; empty otherwise).
+  // Varlen: made with `indices` (one entry per row, int32 or int64 as given; empty otherwise).
   bool varlen() const { return varlen_; }
-  const std::vector<std::int32_t>& indices() const { return indices_; }
+  const std::vector<std::int64_t>& indices() const { return indices_; }
   // The query rows of request b: [first, first + count).
   std::int64_t request_first_row(std::int64_t b) const {
     return request_begin_[static_cast<std::size_t>(b)];
@@ -98,14 +99,14 @@ class paged_mqa_schedule {
     return k;
   }
 
-  friend paged_mqa_schedule detail::make_paged_schedule(matrix_view<const std::int32_t>,
-                                                        std::int32_t, int,
-                                                        const std::span<const std::int32_t>*);
+  template <index_value I>
+  friend paged_mqa_schedule detail::make_paged_schedule(matrix_view<const I>, std::int32_t, int,
+                                                        const std::span<const I>*);
 
  private:
   std::vector<std::int32_t> lens_;  // [B * next_n], the lengths this schedule was built for
   std::vector<std::int64_t> request_begin_;  // [requests + 1]: first row of each request
-  std::vector<std::int32_t> indices_;        // varlen: the indices it was made with
+  std::vector<std::int64_t> indices_;        // varlen: the indices it was made with
   std::int64_t next_n_ = 0;
   std::int32_t page_kv_ = 0;
   std::int64_t keys_per_unit_ = 0;
@@ -119,6 +120,9 @@ class paged_mqa_schedule {
 inline constexpr int max_paged_workers = 4096;
 // Page sizes of the paged kernel: every size from 1 (sglang on HIP) to 1024.
 inline constexpr std::int64_t max_page_kv = 1024;
+// The longest context the paged kernel takes, whether lengths come as int32 or int64: DeepGEMM's
+// int32 lengths. A longer one is an error, not a length cut short.
+inline constexpr std::int64_t max_paged_context_len = INT32_MAX;
 
 inline bool supported_page_kv(std::int64_t page_kv) {
   return page_kv >= 1 && page_kv <= max_page_kv;
@@ -128,15 +132,15 @@ namespace detail {
 
 // Upstream's varlen `indices`: rows with the same value are one request and must be consecutive
 // (a value that reappears after another one is an error).
-inline void check_varlen_indices(const char* where, std::span<const std::int32_t> indices,
-                                 std::int64_t rows) {
+template <index_value I>
+void check_varlen_indices(const char* where, std::span<const I> indices, std::int64_t rows) {
   require(static_cast<std::int64_t>(indices.size()) == rows, where, [&](auto& m) {
     m << "indices has " << indices.size() << " entries, expected " << rows
       << " (one per query row)";
   });
   check_index_span(where, "indices", indices);
   // (value, first row) of every run of equal values: a value with two runs is not consecutive.
-  std::vector<std::pair<std::int32_t, std::size_t>> runs;
+  std::vector<std::pair<I, std::size_t>> runs;
   for (std::size_t r = 0; r < indices.size(); ++r)
     if (r == 0 || indices[r] != indices[r - 1]) runs.emplace_back(indices[r], r);
   std::sort(runs.begin(), runs.end());
@@ -148,12 +152,25 @@ inline void check_varlen_indices(const char* where, std::span<const std::int32_t
     });
 }
 
+// A context length the paged kernel can take: in [0, max_paged_context_len].
+template <index_value I>
+void check_paged_context_len(const char* where, I len, std::int64_t b, std::int64_t j) {
+  require(len >= 0, where,
+          [&](auto& m) { m << "context_lens[" << b << "][" << j << "] = " << len << " < 0"; });
+  if constexpr (sizeof(I) > sizeof(std::int32_t))  // an int32 always fits
+    require(len <= max_paged_context_len, where, [&](auto& m) {
+      m << "context_lens[" << b << "][" << j << "] = " << len << " > " << max_paged_context_len
+        << " (the longest context the paged kernel takes, as DeepGEMM's int32 lengths)";
+    });
+}
+
 }  // namespace detail
 
 // The schedule with or without varlen indices (null: every next_n rows are a request).
-inline paged_mqa_schedule detail::make_paged_schedule(
-    matrix_view<const std::int32_t> context_lens, std::int32_t page_kv, int num_workers,
-    const std::span<const std::int32_t>* indices) {
+template <index_value I>
+paged_mqa_schedule detail::make_paged_schedule(matrix_view<const I> context_lens,
+                                               std::int32_t page_kv, int num_workers,
+                                               const std::span<const I>* indices) {
   constexpr const char* where = "get_paged_mqa_logits_metadata";
   using detail::require;
   require(context_lens.rows >= 0 && context_lens.cols >= 1, where, [&](auto& m) {
@@ -188,10 +205,9 @@ inline paged_mqa_schedule detail::make_paged_schedule(
   s.lens_.reserve(static_cast<std::size_t>(context_lens.rows * context_lens.cols));
   for (std::int64_t b = 0; b < context_lens.rows; ++b)
     for (std::int64_t j = 0; j < context_lens.cols; ++j) {
-      const std::int32_t len = context_lens(b, j);
-      require(len >= 0, where,
-              [&](auto& m) { m << "context_lens[" << b << "][" << j << "] = " << len << " < 0"; });
-      s.lens_.push_back(len);
+      const I len = context_lens(b, j);
+      detail::check_paged_context_len(where, len, b, j);
+      s.lens_.push_back(static_cast<std::int32_t>(len));
     }
   const std::int64_t rows = s.num_rows();
   s.request_begin_.push_back(0);
@@ -212,6 +228,11 @@ inline paged_mqa_schedule detail::make_paged_schedule(
   for (std::int64_t b = 0; b < B; ++b) {
     units[static_cast<std::size_t>(b)] = s.request_units(b);
     s.total_units_ += units[static_cast<std::size_t>(b)];
+    // The split below multiplies the total by the worker count.
+    require(s.total_units_ <= INT64_MAX / max_paged_workers, where, [&](auto& m) {
+      m << "context_lens hold more than " << INT64_MAX / max_paged_workers << " units of "
+        << s.keys_per_unit_ << " positions";
+    });
   }
   // Worker w starts at global unit floor(w * total / W), named as (request, unit in request).
   s.start_.reserve(static_cast<std::size_t>(num_workers) + 1);
@@ -228,21 +249,27 @@ inline paged_mqa_schedule detail::make_paged_schedule(
   return s;
 }
 
-// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1] is next_n = 1). num_workers: how many
-// runs to cut the work into, usually the executor's concurrency.
-inline paged_mqa_schedule get_paged_mqa_logits_metadata(
-    matrix_view<const std::int32_t> context_lens, std::int32_t page_kv, int num_workers) {
-  return detail::make_paged_schedule(context_lens, page_kv, num_workers, nullptr);
+// context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1] is next_n = 1), int32 or int64, each
+// in [0, max_paged_context_len]. num_workers: how many runs to cut the work into, usually the
+// executor's concurrency.
+template <index_matrix Lens>
+paged_mqa_schedule get_paged_mqa_logits_metadata(const Lens& context_lens, std::int32_t page_kv,
+                                                 int num_workers) {
+  using I = index_matrix_value_of<Lens>;
+  return detail::make_paged_schedule<I>(context_lens, page_kv, num_workers, nullptr);
 }
 
 // Varlen (upstream's `indices`, next_n = 1): context_lens [B, 1], indices [B]; consecutive rows
 // with the same index are one request (their block-table rows must be identical, which the
 // kernel checks) and share every key tile the kernel decodes. Each row keeps its own length;
 // results equal those of the call without indices. A value may not reappear after another one.
-inline paged_mqa_schedule get_paged_mqa_logits_metadata(
-    matrix_view<const std::int32_t> context_lens, std::int32_t page_kv, int num_workers,
-    std::span<const std::int32_t> indices) {
-  return detail::make_paged_schedule(context_lens, page_kv, num_workers, &indices);
+// indices has the type of context_lens' elements.
+template <index_matrix Lens>
+paged_mqa_schedule get_paged_mqa_logits_metadata(
+    const Lens& context_lens, std::int32_t page_kv, int num_workers,
+    std::span<const index_matrix_value_of<Lens>> indices) {
+  using I = index_matrix_value_of<Lens>;
+  return detail::make_paged_schedule<I>(context_lens, page_kv, num_workers, &indices);
 }
 
 // Keys per indirect read of a paged cache: a page, or for pages over 256 keys the largest part of
@@ -253,14 +280,14 @@ constexpr std::int64_t paged_gather_block(std::int64_t page_kv) {
   return 1;
 }
 
-template <class Format>
+template <class Format, index_value I = std::int32_t>
 class paged_plan {
  public:
   // block_table: [B, max_blocks]; context_lens: [B, next_n]; q rows are (b, j) in order. The
   // groups are the schedule's requests: next_n rows of one block-table row, or (varlen) a run
   // of rows whose block-table rows are identical, read through the run's first row.
-  paged_plan(paged_cache_view<Format> cache, matrix_view<const std::int32_t> block_table,
-             matrix_view<const std::int32_t> context_lens, std::int64_t max_context_len,
+  paged_plan(paged_cache_view<Format> cache, matrix_view<const I> block_table,
+             matrix_view<const I> context_lens, std::int64_t max_context_len,
              const paged_mqa_schedule& schedule)
       : cache_(cache),
         table_(block_table),
@@ -335,8 +362,8 @@ class paged_plan {
 
  private:
   paged_cache_view<Format> cache_;
-  matrix_view<const std::int32_t> table_;
-  matrix_view<const std::int32_t> lens_;
+  matrix_view<const I> table_;
+  matrix_view<const I> lens_;
   std::int64_t cols_;
   const paged_mqa_schedule* schedule_;
   std::int64_t gather_block_;

@@ -309,39 +309,26 @@ paged_sparse_mqa_metadata make_paged_sparse_metadata(
 // context_lens: [num_q]; block_table: [num_q, max_blocks]; indices: [num_q] the request of each
 // row (DeepGEMM's varlen grouping; empty: every row its own request); page_kv: a positive
 // multiple of sparse_block_kv (8 or 16); sparse_kv_block_indices: [num_q, cap] (-1 pads). Index
-// arrays all int32 (as DeepGEMM takes them) or all int64; the metadata keeps its own copy.
-inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
-    std::span<const std::int32_t> context_lens, matrix_view<const std::int32_t> block_table,
-    std::span<const std::int32_t> indices, std::int32_t page_kv,
-    matrix_view<const std::int32_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
+// arrays all int32 (as DeepGEMM takes them) or all int64, the type context_lens has; the
+// metadata keeps its own copy.
+template <index_array Lens>
+paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
+    const Lens& context_lens, matrix_view<const index_value_of<Lens>> block_table,
+    std::span<const index_value_of<Lens>> indices, std::int32_t page_kv,
+    matrix_view<const index_value_of<Lens>> sparse_kv_block_indices, std::int64_t sparse_block_kv,
     paged_sparse_protocol protocol = paged_sparse_protocol::reread) {
-  return detail::make_paged_sparse_metadata(context_lens, block_table, indices, page_kv,
-                                            sparse_kv_block_indices, sparse_block_kv, protocol);
-}
-inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
-    std::span<const std::int64_t> context_lens, matrix_view<const std::int64_t> block_table,
-    std::span<const std::int64_t> indices, std::int32_t page_kv,
-    matrix_view<const std::int64_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
-    paged_sparse_protocol protocol = paged_sparse_protocol::reread) {
-  return detail::make_paged_sparse_metadata(context_lens, block_table, indices, page_kv,
+  return detail::make_paged_sparse_metadata(index_span(context_lens), block_table, indices, page_kv,
                                             sparse_kv_block_indices, sparse_block_kv, protocol);
 }
 
 // The same, every query row its own request.
-inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
-    std::span<const std::int32_t> context_lens, matrix_view<const std::int32_t> block_table,
-    std::int32_t page_kv, matrix_view<const std::int32_t> sparse_kv_block_indices,
+template <index_array Lens>
+paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
+    const Lens& context_lens, matrix_view<const index_value_of<Lens>> block_table,
+    std::int32_t page_kv, matrix_view<const index_value_of<Lens>> sparse_kv_block_indices,
     std::int64_t sparse_block_kv, paged_sparse_protocol protocol = paged_sparse_protocol::reread) {
-  return detail::make_paged_sparse_metadata(context_lens, block_table,
-                                            std::span<const std::int32_t>(), page_kv,
-                                            sparse_kv_block_indices, sparse_block_kv, protocol);
-}
-inline paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
-    std::span<const std::int64_t> context_lens, matrix_view<const std::int64_t> block_table,
-    std::int32_t page_kv, matrix_view<const std::int64_t> sparse_kv_block_indices,
-    std::int64_t sparse_block_kv, paged_sparse_protocol protocol = paged_sparse_protocol::reread) {
-  return detail::make_paged_sparse_metadata(context_lens, block_table,
-                                            std::span<const std::int64_t>(), page_kv,
+  return detail::make_paged_sparse_metadata(index_span(context_lens), block_table,
+                                            std::span<const index_value_of<Lens>>(), page_kv,
                                             sparse_kv_block_indices, sparse_block_kv, protocol);
 }
 

@@ -86,6 +86,13 @@ inline std::int64_t bounded_block(std::int64_t idx, std::int64_t block) {
 }
 }  // namespace detail
 
+class sparse_mqa_metadata;
+namespace detail {
+template <index_value I>
+sparse_mqa_metadata make_sparse_metadata(std::span<const I>, std::span<const I>, std::int64_t,
+                                         matrix_view<const I>, std::int64_t, bool);
+}  // namespace detail
+
 // The sparse metadata: a copy of the selection and bounds the kernel runs (the caller's arrays
 // may change afterwards, as with DeepGEMM-Ascend), the column mapping and each row's block count.
 class sparse_mqa_metadata {
@@ -115,16 +122,10 @@ class sparse_mqa_metadata {
     return (t >= s && t < ke(r)) ? t : -1;
   }
 
-  friend sparse_mqa_metadata get_sparse_mqa_logits_metadata(std::span<const std::int32_t>,
-                                                            std::span<const std::int32_t>,
-                                                            std::int64_t,
-                                                            matrix_view<const std::int32_t>,
-                                                            std::int64_t, bool);
-  friend sparse_mqa_metadata get_sparse_mqa_logits_metadata(std::span<const std::int64_t>,
-                                                            std::span<const std::int64_t>,
-                                                            std::int64_t,
-                                                            matrix_view<const std::int64_t>,
-                                                            std::int64_t, bool);
+  template <index_value I>
+  friend sparse_mqa_metadata detail::make_sparse_metadata(std::span<const I>, std::span<const I>,
+                                                          std::int64_t, matrix_view<const I>,
+                                                          std::int64_t, bool);
 
  private:
   std::int64_t count_blocks(std::int64_t r) const {
@@ -139,18 +140,14 @@ class sparse_mqa_metadata {
     std::vector<std::int64_t> ks, ke, idx, nb;
   };
   reset_on_move<fields> f_;  // a moved-from metadata is empty: the kernel rejects it
-
-  template <index_value I>
-  static sparse_mqa_metadata make(std::span<const I> ks, std::span<const I> ke,
-                                  std::int64_t num_kv_tokens, matrix_view<const I> indices,
-                                  std::int64_t sparse_block_kv, bool use_unaligned_ks);
 };
 
 template <index_value I>
-sparse_mqa_metadata sparse_mqa_metadata::make(std::span<const I> ks, std::span<const I> ke,
-                                              std::int64_t num_kv_tokens,
-                                              matrix_view<const I> indices,
-                                              std::int64_t sparse_block_kv, bool use_unaligned_ks) {
+sparse_mqa_metadata detail::make_sparse_metadata(std::span<const I> ks, std::span<const I> ke,
+                                                 std::int64_t num_kv_tokens,
+                                                 matrix_view<const I> indices,
+                                                 std::int64_t sparse_block_kv,
+                                                 bool use_unaligned_ks) {
   constexpr const char* where = "get_sparse_mqa_logits_metadata";
   using detail::require;
   detail::check_sparse_indices(where, indices, sparse_block_kv);
@@ -181,21 +178,16 @@ sparse_mqa_metadata sparse_mqa_metadata::make(std::span<const I> ks, std::span<c
 }
 
 // ks, ke: [num_q]; sparse_kv_block_indices: [num_q, cap] (-1 pads); sparse_block_kv: 8 or 16;
-// all int32 (as DeepGEMM takes them) or all int64. use_unaligned_ks picks the column mapping
-// (false: DeepGEMM's default; true: DeepGEMM-Ascend's). The metadata keeps its own copy.
-inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
-    std::span<const std::int32_t> ks, std::span<const std::int32_t> ke, std::int64_t num_kv_tokens,
-    matrix_view<const std::int32_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
+// all int32 (as DeepGEMM takes them) or all int64, the type ks has. use_unaligned_ks picks the
+// column mapping (false: DeepGEMM's default; true: DeepGEMM-Ascend's). The metadata keeps its
+// own copy.
+template <index_array KS>
+sparse_mqa_metadata get_sparse_mqa_logits_metadata(
+    const KS& ks, std::span<const index_value_of<KS>> ke, std::int64_t num_kv_tokens,
+    matrix_view<const index_value_of<KS>> sparse_kv_block_indices, std::int64_t sparse_block_kv,
     bool use_unaligned_ks = false) {
-  return sparse_mqa_metadata::make(ks, ke, num_kv_tokens, sparse_kv_block_indices, sparse_block_kv,
-                                   use_unaligned_ks);
-}
-inline sparse_mqa_metadata get_sparse_mqa_logits_metadata(
-    std::span<const std::int64_t> ks, std::span<const std::int64_t> ke, std::int64_t num_kv_tokens,
-    matrix_view<const std::int64_t> sparse_kv_block_indices, std::int64_t sparse_block_kv,
-    bool use_unaligned_ks = false) {
-  return sparse_mqa_metadata::make(ks, ke, num_kv_tokens, sparse_kv_block_indices, sparse_block_kv,
-                                   use_unaligned_ks);
+  return detail::make_sparse_metadata(index_span(ks), ke, num_kv_tokens, sparse_kv_block_indices,
+                                      sparse_block_kv, use_unaligned_ks);
 }
 
 namespace detail {

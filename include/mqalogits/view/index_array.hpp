@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "../config.hpp"
+#include "matrix_view.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
@@ -29,5 +30,24 @@ template <index_array R>
 std::span<const index_value_of<R>> index_span(const R& r) {
   return {std::ranges::data(r), std::ranges::size(r)};
 }
+
+namespace detail {
+template <class M>
+struct index_matrix_value {};
+template <class T>
+requires index_value<std::remove_const_t<T>>
+struct index_matrix_value<matrix_view<T>> {
+  using type = std::remove_const_t<T>;
+};
+}  // namespace detail
+
+// A matrix_view of int32 or int64, const or not (block tables, context lengths, selections).
+template <class M>
+concept index_matrix = requires {
+  typename detail::index_matrix_value<std::remove_cvref_t<M>>::type;
+};
+
+template <index_matrix M>
+using index_matrix_value_of = typename detail::index_matrix_value<std::remove_cvref_t<M>>::type;
 
 MQALOGITS_NAMESPACE_END

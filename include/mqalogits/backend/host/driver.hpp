@@ -27,6 +27,24 @@ namespace host_backend {
 
 inline constexpr std::int64_t key_tile = 512;  // keys decoded together (one work item's worth)
 
+// The buffers decode_rows fills for `rows` query rows of hp (padded) heads.
+template <class Format>
+void reserve_rows(workspace& ws, std::int64_t rows, int hp) {
+  ws.w.reserve(static_cast<std::size_t>(rows * hp));
+  if constexpr (int8_path<Format>) {
+    constexpr int blocks = head_dim / scale_block;
+    ws.q_i8.reserve(static_cast<std::size_t>(rows * hp * head_dim / 4));
+    ws.q_bias.reserve(static_cast<std::size_t>(rows * hp * blocks));
+    ws.q_scale.reserve(static_cast<std::size_t>(rows * hp * blocks));
+    ws.q_fold.reserve(static_cast<std::size_t>(rows * hp * head_dim / 4));
+    ws.q_fold_start.reserve(static_cast<std::size_t>(rows * hp));
+    ws.q_fold_scale.reserve(static_cast<std::size_t>(rows * hp));
+    ws.q_folds.reserve(static_cast<std::size_t>(rows));
+  } else {
+    ws.q_f32.reserve(static_cast<std::size_t>(rows * hp * head_dim));
+  }
+}
+
 // Decoded query rows of one item, in the workspace.
 template <class I, class Format, class W>
 void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std::int64_t r0,
@@ -35,16 +53,17 @@ void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std:
   const int heads = static_cast<int>(w.cols);
   const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
   const std::int64_t rows = r1 - r0;
-  float* wd = ws.w.reserve(static_cast<std::size_t>(rows * hp));
+  reserve_rows<Format>(ws, rows, hp);
+  float* wd = ws.w.data();
   if constexpr (int8_path<Format>) {
     constexpr int blocks = head_dim / scale_block;
-    std::int32_t* data = ws.q_i8.reserve(static_cast<std::size_t>(rows * hp * head_dim / 4));
-    std::int32_t* bias = ws.q_bias.reserve(static_cast<std::size_t>(rows * hp * blocks));
-    float* scale = ws.q_scale.reserve(static_cast<std::size_t>(rows * hp * blocks));
-    std::int32_t* fold = ws.q_fold.reserve(static_cast<std::size_t>(rows * hp * head_dim / 4));
-    std::int32_t* fold_start = ws.q_fold_start.reserve(static_cast<std::size_t>(rows * hp));
-    float* fold_scale = ws.q_fold_scale.reserve(static_cast<std::size_t>(rows * hp));
-    unsigned char* folds = ws.q_folds.reserve(static_cast<std::size_t>(rows));
+    std::int32_t* data = ws.q_i8.data();
+    std::int32_t* bias = ws.q_bias.data();
+    float* scale = ws.q_scale.data();
+    std::int32_t* fold = ws.q_fold.data();
+    std::int32_t* fold_start = ws.q_fold_start.data();
+    float* fold_scale = ws.q_fold_scale.data();
+    unsigned char* folds = ws.q_folds.data();
     for (std::int64_t r = 0; r < rows; ++r) {
       decode_q_i8<I>(q, (r0 + r) * heads, heads, hp, data + r * hp * head_dim / 4,
                      bias + r * hp * blocks, scale + r * hp * blocks);
@@ -52,7 +71,7 @@ void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std:
                                      fold_start + r * hp, fold_scale + r * hp);
     }
   } else {
-    float* qt = ws.q_f32.reserve(static_cast<std::size_t>(rows * hp * head_dim));
+    float* qt = ws.q_f32.data();
     for (std::int64_t r = 0; r < rows; ++r)
       decode_q_f32<I>(q, (r0 + r) * heads, heads, hp, qt + r * hp * head_dim);
   }
@@ -81,20 +100,39 @@ inline void prefetch_key(const key_ref& key) {
 #endif
 }
 
+// The buffers of one decoded key tile, and the scores of a key group.
+inline constexpr std::size_t score_slots = 2 * max_group_keys;
+template <class Format>
+void reserve_tile(workspace& ws) {
+  const auto rows = static_cast<std::size_t>(key_tile + max_group_keys);
+  ws.key_valid.reserve(rows);
+  ws.refs.reserve(rows);
+  if constexpr (int8_path<Format>) {
+    ws.k_i8.reserve(rows * i8_key_bytes);
+    ws.k_scale.reserve(rows * (head_dim / scale_block));
+    ws.k_fold.reserve(rows * i8_key_bytes);
+    ws.k_fold_scale.reserve(rows);
+    ws.k_folds.reserve(rows);
+  } else {
+    ws.k_f32.reserve(rows * head_dim);
+  }
+  ws.scores.reserve(score_slots);
+}
+
 template <class I, class Format, class Plan>
 void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t n, workspace& ws) {
   constexpr int blocks = head_dim / scale_block;
-  const auto rows = static_cast<std::size_t>(key_tile + max_group_keys);
-  unsigned char* valid = ws.key_valid.reserve(rows);
-  key_ref* refs = ws.refs.reserve(rows);
+  reserve_tile<Format>(ws);
+  unsigned char* valid = ws.key_valid.data();
+  key_ref* refs = ws.refs.data();
   for (std::int64_t i = 0; i < n; ++i) refs[i] = plan.key(g, k0 + i);
   for (std::int64_t i = 0; i < std::min(n, prefetch_keys); ++i) prefetch_key<Format>(refs[i]);
-  std::uint8_t* const k_i8 = int8_path<Format> ? ws.k_i8.reserve(rows * i8_key_bytes) : nullptr;
-  float* const k_scale = int8_path<Format> ? ws.k_scale.reserve(rows * blocks) : nullptr;
-  float* const k_f32 = int8_path<Format> ? nullptr : ws.k_f32.reserve(rows * head_dim);
-  std::uint8_t* const k_fold = int8_path<Format> ? ws.k_fold.reserve(rows * i8_key_bytes) : nullptr;
-  float* const k_fold_scale = int8_path<Format> ? ws.k_fold_scale.reserve(rows) : nullptr;
-  unsigned char* const k_folds = int8_path<Format> ? ws.k_folds.reserve(rows) : nullptr;
+  std::uint8_t* const k_i8 = ws.k_i8.data();
+  float* const k_scale = ws.k_scale.data();
+  float* const k_f32 = ws.k_f32.data();
+  std::uint8_t* const k_fold = ws.k_fold.data();
+  float* const k_fold_scale = ws.k_fold_scale.data();
+  unsigned char* const k_folds = ws.k_folds.data();
   for (std::int64_t i = 0; i < n; ++i) {
     if (i + prefetch_keys < n) prefetch_key<Format>(refs[i + prefetch_keys]);
     const key_ref key = refs[i];
@@ -129,7 +167,7 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
   const int heads = static_cast<int>(w.cols);
   const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
   decode_rows<I>(q, w, item.row_begin, item.row_end, call, ws);
-  float* scores = ws.scores.reserve(2 * max_group_keys);
+  float* scores = ws.scores.reserve(score_slots);
   [[maybe_unused]] float* block_scores = scores + max_group_keys;
 
   for (std::int64_t k0 = item.key_begin; k0 < item.key_end; k0 += key_tile) {
@@ -219,13 +257,31 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
 // can be shared.
 inline constexpr std::int64_t tasks_per_thread = 4;
 
+// Reserves one workspace per task that runs at once, for items of up to max_rows rows.
+template <class I, class Format, class W>
+void reserve_workspaces(const scoped_call_scratch& scratch, const matrix_view<const W>& w,
+                        std::int64_t tasks, std::int64_t max_rows, const options& opt) {
+  const int heads = static_cast<int>(w.cols);
+  const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
+  const std::int64_t running =
+      std::min<std::int64_t>(tasks, std::max(1, opt.executor.concurrency()));
+  scratch.reserve(static_cast<std::size_t>(running), [&](workspace& ws) {
+    reserve_rows<Format>(ws, max_rows, hp);
+    reserve_tile<Format>(ws);
+  });
+}
+
 template <class I, class Format, class Plan, class W, class Output>
 void run_grouped(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-                 Output& output, const options& opt, const work_list& work, std::uint64_t call) {
+                 Output& output, const options& opt, const scoped_call_scratch& scratch,
+                 std::int64_t max_rows, std::uint64_t call) {
+  const work_list& work = scratch.work();
   const auto items = static_cast<std::int64_t>(work.items.size());
   const std::int64_t tasks =
       std::min(items, tasks_per_thread * std::max(1, opt.executor.concurrency()));
-  output.begin(plan, tasks, opt.executor);
+  // Every allocation of the call before its first output write.
+  reserve_workspaces<I, Format>(scratch, w, tasks, max_rows, opt);
+  output.begin(plan, tasks, opt.executor, max_rows);
   auto item = [&](std::int64_t i) -> const work_item& {
     return work.items[static_cast<std::size_t>(i)];
   };
@@ -234,7 +290,8 @@ void run_grouped(const rows_view<Format>& q, const Plan& plan, const matrix_view
   };
   auto task = [&](std::int64_t t) {
     const std::int64_t first = items * t / tasks, last = items * (t + 1) / tasks;
-    workspace& ws = thread_workspace();
+    const scoped_call_scratch::lease leased(scratch);
+    workspace& ws = leased.get();
     for (std::int64_t i = first; i < last; ++i) {
       if (i == first || !same_rows(i, i - 1)) {
         const bool shared = (i == first && first > 0 && same_rows(first - 1, first)) ||
@@ -252,21 +309,27 @@ void run_grouped(const rows_view<Format>& q, const Plan& plan, const matrix_view
 template <class I, class Format, class Plan, class W, class Output>
 void run_with(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
               Output& output, const options& opt, const tiling& cut) {
-  const scoped_work_list reused;
-  work_list& work = reused.get();
+  const scoped_call_scratch scratch;
+  work_list& work = scratch.work();
   plan.fill_work(cut, work);
   const auto items = static_cast<std::int64_t>(work.items.size());
+  std::int64_t max_rows = 1;
+  for (const work_item& item : work.items)
+    max_rows = std::max(max_rows, item.row_end - item.row_begin);
   const std::uint64_t call = next_call_id();
   if constexpr (grouped_output_policy<Output>) {
-    run_grouped<I>(q, plan, w, output, opt, work, call);
+    run_grouped<I>(q, plan, w, output, opt, scratch, max_rows, call);
   } else {
+    // Every allocation of the call before its first output write.
+    reserve_workspaces<I, Format>(scratch, w, items, max_rows, opt);
     output.begin(plan, items, opt.executor);
     // One executor task per work item, in the plan's order (the paged schedule's balanced runs,
     // back to back): a pool handing out indices dynamically then balances even when a core is
     // shared, and a thread's consecutive items mostly share their query rows (decoded once).
     auto task = [&](std::int64_t i) {
+      const scoped_call_scratch::lease leased(scratch);
       run_item<I>(q, plan, w, output, i, work.items[static_cast<std::size_t>(i)], call,
-                  thread_workspace());
+                  leased.get());
     };
     detail::checked_parallel_for(opt.executor, items, task);
   }

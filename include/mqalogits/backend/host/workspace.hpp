@@ -1,14 +1,17 @@
-// Per-thread scratch of the host backend: decoded query rows and one decoded key tile. Buffers
-// grow on first use and are reused by every later work item on the thread, so the hot loop
-// never allocates; nothing is proportional to num_q x H x T.
+// Scratch of the host backend: decoded query rows and one decoded key tile per running task.
+// A call reserves every buffer its tasks need before it touches the output (so a failed
+// allocation leaves the output as it was, and no task allocates), and the calling thread's
+// later calls reuse them; nothing is proportional to num_q x H x T.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include "../../config.hpp"
@@ -17,7 +20,8 @@
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
 
-// A 64-byte aligned array that only grows; new space is zeroed.
+// A 64-byte aligned array that only grows; new space is zeroed. A sealed buffer (inside a call's
+// tasks) must already be large enough.
 template <class T>
 class aligned_buffer {
  public:
@@ -28,6 +32,7 @@ class aligned_buffer {
 
   T* reserve(std::size_t n) {
     if (n > size_) {
+      assert(!sealed_ && "mqalogits: a task grew a workspace buffer its call did not reserve");
       release();
       data_ = static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
       std::fill(data_, data_ + n, T{});
@@ -36,6 +41,7 @@ class aligned_buffer {
     return data_;
   }
   T* data() const { return data_; }
+  void seal(bool sealed) { sealed_ = sealed; }
 
  private:
   void release() {
@@ -45,6 +51,7 @@ class aligned_buffer {
   }
   T* data_ = nullptr;
   std::size_t size_ = 0;
+  bool sealed_ = false;
 };
 
 struct workspace {
@@ -67,38 +74,112 @@ struct workspace {
   aligned_buffer<unsigned char> key_valid;
   aligned_buffer<key_ref> refs;
   aligned_buffer<float> scores;
+
+  // Sealed while a call's tasks run: every buffer was reserved for the call before it.
+  void seal(bool sealed) {
+    for (auto* b : {&q_f32, &w, &q_scale, &q_fold_scale, &k_f32, &k_scale, &k_fold_scale, &scores})
+      b->seal(sealed);
+    for (auto* b : {&q_i8, &q_bias, &q_fold, &q_fold_start}) b->seal(sealed);
+    for (auto* b : {&q_folds, &k_i8, &k_fold, &k_folds, &key_valid}) b->seal(sealed);
+    refs.seal(sealed);
+  }
 };
 
-inline workspace& thread_workspace() {
-  thread_local workspace ws;
-  return ws;
-}
+// What a call needs besides its output: the work list and one workspace per task that runs at
+// once, reused by every later call on the same thread at the same nesting depth (a kernel
+// called from inside another call's task gets scratch of its own): a warm call allocates
+// nothing.
+class scoped_call_scratch {
+  struct slot {
+    workspace ws;
+    std::atomic<bool> busy{false};
+  };
+  struct scratch {
+    work_list work;
+    std::vector<std::unique_ptr<slot>> slots;
+    std::size_t active = 0;  // slots reserved for the current call
+  };
 
-// The work list of a call, reused by every later call on the same thread at the same nesting
-// depth (a kernel called from inside another call's task gets a list of its own): a warm call
-// allocates nothing for it.
-class scoped_work_list {
  public:
-  scoped_work_list() : lists_(stack()) {
-    if (lists_.depth == lists_.lists.size()) lists_.lists.push_back(std::make_unique<work_list>());
-    list_ = lists_.lists[lists_.depth++].get();
+  scoped_call_scratch() : stack_(stack()) {
+    if (stack_.depth == stack_.calls.size()) stack_.calls.push_back(std::make_unique<scratch>());
+    scratch_ = stack_.calls[stack_.depth++].get();
   }
-  scoped_work_list(const scoped_work_list&) = delete;
-  scoped_work_list& operator=(const scoped_work_list&) = delete;
-  ~scoped_work_list() { --lists_.depth; }
-  work_list& get() const { return *list_; }
+  scoped_call_scratch(const scoped_call_scratch&) = delete;
+  scoped_call_scratch& operator=(const scoped_call_scratch&) = delete;
+  ~scoped_call_scratch() {
+    for (std::size_t i = 0; i < scratch_->active; ++i) scratch_->slots[i]->ws.seal(false);
+    scratch_->active = 0;
+    --stack_.depth;
+  }
+
+  work_list& work() const { return scratch_->work; }
+
+  // `count` (at least one) workspaces for the call's tasks, each passed to `reserve` (which
+  // reserves every buffer a task uses) and then sealed. Call before the output is touched: this
+  // is where the call's workspace allocations happen, and where std::bad_alloc comes from.
+  template <class Reserve>
+  void reserve(std::size_t count, Reserve&& reserve) const {
+    count = std::max<std::size_t>(count, 1);
+    auto& slots = scratch_->slots;
+    if (slots.size() < count) {
+      slots.reserve(count);
+      while (slots.size() < count) slots.push_back(std::make_unique<slot>());
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      workspace& ws = slots[i]->ws;
+      ws.seal(false);
+      reserve(ws);
+      ws.seal(true);
+    }
+    scratch_->active = count;
+  }
+
+  // A reserved workspace no other task holds, for as long as it lives. The thread's previous
+  // workspace first, so consecutive tasks on a thread reuse its decoded query rows. An executor
+  // that runs more tasks at once than the call reserved for has the extra ones wait for one.
+  class lease {
+   public:
+    explicit lease(const scoped_call_scratch& call) : slots_(call.scratch_->slots) {
+      const std::size_t n = call.scratch_->active;
+      assert(n > 0 && "mqalogits: a task ran before its call reserved workspaces");
+      for (std::size_t tries = 0;; ++tries) {
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t at = (preferred() + i) % n;
+          if (!slots_[at]->busy.exchange(true, std::memory_order_acquire)) {
+            slot_ = slots_[at].get();
+            preferred() = at;
+            return;
+          }
+        }
+        std::this_thread::yield();
+      }
+    }
+    lease(const lease&) = delete;
+    lease& operator=(const lease&) = delete;
+    ~lease() { slot_->busy.store(false, std::memory_order_release); }
+    workspace& get() const { return slot_->ws; }
+
+   private:
+    static std::size_t& preferred() {
+      thread_local std::size_t at = 0;
+      return at;
+    }
+    const std::vector<std::unique_ptr<slot>>& slots_;
+    slot* slot_ = nullptr;
+  };
 
  private:
-  struct lists_in_use {
-    std::vector<std::unique_ptr<work_list>> lists;
+  struct calls_in_use {
+    std::vector<std::unique_ptr<scratch>> calls;
     std::size_t depth = 0;
   };
-  static lists_in_use& stack() {
-    thread_local lists_in_use s;
+  static calls_in_use& stack() {
+    thread_local calls_in_use s;
     return s;
   }
-  lists_in_use& lists_;
-  work_list* list_;
+  calls_in_use& stack_;
+  scratch* scratch_;
 };
 
 // Every kernel call gets a fresh id, so a workspace never reuses rows decoded by another call.
