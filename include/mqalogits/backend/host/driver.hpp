@@ -36,8 +36,9 @@ void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std:
   const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
   const std::int64_t rows = r1 - r0;
   float* wd = ws.w.reserve(static_cast<std::size_t>(rows * hp));
+  constexpr int head_dim = Format::head_dim;
   if constexpr (int8_path<Format>) {
-    constexpr int blocks = head_dim / scale_block;
+    constexpr int blocks = Format::blocks;
     std::int32_t* data = ws.q_i8.reserve(static_cast<std::size_t>(rows * hp * head_dim / 4));
     std::int32_t* bias = ws.q_bias.reserve(static_cast<std::size_t>(rows * hp * blocks));
     float* scale = ws.q_scale.reserve(static_cast<std::size_t>(rows * hp * blocks));
@@ -83,7 +84,8 @@ inline void prefetch_key(const key_ref& key) {
 
 template <class I, class Format, class Plan>
 void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t n, workspace& ws) {
-  constexpr int blocks = head_dim / scale_block;
+  constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
+  constexpr int i8_key_bytes = host_backend::i8_key_bytes<head_dim>;
   const auto rows = static_cast<std::size_t>(key_tile + max_group_keys);
   unsigned char* valid = ws.key_valid.reserve(rows);
   key_ref* refs = ws.refs.reserve(rows);
@@ -104,11 +106,11 @@ void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t
       float* ks = k_scale + i * blocks;
       std::uint8_t* kf = k_fold + i * i8_key_bytes;
       if (key.valid()) {
-        decode_key_i8<I>(key.data, key.scale, k, ks);
-        k_folds[i] = decode_key_i8_fold<I>(key.data, key.scale, kf, k_fold_scale + i);
+        decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
+        k_folds[i] = decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, k_fold_scale + i);
       } else {
-        masked_key_i8<I>(k, ks);
-        masked_key_i8_fold<I>(kf, k_fold_scale + i);
+        masked_key_i8<I, head_dim>(k, ks);
+        masked_key_i8_fold<I, head_dim>(kf, k_fold_scale + i);
         k_folds[i] = 1;
       }
     } else {
@@ -125,7 +127,11 @@ template <class I, class Format, class Plan, class W, class Output>
 void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
               Output& output, std::int64_t task, const work_item& item, std::uint64_t call,
               workspace& ws) {
-  constexpr int blocks = head_dim / scale_block;
+  constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
+  constexpr int i8_key_bytes = host_backend::i8_key_bytes<head_dim>;
+  using f32_path = host_backend::f32_path<head_dim>;
+  using i8_path = host_backend::i8_path<head_dim>;
+  using i8_fold_path = host_backend::i8_fold_path<head_dim>;
   const int heads = static_cast<int>(w.cols);
   const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
   decode_rows<I>(q, w, item.row_begin, item.row_end, call, ws);
@@ -146,12 +152,12 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
         output.consume(task, r, t - rk.col_offset, scores, valid + (t - k0), count);
       };
       if constexpr (int8_path<Format>) {
-        const i8_path::query qr{ws.q_i8.data() + ri * hp * head_dim / 4,
-                                ws.q_bias.data() + ri * hp * blocks,
-                                ws.q_scale.data() + ri * hp * blocks,
-                                ws.w.data() + ri * hp,
-                                heads,
-                                hp};
+        const typename i8_path::query qr{ws.q_i8.data() + ri * hp * head_dim / 4,
+                                         ws.q_bias.data() + ri * hp * blocks,
+                                         ws.q_scale.data() + ri * hp * blocks,
+                                         ws.w.data() + ri * hp,
+                                         heads,
+                                         hp};
         const auto kern = select_kernel<I, i8_path>(hp / I::lanes);
         auto per_block = [&](std::int64_t from, std::int64_t to) {
           for (std::int64_t t = from; t < to; t += kern.keys) {
@@ -169,12 +175,12 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
         // A folded query row: keys that fold take the one-sum kernel, the others the per-block
         // one. A group mixing both runs both and keeps each key's own, so which of the two a
         // logit comes from depends only on its query and key rows, never on its neighbours.
-        const i8_fold_path::query qf{ws.q_fold.data() + ri * hp * head_dim / 4,
-                                     ws.q_fold_start.data() + ri * hp,
-                                     ws.q_fold_scale.data() + ri * hp,
-                                     ws.w.data() + ri * hp,
-                                     heads,
-                                     hp};
+        const typename i8_fold_path::query qf{ws.q_fold.data() + ri * hp * head_dim / 4,
+                                              ws.q_fold_start.data() + ri * hp,
+                                              ws.q_fold_scale.data() + ri * hp,
+                                              ws.w.data() + ri * hp,
+                                              heads,
+                                              hp};
         const auto fold_kern = select_kernel<I, i8_fold_path>(hp / I::lanes);
         const unsigned char* folds = ws.k_folds.data();
         for (std::int64_t t = lo; t < hi; t += fold_kern.keys) {
@@ -200,8 +206,8 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
           emit(t, count);
         }
       } else {
-        const f32_path::query qr{ws.q_f32.data() + ri * hp * head_dim, ws.w.data() + ri * hp, heads,
-                                 hp};
+        const typename f32_path::query qr{ws.q_f32.data() + ri * hp * head_dim,
+                                          ws.w.data() + ri * hp, heads, hp};
         const auto kern = select_kernel<I, f32_path>(hp / I::lanes);
         for (std::int64_t t = lo; t < hi; t += kern.keys) {
           kern.fn(qr, {ws.k_f32.data() + (t - k0) * head_dim}, scores);
