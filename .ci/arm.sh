@@ -42,7 +42,7 @@ run_target() {  # name, -march value
   stamp "$name ($march): configure"
   cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake" \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="-march=$march" "${launcher[@]}" \
-    -DMQALOGITS_BUILD_BENCH=OFF -DMQALOGITS_BUILD_EXAMPLES=OFF > /dev/null
+    -DMQALOGITS_BUILD_BENCH=OFF -DMQALOGITS_BUILD_EXAMPLES=OFF -DMQALOGITS_BUILD_PYTHON=OFF > /dev/null
   stamp "$name: build the test binary and the ABI test programs"
   local abi=()
   [ -n "$(cmake --build "$dir" --target help | grep -o 'abi_odr_ab')" ] && abi=(abi_odr_ab abi_odr_ba)

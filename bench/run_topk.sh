@@ -10,7 +10,7 @@ mkdir -p "$OUT"
 i=0
 for name in $("$BIN" --benchmark_list_tests --benchmark_filter='^topk/'); do
   i=$((i + 1))
-  "$BIN" --benchmark_filter="^${name}\$" --benchmark_repetitions=3 \
+  "$BIN" --benchmark_filter="^${name}\$" --benchmark_repetitions=5 --benchmark_min_time=1 \
     --benchmark_report_aggregates_only=true --benchmark_out_format=json \
     --benchmark_out="$OUT/case$(printf %03d $i).json" "$@"
 done
