@@ -146,19 +146,26 @@ const char* format_label(qk_format f) {
 }
 
 // The codes of Q or K: uint8 [..., D] FP8 e4m3 codes (a float8 tensor viewed as uint8) or int8
-// [..., D / 2] packed FP4 (DeepGEMM's kPackedFP4 dtype). Head dimension 128.
+// [..., D / 2] packed FP4 (DeepGEMM's kPackedFP4 dtype). Head dim D = 128 or 64, or 32 for FP8,
+// as upstream; the library checks that Q and K agree.
 bool is_fp4_codes(const char* where, const char* name, const py::array& a) {
   const bool fp4 = has_dtype<std::int8_t>(a);
   if (!fp4 && !has_dtype<std::uint8_t>(a))
     fail(where, std::string(name) + " has dtype " + dtype_name(a) +
                     ", expected uint8 (FP8 e4m3 codes) or int8 (packed FP4, two e2m1 per byte)");
-  const i64 want = fp4 ? 64 : 128;
-  if (a.ndim() < 1 || a.shape(a.ndim() - 1) != want)
+  const i64 last = a.ndim() < 1 ? 0 : a.shape(a.ndim() - 1);
+  const bool ok = fp4 ? last == 64 || last == 32 : last == 128 || last == 64 || last == 32;
+  if (!ok)
     fail(where, std::string(name) + " has shape " + shape_of(a) + ": its last dimension must be " +
-                    std::to_string(want) +
-                    (fp4 ? " (head dim 128, two e2m1 per int8)" : " (head dim 128 e4m3 codes)") +
+                    (fp4 ? "64 or 32 (head dim 128 or 64, two e2m1 per int8)"
+                         : "128, 64 or 32 (the head dim, e4m3 codes)") +
                     "; packed FP4 must be int8, uint8 is read as FP8 codes");
   return fp4;
+}
+
+// The head dim of codes whose last dimension is `last` bytes.
+int head_dim_of(i64 last, bool fp4) {
+  return static_cast<int>(fp4 ? 2 * last : last);
 }
 
 // Q: (codes [rows..., D], scales int32 [rows...] or None).
@@ -168,6 +175,7 @@ struct q_input {
   const void* scales;     // null: per-token FP8 without scales
   i64 rows;               // number of (token, head) rows
   std::vector<i64> dims;  // the leading dimensions of the codes (without the last)
+  int head_dim;           // from the codes' last dimension
 };
 
 q_input q_of(const char* where, const py::handle& q, int ndim) {
@@ -186,6 +194,7 @@ q_input q_of(const char* where, const py::handle& q, int ndim) {
   require_contiguous(where, "q[0]", codes);
   q_input in{};
   in.data = static_cast<const std::uint8_t*>(codes.data());
+  in.head_dim = head_dim_of(codes.shape(codes.ndim() - 1), fp4);
   in.rows = 1;
   for (py::ssize_t i = 0; i + 1 < codes.ndim(); ++i) {
     in.dims.push_back(codes.shape(i));
@@ -213,9 +222,10 @@ q_input q_of(const char* where, const py::handle& q, int ndim) {
 template <class Format>
 ml::rows_view<Format> q_view(const q_input& q) {
   if constexpr (std::is_same_v<Format, ml::fp8_per_token>)
-    return ml::rows_view<Format>(q.data, nullptr, q.rows);
+    return ml::rows_view<Format>(q.data, nullptr, q.rows, ml::head_dim_t{q.head_dim});
   else
-    return ml::rows_view<Format>(q.data, static_cast<const std::uint8_t*>(q.scales), q.rows);
+    return ml::rows_view<Format>(q.data, static_cast<const std::uint8_t*>(q.scales), q.rows,
+                                 ml::head_dim_t{q.head_dim});
 }
 
 // Token-major K: (codes [N, D], scales [N]: int32 UE8M0 with MX Q, float32 with per-token Q).
@@ -223,6 +233,7 @@ struct kv_input {
   const std::uint8_t* data;
   const std::uint8_t* scales;
   i64 rows, data_stride, scale_stride;
+  int head_dim;
 };
 
 kv_input kv_of(const char* where, const py::handle& kv, qk_format format) {
@@ -247,9 +258,11 @@ kv_input kv_of(const char* where, const py::handle& kv, qk_format format) {
     fail(where, "kv[1] has " + std::to_string(sf.shape(0)) + " scales for " +
                     std::to_string(codes.shape(0)) + " kv rows");
   return {static_cast<const std::uint8_t*>(codes.data()),
-          static_cast<const std::uint8_t*>(sf.data()), codes.shape(0),
+          static_cast<const std::uint8_t*>(sf.data()),
+          codes.shape(0),
           codes.shape(0) > 1 ? codes.strides(0) : codes.shape(1),
-          sf.shape(0) > 1 ? sf.strides(0) : 4};
+          sf.shape(0) > 1 ? sf.strides(0) : 4,
+          head_dim_of(codes.shape(1), fp4)};
 }
 
 template <class Format>
@@ -260,35 +273,44 @@ ml::rows_view<Format> kv_view(const kv_input& k) {
   v.rows = k.rows;
   v.data_stride = k.data_stride;
   v.scale_stride = k.scale_stride;
+  v.head_dim = k.head_dim;
   return v;
 }
 
 // The fused paged cache, uint8 [num_blocks, block_kv, 1, head_dim_with_sf]: per block, block_kv
-// code rows then block_kv scale rows (vLLM's and sglang's indexer cache).
+// code rows then block_kv scale rows (vLLM's and sglang's indexer cache). head_dim_with_sf is
+// the code bytes of the head dim + 4 (132 for FP8 at D = 128, 68 for MXFP4 at D = 128).
 struct cache_input {
   const std::uint8_t* data;
   i64 num_pages, page_stride;
   i32 page_kv;
+  int head_dim;
 };
 
 cache_input cache_of(const char* where, const py::handle& obj, qk_format format) {
   const py::array c = as_array(where, "kv_cache", obj);
   require_dtype<std::uint8_t>(where, "kv_cache", c, "uint8");
   require_ndim(where, "kv_cache", c, 4, "[num_blocks, block_kv, 1, head_dim_with_sf]");
-  const i64 token_bytes = format == qk_format::mxfp4 ? 68 : 132;
-  if (c.shape(2) != 1 || c.shape(3) != token_bytes)
+  const bool fp4 = format == qk_format::mxfp4;
+  const i64 token_bytes = c.shape(3);
+  const int head_dim = head_dim_of(token_bytes - 4, fp4);
+  const bool known = head_dim == 128 || head_dim == 64 || (head_dim == 32 && !fp4);
+  if (c.shape(2) != 1 || !known)
     fail(where, "kv_cache has shape " + shape_of(c) + ", expected [num_blocks, block_kv, 1, " +
-                    std::to_string(token_bytes) + "] for " + format_label(format));
+                    (fp4 ? "68 or 36" : "132, 68 or 36") + "] (head dim " +
+                    (fp4 ? "128 or 64" : "128, 64 or 32") + " + 4 scale bytes) for " +
+                    format_label(format));
   if (c.strides(3) != 1 || (c.shape(1) > 1 && c.strides(1) != token_bytes))
     fail(where, "kv_cache blocks must be dense (stride(1) == head_dim_with_sf, stride(3) == 1)");
   const i64 used = c.shape(1) * token_bytes;
   return {static_cast<const std::uint8_t*>(c.data()), c.shape(0),
-          c.shape(0) > 1 ? i64{c.strides(0)} : used, static_cast<i32>(c.shape(1))};
+          c.shape(0) > 1 ? i64{c.strides(0)} : used, static_cast<i32>(c.shape(1)), head_dim};
 }
 
 template <class Format>
 ml::paged_cache_view<Format> cache_view(const cache_input& c) {
-  return ml::paged_cache_view<Format>(c.data, c.num_pages, c.page_kv, c.page_stride);
+  return ml::paged_cache_view<Format>(c.data, c.num_pages, c.page_kv, ml::head_dim_t{c.head_dim},
+                                      c.page_stride);
 }
 
 // Weights [rows, H]: float32, float16 (upstream SM100), or bfloat16 as uint16 bits (a bf16
@@ -752,7 +774,7 @@ py::array fp8_fp4_paged_sparse_mqa_logits(const py::object& q, const py::object&
   return result;
 }
 
-// Legacy names, through the library's legacy wrappers: Q is a bare FP8 array [.., H, 128] (no
+// Legacy names, through the library's legacy wrappers: Q is a bare FP8 array [.., H, D] (no
 // scales), K per-token FP8 (fp32 scales), fp32 logits.
 q_input bare_q(const char* where, const py::object& q, int ndim) {
   if (py::isinstance<py::tuple>(q) || py::isinstance<py::list>(q))

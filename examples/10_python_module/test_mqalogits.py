@@ -59,8 +59,10 @@ def quant_e2m1(x):
 
 
 def quant_mx(x, fp4):
-    """x [..., 128] -> (codes uint8 [..., 128] or int8 [..., 64], int32 scales [...])."""
-    blocks = x.reshape(x.shape[:-1] + (4, 32))
+    """x [..., d] -> (codes uint8 [..., d] or int8 [..., d / 2], int32 scales [...]); the scale
+    bytes past d / 32 blocks are 0."""
+    nb = x.shape[-1] // 32
+    blocks = x.reshape(x.shape[:-1] + (nb, 32))
     amax = np.abs(blocks).max(axis=-1)
     top = 6.0 if fp4 else 448.0
     with np.errstate(divide="ignore"):
@@ -72,22 +74,23 @@ def quant_mx(x, fp4):
         codes = (nib[..., 0::2] | (nib[..., 1::2] << 4)).astype(np.uint8).view(np.int8)
     else:
         codes = quant_e4m3(scaled).reshape(x.shape)
-    scales = (e[..., 0] | (e[..., 1] << 8) | (e[..., 2] << 16) | (e[..., 3] << 24))
-    return codes, scales.astype(np.uint32).view(np.int32)
+    scales = sum(e[..., k] << (8 * k) for k in range(nb))
+    return codes, np.asarray(scales).astype(np.uint32).view(np.int32)
 
 
 def quant_per_token(x):
-    """x [N, 128] -> (uint8 codes [N, 128], float32 scales [N])."""
+    """x [N, d] -> (uint8 codes [N, d], float32 scales [N])."""
     amax = np.abs(x).max(axis=-1)
     s = np.where(amax > 0, amax / 448.0, 1.0).astype(np.float32)
     return quant_e4m3(x / s[:, None].astype(np.float64)), s
 
 
 def decode(codes, scales):
-    """Rows of codes (+ int32 UE8M0 or float32 per-row or None) -> float64 [..., 128]."""
+    """Rows of codes (+ int32 UE8M0 or float32 per-row or None) -> float64 [..., d]."""
+    d = codes.shape[-1] * (2 if codes.dtype == np.int8 else 1)
     if codes.dtype == np.int8:
         b = codes.view(np.uint8).astype(np.int64)
-        v = np.stack([E2M1[b & 0xF], E2M1[b >> 4]], axis=-1).reshape(codes.shape[:-1] + (D,))
+        v = np.stack([E2M1[b & 0xF], E2M1[b >> 4]], axis=-1).reshape(codes.shape[:-1] + (d,))
     else:
         v = E4M3[codes.astype(np.int64)]
     if scales is None:
@@ -95,8 +98,9 @@ def decode(codes, scales):
     if scales.dtype == np.float32:
         return v * scales.astype(np.float64)[..., None]
     u = scales.view(np.uint32).astype(np.int64)
-    e = np.stack([(u >> (8 * k)) & 0xFF for k in range(4)], axis=-1)
-    return (v.reshape(v.shape[:-1] + (4, 32)) * np.ldexp(1.0, e - 127)[..., None]).reshape(v.shape)
+    nb = d // 32  # the scale bytes past the row's blocks are not read
+    e = np.stack([(u >> (8 * k)) & 0xFF for k in range(nb)], axis=-1)
+    return (v.reshape(v.shape[:-1] + (nb, 32)) * np.ldexp(1.0, e - 127)[..., None]).reshape(v.shape)
 
 
 def bf16_bits(x):
@@ -141,10 +145,10 @@ def ref_dense(qd, kd, w, ks, ke, max_seqlen_k):
 
 
 def cache_keys(cache, fp4, mx):
-    """Decoded keys [num_blocks, block_kv, 128] of a fused cache."""
+    """Decoded keys [num_blocks, block_kv, d] of a fused cache."""
     nb, bkv = cache.shape[0], cache.shape[1]
     flat = cache.reshape(nb, -1)
-    dbytes = 64 if fp4 else 128
+    dbytes = cache.shape[-1] - 4
     data = flat[:, :bkv * dbytes].reshape(nb, bkv, dbytes)
     sf = np.ascontiguousarray(flat[:, bkv * dbytes:bkv * (dbytes + 4)]).reshape(nb, bkv, 4)
     sf = sf.view(np.int32 if mx else np.float32)[..., 0]
@@ -215,9 +219,9 @@ def rand_weights(rows, H, bf16):
     return bf16_bits(w) if bf16 else w
 
 
-def make_q(shape, fmt):
-    """(q tuple for the module, decoded float64 [rows, H, 128])."""
-    x = rand_x(*shape, D)
+def make_q(shape, fmt, d=D):
+    """(q tuple for the module, decoded float64 [rows, H, d])."""
+    x = rand_x(*shape, d)
     if fmt == "per_token":
         codes = quant_e4m3(x * 4.0 / np.abs(x).max())
         return (codes, None), decode(codes, None)
@@ -225,8 +229,8 @@ def make_q(shape, fmt):
     return (codes, sf), decode(codes, sf)
 
 
-def make_kv(N, fmt):
-    x = rand_x(N, D)
+def make_kv(N, fmt, d=D):
+    x = rand_x(N, d)
     if fmt == "per_token":
         codes, sf = quant_per_token(x)
     else:
@@ -234,11 +238,12 @@ def make_kv(N, fmt):
     return (codes, sf), decode(codes, sf)
 
 
-def make_cache(num_blocks, block_kv, fmt, pad=512):
-    """Fused cache uint8 [num_blocks, block_kv, 1, 132 | 68], each block padded like upstream."""
+def make_cache(num_blocks, block_kv, fmt, pad=512, d=D):
+    """Fused cache uint8 [num_blocks, block_kv, 1, d + 4 | d / 2 + 4], each block padded like
+    upstream."""
     fp4 = fmt == "mxfp4"
-    (codes, sf), _ = make_kv(num_blocks * block_kv, fmt)
-    dbytes = 64 if fp4 else 128
+    (codes, sf), _ = make_kv(num_blocks * block_kv, fmt, d)
+    dbytes = d // 2 if fp4 else d
     block_bytes = block_kv * (dbytes + 4)
     stride = -(-block_bytes // pad) * pad + pad
     raw = RNG.integers(0, 256, size=num_blocks * stride, dtype=np.uint8).reshape(num_blocks, stride)
@@ -524,6 +529,77 @@ class PagedSparse(Checks):
                     exact, mag = ref_paged_sparse(qd.reshape(S, H, D), keys, weights_f64(w), lens,
                                                   table, idx, B)
                     self.assert_logits(out, exact, mag)
+
+
+class HeadDims(Checks):
+    """Head dims 64 and 32 (32 for the FP8 formats), taken from the arrays' last dimension."""
+
+    def test_every_kernel_at_64_and_32(self):
+        H, S, N, B, cap, block_kv, blocks, max_blocks = 8, 4, 120, 16, 4, 32, 6, 3
+        for fmt in FORMATS:
+            for d in ((64,) if fmt == "mxfp4" else (64, 32)):
+                with self.subTest(fmt=fmt, d=d):
+                    q, qd = make_q((S, H), fmt, d)
+                    kv, kd = make_kv(N, fmt, d)
+                    w = rand_weights(S, H, False)
+                    ks = RNG.integers(0, 20, S).astype(np.int32)
+                    ke = (ks + RNG.integers(30, 100, S)).astype(np.int32)
+                    out = ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke)
+                    exact, mag = ref_dense(qd, kd, weights_f64(w), ks, ke, 0)
+                    self.assert_logits(out, exact, mag)
+
+                    idx = RNG.integers(0, N // B, (S, cap)).astype(np.int32)
+                    qk_dtype = np.int8 if fmt == "mxfp4" else np.uint8
+                    meta = ml.get_sparse_mqa_logits_metadata(ks, ke, N, idx, qk_dtype, B)
+                    out = ml.fp8_fp4_sparse_mqa_logits(q, kv, w, meta, cap, B)
+                    exact, mag = ref_sparse(qd, kd, weights_f64(w), ks, ke, idx, B, False)
+                    self.assert_logits(out, exact, mag)
+
+                    cache, _ = make_cache(blocks, block_kv, fmt, d=d)
+                    self.assertEqual(cache.shape[-1], (d // 2 if fmt == "mxfp4" else d) + 4)
+                    keys = cache_keys(cache, fmt == "mxfp4", fmt != "per_token")
+                    lens = RNG.integers(1, max_blocks * block_kv, (S, 1)).astype(np.int32)
+                    table = RNG.integers(0, blocks, (S, max_blocks)).astype(np.int32)
+                    pq, pqd = make_q((S, 1, H), fmt, d)
+                    pmeta = ml.get_paged_mqa_logits_metadata(lens, block_kv, 2)
+                    max_len = max_blocks * block_kv
+                    out = ml.fp8_fp4_paged_mqa_logits(pq, cache, w, lens, table, pmeta, max_len,
+                                                      clean_logits=True)
+                    exact, mag = ref_paged(pqd.reshape(S, H, d), keys, weights_f64(w), lens,
+                                           table, max_len)
+                    self.assert_logits(out, exact, mag)
+
+                    flat_lens = lens[:, 0].copy()
+                    sidx = RNG.integers(0, max_len // B, (S, cap)).astype(np.int32)
+                    smeta = ml.get_paged_sparse_mqa_logits_metadata(
+                        flat_lens, table, np.arange(S, dtype=np.int32), block_kv, sidx,
+                        qk_dtype, B)
+                    out = ml.fp8_fp4_paged_sparse_mqa_logits(pq, cache, w, smeta, cap, B)
+                    exact, mag = ref_paged_sparse(pqd.reshape(S, H, d), keys, weights_f64(w),
+                                                  flat_lens, table, sidx, B)
+                    self.assert_logits(out, exact, mag)
+
+    def test_mismatch_and_unsupported(self):
+        S, H, N = 3, 4, 40
+        q, _ = make_q((S, H), "mxfp8", 64)
+        kv, _ = make_kv(N, "mxfp8", 128)
+        w = rand_weights(S, H, False)
+        ks = np.zeros(S, np.int32)
+        ke = np.full(S, N, np.int32)
+        with self.assertRaisesRegex(ValueError, "kv head_dim = 128 differs from q head_dim = 64"):
+            ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke)
+        q4, _ = make_q((S, H), "mxfp4", 128)
+        q4 = (np.ascontiguousarray(q4[0][:, :, :16]), q4[1])  # 32 elements: not for MXFP4
+        with self.assertRaisesRegex(ValueError, "last dimension must be 64 or 32"):
+            ml.fp8_fp4_mqa_logits(q4, kv, w, ks, ke)
+        cache, _ = make_cache(2, 16, "mxfp8", d=64)
+        lens = np.array([[10]] * S, np.int32)
+        table = np.zeros((S, 1), np.int32)
+        meta = ml.get_paged_mqa_logits_metadata(lens, 16, 1)
+        q128, _ = make_q((S, 1, H), "mxfp8", 128)
+        with self.assertRaisesRegex(ValueError,
+                                    "cache head_dim = 64 differs from q head_dim = 128"):
+            ml.fp8_fp4_paged_mqa_logits(q128, cache, w, lens, table, meta, 16)
 
 
 class IndexerKCache(unittest.TestCase):
@@ -817,7 +893,10 @@ class BadInput(unittest.TestCase):
             (dict(cu_seq_len_k_start=self.ks.astype(np.int64)), "cu_seq_len_k_start has dtype"),
             (dict(weights=self.w.astype(np.float64)), "weights has dtype float64"),
             (dict(weights=self.w[:, :3].copy()), "^fp8_fp4_mqa_logits: .*(weights|rows)"),  # library
-            (dict(q=(self.q[0][:, :, :64], self.q[1])), "last dimension must be 128"),
+            (dict(q=(np.ascontiguousarray(self.q[0][:, :, :96]), self.q[1])),
+             "last dimension must be 128, 64 or 32"),
+            (dict(q=(np.ascontiguousarray(self.q[0][:, :, :64]), self.q[1])),
+             "kv head_dim = 128 differs from q head_dim = 64"),
             (dict(q=(np.ascontiguousarray(self.q[0].view(np.int8)[:, :, :64]), self.q[1])),
              "kv\\[0\\] is FP8"),
             (dict(kv=(self.kv[0], self.kv[1].view(np.float32))), "kv\\[1\\] has dtype float32"),

@@ -54,8 +54,18 @@ inline constexpr int version_major = MQALOGITS_VERSION_MAJOR;
 inline constexpr int version_minor = MQALOGITS_VERSION_MINOR;
 inline constexpr int version_patch = MQALOGITS_VERSION_PATCH;
 
-// Head dimension of every row (DeepSeek-V3.2's indexer); the formats are built around it.
-inline constexpr int head_dim = 128;
+// The head dimension a format and a view have unless told otherwise (DeepSeek-V3.2's indexer).
+// Upstream also runs 64, and 32 for the FP8 formats: see block_scaled::supports_head_dim and
+// rows_view's head_dim_t constructors.
+inline constexpr int default_head_dim = 128;
+// The same value under its older name, for existing callers.
+inline constexpr int head_dim = default_head_dim;
+
+// A row's head dimension, passed to a view's constructor: rows_view(data, scales, rows,
+// head_dim_t{64}). A type of its own so it cannot be mistaken for a stride.
+struct head_dim_t {
+  int value = default_head_dim;
+};
 // Elements per UE8M0 scale block.
 inline constexpr int scale_block = 32;
 // The largest supported head count (DeepSeek-V3.2 uses 64, GLM-5 32).

@@ -123,7 +123,8 @@ owned_rows<Format> rows(engine& rng, std::int64_t n, const code_options& o = {},
   if (n > 0) {
     if constexpr (detail::has_nan_code<Format>)
       for (int i = 0; i < o.nan_codes; ++i)
-        out.set_nan_code(uniform(rng, 0, n - 1), static_cast<int>(uniform(rng, 0, 127)));
+        out.set_nan_code(uniform(rng, 0, n - 1),
+                         static_cast<int>(uniform(rng, 0, Format::head_dim - 1)));
     for (int i = 0; i < o.nan_scales; ++i)
       out.set_nan_scale(uniform(rng, 0, n - 1), static_cast<int>(uniform(rng, 0, 3)));
   }
@@ -226,8 +227,8 @@ owned_paged_cache<Format> paged_cache(engine& rng, std::int64_t num_pages, std::
   if (num_pages > 0) {
     if constexpr (detail::has_nan_code<Format>)
       for (int i = 0; i < o.nan_codes; ++i)
-        c.data(uniform(rng, 0, num_pages - 1), uniform(rng, 0, page_kv - 1))[uniform(rng, 0, 127)] =
-            0x7F;
+        c.data(uniform(rng, 0, num_pages - 1),
+               uniform(rng, 0, page_kv - 1))[uniform(rng, 0, Format::head_dim - 1)] = 0x7F;
     for (int i = 0; i < o.nan_scales; ++i)
       detail::set_nan_scale<Format>(
           c.scale(uniform(rng, 0, num_pages - 1), uniform(rng, 0, page_kv - 1)),

@@ -38,7 +38,9 @@ struct result {
   }
 };
 
-inline constexpr int dim = 128;
+// The head dim of a call is its views' (Q's; K and the cache must agree, or the reference
+// throws): 128 unless a view was given a head_dim_t.
+inline constexpr int default_dim = 128;
 
 // ---- decoders (the OCP bit layouts), written from the bit layouts, not from the library's tables
 // ----
@@ -81,50 +83,53 @@ inline double weight(ml::fp16 w) {
   return sign * (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
 }
 
+// The three formats by what they are (any head-dim binding of each).
+template <class Format>
+inline constexpr bool is_fp4 = std::is_same_v<typename Format::data_type, ml::float_e2m1>;
+template <class Format>
+inline constexpr bool is_per_token =
+    std::is_same_v<typename Format::scale_type, ml::fp32_row_scale>;
+
 // Element i of a row, before scaling.
 template <class Format>
 double code(const std::uint8_t* data, int i) {
-  if constexpr (std::is_same_v<Format, ml::mxfp8>) {
+  if constexpr (!is_fp4<Format>) {
     return e4m3(data[i]);
   } else {
-    static_assert(std::is_same_v<Format, ml::mxfp4>, "ref: MXFP8 or MXFP4 only");
     const std::uint8_t byte = data[i / 2];
     return e2m1(static_cast<std::uint8_t>(i % 2 == 0 ? byte & 0xF : byte >> 4));
   }
 }
 
-// One dequantised row: code(i) * 2^(scale[i / 32] - 127).
+// One dequantised row of `dim` elements. MX: code(i) * 2^(scale[i / 32] - 127).
+// fp8_per_token: e4m3 code x one float32 per row, assembled byte by byte (little-endian); a
+// null scale pointer (Q, whose scale upstream folds into the weights) is 1.
 template <class Format>
-std::vector<double> row(const std::uint8_t* data, const std::uint8_t* scales) {
-  std::vector<double> out(dim);
-  for (int i = 0; i < dim; ++i) out[i] = code<Format>(data, i) * ue8m0(scales[i / 32]);
-  return out;
-}
-
-// ---- fp8_per_token: e4m3 code x one float32 per row, assembled byte by byte
-// (little-endian); a null scale pointer (Q, whose scale upstream folds into the weights) is 1.
-template <>
-inline std::vector<double> row<ml::fp8_per_token>(const std::uint8_t* data,
-                                                  const std::uint8_t* scales) {
-  double s = 1.0;
-  if (scales)
-    s = std::bit_cast<float>(std::uint32_t{scales[0]} | std::uint32_t{scales[1]} << 8 |
-                             std::uint32_t{scales[2]} << 16 | std::uint32_t{scales[3]} << 24);
-  std::vector<double> out(dim);
-  for (int i = 0; i < dim; ++i) out[i] = e4m3(data[i]) * s;
+std::vector<double> row(const std::uint8_t* data, const std::uint8_t* scales,
+                        int dim = default_dim) {
+  std::vector<double> out(static_cast<std::size_t>(dim));
+  if constexpr (is_per_token<Format>) {
+    double s = 1.0;
+    if (scales)
+      s = std::bit_cast<float>(std::uint32_t{scales[0]} | std::uint32_t{scales[1]} << 8 |
+                               std::uint32_t{scales[2]} << 16 | std::uint32_t{scales[3]} << 24);
+    for (int i = 0; i < dim; ++i) out[i] = e4m3(data[i]) * s;
+  } else {
+    for (int i = 0; i < dim; ++i) out[i] = code<Format>(data, i) * ue8m0(scales[i / 32]);
+  }
   return out;
 }
 
 namespace detail {
 
-// All of Q decoded once: [q.rows, 128].
+// All of Q decoded once: [q.rows, q.head_dim].
 template <class Format>
 std::vector<double> decode_all(const ml::rows_view<Format>& q) {
   std::vector<double> out;
-  out.reserve(static_cast<std::size_t>(q.rows) * dim);
+  out.reserve(static_cast<std::size_t>(q.rows * q.head_dim));
   for (std::int64_t r = 0; r < q.rows; ++r) {
-    const auto v =
-        row<Format>(q.data + r * q.data_stride, q.scales ? q.scales + r * q.scale_stride : nullptr);
+    const auto v = row<Format>(q.data + r * q.data_stride,
+                               q.scales ? q.scales + r * q.scale_stride : nullptr, q.head_dim);
     out.insert(out.end(), v.begin(), v.end());
   }
   return out;
@@ -135,6 +140,7 @@ template <class W, class KeyFn>
 void fill_row(result& res, std::int64_t r, const std::vector<double>& qd,
               const ml::matrix_view<const W>& w, KeyFn&& key_of) {
   const std::int64_t H = w.cols;
+  const auto dim = static_cast<std::int64_t>(qd.size()) / std::max<std::int64_t>(1, res.rows * H);
   for (std::int64_t c = 0; c < res.cols; ++c) {
     const std::size_t o = static_cast<std::size_t>(r * res.cols + c);
     std::vector<double> k;
@@ -147,7 +153,10 @@ void fill_row(result& res, std::int64_t r, const std::vector<double>& qd,
     for (std::int64_t h = 0; h < H; ++h) {
       const double* qh = qd.data() + (r * H + h) * dim;
       double dot = 0.0, abs_dot = 0.0;
-      for (int i = 0; i < dim; ++i) {
+      if (static_cast<std::int64_t>(k.size()) != dim)
+        throw std::logic_error("ref: a key of " + std::to_string(k.size()) + " elements, Q has " +
+                               std::to_string(dim));
+      for (std::int64_t i = 0; i < dim; ++i) {
         dot += qh[i] * k[i];
         abs_dot += std::fabs(qh[i] * k[i]);
       }
@@ -171,7 +180,11 @@ inline result make(std::int64_t rows, std::int64_t cols) {
 }
 
 template <class Format, class W>
-void check_q(const char* where, const ml::rows_view<Format>& q, const ml::matrix_view<const W>& w) {
+void check_q(const char* where, const ml::rows_view<Format>& q, const ml::matrix_view<const W>& w,
+             int k_head_dim) {
+  if (q.head_dim != k_head_dim)
+    throw std::logic_error(std::string(where) + ": q head_dim " + std::to_string(q.head_dim) +
+                           ", keys " + std::to_string(k_head_dim));
   if (q.rows != w.rows * w.cols)
     throw std::logic_error(std::string(where) + ": q has " + std::to_string(q.rows) +
                            " rows, weights are [" + std::to_string(w.rows) + ", " +
@@ -198,9 +211,10 @@ std::vector<double> paged_key(const char* where, const ml::paged_cache_view<Form
   const std::int64_t page = read_page(where, cache, table, trow, p / cache.page_kv);
   const std::int64_t slot = p % cache.page_kv;
   const std::uint8_t* base = cache.base + page * cache.page_stride;
-  return row<Format>(
-      base + slot * Format::data_bytes,
-      base + std::int64_t{cache.page_kv} * Format::data_bytes + slot * Format::scale_bytes);
+  const std::int64_t data_bytes = cache.head_dim * Format::data_type::bits / 8;
+  return row<Format>(base + slot * data_bytes,
+                     base + std::int64_t{cache.page_kv} * data_bytes + slot * Format::scale_bytes,
+                     cache.head_dim);
 }
 
 inline std::int64_t floor_mod(std::int64_t a, std::int64_t b) {
@@ -219,7 +233,7 @@ template <class Format, class W>
 result dense(const ml::rows_view<Format>& q, const ml::rows_view<Format>& kv,
              ml::matrix_view<const W> w, std::span<const std::int32_t> ks,
              std::span<const std::int32_t> ke, std::int64_t max_seqlen_k) {
-  detail::check_q("ref::dense", q, w);
+  detail::check_q("ref::dense", q, w, kv.head_dim);
   const std::int64_t N = kv.rows;
   const bool full = max_seqlen_k == 0;
   result res = detail::make(w.rows, full ? N : max_seqlen_k);
@@ -229,7 +243,7 @@ result dense(const ml::rows_view<Format>& q, const ml::rows_view<Format>& kv,
     detail::fill_row(res, r, qd, w, [&](std::int64_t c, std::vector<double>& k) {
       const std::int64_t t = full ? c : s + c;
       if (t < 0 || t < s || t >= e) return false;
-      k = row<Format>(kv.data + t * kv.data_stride, kv.scales + t * kv.scale_stride);
+      k = row<Format>(kv.data + t * kv.data_stride, kv.scales + t * kv.scale_stride, kv.head_dim);
       return true;
     });
   }
@@ -242,7 +256,7 @@ template <class Format, class W>
 result paged(const ml::rows_view<Format>& q, const ml::paged_cache_view<Format>& cache,
              ml::matrix_view<const W> w, ml::matrix_view<const std::int32_t> context_lens,
              ml::matrix_view<const std::int32_t> block_table, std::int64_t max_context_len) {
-  detail::check_q("ref::paged", q, w);
+  detail::check_q("ref::paged", q, w, cache.head_dim);
   const std::int64_t next_n = context_lens.cols;
   result res = detail::make(context_lens.rows * next_n, max_context_len);
   const auto qd = detail::decode_all(q);
@@ -268,7 +282,7 @@ result sparse(const ml::rows_view<Format>& q, const ml::rows_view<Format>& kv,
               ml::matrix_view<const W> w, std::span<const std::int32_t> ks,
               std::span<const std::int32_t> ke, std::int64_t num_kv_tokens,
               ml::matrix_view<const std::int32_t> idx, std::int64_t B, bool unaligned = false) {
-  detail::check_q("ref::sparse", q, w);
+  detail::check_q("ref::sparse", q, w, kv.head_dim);
   const std::int64_t cap = idx.cols;
   result res = detail::make(idx.rows, cap * B);
   const auto qd = detail::decode_all(q);
@@ -287,7 +301,7 @@ result sparse(const ml::rows_view<Format>& q, const ml::rows_view<Format>& kv,
       if (blk >= nb || idx(r, blk) < 0) return false;
       const std::int64_t t = std::int64_t{idx(r, blk)} * B + shift + c % B;
       if (t < s || t >= e) return false;
-      k = row<Format>(kv.data + t * kv.data_stride, kv.scales + t * kv.scale_stride);
+      k = row<Format>(kv.data + t * kv.data_stride, kv.scales + t * kv.scale_stride, kv.head_dim);
       return true;
     });
   }
@@ -302,7 +316,7 @@ result paged_sparse(const ml::rows_view<Format>& q, const ml::paged_cache_view<F
                     ml::matrix_view<const W> w, std::span<const std::int32_t> lens,
                     ml::matrix_view<const std::int32_t> table,
                     ml::matrix_view<const std::int32_t> idx, std::int64_t B) {
-  detail::check_q("ref::paged_sparse", q, w);
+  detail::check_q("ref::paged_sparse", q, w, cache.head_dim);
   const std::int64_t cap = idx.cols;
   result res = detail::make(idx.rows, cap * B);
   const auto qd = detail::decode_all(q);

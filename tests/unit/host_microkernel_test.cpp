@@ -331,6 +331,47 @@ TEMPLATE_LIST_TEST_CASE("host micro-kernels: every compiled path against the ref
   check_isa<TestType>();
 }
 
+// Head dims 64 and 32 (32 for the FP8 formats) on every compiled path: the decoders, the
+// micro-kernels and their register blockings are compiled per head dim.
+TEMPLATE_LIST_TEST_CASE("host micro-kernels: head dims 64 and 32 on every compiled path",
+                        "[host][microkernel][head_dim]", hb::compiled_isas) {
+  using I = TestType;
+  for (std::int64_t H : {1, 9, 17, 40, 64}) {
+    const auto seed = 300 + static_cast<std::uint64_t>(H);
+    dense_case<I, ml::mxfp8::with_head_dim<64>, float>(seed, H, 3, 45);
+    dense_case<I, ml::mxfp8::with_head_dim<32>, ml::bf16>(seed, H, 3, 45);
+    dense_case<I, ml::mxfp4::with_head_dim<64>, float>(seed, H, 3, 45);
+    dense_case<I, ml::fp8_per_token::with_head_dim<64>, ml::bf16>(seed, H, 3, 45);
+    dense_case<I, ml::fp8_per_token::with_head_dim<32>, float>(seed, H, 3, 45);
+  }
+  dense_case<I, ml::mxfp8::with_head_dim<32>, float>(8, 24, 4, 100, 3, 2);  // NaN reaches logits
+  check_paged_and_sparse<I, ml::mxfp8::with_head_dim<32>>();
+  check_paged_and_sparse<I, ml::mxfp4::with_head_dim<64>>();
+  check_paged_and_sparse<I, ml::fp8_per_token::with_head_dim<64>>();
+
+  // MXFP4 rows of 64 whose two block exponents fold (within 2 of each other) and rows that do
+  // not, mixed in one key group: the folded and the per-block int8 kernels at D = 64.
+  using G = ml::mxfp4::with_head_dim<64>;
+  std::mt19937_64 rng(64);
+  const std::int64_t H = 12, num_q = 3, N = 50;
+  ref::rand::code_options near;
+  near.scale_lo = 120;
+  near.scale_hi = 122;
+  auto q = ref::rand::rows<G>(rng, num_q * H, near);
+  auto kv = ref::rand::rows<G>(rng, N, near);
+  for (std::int64_t t = 0; t < N; t += 3) kv.scale(t)[1] = 131;      // these keys do not fold
+  for (std::int64_t r = 0; r < num_q * H; ++r) q.scale(r)[3] = 255;  // unused: never read
+  auto w = ref::rand::weights<float>(rng, num_q, H);
+  const std::vector<std::int32_t> ks(num_q, 0), ke(num_q, static_cast<std::int32_t>(N));
+  const ml::dense_plan<G> plan(kv.view(), ks, ke, N);
+  ml::logits_buffer<float> out(num_q, N);
+  run_on<I>(q.view(), plan, w.view(), out);
+  const auto expected = ref::dense(q.view(), kv.view(), w.view(), std::span<const std::int32_t>(ks),
+                                   std::span<const std::int32_t>(ke), N);
+  INFO(isa_label<I>() << ", MXFP4 D = 64, folded and per-block keys");
+  CHECK(check::against(out, expected) == "");
+}
+
 TEMPLATE_LIST_TEST_CASE("host micro-kernels: int8 dot products in each ISA's own encoding",
                         "[host][microkernel]", hb::compiled_isas) {
   check_dot4<TestType>();

@@ -21,7 +21,7 @@ static_assert(std::is_trivially_copyable_v<ml::paged_cache_view<ml::mxfp4>>);
 static_assert(std::is_trivially_copyable_v<ml::matrix_view<const float>>);
 static_assert(std::is_trivially_copyable_v<ml::matrix_view<ml::bf16>>);
 static_assert(std::is_trivially_copyable_v<ml::bf16>);
-static_assert(sizeof(ml::rows_view<ml::mxfp8>) == 2 * sizeof(void*) + 3 * sizeof(std::int64_t));
+static_assert(sizeof(ml::rows_view<ml::mxfp8>) <= 2 * sizeof(void*) + 4 * sizeof(std::int64_t));
 static_assert(sizeof(ml::matrix_view<float>) == sizeof(void*) + 3 * sizeof(std::int64_t));
 static_assert(sizeof(ml::paged_cache_view<ml::mxfp4>) <= sizeof(void*) + 3 * sizeof(std::int64_t));
 static_assert(sizeof(ml::bf16) == 2 && alignof(ml::bf16) == 2);

@@ -12,7 +12,7 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
-// q: [num_q * H] rows; kv: [N] rows; weights: [num_q, H]; ks, ke: [num_q].
+// q: [num_q * H] rows; kv: [N] rows of q's head dim; weights: [num_q, H]; ks, ke: [num_q].
 // max_seqlen_k > 0: out is [num_q, max_seqlen_k], column j = token ks[q] + j.
 // max_seqlen_k == 0 (upstream's full-width mode): out is [num_q, N], column j = token j.
 // A column is valid iff its token t satisfies max(ks, 0) <= t < min(ke, N); others are -inf.
@@ -38,6 +38,7 @@ void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<For
   const dense_plan<Format, index_value_of<KS>> plan(kv, ks, ke, max_seqlen_k);
   auto output = to_output_policy(out, opt);
   detail::check_q_weights_out(where, q, w, output, rows, plan.num_cols());
+  detail::check_same_head_dim(where, "kv", kv.head_dim, q.head_dim);
   detail::check_no_overlap(
       where, output,
       {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),

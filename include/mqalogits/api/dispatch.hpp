@@ -17,11 +17,16 @@
 MQALOGITS_NAMESPACE_BEGIN
 namespace detail {
 
+// The kernels are compiled per head dim: Q is handed over as its format bound to its rows' head
+// dim (checked supported, and equal to K's, by the entry point); the plan's keys are addresses,
+// whatever the head dim.
 template <class Backend, class Format, class Plan, class W, class Output>
 void dispatch(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
               Output& output, const options& opt) {
   static_assert(is_backend_v<Backend>, "mqalogits: the first argument must be a backend tag");
-  backend_kernels<Backend>::run(q, plan, w, output, opt);
+  with_head_dim_of<Format>(q.head_dim, [&]<class F>() {
+    backend_kernels<Backend>::run(rebind_rows<F>(q), plan, w, output, opt);
+  });
 }
 
 }  // namespace detail

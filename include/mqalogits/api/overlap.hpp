@@ -49,7 +49,7 @@ byte_range range_of(const char* name, std::span<const I> s) {
 template <class Format>
 byte_range data_range_of(const char* name, const rows_view<Format>& v) {
   if (v.rows <= 0) return {name, 0, 0};
-  return make_range(name, v.data, (v.rows - 1) * v.data_stride + Format::data_bytes);
+  return make_range(name, v.data, (v.rows - 1) * v.data_stride + v.data_bytes());
 }
 template <class Format>
 byte_range scale_range_of(const char* name, const rows_view<Format>& v) {
@@ -59,9 +59,9 @@ byte_range scale_range_of(const char* name, const rows_view<Format>& v) {
 template <class Format>
 byte_range range_of(const char* name, const paged_cache_view<Format>& c) {
   if (c.num_pages <= 0) return {name, 0, 0};
-  return make_range(name, c.base,
-                    (c.num_pages - 1) * c.page_stride +
-                        std::int64_t{c.page_kv} * paged_cache_view<Format>::token_bytes);
+  return make_range(
+      name, c.base,
+      (c.num_pages - 1) * c.page_stride + std::int64_t{c.page_kv} * c.bytes_per_token());
 }
 
 // Throws when the output's bytes meet any input's. The output is the call's output policy: one

@@ -84,6 +84,7 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
   // A slot-translating top-k writes block_table[b, pos / page_kv] * page_kv + pos % page_kv.
   auto output = detail::paged_output_policy(out, opt, block_table, cache.page_kv, next_n);
   detail::check_q_weights_out(where, q, w, output, B * next_n, max_context_len);
+  detail::check_same_head_dim(where, "cache", cache.head_dim, q.head_dim);
   if constexpr (std::is_same_v<Out, topk_selection<topk_index::slot_t>>)
     require(cache.num_pages <= (std::int64_t{INT32_MAX} + 1) / cache.page_kv, where, [&](auto& m) {
       m << "top-k slots of " << cache.num_pages << " pages x page_kv " << cache.page_kv

@@ -11,10 +11,11 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
-// q: [num_q * H] rows; weights: [num_q, H]; out: [num_q, cap * B]. With the reread protocol each
-// call reads the selected tokens of `cache` (which must have the metadata's page_kv and a page for
-// every block-table entry the selection reads); with the snapshot protocol the first call gathers
-// them into the metadata and later calls reuse that snapshot without reading `cache`.
+// q: [num_q * H] rows (of the cache's head dim); weights: [num_q, H]; out: [num_q, cap * B]. With
+// the reread protocol each call reads the selected tokens of `cache` (which must have the
+// metadata's page_kv and a page for every block-table entry the selection reads); with the snapshot
+// protocol the first call gathers them into the metadata and later calls reuse that snapshot
+// without reading `cache`.
 template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
 void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
                                      const paged_cache_view<Format>& cache, matrix_view<WT> weights,
@@ -29,6 +30,7 @@ void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
   detail::check_cache(where, cache);
   auto output = to_output_policy(out, opt);
   detail::check_q_weights_out(where, q, w, output, metadata.num_rows(), metadata.num_cols());
+  detail::check_same_head_dim(where, "cache", cache.head_dim, q.head_dim);
   detail::check_no_overlap(where, output,
                            {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
                             detail::range_of("cache", cache), detail::range_of("weights", w)});

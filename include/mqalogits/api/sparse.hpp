@@ -10,8 +10,8 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
-// q: [num_q * H] rows; kv: at least metadata.num_kv_tokens() rows; weights: [num_q, H];
-// out: [num_q, cap * B]. The selection, ks and ke come from the metadata.
+// q: [num_q * H] rows; kv: at least metadata.num_kv_tokens() rows of q's head dim; weights: [num_q,
+// H]; out: [num_q, cap * B]. The selection, ks and ke come from the metadata.
 template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
 void fp8_fp4_sparse_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<Format>& kv,
                                matrix_view<WT> weights, const sparse_mqa_metadata& metadata,
@@ -28,6 +28,7 @@ void fp8_fp4_sparse_mqa_logits(Backend, const rows_view<Format>& q, const rows_v
   detail::check_rows(where, "kv", kv, kv.rows);
   auto output = to_output_policy(out, opt);
   detail::check_q_weights_out(where, q, w, output, metadata.num_rows(), metadata.num_cols());
+  detail::check_same_head_dim(where, "kv", kv.head_dim, q.head_dim);
   detail::check_no_overlap(
       where, output,
       {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <type_traits>
 
 #include "../config.hpp"
@@ -32,22 +33,42 @@ concept weight_input = weight_element<std::remove_const_t<T>>;
 
 namespace detail {
 
+// A view's head dim is one the format has kernels for: 128, 64, or 32 for the FP8 formats.
+template <class Format>
+void check_head_dim(const char* where, const char* name, int head_dim) {
+  require(has_head_dim<Format>(head_dim), where, [&](auto& m) {
+    m << name << " head_dim = " << head_dim << " is not supported by " << Format::name << " ("
+      << (!head_dim_rebindable<Format>    ? std::to_string(Format::head_dim)
+          : Format::supports_head_dim(32) ? std::string("128, 64 or 32")
+                                          : std::string("128 or 64"))
+      << ")";
+  });
+}
+
+// K (or the cache) must have Q's head dim: the dot products run over one length.
+inline void check_same_head_dim(const char* where, const char* name, int head_dim, int q_head_dim) {
+  require(head_dim == q_head_dim, where, [&](auto& m) {
+    m << name << " head_dim = " << head_dim << " differs from q head_dim = " << q_head_dim;
+  });
+}
+
 template <class Format>
 void check_rows(const char* where, const char* name, const rows_view<Format>& v,
                 std::int64_t expected_rows) {
+  check_head_dim<Format>(where, name, v.head_dim);
   require(v.rows == expected_rows, where,
           [&](auto& m) { m << name << " has " << v.rows << " rows, expected " << expected_rows; });
   require(v.rows == 0 || (v.data && (v.scales || scales_optional_v<Format>)), where, [&](auto& m) {
     m << name << (v.data ? " scales" : " data") << " is null with " << v.rows << " rows";
   });
-  require(v.data_stride >= Format::data_bytes, where, [&](auto& m) {
-    m << name << " data stride " << v.data_stride << " < row size " << Format::data_bytes;
+  require(v.data_stride >= v.data_bytes(), where, [&](auto& m) {
+    m << name << " data stride " << v.data_stride << " < row size " << v.data_bytes();
   });
   require(v.scale_stride >= Format::scale_bytes, where, [&](auto& m) {
     m << name << " scale stride " << v.scale_stride << " < row size " << Format::scale_bytes;
   });
   // One check per stride, so the message names the stride that overflows.
-  require(extent_fits(v.rows, v.data_stride, Format::data_bytes), where, [&](auto& m) {
+  require(extent_fits(v.rows, v.data_stride, v.data_bytes()), where, [&](auto& m) {
     m << name << " data byte extent overflows: " << v.rows << " rows x stride " << v.data_stride;
   });
   require(extent_fits(v.rows, v.scale_stride, Format::scale_bytes), where, [&](auto& m) {
@@ -81,11 +102,12 @@ void check_span(const char* where, const char* name, std::span<const I> s, std::
 
 template <class Format>
 void check_cache(const char* where, const paged_cache_view<Format>& c) {
+  check_head_dim<Format>(where, "cache", c.head_dim);
   require(c.num_pages >= 0, where, [&](auto& m) { m << "cache num_pages = " << c.num_pages; });
   require(c.num_pages == 0 || c.base, where,
           [&](auto& m) { m << "cache is null with " << c.num_pages << " pages"; });
   require(c.page_kv >= 1, where, [&](auto& m) { m << "cache page_kv = " << c.page_kv; });
-  const std::int64_t page_bytes = std::int64_t{c.page_kv} * paged_cache_view<Format>::token_bytes;
+  const std::int64_t page_bytes = std::int64_t{c.page_kv} * c.bytes_per_token();
   require(c.page_stride >= page_bytes, where, [&](auto& m) {
     m << "cache page_stride " << c.page_stride << " < page_kv * token_bytes = " << page_bytes;
   });

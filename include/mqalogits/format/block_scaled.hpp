@@ -1,7 +1,13 @@
-// The format axis: a row of head_dim elements stored as codes of one data codec, with one scale
+// The format axis: a row of HeadDim elements stored as codes of one data codec, with one scale
 // per block of ScaleBlock elements from one scale codec. Every format the kernels read is a point
 // on this template (mx.hpp, fp8_per_token.hpp); views, quantizers, decoders and backends ask it
 // for what they need (sizes, capabilities), never which format it is.
+//
+// The head dim is part of the format type, so every kernel is compiled for its row length
+// (DeepGEMM instantiates its kernels per head dim the same way). A named format (mxfp8, mxfp4,
+// fp8_per_token) has head dim 128; Format::with_head_dim<D> is the same format with rows of D.
+// Views carry the head dim of their rows at run time, and the entry points pick the kernel of
+// that D.
 #pragma once
 
 #include <concepts>
@@ -11,17 +17,30 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
-template <class Data, class Scale, int ScaleBlock>
+// Head dims upstream supports for a data codec of `bits` per code (32 only with one code per
+// byte).
+constexpr bool head_dim_supported(int d, int bits) {
+  return d == 128 || d == 64 || (d == 32 && bits == 8);
+}
+
+template <class Data, class Scale, int ScaleBlock, int HeadDim = default_head_dim>
 struct block_scaled {
   using data_type = Data;    // the element codec: float_e4m3, float_e2m1
   using scale_type = Scale;  // the scale codec: ue8m0_block_scales, fp32_row_scale
-  static_assert(head_dim % ScaleBlock == 0, "mqalogits: a scale block must divide the head dim");
-  static_assert(head_dim * Data::bits % 8 == 0, "mqalogits: a row must fill whole bytes");
 
-  static constexpr int scale_block = ScaleBlock;        // elements per scale
-  static constexpr int blocks = head_dim / ScaleBlock;  // scales per row
-  static constexpr int data_bytes = head_dim * Data::bits / 8;
-  // The scale field is 4 bytes for every format (upstream holds it as one int32 per row).
+  static constexpr bool supports_head_dim(int d) { return head_dim_supported(d, Data::bits); }
+  static_assert(head_dim_supported(HeadDim, Data::bits),
+                "mqalogits: head dims are 128, 64 and 32 (32 for the FP8 formats only)");
+  static_assert(HeadDim % ScaleBlock == 0, "mqalogits: a scale block must divide the head dim");
+
+  static constexpr int head_dim = HeadDim;             // elements per row
+  static constexpr int scale_block = ScaleBlock;       // elements per scale
+  static constexpr int blocks = HeadDim / ScaleBlock;  // scales per row
+  static constexpr int data_bytes = HeadDim * Data::bits / 8;
+  // Data bytes of a row of d elements (a view's run-time head dim).
+  static constexpr int data_bytes_for(int d) { return d * Data::bits / 8; }
+  // The scale field is 4 bytes for every format and head dim (upstream holds it as one int32 per
+  // row; a row of 64 MX elements uses its first 2 bytes, one of 32 its first byte).
   static constexpr int scale_bytes = 4;
   static_assert(blocks <= scale_bytes, "mqalogits: a row's scales must fit its 4-byte field");
 
@@ -35,11 +54,6 @@ struct block_scaled {
   // The scale pointer types a view of this format accepts.
   template <class Storage>
   static constexpr bool accepts_scale_storage = Scale::template accepts_storage<Storage>;
-  // Head dims upstream supports for this data type (32 only with one code per byte).
-  static constexpr bool supports_head_dim(int d) {
-    return d == 128 || d == 64 || (d == 32 && Data::bits == 8);
-  }
-
   static constexpr float element(const std::uint8_t* data, int i) { return Data::element(data, i); }
   static float block_scale(const std::uint8_t* scales, int b) { return Scale::value(scales, b); }
 
@@ -61,9 +75,40 @@ concept row_format = requires(const std::uint8_t* p, float* out) {
   { F::data_bytes } -> std::convertible_to<int>;
   { F::scale_bytes } -> std::convertible_to<int>;
   { F::blocks } -> std::convertible_to<int>;
+  { F::head_dim } -> std::convertible_to<int>;
   { F::name } -> std::convertible_to<const char*>;
   F::decode_row(p, p, out);
 };
+
+// Formats that name their other head-dim bindings (mxfp8, mxfp4, fp8_per_token); a format
+// written on block_scaled without with_head_dim has its own head dim only.
+template <class F>
+concept head_dim_rebindable = requires {
+  typename F::template with_head_dim<F::head_dim>;
+};
+
+// Whether rows of d elements can be read as Format: a head dim it has kernels for.
+template <class F>
+constexpr bool has_head_dim(int d) {
+  if constexpr (head_dim_rebindable<F>)
+    return F::supports_head_dim(d);
+  else
+    return d == F::head_dim;
+}
+
+// Calls fn.template operator()<Format::with_head_dim<d>>() for the head dim d of a call's rows
+// (checked has_head_dim before): one compiled kernel per head dim, chosen once per call.
+template <class Format, class Fn>
+decltype(auto) with_head_dim_of(int d, Fn&& fn) {
+  if constexpr (!head_dim_rebindable<Format>) {
+    return fn.template operator()<Format>();
+  } else {
+    if constexpr (Format::supports_head_dim(32))
+      if (d == 32) return fn.template operator()<typename Format::template with_head_dim<32>>();
+    if (d == 64) return fn.template operator()<typename Format::template with_head_dim<64>>();
+    return fn.template operator()<typename Format::template with_head_dim<128>>();
+  }
+}
 
 // True for formats whose rows may come without scales (a null scale pointer reads as scale 1),
 // e.g. fp8_per_token's Q, whose scale upstream folds into the weights.

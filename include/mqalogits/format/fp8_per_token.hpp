@@ -13,13 +13,19 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
-// One scale block spanning the whole row. decode_row rounds code x scale once in fp32 (exact
-// when the scale has at most 20 significant bits).
-struct fp8_per_token : block_scaled<float_e4m3, fp32_row_scale, head_dim> {
+// One scale block spanning the whole row (of 128, 64 or 32 elements). decode_row rounds code x
+// scale once in fp32 (exact when the scale has at most 20 significant bits).
+template <int HeadDim = default_head_dim>
+struct fp8_per_token_format : block_scaled<float_e4m3, fp32_row_scale, HeadDim, HeadDim> {
   static constexpr const char* name = "FP8 per-token";
+  template <int D>
+  using with_head_dim = fp8_per_token_format<D>;
   // The row's scale; 1 when `scales` is null.
   static float scale(const std::uint8_t* scales) { return fp32_row_scale::value(scales, 0); }
 };
+
+// The name users write: rows of 128 codes + one float32 (132 bytes).
+using fp8_per_token = fp8_per_token_format<>;
 
 static_assert(row_format<fp8_per_token>);
 

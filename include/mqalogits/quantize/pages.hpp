@@ -20,16 +20,18 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
-// Bytes one page of Format uses (page_kv tokens); a page stride may be larger (padding).
+// Bytes one page of Format uses (page_kv tokens of Format::head_dim, or of `dim`); a page stride
+// may be larger (padding).
 template <class Format>
-constexpr std::int64_t page_bytes(std::int32_t page_kv) {
-  return std::int64_t{page_kv} * (Format::data_bytes + Format::scale_bytes);
+constexpr std::int64_t page_bytes(std::int32_t page_kv, head_dim_t dim = {Format::head_dim}) {
+  return std::int64_t{page_kv} * (Format::data_bytes_for(dim.value) + Format::scale_bytes);
 }
 // page_bytes rounded up to a multiple of `alignment` bytes (upstream pads to 512); page_kv >= 1
 // and alignment >= 1, else mqalogits::error.
 template <class Format>
-constexpr std::int64_t aligned_page_stride(std::int32_t page_kv, std::int64_t alignment = 512) {
-  const std::int64_t bytes = page_bytes<Format>(page_kv);
+constexpr std::int64_t aligned_page_stride(std::int32_t page_kv, head_dim_t dim,
+                                           std::int64_t alignment = 512) {
+  const std::int64_t bytes = page_bytes<Format>(page_kv, dim);
   detail::require(page_kv >= 1 && alignment >= 1 && alignment <= INT64_MAX - bytes,
                   "aligned_page_stride", [&](auto& m) {
                     m << "page_kv = " << page_kv << ", alignment = " << alignment
@@ -37,14 +39,20 @@ constexpr std::int64_t aligned_page_stride(std::int32_t page_kv, std::int64_t al
                   });
   return (bytes + alignment - 1) / alignment * alignment;
 }
+template <class Format>
+constexpr std::int64_t aligned_page_stride(std::int32_t page_kv, std::int64_t alignment = 512) {
+  return aligned_page_stride<Format>(page_kv, head_dim_t{Format::head_dim}, alignment);
+}
 
-// A writable paged cache: the same layout as paged_cache_view, over the engine's own bytes.
+// A writable paged cache: the same layout as paged_cache_view, over the engine's own bytes
+// (tokens of Format::head_dim elements unless a head_dim_t is given, as for the view).
 template <class Format>
 struct mutable_paged_cache {
   std::uint8_t* base = nullptr;  // [num_pages, page_stride] bytes
   std::int64_t num_pages = 0;
   std::int32_t page_kv = 64;
   std::int64_t page_stride = 0;
+  int head_dim = Format::head_dim;
 
   constexpr mutable_paged_cache() = default;
   mutable_paged_cache(void* cache, std::int64_t pages, std::int32_t tokens_per_page,
@@ -53,16 +61,25 @@ struct mutable_paged_cache {
         num_pages(pages),
         page_kv(tokens_per_page),
         page_stride(page_stride_bytes ? page_stride_bytes : page_bytes<Format>(tokens_per_page)) {}
+  mutable_paged_cache(void* cache, std::int64_t pages, std::int32_t tokens_per_page, head_dim_t dim,
+                      std::int64_t page_stride_bytes = 0)
+      : base(static_cast<std::uint8_t*>(cache)),
+        num_pages(pages),
+        page_kv(tokens_per_page),
+        page_stride(page_stride_bytes ? page_stride_bytes
+                                      : page_bytes<Format>(tokens_per_page, dim)),
+        head_dim(dim.value) {}
 
+  std::int64_t data_bytes() const { return Format::data_bytes_for(head_dim); }
   std::uint8_t* data(std::int64_t page, std::int64_t slot) const {
-    return base + page * page_stride + slot * Format::data_bytes;
+    return base + page * page_stride + slot * data_bytes();
   }
   std::uint8_t* scale(std::int64_t page, std::int64_t slot) const {
-    return base + page * page_stride + std::int64_t{page_kv} * Format::data_bytes +
+    return base + page * page_stride + std::int64_t{page_kv} * data_bytes() +
            slot * Format::scale_bytes;
   }
   paged_cache_view<Format> view() const {
-    return paged_cache_view<Format>(base, num_pages, page_kv, page_stride);
+    return paged_cache_view<Format>(base, num_pages, page_kv, head_dim_t{head_dim}, page_stride);
   }
 };
 
@@ -71,22 +88,21 @@ namespace detail {
 template <class Format, class Slot>
 void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int64_t rows,
                         const mutable_paged_cache<Format>& cache) {
+  check_head_dim<Format>(where, "cache", cache.head_dim);
+  const std::int64_t used = page_bytes<Format>(cache.page_kv, head_dim_t{cache.head_dim});
   require(static_cast<std::int64_t>(slots.size()) == rows, where, [&](auto& m) {
     m << "slot_mapping has " << slots.size() << " entries for " << rows << " tokens";
   });
-  require(cache.page_kv >= 1 && cache.num_pages >= 0 &&
-              cache.page_stride >= page_bytes<Format>(cache.page_kv) &&
+  require(cache.page_kv >= 1 && cache.num_pages >= 0 && cache.page_stride >= used &&
               (cache.num_pages == 0 || cache.base),
           where, [&](auto& m) {
             m << "cache: " << cache.num_pages << " pages of " << cache.page_kv
-              << " tokens, page_stride " << cache.page_stride
-              << " (needs >= " << page_bytes<Format>(cache.page_kv) << ")";
+              << " tokens, page_stride " << cache.page_stride << " (needs >= " << used << ")";
           });
-  require(extent_fits(cache.num_pages, cache.page_stride, page_bytes<Format>(cache.page_kv)), where,
-          [&](auto& m) {
-            m << "cache byte extent overflows: " << cache.num_pages << " pages x stride "
-              << cache.page_stride;
-          });
+  require(extent_fits(cache.num_pages, cache.page_stride, used), where, [&](auto& m) {
+    m << "cache byte extent overflows: " << cache.num_pages << " pages x stride "
+      << cache.page_stride;
+  });
   std::int64_t capacity = 0;
   require(!__builtin_mul_overflow(cache.num_pages, std::int64_t{cache.page_kv}, &capacity), where,
           [&](auto& m) {
@@ -108,10 +124,10 @@ void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int
 
 }  // namespace detail
 
-// Quantises k [n, 128] (fp32 or bf16) straight into the cache: token i to slot_mapping[i]
-// (int32 or int64; negative = skip). Every argument is checked before any byte is written.
-// `scaling` picks fp8_per_token's scale rule; vllm_indexer_k_scaling() writes the bytes vLLM's
-// indexer_k_quant_and_cache writes.
+// Quantises k [n, D] (fp32 or bf16; D the cache's head dim) straight into the cache: token i to
+// slot_mapping[i] (int32 or int64; negative = skip). Every argument is checked before any byte is
+// written. `scaling` picks fp8_per_token's scale rule; vllm_indexer_k_scaling() writes the bytes
+// vLLM's indexer_k_quant_and_cache writes.
 template <class Format, class T, class Slot, std::size_t Extent>
 requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<
          std::remove_const_t<Slot>>) void store_into_pages(matrix_view<T> k,
@@ -120,18 +136,24 @@ requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<
                                                            const per_token_scaling& scaling = {}) {
   constexpr const char* where = "store_into_pages";
   detail::check_scaling<Format>(where, scaling);
+  detail::check_head_dim<Format>(where, "cache", cache.head_dim);
   detail::require(
-      k.cols == head_dim && k.rows >= 0 && k.stride >= k.cols && (k.rows == 0 || k.data), where,
-      [&](auto& m) { m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, 128]"; });
-  detail::check_matrix(where, "k", k, k.rows, head_dim);  // alignment, overflowing extents
+      k.cols == cache.head_dim && k.rows >= 0 && k.stride >= k.cols && (k.rows == 0 || k.data),
+      where, [&](auto& m) {
+        m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, " << cache.head_dim
+          << "] (the cache's head_dim)";
+      });
+  detail::check_matrix(where, "k", k, k.rows, k.cols);  // alignment, overflowing extents
   detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
                              k.rows, cache);
-  for (std::int64_t i = 0; i < k.rows; ++i) {
-    const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
-    if (slot < 0) continue;
-    const std::int64_t page = slot / cache.page_kv, offset = slot % cache.page_kv;
-    quantize_row<Format>(k.row(i), cache.data(page, offset), cache.scale(page, offset), scaling);
-  }
+  with_head_dim_of<Format>(cache.head_dim, [&]<class F>() {
+    for (std::int64_t i = 0; i < k.rows; ++i) {
+      const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
+      if (slot < 0) continue;
+      const std::int64_t page = slot / cache.page_kv, offset = slot % cache.page_kv;
+      quantize_row<F>(k.row(i), cache.data(page, offset), cache.scale(page, offset), scaling);
+    }
+  });
 }
 
 // Copies already-quantised rows (data + scale bytes) into the cache through the slot mapping.
@@ -143,13 +165,14 @@ void store_into_pages(const rows_view<Format>& rows, std::span<Slot, Extent> slo
   detail::require(rows.rows >= 0 && (rows.rows == 0 || (rows.data && rows.scales)), where,
                   [&](auto& m) { m << "rows are null with " << rows.rows << " rows"; });
   detail::check_rows(where, "rows", rows, rows.rows);  // strides, overflowing extents
+  detail::check_same_head_dim(where, "cache", cache.head_dim, rows.head_dim);
   detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
                              rows.rows, cache);
   for (std::int64_t i = 0; i < rows.rows; ++i) {
     const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
     if (slot < 0) continue;
     const std::int64_t page = slot / cache.page_kv, offset = slot % cache.page_kv;
-    std::memcpy(cache.data(page, offset), rows.row(i), Format::data_bytes);
+    std::memcpy(cache.data(page, offset), rows.row(i), static_cast<std::size_t>(rows.data_bytes()));
     std::memcpy(cache.scale(page, offset), rows.scale(i), Format::scale_bytes);
   }
 }

@@ -1,6 +1,11 @@
-// Row quantizers: fp32 / bf16 rows of 128 elements -> MXFP8, MXFP4 (one UE8M0 exponent per 32
-// elements, amax / max code rounded up to a power of two) or FP8 with one fp32 scale per row
-// (scale = amax / 448). What an engine runs on its activations and keys to feed the kernels.
+// Row quantizers: fp32 / bf16 rows of 128, 64 or 32 elements -> MXFP8, MXFP4 (one UE8M0 exponent
+// per 32 elements, amax / max code rounded up to a power of two) or FP8 with one fp32 scale per
+// row (scale = amax / 448). What an engine runs on its activations and keys to feed the kernels.
+//
+// The head dim of the rows is the source matrix's column count (quantize_rows, quantize_rows_into
+// and store_into_pages take any head dim the format supports, whichever head-dim binding of the
+// format is named); quantize_row and the flat-span overloads, which have no column count, use
+// Format::head_dim (e.g. quantize_row<mxfp8::with_head_dim<64>>).
 #pragma once
 
 #include <bit>
@@ -10,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -101,10 +107,10 @@ void check_scaling(const char* where, const per_token_scaling& scaling) {
 }
 }  // namespace detail
 
-// Quantises one 128-element row x into Format's data bytes and scale bytes (MX formats: 4
-// UE8M0 bytes in block order; fp8_per_token: one little-endian float32, skipped when `scales`
-// is null, as for Q whose scale is folded into the weights). NaN elements become NaN codes
-// (e4m3) or 0 (e2m1, which has none).
+// Quantises one row x of Format::head_dim elements into Format's data bytes and scale bytes (MX
+// formats: head_dim / 32 UE8M0 bytes in block order, the rest of the 4-byte field untouched;
+// fp8_per_token: one little-endian float32, skipped when `scales` is null, as for Q whose scale is
+// folded into the weights). NaN elements become NaN codes (e4m3) or 0 (e2m1, which has none).
 // `scaling` applies to fp8_per_token only (the MX formats ignore it; the checked entry points
 // below reject one that is not the default).
 template <class Format, quantize_input T>
@@ -125,66 +131,81 @@ void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales,
     }
   } else {
     static_assert(Format::blocks == 1, "mqalogits: fp32 scales come one per row");
-    const float s = fp8_per_token_scale(detail::absmax(x, 0, head_dim), scaling);
-    for (int i = 0; i < head_dim; ++i)
+    const float s = fp8_per_token_scale(detail::absmax(x, 0, Format::head_dim), scaling);
+    for (int i = 0; i < Format::head_dim; ++i)
       codec::store(data, i, encode_code(codec{}, to_float(x[i]) / s));
     if (scales) std::memcpy(scales, &s, sizeof s);
   }
 }
 
-// Quantises x [rows, 128] into caller-owned rows: row r's data at data + r * data_stride, its
-// scale bytes at scales + r * scale_stride (scales may be null only for fp8_per_token).
+// Quantises x [rows, D] (D = 128, 64, or 32 for the FP8 formats) into caller-owned rows: row r's
+// data (Format::data_bytes_for(D) bytes) at data + r * data_stride, its scale bytes at scales + r *
+// scale_stride (scales may be null only for fp8_per_token). A data stride of 0 means packed.
 namespace detail {
-// The source rows of a quantizer: [rows >= 0, 128], aligned, its byte extent within int64.
-template <class T>
+// The source rows of a quantizer: [rows >= 0, D] with D a head dim of Format, aligned, its byte
+// extent within int64.
+template <class Format, class T>
 void check_quantize_source(const char* where, const matrix_view<T>& x) {
-  require(x.cols == head_dim && x.rows >= 0 && x.stride >= x.cols, where, [&](auto& m) {
-    m << "x shape [" << x.rows << ", " << x.cols << "] (stride " << x.stride
-      << ") must be [rows, 128]";
-  });
-  check_matrix(where, "x", x, x.rows, head_dim);
+  require(x.cols <= 128 && has_head_dim<Format>(static_cast<int>(x.cols)) && x.rows >= 0 &&
+              x.stride >= x.cols,
+          where, [&](auto& m) {
+            m << "x shape [" << x.rows << ", " << x.cols << "] (stride " << x.stride
+              << ") must be [rows, head_dim] with head_dim "
+              << (!head_dim_rebindable<Format>    ? std::to_string(Format::head_dim)
+                  : Format::supports_head_dim(32) ? std::string("128, 64 or 32")
+                                                  : std::string("128 or 64"))
+              << " for " << Format::name;
+          });
+  check_matrix(where, "x", x, x.rows, x.cols);
 }
 }  // namespace detail
 
 template <class Format, class T>
 requires quantize_input<std::remove_const_t<T>>
 void quantize_rows_into(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scales,
-                        std::int64_t data_stride = Format::data_bytes,
+                        std::int64_t data_stride = 0,
                         std::int64_t scale_stride = Format::scale_bytes,
                         const per_token_scaling& scaling = {}) {
   constexpr const char* where = "quantize_rows";
   using detail::require;
-  detail::check_quantize_source(where, x);
+  detail::check_quantize_source<Format>(where, x);
   detail::check_scaling<Format>(where, scaling);
+  const int d = static_cast<int>(x.cols);
+  const std::int64_t data_bytes = Format::data_bytes_for(d);
+  if (data_stride == 0) data_stride = data_bytes;
   require(x.rows == 0 || (x.data && data && (scales || scales_optional_v<Format>)), where,
           [&](auto& m) { m << "null buffer with " << x.rows << " rows"; });
-  require(data_stride >= Format::data_bytes && scale_stride >= Format::scale_bytes, where,
-          [&](auto& m) {
-            m << "strides " << data_stride << " / " << scale_stride << " < row sizes "
-              << Format::data_bytes << " / " << Format::scale_bytes;
-          });
-  require(detail::extent_fits(x.rows, data_stride, Format::data_bytes) &&
+  require(data_stride >= data_bytes && scale_stride >= Format::scale_bytes, where, [&](auto& m) {
+    m << "strides " << data_stride << " / " << scale_stride << " < row sizes " << data_bytes
+      << " / " << Format::scale_bytes;
+  });
+  require(detail::extent_fits(x.rows, data_stride, data_bytes) &&
               detail::extent_fits(x.rows, scale_stride, Format::scale_bytes),
           where, [&](auto& m) {
             m << "output byte extent overflows: " << x.rows << " rows x strides " << data_stride
               << " / " << scale_stride;
           });
-  for (std::int64_t r = 0; r < x.rows; ++r)
-    quantize_row<Format>(x.row(r), data + r * data_stride,
-                         scales ? scales + r * scale_stride : nullptr, scaling);
+  with_head_dim_of<Format>(d, [&]<class F>() {
+    for (std::int64_t r = 0; r < x.rows; ++r)
+      quantize_row<F>(x.row(r), data + r * data_stride,
+                      scales ? scales + r * scale_stride : nullptr, scaling);
+  });
 }
 
 // Quantised rows that own their bytes (packed: strides = row sizes).
 template <class Format>
 struct quantized_rows {
   std::int64_t rows = 0;
-  std::vector<std::uint8_t> data;    // [rows, data_bytes]
+  int head_dim = Format::head_dim;   // elements per row
+  std::vector<std::uint8_t> data;    // [rows, data_bytes_for(head_dim)]
   std::vector<std::uint8_t> scales;  // [rows, scale_bytes]
 
-  rows_view<Format> view() const { return rows_view<Format>(data.data(), scales.data(), rows); }
+  rows_view<Format> view() const {
+    return rows_view<Format>(data.data(), scales.data(), rows, head_dim_t{head_dim});
+  }
   // fp8_per_token Q: the codes without scales (scale 1), once the scales are folded elsewhere.
   rows_view<Format> unscaled_view() const requires scales_optional_v<Format> {
-    return rows_view<Format>(data.data(), nullptr, rows);
+    return rows_view<Format>(data.data(), nullptr, rows, head_dim_t{head_dim});
   }
   // fp8_per_token: row r's fp32 scale.
   float token_scale(std::int64_t r) const requires(!Format::power_of_two_scales) {
@@ -196,42 +217,46 @@ template <class Format, class T>
 requires quantize_input<std::remove_const_t<T>> quantized_rows<Format> quantize_rows(
     matrix_view<T> x, const per_token_scaling& scaling = {}) {
   // Before sizing the result: a row count whose bytes overflow is an error, not a wrapped size.
-  detail::check_quantize_source("quantize_rows", x);
+  detail::check_quantize_source<Format>("quantize_rows", x);
   detail::check_scaling<Format>("quantize_rows", scaling);
   quantized_rows<Format> out;
   out.rows = x.rows;
-  out.data.resize(static_cast<std::size_t>(x.rows * Format::data_bytes));
+  out.head_dim = static_cast<int>(x.cols);
+  const std::int64_t data_bytes = Format::data_bytes_for(out.head_dim);
+  out.data.resize(static_cast<std::size_t>(x.rows * data_bytes));
   out.scales.resize(static_cast<std::size_t>(x.rows * Format::scale_bytes));
-  quantize_rows_into<Format>(x, out.data.data(), out.scales.data(), Format::data_bytes,
-                             Format::scale_bytes, scaling);
+  quantize_rows_into<Format>(x, out.data.data(), out.scales.data(), data_bytes, Format::scale_bytes,
+                             scaling);
   return out;
 }
 
-// The same from a flat span of rows * 128 elements (row-major, packed).
+// The same from a flat span of rows * Format::head_dim elements (row-major, packed).
 template <class Format, class T, std::size_t Extent>
 requires quantize_input<std::remove_const_t<T>> quantized_rows<Format> quantize_rows(
     std::span<T, Extent> x, const per_token_scaling& scaling = {}) {
-  detail::require(x.size() % head_dim == 0, "quantize_rows", [&](auto& m) {
-    m << "x has " << x.size() << " elements, not a multiple of 128";
+  constexpr int d = Format::head_dim;
+  detail::require(x.size() % d == 0, "quantize_rows", [&](auto& m) {
+    m << "x has " << x.size() << " elements, not a multiple of " << d << " (the format's head dim)";
   });
-  const auto rows = static_cast<std::int64_t>(x.size() / head_dim);
-  return quantize_rows<Format>(matrix_view<const std::remove_const_t<T>>(x.data(), rows, head_dim),
+  const auto rows = static_cast<std::int64_t>(x.size() / d);
+  return quantize_rows<Format>(matrix_view<const std::remove_const_t<T>>(x.data(), rows, d),
                                scaling);
 }
 
-// quantize_rows_into from a flat span of rows * 128 elements (row-major, packed).
+// quantize_rows_into from a flat span of rows * Format::head_dim elements (row-major, packed).
 template <class Format, class T, std::size_t Extent>
 requires quantize_input<std::remove_const_t<T>>
 void quantize_rows_into(std::span<T, Extent> x, std::uint8_t* data, std::uint8_t* scales,
                         std::int64_t data_stride = Format::data_bytes,
                         std::int64_t scale_stride = Format::scale_bytes,
                         const per_token_scaling& scaling = {}) {
-  detail::require(x.size() % head_dim == 0, "quantize_rows", [&](auto& m) {
-    m << "x has " << x.size() << " elements, not a multiple of 128";
+  constexpr int d = Format::head_dim;
+  detail::require(x.size() % d == 0, "quantize_rows", [&](auto& m) {
+    m << "x has " << x.size() << " elements, not a multiple of " << d << " (the format's head dim)";
   });
-  const auto rows = static_cast<std::int64_t>(x.size() / head_dim);
-  quantize_rows_into<Format>(matrix_view<const std::remove_const_t<T>>(x.data(), rows, head_dim),
-                             data, scales, data_stride, scale_stride, scaling);
+  const auto rows = static_cast<std::int64_t>(x.size() / d);
+  quantize_rows_into<Format>(matrix_view<const std::remove_const_t<T>>(x.data(), rows, d), data,
+                             scales, data_stride, scale_stride, scaling);
 }
 
 // Folds fp8_per_token Q scales into the weights, as upstream's engines do: a scale s > 0

@@ -130,7 +130,13 @@ class paged_sparse_mqa_metadata {
     require(std::string_view(f_->snap->format) == Format::name, where, [&](auto& m) {
       m << "metadata holds a " << f_->snap->format << " snapshot, the call passes " << Format::name;
     });
+    require(f_->snap->head_dim == cache.head_dim, where, [&](auto& m) {
+      m << "metadata holds a snapshot of head_dim " << f_->snap->head_dim
+        << ", the call passes a cache of head_dim " << cache.head_dim;
+    });
   }
+  // Data bytes of one snapshot token (its scale bytes follow them).
+  std::int64_t snapshot_data_bytes() const { return f_->snap->data_bytes; }
 
   // Snapshot bytes of column k of row r ([data | scale]), or null when the column is masked.
   const std::uint8_t* snapshot_token(std::int64_t r, std::int64_t k) const {
@@ -151,6 +157,8 @@ class paged_sparse_mqa_metadata {
     std::mutex mutex;
     std::atomic<bool> ready{false};
     const char* format = nullptr;
+    int head_dim = 0;
+    std::int64_t data_bytes = 0;
     std::size_t token_bytes = 0;
     std::vector<std::int64_t> block_slot;  // [rows, cap] the used block's place in bytes, or -1
     std::vector<std::uint8_t> valid;       // [used blocks * sparse_block_kv] per token
@@ -168,7 +176,9 @@ class paged_sparse_mqa_metadata {
       for (std::int64_t b = 0; b < num_blocks(r); ++b) used += block_used(r, b);
     const std::int64_t B = f_->block;
     snapshot& s = *f_->snap;
-    s.token_bytes = Format::data_bytes + Format::scale_bytes;
+    s.head_dim = cache.head_dim;
+    s.data_bytes = cache.data_bytes();
+    s.token_bytes = static_cast<std::size_t>(cache.bytes_per_token());
     s.block_slot.assign(static_cast<std::size_t>(f_->rows * f_->cap), -1);
     s.valid.assign(static_cast<std::size_t>(used * B), 0);
     s.bytes.assign(static_cast<std::size_t>(used * B) * s.token_bytes, 0);
@@ -183,9 +193,8 @@ class paged_sparse_mqa_metadata {
           if (p < 0) continue;
           const auto slot = static_cast<std::size_t>(block * B + o);
           std::uint8_t* dst = s.bytes.data() + slot * s.token_bytes;
-          std::memcpy(dst, cache.data(pg, p % f_->page_kv), Format::data_bytes);
-          std::memcpy(dst + Format::data_bytes, cache.scale(pg, p % f_->page_kv),
-                      Format::scale_bytes);
+          std::memcpy(dst, cache.data(pg, p % f_->page_kv), static_cast<std::size_t>(s.data_bytes));
+          std::memcpy(dst + s.data_bytes, cache.scale(pg, p % f_->page_kv), Format::scale_bytes);
           s.valid[slot] = 1;
         }
       }
@@ -361,7 +370,7 @@ class paged_sparse_snapshot_plan : public detail::selected_blocks_plan<paged_spa
   key_ref key(std::int64_t r, std::int64_t k) const {
     const std::uint8_t* t = meta_->snapshot_token(r, k);
     if (!t) return {};
-    return {t, t + Format::data_bytes};
+    return {t, t + meta_->snapshot_data_bytes()};
   }
 };
 

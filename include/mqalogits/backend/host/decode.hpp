@@ -25,8 +25,9 @@ namespace host_backend {
 template <class Format>
 inline constexpr bool int8_path = Format::doubled_codes_int8&& Format::power_of_two_scales;
 
-// Bytes of one decoded int8 key: one per element.
-inline constexpr int i8_key_bytes = head_dim;
+// Bytes of one decoded int8 key of D elements: one per element.
+template <int D>
+inline constexpr int i8_key_bytes = D;
 
 template <class Format>
 const std::uint8_t* q_scales(const rows_view<Format>& q, std::int64_t r) {
@@ -35,7 +36,7 @@ const std::uint8_t* q_scales(const rows_view<Format>& q, std::int64_t r) {
 
 // ---- fp32 path ----
 
-// One key row into 128 fp32 values, bit-identical to Format::decode_row.
+// One key row into Format::head_dim fp32 values, bit-identical to Format::decode_row.
 template <class I, class Format>
 inline void decode_key_f32(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
   I::template decode_row_f32<Format>(data, scales, out);
@@ -45,30 +46,32 @@ inline void decode_key_f32(const std::uint8_t* data, const std::uint8_t* scales,
 template <class I, class Format>
 void decode_q_f32(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
                   float* qt) {
-  alignas(64) float tmp[head_dim];
+  constexpr int D = Format::head_dim;
+  alignas(64) float tmp[D];
   for (int h = 0; h < heads; ++h) {
     decode_key_f32<I, Format>(q.row(first_row + h), q_scales(q, first_row + h), tmp);
-    for (int d = 0; d < head_dim; ++d) qt[d * hp + h] = tmp[d];
+    for (int d = 0; d < D; ++d) qt[d * hp + h] = tmp[d];
   }
   for (int h = heads; h < hp; ++h)
-    for (int d = 0; d < head_dim; ++d) qt[d * hp + h] = 0.0f;
+    for (int d = 0; d < D; ++d) qt[d * hp + h] = 0.0f;
 }
 
 // ---- int8 path (MXFP4) ----
 
-// Query rows (one query token) into an i8_path::query's arrays: data [32][hp] words, start
-// [4][hp] (only written when I's encoding offsets keys), scale [4][hp].
+// Query rows (one query token) into an i8_path::query's arrays: data [D/4][hp] words, start
+// [D/32][hp] (only written when I's encoding offsets keys), scale [D/32][hp].
 template <class I, class Format>
 void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
                  std::int32_t* data, std::int32_t* start, float* scale) {
   static_assert(std::conjunction_v<std::is_same<typename Format::data_type, float_e2m1>,
                                    std::bool_constant<Format::scale_block == scale_block>>,
                 "the int8 path reads packed e2m1 codes with one scale per 32 elements");
-  constexpr int blocks = head_dim / scale_block;
+  constexpr int D = Format::head_dim, blocks = Format::blocks;
   for (int h = 0; h < heads; ++h) {
     const std::uint8_t* sc = q_scales(q, first_row + h);
-    alignas(64) std::int8_t v[head_dim];  // doubled values, stored block order
-    I::decode_e2m1_doubled(q.row(first_row + h), query_code, reinterpret_cast<std::uint8_t*>(v));
+    alignas(64) std::int8_t v[D];  // doubled values, stored block order
+    I::template decode_e2m1_doubled<D>(q.row(first_row + h), query_code,
+                                       reinterpret_cast<std::uint8_t*>(v));
     for (int b = 0; b < blocks; ++b) {
       if constexpr (I::int8::offset_keys) {
         std::int32_t sum = 0;
@@ -77,7 +80,7 @@ void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, 
       }
       scale[b * hp + h] = 0.25f * (sc ? ue8m0_values[sc[b]] : 1.0f);
     }
-    for (int w = 0; w < head_dim / 4; ++w) std::memcpy(&data[w * hp + h], v + 4 * w, 4);
+    for (int w = 0; w < D / 4; ++w) std::memcpy(&data[w * hp + h], v + 4 * w, 4);
   }
   for (int h = heads; h < hp; ++h)
     for (int b = 0; b < blocks; ++b) {
@@ -88,72 +91,76 @@ void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, 
 }
 
 // The folded form of the same query rows when every head's row folds within I's query spread
-// (returns false, writing nothing more, otherwise): data [32][hp] words of shifted codes,
+// (returns false, writing nothing more, otherwise): data [D/4][hp] words of shifted codes,
 // start [hp] (I::int8::fold_start of the row sum), scale [hp] (the row's smallest block scale
 // over 4). Padded heads hold zeros.
 template <class I, class Format>
 bool decode_q_i8_fold(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
                       std::int32_t* data, std::int32_t* start, float* scale) {
-  constexpr int blocks = head_dim / scale_block;
+  constexpr int D = Format::head_dim, blocks = Format::blocks;
   for (int h = 0; h < heads; ++h) {
     const std::uint8_t* sc = q_scales(q, first_row + h);
-    if (!sc || fold_exponent(sc, I::fold_query_spread) < 0) return false;
+    if (!sc || fold_exponent<blocks>(sc, I::fold_query_spread) < 0) return false;
   }
   using tables = fold_tables<typename I::int8>;
   for (int h = 0; h < heads; ++h) {
     const std::uint8_t* sc = q_scales(q, first_row + h);
-    const int lo = fold_exponent(sc, I::fold_query_spread);
-    alignas(64) std::int8_t v[head_dim];
-    alignas(64) std::uint8_t shifted[head_dim];
+    const int lo = fold_exponent<blocks>(sc, I::fold_query_spread);
+    alignas(64) std::int8_t v[D];
+    alignas(64) std::uint8_t shifted[D];
     int decoded = -1;
     for (int b = 0; b < blocks; ++b) {
       const int shift = sc[b] - lo;
       if (shift != decoded) {
-        I::decode_e2m1_doubled(q.row(first_row + h), tables::query[shift].v, shifted);
+        I::template decode_e2m1_doubled<D>(q.row(first_row + h), tables::query[shift].v, shifted);
         decoded = shift;
       }
       std::memcpy(v + b * scale_block, shifted + b * scale_block, scale_block);
     }
     std::int32_t sum = 0;
-    for (int p = 0; p < head_dim; ++p) sum += v[p];
+    for (int p = 0; p < D; ++p) sum += v[p];
     start[h] = I::int8::fold_start(sum);
     scale[h] = 0.25f * ue8m0_values[static_cast<std::size_t>(lo)];
-    for (int w = 0; w < head_dim / 4; ++w) std::memcpy(&data[w * hp + h], v + 4 * w, 4);
+    for (int w = 0; w < D / 4; ++w) std::memcpy(&data[w * hp + h], v + 4 * w, 4);
   }
   for (int h = heads; h < hp; ++h) {
-    for (int w = 0; w < head_dim / 4; ++w) data[w * hp + h] = 0;
+    for (int w = 0; w < D / 4; ++w) data[w * hp + h] = 0;
     start[h] = 0;
     scale[h] = 0.0f;
   }
   return true;
 }
 
-// One key row into i8_key_bytes bytes in I's encoding and its 4 block scales.
-template <class I>
+// One key row of D elements into i8_key_bytes<D> bytes in I's encoding and its D/32 block scales.
+template <class I, int D = default_head_dim>
 inline void decode_key_i8(const std::uint8_t* packed, const std::uint8_t* scales, std::uint8_t* out,
                           float* ks) {
-  for (int b = 0; b < head_dim / scale_block; ++b) ks[b] = ue8m0_values[scales[b]];
-  I::decode_e2m1_doubled(packed, I::int8::key_code, out);
+  for (int b = 0; b < D / scale_block; ++b) ks[b] = ue8m0_values[scales[b]];
+  I::template decode_e2m1_doubled<D>(packed, I::int8::key_code, out);
 }
 
-// The folded form of a key row, when it folds: i8_key_bytes bytes in I's folded encoding and
+// The folded form of a key row, when it folds: i8_key_bytes<D> bytes in I's folded encoding and
 // the row's smallest block scale. Returns false (nothing written) when the row does not fold.
-template <class I>
+template <class I, int D = default_head_dim>
 inline bool decode_key_i8_fold(const std::uint8_t* packed, const std::uint8_t* scales,
                                std::uint8_t* out, float* scale) {
-  const int lo = fold_exponent(scales, fold_spread);
+  constexpr int blocks = D / scale_block;
+  const int lo = fold_exponent<blocks>(scales, fold_spread);
   if (lo < 0) return false;
   using tables = fold_tables<typename I::int8>;
-  if (scales[0] == scales[1] && scales[1] == scales[2] && scales[2] == scales[3]) {
-    I::decode_e2m1_doubled(packed, tables::key[0].v, out);  // the common case: one decode
+  bool one_exponent = true;
+  MQALOGITS_UNROLL
+  for (int b = 1; b < blocks; ++b) one_exponent = one_exponent && scales[b] == scales[0];
+  if (one_exponent) {
+    I::template decode_e2m1_doubled<D>(packed, tables::key[0].v, out);  // the common case
   } else {
-    alignas(64) std::uint8_t shifted[head_dim];
+    alignas(64) std::uint8_t shifted[D];
     for (int shift = 0; shift <= fold_spread; ++shift) {
       bool used = false;
-      for (int b = 0; b < head_dim / scale_block; ++b) used = used || scales[b] - lo == shift;
+      for (int b = 0; b < blocks; ++b) used = used || scales[b] - lo == shift;
       if (!used) continue;
-      I::decode_e2m1_doubled(packed, tables::key[shift].v, shifted);
-      for (int b = 0; b < head_dim / scale_block; ++b)
+      I::template decode_e2m1_doubled<D>(packed, tables::key[shift].v, shifted);
+      for (int b = 0; b < blocks; ++b)
         if (scales[b] - lo == shift)
           std::memcpy(out + b * scale_block, shifted + b * scale_block, scale_block);
     }
@@ -163,14 +170,14 @@ inline bool decode_key_i8_fold(const std::uint8_t* packed, const std::uint8_t* s
 }
 
 // A key that scores 0 whatever the query (a masked slot of a tile).
-template <class I>
+template <class I, int D = default_head_dim>
 inline void masked_key_i8(std::uint8_t* out, float* ks) {
-  std::fill(out, out + i8_key_bytes, I::int8::masked_key);
-  std::fill(ks, ks + head_dim / scale_block, 0.0f);
+  std::fill(out, out + i8_key_bytes<D>, I::int8::masked_key);
+  std::fill(ks, ks + D / scale_block, 0.0f);
 }
-template <class I>
+template <class I, int D = default_head_dim>
 inline void masked_key_i8_fold(std::uint8_t* out, float* scale) {
-  std::fill(out, out + i8_key_bytes, static_cast<std::uint8_t>(I::int8::fold_offset));
+  std::fill(out, out + i8_key_bytes<D>, static_cast<std::uint8_t>(I::int8::fold_offset));
   *scale = 0.0f;
 }
 

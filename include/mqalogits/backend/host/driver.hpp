@@ -30,9 +30,10 @@ inline constexpr std::int64_t key_tile = 512;  // keys decoded together (one wor
 // The buffers decode_rows fills for `rows` query rows of hp (padded) heads.
 template <class Format>
 void reserve_rows(workspace& ws, std::int64_t rows, int hp) {
+  constexpr int head_dim = Format::head_dim;
   ws.w.reserve(static_cast<std::size_t>(rows * hp));
   if constexpr (int8_path<Format>) {
-    constexpr int blocks = head_dim / scale_block;
+    constexpr int blocks = Format::blocks;
     ws.q_i8.reserve(static_cast<std::size_t>(rows * hp * head_dim / 4));
     ws.q_bias.reserve(static_cast<std::size_t>(rows * hp * blocks));
     ws.q_scale.reserve(static_cast<std::size_t>(rows * hp * blocks));
@@ -55,8 +56,9 @@ void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std:
   const std::int64_t rows = r1 - r0;
   reserve_rows<Format>(ws, rows, hp);
   float* wd = ws.w.data();
+  constexpr int head_dim = Format::head_dim;
   if constexpr (int8_path<Format>) {
-    constexpr int blocks = head_dim / scale_block;
+    constexpr int blocks = Format::blocks;
     std::int32_t* data = ws.q_i8.data();
     std::int32_t* bias = ws.q_bias.data();
     float* scale = ws.q_scale.data();
@@ -104,12 +106,14 @@ inline void prefetch_key(const key_ref& key) {
 inline constexpr std::size_t score_slots = 2 * max_group_keys;
 template <class Format>
 void reserve_tile(workspace& ws) {
+  constexpr int head_dim = Format::head_dim;
+  constexpr auto i8_key_bytes = static_cast<std::size_t>(host_backend::i8_key_bytes<head_dim>);
   const auto rows = static_cast<std::size_t>(key_tile + max_group_keys);
   ws.key_valid.reserve(rows);
   ws.refs.reserve(rows);
   if constexpr (int8_path<Format>) {
     ws.k_i8.reserve(rows * i8_key_bytes);
-    ws.k_scale.reserve(rows * (head_dim / scale_block));
+    ws.k_scale.reserve(rows * static_cast<std::size_t>(Format::blocks));
     ws.k_fold.reserve(rows * i8_key_bytes);
     ws.k_fold_scale.reserve(rows);
     ws.k_folds.reserve(rows);
@@ -121,7 +125,8 @@ void reserve_tile(workspace& ws) {
 
 template <class I, class Format, class Plan>
 void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t n, workspace& ws) {
-  constexpr int blocks = head_dim / scale_block;
+  constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
+  constexpr int i8_key_bytes = host_backend::i8_key_bytes<head_dim>;
   reserve_tile<Format>(ws);
   unsigned char* valid = ws.key_valid.data();
   key_ref* refs = ws.refs.data();
@@ -142,11 +147,11 @@ void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t
       float* ks = k_scale + i * blocks;
       std::uint8_t* kf = k_fold + i * i8_key_bytes;
       if (key.valid()) {
-        decode_key_i8<I>(key.data, key.scale, k, ks);
-        k_folds[i] = decode_key_i8_fold<I>(key.data, key.scale, kf, k_fold_scale + i);
+        decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
+        k_folds[i] = decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, k_fold_scale + i);
       } else {
-        masked_key_i8<I>(k, ks);
-        masked_key_i8_fold<I>(kf, k_fold_scale + i);
+        masked_key_i8<I, head_dim>(k, ks);
+        masked_key_i8_fold<I, head_dim>(kf, k_fold_scale + i);
         k_folds[i] = 1;
       }
     } else {
@@ -163,7 +168,11 @@ template <class I, class Format, class Plan, class W, class Output>
 void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
               Output& output, std::int64_t task, const work_item& item, std::uint64_t call,
               workspace& ws) {
-  constexpr int blocks = head_dim / scale_block;
+  constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
+  constexpr int i8_key_bytes = host_backend::i8_key_bytes<head_dim>;
+  using f32_path = host_backend::f32_path<head_dim>;
+  using i8_path = host_backend::i8_path<head_dim>;
+  using i8_fold_path = host_backend::i8_fold_path<head_dim>;
   const int heads = static_cast<int>(w.cols);
   const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
   decode_rows<I>(q, w, item.row_begin, item.row_end, call, ws);
@@ -184,12 +193,12 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
         output.consume(task, r, t - rk.col_offset, scores, valid + (t - k0), count);
       };
       if constexpr (int8_path<Format>) {
-        const i8_path::query qr{ws.q_i8.data() + ri * hp * head_dim / 4,
-                                ws.q_bias.data() + ri * hp * blocks,
-                                ws.q_scale.data() + ri * hp * blocks,
-                                ws.w.data() + ri * hp,
-                                heads,
-                                hp};
+        const typename i8_path::query qr{ws.q_i8.data() + ri * hp * head_dim / 4,
+                                         ws.q_bias.data() + ri * hp * blocks,
+                                         ws.q_scale.data() + ri * hp * blocks,
+                                         ws.w.data() + ri * hp,
+                                         heads,
+                                         hp};
         const auto kern = select_kernel<I, i8_path>(hp / I::lanes);
         auto per_block = [&](std::int64_t from, std::int64_t to) {
           for (std::int64_t t = from; t < to; t += kern.keys) {
@@ -207,12 +216,12 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
         // A folded query row: keys that fold take the one-sum kernel, the others the per-block
         // one. A group mixing both runs both and keeps each key's own, so which of the two a
         // logit comes from depends only on its query and key rows, never on its neighbours.
-        const i8_fold_path::query qf{ws.q_fold.data() + ri * hp * head_dim / 4,
-                                     ws.q_fold_start.data() + ri * hp,
-                                     ws.q_fold_scale.data() + ri * hp,
-                                     ws.w.data() + ri * hp,
-                                     heads,
-                                     hp};
+        const typename i8_fold_path::query qf{ws.q_fold.data() + ri * hp * head_dim / 4,
+                                              ws.q_fold_start.data() + ri * hp,
+                                              ws.q_fold_scale.data() + ri * hp,
+                                              ws.w.data() + ri * hp,
+                                              heads,
+                                              hp};
         const auto fold_kern = select_kernel<I, i8_fold_path>(hp / I::lanes);
         const unsigned char* folds = ws.k_folds.data();
         for (std::int64_t t = lo; t < hi; t += fold_kern.keys) {
@@ -238,8 +247,8 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
           emit(t, count);
         }
       } else {
-        const f32_path::query qr{ws.q_f32.data() + ri * hp * head_dim, ws.w.data() + ri * hp, heads,
-                                 hp};
+        const typename f32_path::query qr{ws.q_f32.data() + ri * hp * head_dim,
+                                          ws.w.data() + ri * hp, heads, hp};
         const auto kern = select_kernel<I, f32_path>(hp / I::lanes);
         for (std::int64_t t = lo; t < hi; t += kern.keys) {
           kern.fn(qr, {ws.k_f32.data() + (t - k0) * head_dim}, scores);

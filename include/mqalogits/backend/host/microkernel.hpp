@@ -2,8 +2,10 @@
 // (isa/*.hpp). For one query row (all its heads) and a group of decoded keys they compute
 //   out[t] = sum_h relu(dot(q[h], k[t])) * w[h]
 // with the heads in vector lanes (Q is stored transposed, [d][heads], decoded once per row) and
-// each key broadcast, so the scores of head_vectors x keys live in registers for the whole
-// 128-long dot product; relu, the weight and the head sum are fused right after it.
+// each key broadcast, so the scores of head_vectors x keys live in registers for the whole dot
+// product over the D elements of a row; relu, the weight and the head sum are fused right after
+// it. Each path is compiled per head dim D (a template parameter): the loops over D stay
+// compile-time.
 //
 // Determinism: a key's lane of work never mixes with another key's, the dot product runs d in
 // ascending order, heads are summed per lane in ascending vector order and the lanes reduced in
@@ -22,6 +24,7 @@ MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
 
 // ---- fp32 path (MXFP8 and any other format decoded to fp32) ----
+template <int D>
 struct f32_path {
   // One decoded query row: qt[d * padded_heads + h] (heads rounded up to the vector width,
   // padded heads hold zeros) and w[h] (zero on padding).
@@ -30,7 +33,7 @@ struct f32_path {
     const float* w;
     int heads, padded_heads;
   };
-  // `keys` rows of 128 fp32 (rows past the caller's count may hold anything readable).
+  // `keys` rows of D fp32 (rows past the caller's count may hold anything readable).
   struct keys {
     const float* values;
   };
@@ -52,10 +55,10 @@ struct f32_path {
       for (int i = 0; i < Keys; ++i) acc[j][i] = I::zero();
     }
     const float* qd = q.qt + v0 * L;
-    for (int d = 0; d < head_dim; ++d, qd += q.padded_heads) {
+    for (int d = 0; d < D; ++d, qd += q.padded_heads) {
       vf kb[static_cast<std::size_t>(Keys)];
       MQALOGITS_UNROLL
-      for (int i = 0; i < Keys; ++i) kb[i] = I::broadcast(k.values + i * head_dim + d);
+      for (int i = 0; i < Keys; ++i) kb[i] = I::broadcast(k.values + i * D + d);
       MQALOGITS_UNROLL
       for (int j = 0; j < HeadVectors; ++j) {
         const vf qv = I::load(qd + j * L);
@@ -84,6 +87,7 @@ struct f32_path {
 // at the largest float, so an all-zero block stays 0 instead of 0 x inf = NaN; a nonzero sum
 // still overflows to infinity, except a sum of +-1, which gives +-the largest float (its exact
 // value, at least 2^128, is past the range too).
+template <int D>
 struct i8_path {
   // One decoded query row: data[(b * 8 + s) * padded_heads + h] is the 4 bytes (s8) of elements
   // 4s..4s+3 of block b of head h, in the stored block order; start[b * padded_heads + h] the
@@ -97,13 +101,13 @@ struct i8_path {
     const float* w;
     int heads, padded_heads;
   };
-  // `keys` decoded keys of i8_key_bytes (I::int8::key_code bytes) and their keys x 4 block
+  // `keys` decoded keys of i8_key_bytes<D> (I::int8::key_code bytes) and their keys x D/32 block
   // scales.
   struct keys {
     const std::uint8_t* codes;
     const float* scales;
   };
-  static constexpr int key_bytes = head_dim;
+  static constexpr int key_bytes = D;
   template <class I>
   static constexpr const auto& blocks() {
     return I::i8_blocks;
@@ -115,7 +119,7 @@ struct i8_path {
     using vf = typename I::vf;
     using vi = typename I::vi;
     constexpr int L = I::lanes;
-    constexpr int blocks = head_dim / scale_block, steps = scale_block / 4;
+    constexpr int blocks = D / scale_block, steps = scale_block / 4;
     const int hp = q.padded_heads;
     vf f[static_cast<std::size_t>(HeadVectors)][static_cast<std::size_t>(Keys)];
     MQALOGITS_UNROLL
@@ -171,9 +175,10 @@ struct i8_path {
 // ---- folded int8 path (MXFP4 rows whose block exponents fold, decode.hpp) ----
 //
 // Query and key rows with their block codes shifted to each row's smallest exponent: the whole
-// 128-long dot product is one exact int32 sum (|sum| <= 128 x 96 x 96 < 2^24, so its conversion
+// dot product is one exact int32 sum (|sum| <= 128 x 96 x 96 < 2^24, so its conversion
 // to fp32 is exact too), scaled once by the product of the two rows' scales (capped like the
 // per-block path's, so an all-zero sum stays 0).
+template <int D>
 struct i8_fold_path {
   // data[s * padded_heads + h]: the 4 bytes of elements 4s..4s+3 of head h (stored block
   // order); start[h] the accumulator start (I::int8::fold_start); scale[h] the row scale / 4.
@@ -184,12 +189,12 @@ struct i8_fold_path {
     const float* w;
     int heads, padded_heads;
   };
-  // `keys` folded keys of i8_key_bytes bytes and their row scales.
+  // `keys` folded keys of i8_key_bytes<D> bytes and their row scales.
   struct keys {
     const std::uint8_t* codes;
     const float* scales;
   };
-  static constexpr int key_bytes = head_dim;
+  static constexpr int key_bytes = D;
   template <class I>
   static constexpr const auto& blocks() {
     return I::i8_fold_blocks;
@@ -210,7 +215,7 @@ struct i8_fold_path {
       for (int i = 0; i < Keys; ++i) acc[j][i] = start;
     }
     const std::int32_t* qd = q.data + v0 * L;
-    for (int s = 0; s < head_dim / 4; ++s, qd += hp) {
+    for (int s = 0; s < D / 4; ++s, qd += hp) {
       vi kb[static_cast<std::size_t>(Keys)];
       MQALOGITS_UNROLL
       for (int i = 0; i < Keys; ++i) kb[i] = I::broadcast4(k.codes + i * key_bytes + 4 * s);

@@ -359,12 +359,13 @@ class core {
       c_.check(c0 + n <= dst.nc && p < dst.np, "DMA row past the end of its tile");
       if (c_.compute_)
         for (std::int64_t i = 0; i < n; ++i)
-          dst.at(p, c0 + i) = src ? Format::element(src + (i / head_dim) * Format::data_bytes,
-                                                    static_cast<int>(i % head_dim))
-                                  : 0.0f;
+          dst.at(p, c0 + i) =
+              src ? Format::element(src + (i / Format::head_dim) * Format::data_bytes,
+                                    static_cast<int>(i % Format::head_dim))
+                  : 0.0f;
       if (counted == dma_row::own_descriptor) row(n);
     }
-    // `words` packed x4 elements of Format rows (consecutive data rows of 32 words each, src
+    // `words` packed x4 elements of Format rows (consecutive data rows of head_dim / 4 words, src
     // null: read, not kept) into partition p of an x4 tile, from element c0.
     template <class Format>
     void words_in(const window& dst, std::int64_t p, std::int64_t c0, const std::uint8_t* src,
@@ -372,7 +373,7 @@ class core {
       c_.check(dtype_lanes(dst.type()) == 4 && dst.space() == memory::sbuf,
                "DMA words go to an x4 SBUF tile");
       c_.check(c0 + words <= dst.nc && p < dst.np, "DMA row past the end of its tile");
-      constexpr int per_row = head_dim / mx_pack;
+      constexpr int per_row = Format::head_dim / mx_pack;
       if (c_.compute_)
         for (std::int64_t w = 0; w < words; ++w)
           for (int j = 0; j < mx_pack; ++j)
@@ -693,7 +694,7 @@ class core {
   void decode_codes(const window& out, const window& codes, const window* exps) {
     check_same_shape(out, codes);
     if (exps) check_same_shape(out, *exps);
-    constexpr bool fp4 = Format::data_bytes * 2 == head_dim;
+    constexpr bool fp4 = Format::data_type::bits == 4;
     if (compute_)
       for (std::int64_t p = 0; p < out.np; ++p)
         for (std::int64_t i = 0; i < out.nc; ++i) {

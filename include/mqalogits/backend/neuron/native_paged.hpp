@@ -41,8 +41,9 @@ namespace neuron_backend {
 template <class Format>
 struct native_paged_cache {
   static_assert(is_mx_format_v<Format>, "mqalogits: the native layout holds MX formats");
+  static_assert(Format::head_dim == 128, "mqalogits: the native layout holds rows of 128");
   static constexpr std::int64_t block_tokens = 128;
-  static constexpr int rows = head_dim / mx_pack;  // 32 partitions
+  static constexpr int rows = Format::head_dim / mx_pack;  // 32 partitions
   static constexpr std::int64_t word_bytes = mx_pack * Format::data_type::bits / 8;
   static constexpr std::int64_t row_bytes = block_tokens * word_bytes + block_tokens;
   static constexpr std::int64_t block_bytes = rows * row_bytes;
@@ -64,6 +65,10 @@ native_paged_cache<Format> to_native_paged_cache(const paged_cache_view<Format>&
   constexpr const char* where = "neuron_backend::to_native_paged_cache";
   using mqalogits::detail::require;
   using native = native_paged_cache<Format>;
+  require(cache.head_dim == Format::head_dim, where, [&](auto& m) {
+    m << "cache head_dim = " << cache.head_dim << ": the native layout holds rows of "
+      << Format::head_dim;
+  });
   require(context_lens.cols >= 1 && block_table.rows == context_lens.rows, where, [&](auto& m) {
     m << "context_lens [" << context_lens.rows << ", " << context_lens.cols << "] and block_table ["
       << block_table.rows << ", " << block_table.cols << "] must have one row per request";
@@ -188,6 +193,10 @@ void fp8_fp4_paged_mqa_logits_native(backend::neuron<Gen>, const rows_view<Forma
       });
   auto output = to_output_policy(out, opt);
   mqalogits::detail::check_q_weights_out(where, q, w, output, B * next_n, max_context_len);
+  require(q.head_dim == Format::head_dim, where, [&](auto& m) {
+    m << "q head_dim = " << q.head_dim << " differs from the native cache's head_dim "
+      << Format::head_dim;
+  });
   const native_paged_plan<Format> plan(cache, context_lens, max_context_len);
   backend_kernels<backend::neuron<Gen>>::run(q, plan, w, output, opt);
 }

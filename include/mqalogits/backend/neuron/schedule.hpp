@@ -7,6 +7,9 @@
 // keys (4096 for blocks of 128 keys or more, to fit trn1's SBUF), loaded by one DMA of its
 // codes and one of its scales. TensorE then puts the head dimension (the contraction) on
 // partitions, and strided copies put the keys back in their natural order along the free axis.
+// A head dim D below 128 uses D partitions for the contraction (the matmuls, their cost and
+// the transposes follow from it); on trn3's MX matmul, whose operands span whole 32-partition
+// quadrants, a row of D / 4 words is padded with zero words (and zero exponents) to one quadrant.
 //
 // Formats, per generation:
 // - trn1 / trn2 have no e4m3fn or e2m1 type. The codes are transposed as integers (exact on
@@ -117,7 +120,9 @@ class kernel {
   static constexpr dtype operand_type = mx ? word_type : fp8_operands ? dtype::fp8 : dtype::bf16;
   static constexpr dtype out_type = std::is_same_v<O, float> ? dtype::fp32 : dtype::bf16;
   static constexpr int db = Format::data_bytes, sb = Format::scale_bytes;
-  static constexpr int words = head_dim / mx_pack;  // x4 words per row
+  static constexpr int D = Format::head_dim;          // the contraction: partitions of K^T and Q^T
+  static constexpr int words = D / mx_pack;           // x4 words per row
+  static constexpr int used_scales = Format::blocks;  // exponents of a row's 4-byte field in use
   static constexpr std::int64_t score_step = mx ? mx_pack * quadrant_tile : key_tile;
   // Keys stored in the Neuron-native MX layout (native_paged.hpp): whole blocks by DMA.
   static constexpr bool native = requires { requires Plan::native_mx_layout; };
@@ -164,17 +169,20 @@ class kernel {
       kt_scales_ = c.sbuf("K^T scales", dtype::u8, 128, chunk_ / mx_pack);
       stage_ = c.sbuf("scale staging", dtype::u8, 128, 128);
       tpx_ = c.psum("transpose (words)", 128, 128, word_type);
+      if constexpr (!native && words < mx_quadrant)
+        stage_words_ = c.sbuf("word staging", word_type, rows_, 128);
     } else {
-      if constexpr (fp4) codes_ = c.sbuf("K codes", dtype::u8, rows_, block_ * head_dim);
-      kt_ = c.sbuf("K^T", operand_type, 128, chunk_);
-      if constexpr (!fp8_operands) codes_t_ = c.sbuf("K^T codes", dtype::bf16, 128, chunk_);
+      if constexpr (fp4) codes_ = c.sbuf("K codes", dtype::u8, rows_, block_ * D);
+      kt_ = c.sbuf("K^T", operand_type, D, chunk_);
+      if constexpr (!fp8_operands) codes_t_ = c.sbuf("K^T codes", dtype::bf16, D, chunk_);
       if constexpr (mx_format) {
         exps_t_ = c.sbuf("K^T exponents", dtype::bf16, 4, chunk_);
-        spread_ = c.sbuf("exponent spread", dtype::bf16, 4, 128);
-        // 0/1 matrix spreading exponent row b to the 32 partitions of its scale block.
+        spread_ = c.sbuf("exponent spread", dtype::bf16, 4, D);
+        // 0/1 matrix spreading exponent row b to the 32 partitions of its scale block (rows of
+        // the 4-byte field past D / 32 spread nowhere).
         c.memset(window(spread_), 0.0f);
         if (c.computes())
-          for (int d = 0; d < head_dim; ++d) spread_.at(d / scale_block, d) = 1.0f;
+          for (int d = 0; d < D; ++d) spread_.at(d / scale_block, d) = 1.0f;
       }
       if constexpr (mx_format || per_token) bcast_ = c.psum("broadcast", 128, key_tile);
     }
@@ -300,14 +308,26 @@ class kernel {
     if constexpr (mx) {
       // Words of keys p x B + 4g + j (j = 0..3) side by side: one transpose puts them in the four
       // quadrants; the copy writes column p x B / 4 + g, so quadrant j column c is key 4c + j.
+      // Rows of fewer than 32 words first go through a staging tile that pads each to 32.
       const std::int64_t groups = B / mx_pack;
-      std::vector<std::int32_t> map(128);
-      std::vector<unsigned char> is_scale(128);
+      std::vector<std::int32_t> map(128), word_map(128);
+      std::vector<unsigned char> is_scale(128), is_word(128);
       for (std::int64_t gq = 0; gq < groups; ++gq) {
-        c_.transpose(window(tpx_, 0, 128, 0, r), window(raw_, 0, r, gq * 128, 128));
+        if constexpr (words == mx_quadrant) {
+          c_.transpose(window(tpx_, 0, 128, 0, r), window(raw_, 0, r, gq * 128, 128));
+        } else {
+          for (int i = 0; i < 128; ++i) {
+            is_word[static_cast<std::size_t>(i)] = i % mx_quadrant < words;
+            word_map[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(
+                (gq * mx_pack + i / mx_quadrant) * words + std::min(i % mx_quadrant, words - 1));
+          }
+          c_.select(window(stage_words_, 0, r, 0, 128), window(raw_, 0, r, 0, B * words),
+                    word_map.data(), is_word.data(), 0.0f);
+          c_.transpose(window(tpx_, 0, 128, 0, r), window(stage_words_, 0, r, 0, 128));
+        }
         c_.copy(window(kt_, 0, 128, gq, r, groups), window(tpx_, 0, 128, 0, r));
         for (int i = 0; i < 128; ++i) {
-          is_scale[static_cast<std::size_t>(i)] = i % mx_quadrant < sb;
+          is_scale[static_cast<std::size_t>(i)] = i % mx_quadrant < used_scales;
           map[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(
               (gq * mx_pack + i / mx_quadrant) * sb + std::min(i % mx_quadrant, sb - 1));
         }
@@ -319,10 +339,10 @@ class kernel {
     } else {
       window codes(raw_, 0, r, 0, B * db);
       if constexpr (fp4) {
-        c_.unpack_nibbles(window(codes_, 0, r, 0, B * head_dim), window(raw_, 0, r, 0, B * db));
-        codes = window(codes_, 0, r, 0, B * head_dim);
+        c_.unpack_nibbles(window(codes_, 0, r, 0, B * D), window(raw_, 0, r, 0, B * db));
+        codes = window(codes_, 0, r, 0, B * D);
       }
-      if constexpr (per_token) c_.flip_signs(codes, window(k_scale_, 0, r, 0, B), head_dim);
+      if constexpr (per_token) c_.flip_signs(codes, window(k_scale_, 0, r, 0, B), D);
       transpose_codes(
           codes, mx_format ? &exps_ : nullptr, r, B, fp8_operands ? kt_ : codes_t_,
           [&](std::int64_t s) { return s; }, B);
@@ -356,16 +376,15 @@ class kernel {
     }
   }
 
-  // codes [np, S x 128] (integers, or fp8 values on trn3) and, for MX formats, exponents
-  // [np, S x 4] into dst [128, ...] (and exps_t_ [4, ...]): row p of slot s to column
+  // codes [np, S x D] (integers, or fp8 values on trn3) and, for MX formats, exponents
+  // [np, S x 4] into dst [D, ...] (and exps_t_ [4, ...]): row p of slot s to column
   // first(s) + p x step.
   template <class First>
   void transpose_codes(const window& codes, tile* exps, int np, std::int64_t S, tile& dst,
                        First first, std::int64_t step, std::int64_t exps_slot0 = 0) {
     for (std::int64_t s = 0; s < S; ++s) {
-      c_.transpose(window(tp_, 0, 128, 0, np),
-                   window(*codes.t, 0, np, codes.c0 + s * head_dim, 128));
-      c_.copy(window(dst, 0, 128, first(s), np, step), window(tp_, 0, 128, 0, np));
+      c_.transpose(window(tp_, 0, D, 0, np), window(*codes.t, 0, np, codes.c0 + s * D, D));
+      c_.copy(window(dst, 0, D, first(s), np, step), window(tp_, 0, D, 0, np));
       if (exps) {
         c_.transpose(window(tp_, 0, sb, 0, np), window(*exps, 0, np, (exps_slot0 + s) * sb, sb));
         c_.copy(window(exps_t_, 0, sb, first(s), np, step), window(tp_, 0, sb, 0, np));
@@ -377,9 +396,9 @@ class kernel {
   void decode_operand(tile& dst, std::int64_t n) {
     for (std::int64_t c0 = 0; c0 < n; c0 += key_tile) {
       const std::int64_t m = std::min(key_tile, n - c0);
-      const window codes(codes_t_, 0, 128, c0, m), out(dst, 0, 128, c0, m);
+      const window codes(codes_t_, 0, D, c0, m), out(dst, 0, D, c0, m);
       if constexpr (mx_format) {
-        const window spread(bcast_, 0, 128, 0, m);
+        const window spread(bcast_, 0, D, 0, m);
         c_.matmul(spread, window(spread_), window(exps_t_, 0, sb, c0, m), matmul_kind::broadcast);
         c_.template decode_codes<Format>(out, codes, &spread);
       } else {
@@ -391,7 +410,8 @@ class kernel {
   // ---- queries ----
 
   // Loads Q rows [first, first + np x S) (S consecutive rows per partition) and builds the
-  // operand: qt [128, S x stride] (slot s at columns s x stride), with scales qsc on trn3;
+  // operand: qt [D, S x stride] (slot s at columns s x stride; [128, ..] of padded quadrants on
+  // trn3 MX), with scales qsc on trn3;
   // per-token Q scales (if any) flip the codes' signs and are returned in qscale [np, S].
   void load_q(std::int64_t first, int np, std::int64_t S, std::int64_t stride, tile& qt, tile& qsc,
               tile& qscale) {
@@ -447,14 +467,19 @@ class kernel {
       tile stage_w = c_.sbuf("Q staging", word_type, np, 128);
       std::vector<std::int32_t> map(128);
       std::vector<unsigned char> is_scale(128);
+      std::vector<unsigned char> is_word(128);
+      for (int i = 0; i < 128; ++i) is_word[static_cast<std::size_t>(i)] = i % mx_quadrant < words;
       for (std::int64_t s = 0; s < S; ++s) {
         for (int i = 0; i < 128; ++i)
-          map[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(s * words + i % words);
-        c_.select(window(stage_w), window(raw), map.data(), nullptr, 0.0f);
+          map[static_cast<std::size_t>(i)] =
+              static_cast<std::int32_t>(s * words + std::min(i % mx_quadrant, words - 1));
+        // Full quadrants (D = 128) take every word; shorter rows are padded with zero words.
+        c_.select(window(stage_w), window(raw), map.data(),
+                  words == mx_quadrant ? nullptr : is_word.data(), 0.0f);
         c_.transpose(window(tpx_, 0, 128, 0, np), window(stage_w));
         c_.copy(window(qt, 0, 128, s * stride, np), window(tpx_, 0, 128, 0, np));
         for (int i = 0; i < 128; ++i) {
-          is_scale[static_cast<std::size_t>(i)] = i % mx_quadrant < sb;
+          is_scale[static_cast<std::size_t>(i)] = i % mx_quadrant < used_scales;
           map[static_cast<std::size_t>(i)] =
               static_cast<std::int32_t>(s * sb + std::min(i % mx_quadrant, sb - 1));
         }
@@ -466,13 +491,13 @@ class kernel {
       window codes(raw, 0, np, 0, S * db);
       tile unpacked;
       if constexpr (fp4) {
-        unpacked = c_.sbuf("Q codes", dtype::u8, np, S * head_dim);
+        unpacked = c_.sbuf("Q codes", dtype::u8, np, S * D);
         c_.unpack_nibbles(window(unpacked), codes);
         codes = window(unpacked);
       }
       if constexpr (per_token)
-        if (q_.scales) c_.flip_signs(codes, window(qscale), head_dim);
-      qt = c_.sbuf("Q^T", operand_type, 128, S * stride);
+        if (q_.scales) c_.flip_signs(codes, window(qscale), D);
+      qt = c_.sbuf("Q^T", operand_type, D, S * stride);
       if (S * stride > np * S) c_.memset(window(qt), 0.0f);
       if constexpr (fp8_operands) {
         transpose_codes(
@@ -481,13 +506,13 @@ class kernel {
         // The Q codes pass through codes_t_ / exps_t_ (free between key chunks).
         for (std::int64_t s0 = 0; s0 < S; s0 += chunk_ / stride) {
           const std::int64_t n = std::min(S - s0, chunk_ / stride);
-          const window part(*codes.t, 0, np, s0 * head_dim, n * head_dim);
+          const window part(*codes.t, 0, np, s0 * D, n * D);
           transpose_codes(
               part, mx_format ? &exps : nullptr, np, n, codes_t_,
               [&](std::int64_t s) { return s * stride; }, 1, s0);
-          tile piece = c_.sbuf("Q^T piece", dtype::bf16, 128, n * stride);
+          tile piece = c_.sbuf("Q^T piece", dtype::bf16, D, n * stride);
           decode_operand(piece, n * stride);
-          c_.copy(window(qt, 0, 128, s0 * stride, n * stride), window(piece));
+          c_.copy(window(qt, 0, D, s0 * stride, n * stride), window(piece));
         }
       }
     }
@@ -497,7 +522,7 @@ class kernel {
 
   struct prefill_q {
     std::int64_t row_begin = -1, row_end = -1, stride = 0;
-    tile qt, qsc, w;  // Q^T [128, H x stride] (heads major), scales, weights [rows, H]
+    tile qt, qsc, w;  // Q^T [D, H x stride] (heads major), scales, weights [rows, H]
   };
 
   void load_prefill_q(std::int64_t r0, std::int64_t r1) {
@@ -543,7 +568,7 @@ class kernel {
           }
         } else {
           const window s(scores_, 0, r, 0, n);
-          c_.matmul(s, window(pq_.qt, 0, 128, h * rs, r), window(kt_, 0, 128, c0, n));
+          c_.matmul(s, window(pq_.qt, 0, D, h * rs, r), window(kt_, 0, D, c0, n));
           c_.activation(window(relu_, 0, r, 0, n), s, activation_fn::relu);
         }
         c_.scale_add(acc, window(relu_, 0, r, 0, keys), window(pq_.w, 0, r, h, 1),
@@ -567,7 +592,7 @@ class kernel {
 
   struct decode_pass {
     std::int64_t row_begin = 0, row_end = 0, partitions = 0, stride = 0;
-    tile qt, qsc, w;  // Q^T [128, rows x H (even)], its scales, block-diagonal weights
+    tile qt, qsc, w;  // Q^T [D, rows x H (even)], its scales, block-diagonal weights
   };
 
   void load_decode_q(std::int64_t r0, std::int64_t r1) {
@@ -629,7 +654,7 @@ class kernel {
           }
         } else {
           const window s(scores_, 0, P, 0, n);
-          c_.matmul(s, window(pass.qt, 0, 128, 0, P), window(kt_, 0, 128, c0, n));
+          c_.matmul(s, window(pass.qt, 0, D, 0, P), window(kt_, 0, D, c0, n));
           c_.activation(window(relu_, 0, P, 0, n), s, activation_fn::relu);
         }
         // The head sum: one matmul for all rows of the pass. Its zero weights would carry a NaN
@@ -721,6 +746,7 @@ class kernel {
   std::int64_t heads_, block_, chunk_, rows_;
   tile relu_, scores_, head_;
   tile raw_, exps_, codes_, k_scale_, k_scale_row_, ones_, kt_, kt_scales_, stage_, tpx_;
+  tile stage_words_;  // trn3 MX rows of fewer than 32 words, padded to a quadrant
   tile codes_t_, exps_t_, spread_, bcast_, tp_, logits_, out_tile_;
   std::vector<key_ref> keys_;
   std::vector<unsigned char> valid_;

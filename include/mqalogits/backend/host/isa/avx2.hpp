@@ -113,24 +113,27 @@ struct isa_avx2 : plain_decoders {
   // their own decode_row.
   template <class Format>
   static void decode_row_f32(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
-    if constexpr (e4m3_ue8m0_rows<Format> && Format::data_bytes == head_dim) {
-      for (int b = 0; b < head_dim / scale_block; ++b)
+    if constexpr (e4m3_ue8m0_rows<Format> && Format::data_bytes == Format::head_dim) {
+      for (int b = 0; b < Format::blocks; ++b)
         decode_e4m3(data + 32 * b, 32, _mm256_set1_ps(ue8m0_values[scales[b]]), out + 32 * b);
-    } else if constexpr (e4m3_fp32_rows<Format> && Format::data_bytes == head_dim) {
-      decode_e4m3(data, head_dim, _mm256_set1_ps(fp32_row_scale::value(scales, 0)), out);
+    } else if constexpr (e4m3_fp32_rows<Format> && Format::data_bytes == Format::head_dim) {
+      decode_e4m3(data, Format::head_dim, _mm256_set1_ps(fp32_row_scale::value(scales, 0)), out);
     } else {
       Format::decode_row(data, scales, out);
     }
   }
 
   // Nibbles through a 16-entry table (vpshufb), two blocks per 32-byte load: each 128-bit
-  // half holds one block, whose low and high nibbles are then put one after the other.
+  // half holds one block, whose low and high nibbles are then put one after the other. Rows of
+  // 64 or 128 elements (MXFP4's head dims): one or two loads.
+  template <int D = default_head_dim>
   static void decode_e2m1_doubled(const std::uint8_t* packed, const std::uint8_t (&code)[16],
                                   std::uint8_t* out) {
+    static_assert(D % 64 == 0, "MXFP4 rows have 64 or 128 elements");
     const __m256i nib = _mm256_set1_epi8(0x0F);
     const __m256i t =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(code)));
-    for (int pair = 0; pair < 2; ++pair) {
+    for (int pair = 0; pair < D / 64; ++pair) {
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(packed + 32 * pair));
       const __m256i lo = _mm256_shuffle_epi8(t, _mm256_and_si256(x, nib));
       const __m256i hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16(x, 4), nib));

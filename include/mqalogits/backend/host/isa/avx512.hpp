@@ -103,30 +103,36 @@ struct isa_avx512 {
   // finite fp16: made NaN. Other formats keep their own decode_row.
   template <class Format>
   static void decode_row_f32(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
-    if constexpr (e4m3_ue8m0_rows<Format> && Format::data_bytes == head_dim) {
-      decode_e4m3_ue8m0(data, scales, out);
-    } else if constexpr (e4m3_fp32_rows<Format> && Format::data_bytes == head_dim) {
-      decode_e4m3_fp32(data, fp32_row_scale::value(scales, 0), out);
+    if constexpr (e4m3_ue8m0_rows<Format> && Format::data_bytes == Format::head_dim) {
+      decode_e4m3_ue8m0<Format::blocks>(data, scales, out);
+    } else if constexpr (e4m3_fp32_rows<Format> && Format::data_bytes == Format::head_dim) {
+      decode_e4m3_fp32<Format::head_dim / 32>(data, fp32_row_scale::value(scales, 0), out);
     } else {
       Format::decode_row(data, scales, out);
     }
   }
 
-  // One packed e2m1 row (64 bytes) into 128 bytes code[nibble] in the stored block order:
-  // nibbles through a 16-entry table (vpshufb), then block b's low and high nibbles side by side.
+  // One packed e2m1 row of 128 (64 bytes) into 128 bytes code[nibble] in the stored block
+  // order: nibbles through a 16-entry table (vpshufb), then block b's low and high nibbles side by
+  // side. Rows of 64 take the plain decoder (the same bytes).
+  template <int D = default_head_dim>
   static void decode_e2m1_doubled(const std::uint8_t* packed, const std::uint8_t (&code)[16],
                                   std::uint8_t* out) {
-    const __m512i x = _mm512_loadu_si512(packed);
-    const __m512i nib = _mm512_set1_epi8(0x0F);
-    const __m512i t =
-        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(code)));
-    const __m512i lo = _mm512_shuffle_epi8(t, _mm512_and_si512(x, nib));
-    const __m512i hi = _mm512_shuffle_epi8(t, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
-    // 128-bit lanes: block b's low nibbles are lane b of lo, its high nibbles lane b of hi.
-    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-    const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
-    _mm512_storeu_si512(out, _mm512_permutex2var_epi64(lo, first, hi));
-    _mm512_storeu_si512(out + 64, _mm512_permutex2var_epi64(lo, second, hi));
+    if constexpr (D != 128) {
+      plain_decoders::decode_e2m1_doubled<D>(packed, code, out);
+    } else {
+      const __m512i x = _mm512_loadu_si512(packed);
+      const __m512i nib = _mm512_set1_epi8(0x0F);
+      const __m512i t =
+          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(code)));
+      const __m512i lo = _mm512_shuffle_epi8(t, _mm512_and_si512(x, nib));
+      const __m512i hi = _mm512_shuffle_epi8(t, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
+      // 128-bit lanes: block b's low nibbles are lane b of lo, its high nibbles lane b of hi.
+      const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+      const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+      _mm512_storeu_si512(out, _mm512_permutex2var_epi64(lo, first, hi));
+      _mm512_storeu_si512(out + 64, _mm512_permutex2var_epi64(lo, second, hi));
+    }
   }
 
  private:
@@ -143,10 +149,11 @@ struct isa_avx512 {
 
   // FP8 per-token rows: x 2^8 restores each code's value exactly, x the row scale is the one
   // rounding Format::decode_row does too.
+  template <int Blocks>
   static void decode_e4m3_fp32(const std::uint8_t* data, float scale, float* out) {
     const __m512 restore = _mm512_set1_ps(256.0f);
     const __m512 s = _mm512_set1_ps(scale);
-    for (int b = 0; b < head_dim / 32; ++b) {
+    for (int b = 0; b < Blocks; ++b) {
       const __m512i h =
           e4m3_to_half(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + 32 * b)));
       const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
@@ -156,9 +163,10 @@ struct isa_avx512 {
     }
   }
 
+  template <int Blocks>
   static void decode_e4m3_ue8m0(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
     const __m512 restore = _mm512_set1_ps(256.0f);
-    for (int b = 0; b < head_dim / scale_block; ++b) {
+    for (int b = 0; b < Blocks; ++b) {
       const __m512i h =
           e4m3_to_half(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + 32 * b)));
       const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));

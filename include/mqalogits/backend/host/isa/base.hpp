@@ -56,8 +56,8 @@ struct code_table {
 // Exponent folding of a whole row (keys and queries alike): UE8M0 block scales are powers of
 // two, so when a row's 4 block exponents lie within `fold_spread` of their minimum, each block's
 // doubled codes shifted left by (its exponent - the minimum) are exact integers in [-96, 96]
-// (12 x 2^3), and the whole 128-long dot product is one exact int32 sum, scaled once by the two
-// rows' smallest block scales. Rows outside [fold_min_scale, fold_max_scale] (the NaN scale
+// (12 x 2^3), and the whole dot product (up to 128 long) is one exact int32 sum, scaled once by the
+// two rows' smallest block scales. Rows outside [fold_min_scale, fold_max_scale] (the NaN scale
 // 255, and scales so small that the product of two row scales would underflow) are not folded.
 inline constexpr int fold_spread = 3;
 inline constexpr int fold_min_scale = 66, fold_max_scale = 254;
@@ -118,10 +118,11 @@ struct fold_tables {
       shifted_codes(int8_signed_keys::key_code, 3, 0)};
 };
 
-// The smallest block exponent of a row when the row folds within `spread`, else -1.
+// The smallest of a row's Blocks block exponents when the row folds within `spread`, else -1.
+template <int Blocks = default_head_dim / scale_block>
 inline int fold_exponent(const std::uint8_t* scales, int spread) {
   int lo = 255, hi = 0;
-  for (int b = 0; b < head_dim / scale_block; ++b) {
+  for (int b = 0; b < Blocks; ++b) {
     lo = scales[b] < lo ? scales[b] : lo;
     hi = scales[b] > hi ? scales[b] : hi;
   }
@@ -145,23 +146,24 @@ template <class Format>
 inline constexpr bool e4m3_fp32_rows =
     std::conjunction_v<std::is_same<typename Format::data_type, float_e4m3>,
                        std::is_same<typename Format::scale_type, fp32_row_scale>,
-                       std::bool_constant<Format::scale_block == head_dim>>;
+                       std::bool_constant<Format::scale_block == Format::head_dim>>;
 
 // The decoders an ISA keeps unless it has a faster one: both are exact, so every ISA produces
 // the same decoded bits.
 struct plain_decoders {
-  // One row into 128 fp32 values, bit-identical to Format::decode_row.
+  // One row into Format::head_dim fp32 values, bit-identical to Format::decode_row.
   template <class Format>
   static void decode_row_f32(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
     Format::decode_row(data, scales, out);
   }
-  // One packed e2m1 row (64 bytes) into 128 bytes code[nibble], in the stored block order:
-  // per 32-element block (16 bytes), its 16 low nibbles (elements 0, 2, .., 30) then its 16
-  // high nibbles (1, 3, .., 31). Queries and keys use the same order, and integer block sums
+  // One packed e2m1 row of D elements (D/2 bytes) into D bytes code[nibble], in the stored block
+  // order: per 32-element block (16 bytes), its 16 low nibbles (elements 0, 2, .., 30) then its
+  // 16 high nibbles (1, 3, .., 31). Queries and keys use the same order, and integer block sums
   // do not care about it.
+  template <int D = default_head_dim>
   static void decode_e2m1_doubled(const std::uint8_t* packed, const std::uint8_t (&code)[16],
                                   std::uint8_t* out) {
-    for (int b = 0; b < head_dim / scale_block; ++b)
+    for (int b = 0; b < D / scale_block; ++b)
       for (int j = 0; j < 16; ++j) {
         const std::uint8_t byte = packed[b * 16 + j];
         out[b * 32 + j] = code[byte & 0xF];
