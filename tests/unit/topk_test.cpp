@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -538,5 +539,45 @@ TEMPLATE_TEST_CASE("topk: the NeuronCore model selects from its own fp32 logits"
       const topk_result t = run_topk(call, B * next_n, k, true, {}, true);
       CHECK(against(e, k, t.indices, t.values, slot) == "");
     }
+  }
+}
+
+// A varlen request with more rows than one work item holds, its keys split over several schedule
+// workers: the schedule interleaves the request's row blocks in its work list, and each row's
+// selection must still come from all of its keys.
+TEST_CASE("topk: a varlen request of 24 rows over several schedule workers", "[topk][paged]") {
+  using F = ml::mxfp8;
+  rnd::engine rng(3);
+  const std::int64_t rows = 24, H = 4, page_kv = 64, max_blocks = 64, pages = 64, k = 16;
+  const std::int64_t cols = max_blocks * page_kv;
+  const auto cache = rnd::paged_cache<F>(rng, pages, page_kv);
+  auto lens = rnd::matrix<std::int32_t>(rows, 1);
+  auto table = rnd::matrix<std::int32_t>(rows, max_blocks);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    lens(r, 0) = static_cast<std::int32_t>(cols - 3 * r);
+    for (std::int64_t s = 0; s < max_blocks; ++s) table(r, s) = static_cast<std::int32_t>(s);
+  }
+  const std::vector<std::int32_t> request(static_cast<std::size_t>(rows), 7);
+  const auto q = rnd::rows<F>(rng, rows * H);
+  const auto w = rnd::weights<float>(rng, rows, H);
+  ml::thread_pool pool(2);
+  const int workers = GENERATE(1, 2, 4, 7);
+  INFO("schedule workers " << workers);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, workers, request);
+  ml::logits_buffer<float> logits(rows, cols);
+  ml::fp8_fp4_paged_mqa_logits(q.view(), cache.view(), w.view(), lens.view(), table.view(),
+                               schedule, cols, logits.view(), request, {.executor = pool});
+  std::vector<std::int32_t> top(static_cast<std::size_t>(rows * k));
+  ml::fp8_fp4_paged_mqa_logits(
+      q.view(), cache.view(), w.view(), lens.view(), table.view(), schedule, cols,
+      ml::topk(ml::matrix_view<std::int32_t>(top.data(), rows, k)), request, {.executor = pool});
+  for (std::int64_t r = 0; r < rows; ++r) {
+    INFO("row " << r);
+    std::vector<std::int32_t> order(static_cast<std::size_t>(lens(r, 0)));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::int32_t a, std::int32_t b) { return logits(r, a) > logits(r, b); });
+    order.resize(static_cast<std::size_t>(k));
+    CHECK(std::vector<std::int32_t>(top.begin() + r * k, top.begin() + (r + 1) * k) == order);
   }
 }

@@ -261,8 +261,8 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
 
 // Tasks of an output that keeps per-task state: contiguous runs of the plan's items, about
 // tasks_per_thread per executor thread (enough for a dynamic pool to balance, few enough that
-// the per-task state stays small). Every plan emits the items of one row block back to back,
-// so a block is scored by one task or by neighbouring ones: only a task's first and last block
+// the per-task state stays small). run_with puts the items of one row block back to back, so
+// a block is scored by one task or by neighbouring ones: only a task's first and last block
 // can be shared.
 inline constexpr std::int64_t tasks_per_thread = 4;
 
@@ -327,6 +327,15 @@ void run_with(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
     max_rows = std::max(max_rows, item.row_end - item.row_begin);
   const std::uint64_t call = next_call_id();
   if constexpr (grouped_output_policy<Output>) {
+    // A row block's items back to back, so that only a task's first and last block can be
+    // shared with another task. Plans emit them so, except a varlen request with more rows than
+    // one item holds, whose blocks a schedule split over several workers interleaves. (In
+    // place: a warm call still allocates nothing.)
+    auto by_block = [](const work_item& a, const work_item& b) {
+      return a.row_begin != b.row_begin ? a.row_begin < b.row_begin : a.key_begin < b.key_begin;
+    };
+    if (!std::is_sorted(work.items.begin(), work.items.end(), by_block))
+      std::sort(work.items.begin(), work.items.end(), by_block);
     run_grouped<I>(q, plan, w, output, opt, scratch, max_rows, call);
   } else {
     // Every allocation of the call before its first output write.
