@@ -29,14 +29,9 @@ extern ml::matrix_view<const std::int32_t> block_table, sparse_kv_block_indices;
 extern ml::matrix_view<float> out;
 extern ml::options opt;
 
-// One "Kernels and API" fragment passes context_lens to the paged kernel ([B, next_n], a
-// matrix_view) and to the paged-sparse metadata ([num_q], a span), as the README says: one
-// object converting to both stands for the two arrays an engine would hold.
-struct context_lengths {
-  operator ml::matrix_view<const std::int32_t>() const;
-  operator std::span<const std::int32_t>() const;
-};
-extern context_lengths context_lens;
+// context_lens [B, next_n] of the paged kernel; row_lens [num_q] of the paged-sparse metadata.
+extern ml::matrix_view<const std::int32_t> context_lens;
+extern std::span<const std::int32_t> row_lens;
 
 namespace kernels_and_api {
 extern std::span<const std::int32_t> indices;  // paged sparse: the request of each row

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -47,7 +48,7 @@ template <class I, class Format>
 void decode_q_f32(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
                   float* qt) {
   constexpr int D = Format::head_dim;
-  alignas(64) float tmp[D];
+  alignas(64) float tmp[static_cast<std::size_t>(D)];
   for (int h = 0; h < heads; ++h) {
     decode_key_f32<I, Format>(q.row(first_row + h), q_scales(q, first_row + h), tmp);
     for (int d = 0; d < D; ++d) qt[d * hp + h] = tmp[d];
@@ -69,7 +70,7 @@ void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, 
   constexpr int D = Format::head_dim, blocks = Format::blocks;
   for (int h = 0; h < heads; ++h) {
     const std::uint8_t* sc = q_scales(q, first_row + h);
-    alignas(64) std::int8_t v[D];  // doubled values, stored block order
+    alignas(64) std::int8_t v[static_cast<std::size_t>(D)];  // doubled values, stored block order
     I::template decode_e2m1_doubled<D>(q.row(first_row + h), query_code,
                                        reinterpret_cast<std::uint8_t*>(v));
     for (int b = 0; b < blocks; ++b) {
@@ -106,8 +107,8 @@ bool decode_q_i8_fold(const rows_view<Format>& q, std::int64_t first_row, int he
   for (int h = 0; h < heads; ++h) {
     const std::uint8_t* sc = q_scales(q, first_row + h);
     const int lo = fold_exponent<blocks>(sc, I::fold_query_spread);
-    alignas(64) std::int8_t v[D];
-    alignas(64) std::uint8_t shifted[D];
+    alignas(64) std::int8_t v[static_cast<std::size_t>(D)];
+    alignas(64) std::uint8_t shifted[static_cast<std::size_t>(D)];
     int decoded = -1;
     for (int b = 0; b < blocks; ++b) {
       const int shift = sc[b] - lo;
@@ -154,7 +155,7 @@ inline bool decode_key_i8_fold(const std::uint8_t* packed, const std::uint8_t* s
   if (one_exponent) {
     I::template decode_e2m1_doubled<D>(packed, tables::key[0].v, out);  // the common case
   } else {
-    alignas(64) std::uint8_t shifted[D];
+    alignas(64) std::uint8_t shifted[static_cast<std::size_t>(D)];
     for (int shift = 0; shift <= fold_spread; ++shift) {
       bool used = false;
       for (int b = 0; b < blocks; ++b) used = used || scales[b] - lo == shift;
