@@ -72,6 +72,32 @@ rnd::owned_matrix<float> coarse_weights(rnd::engine& rng, i64 rows, i64 H) {
   return w;
 }
 
+// The promise, checked on a dense call: under FTZ / DAZ, (q, kv) scores exactly as (q0, kv0) —
+// the same rows with the elements the flush loses zeroed — does without, and that matches the
+// reference; without FTZ / DAZ, (q, kv) itself matches the reference; and the flush changed
+// something.
+template <class F>
+void expect_flush_promise(const rnd::owned_rows<F>& q, const rnd::owned_rows<F>& kv,
+                          const rnd::owned_rows<F>& q0, const rnd::owned_rows<F>& kv0,
+                          const rnd::owned_matrix<float>& w, const std::vector<i32>& ks,
+                          const std::vector<i32>& ke) {
+  const i64 num_q = static_cast<i64>(ks.size()), N = kv.n;
+  ml::logits_buffer<float> flushed(num_q, N), expected(num_q, N), plain(num_q, N);
+  {
+    const flush_denormals guard;
+    REQUIRE(flushing());
+    ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, 0, flushed.view());
+  }
+  ml::fp8_fp4_mqa_logits(q0.view(), kv0.view(), w.view(), ks, ke, 0, expected.view());
+  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, 0, plain.view());
+  CHECK(same_values(flushed, expected));
+  CHECK(check::against(flushed, ref::dense(q0.view(), kv0.view(), w.view(), std::span(ks),
+                                           std::span(ke), 0)) == "");
+  CHECK(check::against(plain, ref::dense(q.view(), kv.view(), w.view(), std::span(ks),
+                                         std::span(ke), 0)) == "");
+  CHECK(differ(plain, flushed));
+}
+
 }  // namespace
 
 TEST_CASE("denormals: the MXCSR guard flushes and restores", "[denormals]") {
@@ -171,21 +197,7 @@ TEST_CASE("denormals: MXFP8 elements below 2^-126 read as zero under FTZ / DAZ",
     return rows;
   };
   const auto q0 = flush(q), kv0 = flush(kv);
-  ml::logits_buffer<float> flushed(num_q, N), expected(num_q, N), plain(num_q, N);
-  {
-    const flush_denormals guard;
-    REQUIRE(flushing());
-    ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, 0, flushed.view());
-  }
-  ml::fp8_fp4_mqa_logits(q0.view(), kv0.view(), w.view(), ks, ke, 0, expected.view());
-  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, 0, plain.view());
-  CHECK(same_values(flushed, expected));
-  CHECK(check::against(flushed, ref::dense(q0.view(), kv0.view(), w.view(), std::span(ks),
-                                           std::span(ke), 0)) == "");
-  // Without FTZ / DAZ the same inputs are exact: they match the reference on the unflushed rows.
-  CHECK(check::against(plain, ref::dense(q.view(), kv.view(), w.view(), std::span(ks),
-                                         std::span(ke), 0)) == "");
-  CHECK(differ(plain, flushed));  // the flush did change something
+  expect_flush_promise(q, kv, q0, kv0, w, ks, ke);
 }
 
 TEST_CASE("denormals: MXFP4 block pairs whose scale product is below 2^-126 read as zero",
@@ -223,20 +235,7 @@ TEST_CASE("denormals: MXFP4 block pairs whose scale product is below 2^-126 read
     kv_low0.scale(t)[0] = 105;
     for (int i = 0; i < 16; ++i) kv_low0.row(t)[i] = 0;
   }
-  ml::logits_buffer<float> flushed(num_q, N), expected(num_q, N), plain(num_q, N);
-  {
-    const flush_denormals guard;
-    REQUIRE(flushing());
-    ml::fp8_fp4_mqa_logits(q.view(), kv_low.view(), w.view(), ks, ke, 0, flushed.view());
-  }
-  ml::fp8_fp4_mqa_logits(q0.view(), kv_low0.view(), w.view(), ks, ke, 0, expected.view());
-  ml::fp8_fp4_mqa_logits(q.view(), kv_low.view(), w.view(), ks, ke, 0, plain.view());
-  CHECK(same_values(flushed, expected));
-  CHECK(check::against(flushed, ref::dense(q0.view(), kv_low0.view(), w.view(), std::span(ks),
-                                           std::span(ke), 0)) == "");
-  CHECK(check::against(plain, ref::dense(q.view(), kv_low.view(), w.view(), std::span(ks),
-                                         std::span(ke), 0)) == "");
-  CHECK(differ(plain, flushed));
+  expect_flush_promise(q, kv_low, q0, kv_low0, w, ks, ke);
 }
 
 #endif  // x86
