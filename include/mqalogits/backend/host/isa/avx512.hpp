@@ -172,7 +172,10 @@ struct isa_avx512 {
       const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
       const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
       const std::uint8_t e = scales[b];
-      if (e <= 246) {  // 2^8 * 2^(e - 127) is a normal float: one multiply, the same rounding
+      // 2^8 * 2^(e - 127) is a normal float for 1 <= e <= 246: one multiply, the same rounding.
+      // Byte 0 keeps its own subnormal scale (2^-127), so that denormals-are-zero reads the
+      // block as 0 here as on every other path.
+      if (e != 0 && e <= 246) {
         const __m512 s = _mm512_set1_ps(ue8m0_values[e + 8]);
         _mm512_storeu_ps(out + 32 * b, _mm512_mul_ps(lo, s));
         _mm512_storeu_ps(out + 32 * b + 16, _mm512_mul_ps(hi, s));
