@@ -109,7 +109,9 @@ bool decode_q_i8_fold(const rows_view<Format>& q, std::int64_t first_row, int he
     const int lo = fold_exponent<blocks>(sc, I::fold_query_spread);
     alignas(64) std::int8_t v[static_cast<std::size_t>(D)];
     alignas(64) std::uint8_t shifted[static_cast<std::size_t>(D)];
-    int decoded = -1;
+    // Block 0's shift first, so every block reads codes decoded for its own shift.
+    int decoded = sc[0] - lo;
+    I::template decode_e2m1_doubled<D>(q.row(first_row + h), tables::query[decoded].v, shifted);
     for (int b = 0; b < blocks; ++b) {
       const int shift = sc[b] - lo;
       if (shift != decoded) {

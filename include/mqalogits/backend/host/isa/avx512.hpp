@@ -13,6 +13,7 @@
 
 #include "intrinsics_x86.hpp"
 
+MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
 
@@ -190,4 +191,5 @@ struct isa_avx512 {
 
 }  // namespace host_backend
 MQALOGITS_NAMESPACE_END
+MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON
 #endif

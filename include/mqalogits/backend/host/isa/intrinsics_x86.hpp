@@ -1,7 +1,9 @@
 // <immintrin.h> for the x86 ISA files, without the warnings GCC 12's AVX-512 intrinsics raise
-// inside the header (they seed results with _mm512_undefined_*(), which -Wuninitialized
-// reports); the pragma covers the header's lines only. And in_register, which keeps the
-// micro-kernels' schedule independent of the -mtune an engine builds with.
+// (they seed results with _mm512_undefined_*(), which -Wuninitialized reports once inlined):
+// the pragma covers the header's lines when this is its first inclusion, and
+// MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF / _ON cover the code that calls them, for a consumer
+// that included <immintrin.h> first. And in_register, which keeps the micro-kernels' schedule
+// independent of the -mtune an engine builds with.
 #pragma once
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -15,6 +17,16 @@
 #endif
 
 #include "../../../config.hpp"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF                                        \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"") \
+      _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON _Pragma("GCC diagnostic pop")
+#else
+#define MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
+#define MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON
+#endif
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
