@@ -3,10 +3,13 @@
 # tests/unit/hostile_test.cpp: aliasing, moved-from metadata, pool lifetime, broken executors,
 # helper bounds),
 # and a bounded run of each libFuzzer target over its committed corpus. Clang 14 (libFuzzer comes
-# with Debian's libclang-rt-14-dev). -O1 keeps the instrumented binaries quick to build and run.
+# with Debian's libclang-rt-14-dev). -O0 with line tables: the kernels are instantiated per
+# format, head dim and output, and -O1 made these builds five times slower to compile than the
+# suite is to run unoptimised (stack traces still name file and line).
 #
 #   bash .ci/sanitizers.sh              # everything, in build-asan and build-tsan
 #   FUZZ_SECONDS=60 bash .ci/sanitizers.sh
+#   SANITIZE_FLAGS="-O1 -g" bash .ci/sanitizers.sh   # optimised instrumented builds
 #
 # Each build only compiles the test binary (and the fuzzers), not the benchmarks or examples.
 set -euo pipefail
@@ -24,7 +27,7 @@ configure() {  # dir, sanitizers, extra cmake args...
   local dir=$1 san=$2
   shift 2
   cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER="$CXX" "${launcher[@]}" \
-    -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS="-O1 -g" \
+    -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS="${SANITIZE_FLAGS:--O0 -gline-tables-only}" \
     -DMQALOGITS_BUILD_BENCH=OFF -DMQALOGITS_BUILD_EXAMPLES=OFF \
     -DMQALOGITS_SANITIZE="$san" "$@" > /dev/null
 }
