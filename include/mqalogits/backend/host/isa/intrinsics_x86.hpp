@@ -7,18 +7,6 @@
 #pragma once
 
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
-#include "../../../config.hpp"
-
-#if defined(__GNUC__) && !defined(__clang__)
 #define MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF                                        \
   _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"") \
       _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
@@ -27,6 +15,12 @@
 #define MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
 #define MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON
 #endif
+
+MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
+#include <immintrin.h>
+MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON
+
+#include "../../../config.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
