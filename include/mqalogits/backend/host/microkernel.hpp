@@ -23,6 +23,64 @@
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
 
+// ---- the register tile every path accumulates in ----
+//
+// acc[j][i] holds head vector j of a chunk against key i; the paths differ only in what they
+// load per step and how a step updates an accumulator.
+
+#if defined(__GNUC__) || defined(__clang__)
+#define MQALOGITS_TILE_INLINE inline __attribute__((always_inline))
+#else
+#define MQALOGITS_TILE_INLINE inline
+#endif
+
+// acc[j][i] = start(j) for every key i.
+template <class V, std::size_t HeadVectors, std::size_t Keys, class Start>
+MQALOGITS_TILE_INLINE void fill_tile(V (&acc)[HeadVectors][Keys], Start start) {
+  MQALOGITS_UNROLL
+  for (std::size_t j = 0; j < HeadVectors; ++j) {
+    const V v = start(static_cast<int>(j));
+    MQALOGITS_UNROLL
+    for (std::size_t i = 0; i < Keys; ++i) acc[j][i] = v;
+  }
+}
+
+// `steps` outer-product steps, in ascending order: step s loads key operand i as key_at(s, i)
+// once, then for each head vector j the head operand head_at(s, j), and sets
+// acc[j][i] = step(acc[j][i], head, key).
+template <class V, std::size_t HeadVectors, std::size_t Keys, class HeadAt, class KeyAt, class Step>
+MQALOGITS_TILE_INLINE void accumulate_tile(V (&acc)[HeadVectors][Keys], int steps, HeadAt head_at,
+                                           KeyAt key_at, Step step) {
+  using key_operand = decltype(key_at(0, 0));
+  for (int s = 0; s < steps; ++s) {
+    key_operand kb[Keys];
+    MQALOGITS_UNROLL
+    for (std::size_t i = 0; i < Keys; ++i) kb[i] = key_at(s, static_cast<int>(i));
+    MQALOGITS_UNROLL
+    for (std::size_t j = 0; j < HeadVectors; ++j) {
+      const auto qv = head_at(s, static_cast<int>(j));
+      MQALOGITS_UNROLL
+      for (std::size_t i = 0; i < Keys; ++i) acc[j][i] = step(acc[j][i], qv, kb[i]);
+    }
+  }
+}
+
+// part[i] += sum over the chunk's head vectors j of relu(score(j, i)) * w, padding heads
+// (past `heads`) masked; score(j, i) is the fp32 dot product of head vector v0 + j and key i.
+template <class I, int HeadVectors, int Keys, class Score>
+MQALOGITS_TILE_INLINE void add_weighted_relu(
+    int heads, const float* w, int v0, Score score,
+    typename I::vf (&part)[static_cast<std::size_t>(Keys)]) {
+  constexpr int L = I::lanes;
+  MQALOGITS_UNROLL
+  for (int j = 0; j < HeadVectors; ++j) {
+    const auto live = I::live(heads - (v0 + j) * L);
+    const typename I::vf wv = I::load(w + (v0 + j) * L);
+    MQALOGITS_UNROLL
+    for (int i = 0; i < Keys; ++i) part[i] = I::fma(I::relu(score(j, i), live), wv, part[i]);
+  }
+}
+
 // ---- fp32 path (MXFP8 and any other format decoded to fp32) ----
 template <int D>
 struct f32_path {
@@ -48,32 +106,31 @@ struct f32_path {
                     typename I::vf (&part)[static_cast<std::size_t>(Keys)]) {
     using vf = typename I::vf;
     constexpr int L = I::lanes;
-    vf acc[static_cast<std::size_t>(HeadVectors)][static_cast<std::size_t>(Keys)];
-    MQALOGITS_UNROLL
-    for (int j = 0; j < HeadVectors; ++j) {
-      MQALOGITS_UNROLL
-      for (int i = 0; i < Keys; ++i) acc[j][i] = I::zero();
-    }
+    vf acc[std::size_t{HeadVectors}][std::size_t{Keys}];
+    fill_tile(acc, [](int) { return I::zero(); });
     const float* qd = q.qt + v0 * L;
-    for (int d = 0; d < D; ++d, qd += q.padded_heads) {
-      vf kb[static_cast<std::size_t>(Keys)];
-      MQALOGITS_UNROLL
-      for (int i = 0; i < Keys; ++i) kb[i] = I::broadcast(k.values + i * D + d);
-      MQALOGITS_UNROLL
-      for (int j = 0; j < HeadVectors; ++j) {
-        const vf qv = I::load(qd + j * L);
-        MQALOGITS_UNROLL
-        for (int i = 0; i < Keys; ++i) acc[j][i] = I::fma(qv, kb[i], acc[j][i]);
-      }
-    }
-    MQALOGITS_UNROLL
-    for (int j = 0; j < HeadVectors; ++j) {
-      const auto live = I::live(q.heads - (v0 + j) * L);
-      const vf wv = I::load(q.w + (v0 + j) * L);
-      MQALOGITS_UNROLL
-      for (int i = 0; i < Keys; ++i) part[i] = I::fma(I::relu(acc[j][i], live), wv, part[i]);
-    }
+    accumulate_tile(
+        acc, D, [&](int d, int j) { return I::load(qd + d * q.padded_heads + j * L); },
+        [&](int d, int i) { return I::broadcast(k.values + i * D + d); },
+        [](vf a, vf qv, vf kv) { return I::fma(qv, kv, a); });
+    add_weighted_relu<I, HeadVectors, Keys>(
+        q.heads, q.w, v0, [&](int j, int i) { return acc[j][i]; }, part);
   }
+};
+
+// ---- the int8 paths' operands ----
+//
+// Both int8 paths take a query row and a key group in these shapes (each path says its layout).
+struct i8_query {
+  const std::int32_t* data;   // 4 code bytes (s8) per int32, heads innermost
+  const std::int32_t* start;  // accumulator starts (the ISA's int8 encoding)
+  const float* scale;         // scales over 4 (the doubling)
+  const float* w;             // head weights
+  int heads, padded_heads;
+};
+struct i8_keys {
+  const std::uint8_t* codes;  // i8_key_bytes<D> bytes per key
+  const float* scales;
 };
 
 // ---- int8 path (MXFP4 x MXFP4) ----
@@ -94,19 +151,10 @@ struct i8_path {
   // accumulator start of that block (I::int8::block_start; only read when the encoding offsets
   // keys); scale[b * padded_heads + h] the block scale over 4 (the doubling); w[h]. Padded
   // heads hold zeros.
-  struct query {
-    const std::int32_t* data;
-    const std::int32_t* start;
-    const float* scale;
-    const float* w;
-    int heads, padded_heads;
-  };
+  using query = i8_query;
   // `keys` decoded keys of i8_key_bytes<D> (I::int8::key_code bytes) and their keys x D/32 block
   // scales.
-  struct keys {
-    const std::uint8_t* codes;
-    const float* scales;
-  };
+  using keys = i8_keys;
   static constexpr int key_bytes = D;
   template <class I>
   static constexpr const auto& blocks() {
@@ -120,41 +168,26 @@ struct i8_path {
     using vi = typename I::vi;
     constexpr int L = I::lanes;
     constexpr int blocks = D / scale_block, steps = scale_block / 4;
-    const int hp = q.padded_heads;
-    vf f[static_cast<std::size_t>(HeadVectors)][static_cast<std::size_t>(Keys)];
-    MQALOGITS_UNROLL
-    for (int j = 0; j < HeadVectors; ++j) {
-      MQALOGITS_UNROLL
-      for (int i = 0; i < Keys; ++i) f[j][i] = I::zero();
-    }
+    const int stride = q.padded_heads;
+    vf f[std::size_t{HeadVectors}][std::size_t{Keys}];
+    fill_tile(f, [](int) { return I::zero(); });
     for (int b = 0; b < blocks; ++b) {
-      vi acc[static_cast<std::size_t>(HeadVectors)][static_cast<std::size_t>(Keys)];
-      MQALOGITS_UNROLL
-      for (int j = 0; j < HeadVectors; ++j) {
-        vi start;
+      vi acc[std::size_t{HeadVectors}][std::size_t{Keys}];
+      fill_tile(acc, [&](int j) {
         if constexpr (I::int8::offset_keys)
-          start = I::loadi(q.start + b * hp + (v0 + j) * L);
+          return I::loadi(q.start + b * stride + (v0 + j) * L);
         else
-          start = I::zeroi();
-        MQALOGITS_UNROLL
-        for (int i = 0; i < Keys; ++i) acc[j][i] = start;
-      }
-      const std::int32_t* qd = q.data + b * steps * hp + v0 * L;
-      for (int s = 0; s < steps; ++s, qd += hp) {
-        vi kb[static_cast<std::size_t>(Keys)];
-        MQALOGITS_UNROLL
-        for (int i = 0; i < Keys; ++i)
-          kb[i] = I::broadcast4(k.codes + i * key_bytes + b * scale_block + 4 * s);
-        MQALOGITS_UNROLL
-        for (int j = 0; j < HeadVectors; ++j) {
-          const vi qv = I::loadi(qd + j * L);
-          MQALOGITS_UNROLL
-          for (int i = 0; i < Keys; ++i) acc[j][i] = I::dot4(acc[j][i], kb[i], qv);
-        }
-      }
+          return I::zeroi();
+      });
+      const std::int32_t* qd = q.data + b * steps * stride + v0 * L;
+      const std::uint8_t* kd = k.codes + b * scale_block;
+      accumulate_tile(
+          acc, steps, [&](int s, int j) { return I::loadi(qd + s * stride + j * L); },
+          [&](int s, int i) { return I::broadcast4(kd + i * key_bytes + 4 * s); },
+          [](vi a, vi qv, vi kv) { return I::dot4(a, kv, qv); });
       MQALOGITS_UNROLL
       for (int j = 0; j < HeadVectors; ++j) {
-        const vf qs = I::load(q.scale + b * hp + (v0 + j) * L);
+        const vf qs = I::load(q.scale + b * stride + (v0 + j) * L);
         MQALOGITS_UNROLL
         for (int i = 0; i < Keys; ++i) {
           const vf both = I::cap_infinity(I::mul(qs, I::broadcast(k.scales + i * blocks + b)));
@@ -162,13 +195,8 @@ struct i8_path {
         }
       }
     }
-    MQALOGITS_UNROLL
-    for (int j = 0; j < HeadVectors; ++j) {
-      const auto live = I::live(q.heads - (v0 + j) * L);
-      const vf wv = I::load(q.w + (v0 + j) * L);
-      MQALOGITS_UNROLL
-      for (int i = 0; i < Keys; ++i) part[i] = I::fma(I::relu(f[j][i], live), wv, part[i]);
-    }
+    add_weighted_relu<I, HeadVectors, Keys>(
+        q.heads, q.w, v0, [&](int j, int i) { return f[j][i]; }, part);
   }
 };
 
@@ -182,18 +210,9 @@ template <int D>
 struct i8_fold_path {
   // data[s * padded_heads + h]: the 4 bytes of elements 4s..4s+3 of head h (stored block
   // order); start[h] the accumulator start (I::int8::fold_start); scale[h] the row scale / 4.
-  struct query {
-    const std::int32_t* data;
-    const std::int32_t* start;
-    const float* scale;
-    const float* w;
-    int heads, padded_heads;
-  };
+  using query = i8_query;
   // `keys` folded keys of i8_key_bytes<D> bytes and their row scales.
-  struct keys {
-    const std::uint8_t* codes;
-    const float* scales;
-  };
+  using keys = i8_keys;
   static constexpr int key_bytes = D;
   template <class I>
   static constexpr const auto& blocks() {
@@ -206,37 +225,22 @@ struct i8_fold_path {
     using vf = typename I::vf;
     using vi = typename I::vi;
     constexpr int L = I::lanes;
-    const int hp = q.padded_heads;
-    vi acc[static_cast<std::size_t>(HeadVectors)][static_cast<std::size_t>(Keys)];
-    MQALOGITS_UNROLL
-    for (int j = 0; j < HeadVectors; ++j) {
-      const vi start = I::loadi(q.start + (v0 + j) * L);
-      MQALOGITS_UNROLL
-      for (int i = 0; i < Keys; ++i) acc[j][i] = start;
-    }
+    const int stride = q.padded_heads;
+    vi acc[std::size_t{HeadVectors}][std::size_t{Keys}];
+    fill_tile(acc, [&](int j) { return I::loadi(q.start + (v0 + j) * L); });
     const std::int32_t* qd = q.data + v0 * L;
-    for (int s = 0; s < D / 4; ++s, qd += hp) {
-      vi kb[static_cast<std::size_t>(Keys)];
-      MQALOGITS_UNROLL
-      for (int i = 0; i < Keys; ++i) kb[i] = I::broadcast4(k.codes + i * key_bytes + 4 * s);
-      MQALOGITS_UNROLL
-      for (int j = 0; j < HeadVectors; ++j) {
-        const vi qv = I::loadi(qd + j * L);
-        MQALOGITS_UNROLL
-        for (int i = 0; i < Keys; ++i) acc[j][i] = I::dot4(acc[j][i], kb[i], qv);
-      }
-    }
-    MQALOGITS_UNROLL
-    for (int j = 0; j < HeadVectors; ++j) {
-      const auto live = I::live(q.heads - (v0 + j) * L);
-      const vf wv = I::load(q.w + (v0 + j) * L);
-      const vf qs = I::load(q.scale + (v0 + j) * L);
-      MQALOGITS_UNROLL
-      for (int i = 0; i < Keys; ++i) {
-        const vf both = I::cap_infinity(I::mul(qs, I::broadcast(k.scales + i)));
-        part[i] = I::fma(I::relu(I::mul(I::to_float(acc[j][i]), both), live), wv, part[i]);
-      }
-    }
+    accumulate_tile(
+        acc, D / 4, [&](int s, int j) { return I::loadi(qd + s * stride + j * L); },
+        [&](int s, int i) { return I::broadcast4(k.codes + i * key_bytes + 4 * s); },
+        [](vi a, vi qv, vi kv) { return I::dot4(a, kv, qv); });
+    add_weighted_relu<I, HeadVectors, Keys>(
+        q.heads, q.w, v0,
+        [&](int j, int i) {
+          const vf qs = I::load(q.scale + (v0 + j) * L);
+          const vf both = I::cap_infinity(I::mul(qs, I::broadcast(k.scales + i)));
+          return I::mul(I::to_float(acc[j][i]), both);
+        },
+        part);
   }
 };
 
