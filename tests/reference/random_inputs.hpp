@@ -45,6 +45,9 @@ struct code_options {
   int scale_lo = 118, scale_hi = 130;  // UE8M0 exponents, inclusive
   int nan_codes = 0;                   // NaN data codes sprinkled at random positions
   int nan_scales = 0;                  // 255 scale bytes sprinkled at random positions
+  // fp32 scales (fp8_per_token) with a full 24-bit mantissa, times 2^[-10, -2], as a real
+  // quantiser writes them, instead of the few-bit scales below (scale_lo/hi do not apply).
+  bool full_mantissa_scales = false;
 };
 
 namespace detail {
@@ -62,14 +65,18 @@ inline std::uint8_t scale_byte(engine& rng, const code_options& o) {
   return static_cast<std::uint8_t>(uniform(rng, o.scale_lo, o.scale_hi));
 }
 // One row's 4 scale bytes: UE8M0 exponents in [scale_lo, scale_hi], or (fp32 scales) a float
-// (1 + m/16) x 2^(e - 127) with e in the same range, few enough bits that code x scale is exact.
+// (1 + m/16) x 2^(e - 127) with e in the same range, few enough bits that code x scale is exact
+// (or a full-mantissa one, code_options::full_mantissa_scales).
 template <class Format>
 void scale_field(engine& rng, const code_options& o, std::uint8_t* field) {
   if constexpr (Format::power_of_two_scales) {
     for (int i = 0; i < Format::scale_bytes; ++i) field[i] = scale_byte(rng, o);
   } else {
-    const float s = std::ldexp(1.0f + static_cast<float>(uniform(rng, 0, 15)) / 16.0f,
-                               static_cast<int>(scale_byte(rng, o)) - 127);
+    const float s = o.full_mantissa_scales
+                        ? std::ldexp(std::uniform_real_distribution<float>(1.0f, 2.0f)(rng),
+                                     static_cast<int>(uniform(rng, -10, -2)))
+                        : std::ldexp(1.0f + static_cast<float>(uniform(rng, 0, 15)) / 16.0f,
+                                     static_cast<int>(scale_byte(rng, o)) - 127);
     std::memcpy(field, &s, sizeof s);
   }
 }

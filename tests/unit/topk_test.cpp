@@ -31,44 +31,14 @@ namespace {
 
 constexpr std::uint32_t sentinel_bits = 0xFFA5A5A5u;  // a NaN no kernel writes: "not written"
 
-void put_float(std::uint8_t* dst, float v) {
-  std::memcpy(dst, &v, sizeof v);
-}
-float token_scale(rnd::engine& rng) {
-  const float m = std::uniform_real_distribution<float>(1.0f, 2.0f)(rng);
-  return std::ldexp(m, static_cast<int>(rnd::uniform(rng, -10, -2)));
-}
-
-// Rows of any of the three formats (FP8 per-token: e4m3 codes and a random fp32 scale per row).
+// Rows and caches of any of the three formats; fp8_per_token scales have full mantissas.
 template <class F>
-rnd::owned_rows<F> make_rows(rnd::engine& rng, std::int64_t n, const rnd::code_options& o = {}) {
-  if constexpr (std::is_same_v<F, ml::fp8_per_token>) {
-    rnd::owned_rows<F> r;
-    r.n = n;
-    r.data = rnd::rows<ml::mxfp8>(rng, n, o).data;
-    r.scales.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 1) * 4));
-    for (std::int64_t i = 0; i < n; ++i) put_float(r.scale(i), token_scale(rng));
-    return r;
-  } else {
-    return rnd::rows<F>(rng, n, o);
-  }
+rnd::owned_rows<F> make_rows(rnd::engine& rng, std::int64_t n) {
+  return rnd::rows<F>(rng, n, {.full_mantissa_scales = true});
 }
-
 template <class F>
 rnd::owned_paged_cache<F> make_cache(rnd::engine& rng, std::int64_t pages, std::int32_t page_kv) {
-  if constexpr (std::is_same_v<F, ml::fp8_per_token>) {
-    auto mx = rnd::paged_cache<ml::mxfp8>(rng, pages, page_kv);
-    rnd::owned_paged_cache<F> c;
-    c.num_pages = mx.num_pages;
-    c.page_kv = mx.page_kv;
-    c.page_stride = mx.page_stride;
-    c.bytes = std::move(mx.bytes);
-    for (std::int64_t p = 0; p < pages; ++p)
-      for (std::int64_t s = 0; s < page_kv; ++s) put_float(c.scale(p, s), token_scale(rng));
-    return c;
-  } else {
-    return rnd::paged_cache<F>(rng, pages, page_kv);
-  }
+  return rnd::paged_cache<F>(rng, pages, page_kv, 0, {.full_mantissa_scales = true});
 }
 
 // NaN above everything, then numeric order (-0 == +0): the order torch.topk and the library use.

@@ -23,12 +23,6 @@ namespace {
 
 constexpr std::int64_t upstream_alignment = 1024;  // bytes per logits row, as upstream pads
 
-// A random fp32 per-token scale: a full 24-bit mantissa times 2^[-10, -2].
-float token_scale(engine& rng) {
-  const float m = std::uniform_real_distribution<float>(1.0f, 2.0f)(rng);
-  return std::ldexp(m, static_cast<int>(ref::rand::uniform(rng, -10, -2)));
-}
-
 void put_float(std::uint8_t* dst, float v) {
   std::memcpy(dst, &v, sizeof v);
 }
@@ -52,40 +46,25 @@ struct rows_input {
 
 template <class Format>
 rows_input<Format> make_rows(engine& rng, std::int64_t n, bool is_q) {
+  auto rows = ref::rand::rows<Format>(rng, n, {.full_mantissa_scales = true});
   rows_input<Format> in;
   in.n = n;
+  in.data = std::move(rows.data);
+  in.scales = std::move(rows.scales);
   if constexpr (std::is_same_v<Format, ml::fp8_per_token>) {
-    in.data = ref::rand::rows<ml::mxfp8>(rng, n).data;  // NaN-free e4m3 codes
-    in.scales.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 1) * 4));
     in.unscaled = is_q;
-    for (std::int64_t r = 0; r < n; ++r)
-      put_float(in.scales.data() + r * 4, is_q ? 1.0f : token_scale(rng));
-  } else {
-    auto rows = ref::rand::rows<Format>(rng, n);
-    in.data = std::move(rows.data);
-    in.scales = std::move(rows.scales);
+    if (is_q)
+      for (std::int64_t r = 0; r < n; ++r) put_float(in.scales.data() + r * 4, 1.0f);
   }
   return in;
 }
 
-// A paged cache [num_pages, page_stride] of Format: per page, page_kv data rows then page_kv
-// scale rows; fp8_per_token pages hold a float32 per slot in the scale area.
+// A paged cache of any format; fp8_per_token pages hold a full-mantissa fp32 scale per slot.
 template <class Format>
 ref::rand::owned_paged_cache<Format> make_cache(engine& rng, std::int64_t pages,
                                                 std::int32_t page_kv, std::int64_t page_stride) {
-  if constexpr (std::is_same_v<Format, ml::fp8_per_token>) {
-    auto mx = ref::rand::paged_cache<ml::mxfp8>(rng, pages, page_kv, page_stride);
-    ref::rand::owned_paged_cache<Format> c;
-    c.num_pages = mx.num_pages;
-    c.page_kv = mx.page_kv;
-    c.page_stride = mx.page_stride;
-    c.bytes = std::move(mx.bytes);
-    for (std::int64_t p = 0; p < pages; ++p)
-      for (std::int64_t s = 0; s < page_kv; ++s) put_float(c.scale(p, s), token_scale(rng));
-    return c;
-  } else {
-    return ref::rand::paged_cache<Format>(rng, pages, page_kv, page_stride);
-  }
+  return ref::rand::paged_cache<Format>(rng, pages, page_kv, page_stride,
+                                        {.full_mantissa_scales = true});
 }
 
 // Upstream pads the page stride to a multiple of 512 bytes.
