@@ -35,7 +35,8 @@ base_names() { sed -E 's/ - [A-Za-z_:]+ - [0-9]+$//' | sort -u; }
 
 native_list=
 if [ -x "$NATIVE_TESTS" ]; then
-  native_list=$("$NATIVE_TESTS" --list-test-names-only | sed '/^$/d' || true)
+  # (Tests tagged [x86], e.g. the MXCSR denormal tests, exist on x86 builds only.)
+  native_list=$("$NATIVE_TESTS" --list-test-names-only '~[x86]' | sed '/^$/d' || true)
   [ -n "$native_list" ] || fail "$NATIVE_TESTS lists no tests"
 fi
 

@@ -744,7 +744,7 @@ struct flush_denormals {
 }  // namespace
 
 TEST_CASE("hostile, denormals: UE8M0 decode and the quantizers are exact under FTZ/DAZ",
-          "[hostile][denormals]") {
+          "[hostile][denormals][x86]") {
   // Blocks with an infinite element take scale byte 254, whose reciprocal 2^-127 is an fp32
   // subnormal; the finite elements (up to 3.3e38) must still get their codes.
   std::vector<float> x(128);
