@@ -233,14 +233,17 @@ struct i8_fold_path {
         acc, D / 4, [&](int s, int j) { return I::loadi(qd + s * stride + j * L); },
         [&](int s, int i) { return I::broadcast4(k.codes + i * key_bytes + 4 * s); },
         [](vi a, vi qv, vi kv) { return I::dot4(a, kv, qv); });
+    vf f[std::size_t{HeadVectors}][std::size_t{Keys}];
+    MQALOGITS_UNROLL
+    for (int j = 0; j < HeadVectors; ++j) {
+      const vf qs = I::load(q.scale + (v0 + j) * L);
+      MQALOGITS_UNROLL
+      for (int i = 0; i < Keys; ++i)
+        f[j][i] =
+            I::mul(I::to_float(acc[j][i]), I::cap_infinity(I::mul(qs, I::broadcast(k.scales + i))));
+    }
     add_weighted_relu<I, HeadVectors, Keys>(
-        q.heads, q.w, v0,
-        [&](int j, int i) {
-          const vf qs = I::load(q.scale + (v0 + j) * L);
-          const vf both = I::cap_infinity(I::mul(qs, I::broadcast(k.scales + i)));
-          return I::mul(I::to_float(acc[j][i]), both);
-        },
-        part);
+        q.heads, q.w, v0, [&](int j, int i) { return f[j][i]; }, part);
   }
 };
 
