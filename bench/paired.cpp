@@ -2,7 +2,8 @@
 // seconds and divided by the fp32 FMA peak measured right before and after it in the same
 // process, so a round slowed by a neighbour shows as a low ratio instead of a wrong absolute
 // figure. One thread (the calling one), MXFP8 and MXFP4 side by side, reduced shapes; best and
-// median of N rounds. x86 with AVX2 + FMA only (the peak loop is vfmadd231ps ymm).
+// median of N rounds. x86 with AVX2 + FMA or AVX-512 (the peak loop is vfmadd231ps of the
+// build's vector width: zmm on AVX-512 builds, ymm otherwise).
 //
 //   build-perf/bench/mqalogits_paired [rounds] [shape filter]
 //   MQALOGITS_BENCH_SCALES=row build-perf/bench/mqalogits_paired   # rows that fold (MXFP4)
@@ -33,45 +34,71 @@ double cpu_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-// 12 independent vfmadd231ps ymm chains (FMA latency x 2 pipes needs at least 8), written out
-// so that every chain stays in its own register.
+// The fp32 FMA peak of the vectors the host path uses: zmm on AVX-512 builds, ymm on AVX2.
+#if defined(__AVX512F__)
+using peak_vec = __m512;
+constexpr const char* peak_instruction = "vfmadd231ps zmm";
+inline peak_vec peak_set(float v) {
+  return _mm512_set1_ps(v);
+}
+inline peak_vec peak_fma(peak_vec x, peak_vec a, peak_vec b) {
+  return _mm512_fmadd_ps(x, a, b);
+}
+inline float peak_first(peak_vec v) {
+  return _mm512_cvtss_f32(v);
+}
+#else
+using peak_vec = __m256;
+constexpr const char* peak_instruction = "vfmadd231ps ymm";
+inline peak_vec peak_set(float v) {
+  return _mm256_set1_ps(v);
+}
+inline peak_vec peak_fma(peak_vec x, peak_vec a, peak_vec b) {
+  return _mm256_fmadd_ps(x, a, b);
+}
+inline float peak_first(peak_vec v) {
+  return _mm256_cvtss_f32(v);
+}
+#endif
+constexpr int peak_lanes = sizeof(peak_vec) / sizeof(float);
+
+// 12 independent FMA chains (FMA latency x 2 pipes needs at least 8), written out so that every
+// chain stays in its own register.
 constexpr int chains = 12;
-__attribute__((noinline)) void fma_chains(__m256* acc, long steps) {
-  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-7f);
-  __m256 x0 = acc[0], x1 = acc[1], x2 = acc[2], x3 = acc[3], x4 = acc[4], x5 = acc[5];
-  __m256 x6 = acc[6], x7 = acc[7], x8 = acc[8], x9 = acc[9], x10 = acc[10], x11 = acc[11];
+__attribute__((noinline)) void fma_chains(peak_vec* acc, long steps) {
+  const peak_vec a = peak_set(0.999f), b = peak_set(1e-7f);
+  peak_vec x0 = acc[0], x1 = acc[1], x2 = acc[2], x3 = acc[3], x4 = acc[4], x5 = acc[5];
+  peak_vec x6 = acc[6], x7 = acc[7], x8 = acc[8], x9 = acc[9], x10 = acc[10], x11 = acc[11];
   for (long i = 0; i < steps; ++i) {
-    x0 = _mm256_fmadd_ps(x0, a, b);
-    x1 = _mm256_fmadd_ps(x1, a, b);
-    x2 = _mm256_fmadd_ps(x2, a, b);
-    x3 = _mm256_fmadd_ps(x3, a, b);
-    x4 = _mm256_fmadd_ps(x4, a, b);
-    x5 = _mm256_fmadd_ps(x5, a, b);
-    x6 = _mm256_fmadd_ps(x6, a, b);
-    x7 = _mm256_fmadd_ps(x7, a, b);
-    x8 = _mm256_fmadd_ps(x8, a, b);
-    x9 = _mm256_fmadd_ps(x9, a, b);
-    x10 = _mm256_fmadd_ps(x10, a, b);
-    x11 = _mm256_fmadd_ps(x11, a, b);
+    x0 = peak_fma(x0, a, b);
+    x1 = peak_fma(x1, a, b);
+    x2 = peak_fma(x2, a, b);
+    x3 = peak_fma(x3, a, b);
+    x4 = peak_fma(x4, a, b);
+    x5 = peak_fma(x5, a, b);
+    x6 = peak_fma(x6, a, b);
+    x7 = peak_fma(x7, a, b);
+    x8 = peak_fma(x8, a, b);
+    x9 = peak_fma(x9, a, b);
+    x10 = peak_fma(x10, a, b);
+    x11 = peak_fma(x11, a, b);
     __asm__ volatile(""
-                     : "+x"(x0), "+x"(x1), "+x"(x2), "+x"(x3), "+x"(x4), "+x"(x5), "+x"(x6),
-                       "+x"(x7), "+x"(x8), "+x"(x9), "+x"(x10), "+x"(x11));
+                     : "+v"(x0), "+v"(x1), "+v"(x2), "+v"(x3), "+v"(x4), "+v"(x5), "+v"(x6),
+                       "+v"(x7), "+v"(x8), "+v"(x9), "+v"(x10), "+v"(x11));
   }
   acc[0] = x0, acc[1] = x1, acc[2] = x2, acc[3] = x3, acc[4] = x4, acc[5] = x5;
   acc[6] = x6, acc[7] = x7, acc[8] = x8, acc[9] = x9, acc[10] = x10, acc[11] = x11;
 }
 
 double fma_peak_gflops() {
-  __m256 acc[chains];
-  for (auto& a : acc) a = _mm256_set1_ps(1.0f);
+  peak_vec acc[chains];
+  for (auto& a : acc) a = peak_set(1.0f);
   constexpr long steps = 2000000;
   const double t0 = cpu_seconds();
   fma_chains(acc, steps);
   const double t = cpu_seconds() - t0;
-  alignas(32) float sink[8];
-  _mm256_store_ps(sink, acc[0]);
-  if (sink[0] == 12345.0f) std::puts("");  // keeps the chains alive
-  return 16.0 * chains * static_cast<double>(steps) / t / 1e9;
+  if (peak_first(acc[0]) == 12345.0f) std::puts("");  // keeps the chains alive
+  return 2.0 * peak_lanes * chains * static_cast<double>(steps) / t / 1e9;
 }
 
 struct kernel {
@@ -133,8 +160,8 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 9;
   const std::string only = argc > 2 ? argv[2] : "";
-  std::printf("host path %s, input scales %s, one thread, %d rounds\n", ml::host_isa_name(),
-              bench::row_scales() ? "row" : "block", rounds);
+  std::printf("host path %s, input scales %s, one thread, %d rounds, peak = %s chains\n",
+              ml::host_isa_name(), bench::row_scales() ? "row" : "block", rounds, peak_instruction);
   std::vector<std::function<std::pair<kernel, kernel>()>> shapes = {
       [] {
         return std::pair{dense<ml::mxfp8>(32, 8192, 64), dense<ml::mxfp4>(32, 8192, 64)};
