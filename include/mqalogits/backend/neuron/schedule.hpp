@@ -257,40 +257,45 @@ class kernel {
     }
     const bool indirect = plan_.gather_block() > 0;
     // One transfer over the read blocks: per_key(t, p, s, key) for the valid keys s of block p
-    // (for every slot when every_slot), then the block's row of row_bytes.
-    const auto transfer = [&](std::int64_t row_bytes, bool every_slot, auto per_key) {
+    // (or for every slot), then the block's row of row_bytes.
+    enum class slots { valid_keys, every_slot };
+    const auto transfer = [&](std::int64_t row_bytes, slots which, auto per_key) {
       auto t = indirect ? c_.gather(blocks) : c_.dma();
       for (std::int64_t p = 0; p < R; ++p) {
         if (!read[static_cast<std::size_t>(p)]) continue;
         for (std::int64_t s = 0; s < B; ++s) {
           const key_ref& k = keys_[static_cast<std::size_t>(p * B + s)];
-          if (every_slot || k.valid()) per_key(t, p, s, k);
+          if (which == slots::every_slot || k.valid()) per_key(t, p, s, k);
         }
         t.row(row_bytes);
       }
     };
-    transfer(B * db, false, [&](auto& t, std::int64_t p, std::int64_t s, const key_ref& k) {
-      if constexpr (mx)
-        t.template words_in<Format>(window(raw_), p, s * words, k.data, words,
-                                    dma_row::part_of_block);
-      else if constexpr (fp8_operands)
-        t.template codes_in<Format>(window(raw_), p, s * db, k.data, db, dma_row::part_of_block);
-      else
-        t.bytes_in(window(raw_), p, s * db, k.data, db, dma_row::part_of_block);
-    });
-    transfer(B * sb, false, [&](auto& t, std::int64_t p, std::int64_t s, const key_ref& k) {
-      if constexpr (per_token) {
-        const float v = Format::block_scale(k.scale, 0);
-        t.values_in(window(k_scale_), p, s, &v, 1, dma_row::part_of_block);
-      } else {
-        t.bytes_in(window(exps_), p, s * sb, k.scale, sb, dma_row::part_of_block);
-      }
-    });
+    transfer(B * db, slots::valid_keys,
+             [&](auto& t, std::int64_t p, std::int64_t s, const key_ref& k) {
+               if constexpr (mx)
+                 t.template words_in<Format>(window(raw_), p, s * words, k.data, words,
+                                             dma_row::part_of_block);
+               else if constexpr (fp8_operands)
+                 t.template codes_in<Format>(window(raw_), p, s * db, k.data, db,
+                                             dma_row::part_of_block);
+               else
+                 t.bytes_in(window(raw_), p, s * db, k.data, db, dma_row::part_of_block);
+             });
+    transfer(B * sb, slots::valid_keys,
+             [&](auto& t, std::int64_t p, std::int64_t s, const key_ref& k) {
+               if constexpr (per_token) {
+                 const float v = Format::block_scale(k.scale, 0);
+                 t.values_in(window(k_scale_), p, s, &v, 1, dma_row::part_of_block);
+               } else {
+                 t.bytes_in(window(exps_), p, s * sb, k.scale, sb, dma_row::part_of_block);
+               }
+             });
     if constexpr (per_token) {  // the K scales again, as one row in key order on partition 0
-      transfer(B * sb, true, [&](auto& t, std::int64_t p, std::int64_t s, const key_ref& k) {
-        const float v = k.valid() ? Format::block_scale(k.scale, 0) : 0.0f;
-        t.values_in(window(k_scale_row_), 0, p * B + s, &v, 1, dma_row::part_of_block);
-      });
+      transfer(B * sb, slots::every_slot,
+               [&](auto& t, std::int64_t p, std::int64_t s, const key_ref& k) {
+                 const float v = k.valid() ? Format::block_scale(k.scale, 0) : 0.0f;
+                 t.values_in(window(k_scale_row_), 0, p * B + s, &v, 1, dma_row::part_of_block);
+               });
     }
 
     if constexpr (mx) {
