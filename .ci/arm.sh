@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # ARM64 CI: the test suite cross-compiled with Debian's g++-aarch64-linux-gnu for two targets,
-#   armv8-a             NEON without the dot-product extension (widening int8 multiplies)
-#   armv8.2-a+dotprod   NEON with sdot
-# and the whole ctest suite (Catch2 tests, ABI test, consumer projects) run under qemu-aarch64
-# (Debian's qemu-user). Each build also proves it registered the full test count: when the test
-# binary dies at start-up, Catch2 2.13's test discovery registers nothing and ctest still
-# reports "100% tests passed" over what is left.
+#   armv8.2-a+dotprod   NEON with sdot: the whole ctest suite (Catch2 tests, ABI test, consumer
+#                       projects) under qemu-aarch64 (Debian's qemu-user)
+#   armv8-a             NEON without the dot-product extension (widening int8 multiplies): only
+#                       the tests whose code differs between the two, the micro-kernels (every
+#                       compiled path against the scalar reference) and the dense kernel end
+#                       to end. Everything above the micro-kernel is the same code on
+#                       both targets, and the full suite twice under emulation cost CI half an hour.
+# The full build also proves it registered the full test count: when the test binary dies at
+# start-up, Catch2 2.13's test discovery registers nothing and ctest still reports "100% tests
+# passed" over what is left.
 #
-#   bash .ci/arm.sh                 # both targets, in build-arm-v8 and build-arm-dotprod
+#   bash .ci/arm.sh                 # both targets, in build-arm-dotprod and build-arm-v8
 #   ARM_TARGETS=dotprod bash .ci/arm.sh   # one of them
 #   NATIVE_TESTS=build/tests/mqalogits_tests bash .ci/arm.sh   # the native list to compare with
 #   ARM_OPT=-O3 bash .ci/arm.sh     # the Release default (-O2 here: a third less compile time
@@ -40,13 +44,27 @@ if [ -x "$NATIVE_TESTS" ]; then
   [ -n "$native_list" ] || fail "$NATIVE_TESTS lists no tests"
 fi
 
-run_target() {  # name, -march value
-  local name=$1 march=$2 dir=build-arm-$1
-  stamp "$name ($march): configure"
+configure() {  # dir, -march value, extra cmake args...
+  local dir=$1 march=$2
+  shift 2
   cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake" \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="${ARM_OPT:--O2} -DNDEBUG" \
     -DCMAKE_CXX_FLAGS="-march=$march" "${launcher[@]}" \
-    -DMQALOGITS_BUILD_BENCH=OFF -DMQALOGITS_BUILD_EXAMPLES=OFF -DMQALOGITS_BUILD_PYTHON=OFF > /dev/null
+    -DMQALOGITS_BUILD_BENCH=OFF -DMQALOGITS_BUILD_EXAMPLES=OFF -DMQALOGITS_BUILD_PYTHON=OFF \
+    "$@" > /dev/null
+}
+
+# The micro-kernel tests run every compiled path: portable and NEON.
+check_paths() {  # name, test list
+  local paths
+  paths=$(printf '%s\n' "$2" | grep -c '^host micro-kernels: every compiled path' || true)
+  [ "$paths" -eq 2 ] || fail "$1: $paths compiled host paths, expected portable and neon"
+}
+
+run_full() {  # name, -march value
+  local name=$1 march=$2 dir=build-arm-$1
+  stamp "$name ($march): configure"
+  configure "$dir" "$march" -DMQALOGITS_TEST_FILES=
   stamp "$name: build the test binary and the ABI test programs"
   local abi=()
   [ -n "$(cmake --build "$dir" --target help | grep -o 'abi_odr_ab')" ] && abi=(abi_odr_ab abi_odr_ba)
@@ -69,20 +87,35 @@ run_target() {  # name, -march value
       fail "$name: the ARM test list differs from the native one ($NATIVE_TESTS)"
     echo "$name: same tests as the native build ($(printf '%s\n' "$native_list" | grep -c .) there)"
   fi
-  # The micro-kernel tests run every compiled path: portable and NEON.
-  local paths
-  paths=$(printf '%s\n' "$listed" | grep -c '^host micro-kernels: every compiled path' || true)
-  [ "$paths" -eq 2 ] || fail "$name: $paths compiled host paths, expected portable and neon"
+  check_paths "$name" "$listed"
 
   stamp "$name: ctest under qemu-aarch64"
   ctest --test-dir "$dir" -j "$JOBS" --output-on-failure
   stamp "$name: done"
 }
 
-for target in ${ARM_TARGETS:-v8 dotprod}; do
+# The ISA-dependent tests only, run straight from the binary (one process under qemu).
+isa_tests="host_microkernel_test.cpp;kernel_dense_test.cpp"
+run_isa_tests() {  # name, -march value
+  local name=$1 march=$2 dir=build-arm-$1
+  stamp "$name ($march): configure ($isa_tests)"
+  configure "$dir" "$march" -DMQALOGITS_TEST_FILES="$isa_tests"
+  stamp "$name: build"
+  cmake --build "$dir" -j "$JOBS" --target mqalogits_tests
+  local listed
+  listed=$(qemu-aarch64 -L "$SYSROOT" "$dir/tests/mqalogits_tests" --list-test-names-only |
+             sed '/^$/d' || true)
+  [ -n "$listed" ] || fail "$name: the test binary lists no tests under qemu (dies at start-up?)"
+  check_paths "$name" "$listed"
+  stamp "$name: $(printf '%s\n' "$listed" | grep -c .) tests under qemu-aarch64"
+  qemu-aarch64 -L "$SYSROOT" "$dir/tests/mqalogits_tests" --reporter compact
+  stamp "$name: done"
+}
+
+for target in ${ARM_TARGETS:-dotprod v8}; do
   case $target in
-    v8) run_target v8 armv8-a ;;
-    dotprod) run_target dotprod armv8.2-a+dotprod ;;
+    v8) run_isa_tests v8 armv8-a ;;
+    dotprod) run_full dotprod armv8.2-a+dotprod ;;
     *) fail "unknown ARM target '$target' (v8, dotprod)" ;;
   esac
 done
