@@ -29,9 +29,11 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <span>
@@ -229,6 +231,13 @@ struct topk_scratch {
   std::vector<topk_task> tasks;
   std::vector<part> parts;  // the spilled rows of every task, by row
   std::vector<std::uint64_t> merge, merge_sort_scratch;
+  // Per output row, the highest threshold any task has reached on it: a task that holds k keys
+  // above a key proves that key is not among the row's k best, so the other tasks of a row
+  // split across tasks drop it too (a later task of a long decode row starts near the final
+  // threshold instead of refilling its buffer from nothing). Only raised; only a hint: the
+  // result is the exact top k whichever task publishes first.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> row_floor;
+  std::size_t row_floor_rows = 0;
 };
 
 // The scratch of a call, taken from the calling thread's stack of them (one per nesting depth:
@@ -346,6 +355,13 @@ class topk_output {
       s.spill.reserve(2 * rows * kept);
       if (s.sort_scratch.size() < kept) s.sort_scratch.resize(kept);
     }
+    const auto out_rows = static_cast<std::size_t>(indices_.rows);
+    if (scratch_->row_floor_rows < out_rows) {
+      scratch_->row_floor = std::make_unique<std::atomic<std::uint64_t>[]>(out_rows);
+      scratch_->row_floor_rows = out_rows;
+    }
+    for (std::size_t r = 0; r < out_rows; ++r)
+      scratch_->row_floor[r].store(0, std::memory_order_relaxed);
     const auto n = static_cast<std::size_t>(tasks);
     scratch_->parts.reserve(2 * rows * n);
     // The candidates merged for one row: at most k per task, and one per column in all.
@@ -385,6 +401,14 @@ class topk_output {
     const auto ri = static_cast<std::size_t>(row - s.row_begin);
     // Once the threshold has risen, most slices hold few candidates or none: one branch-free
     // pass (it vectorises) counts them, NaN, which never compares below, included.
+    if (s.shared) {  // adopt a higher threshold another task of this row has reached
+      const std::uint64_t best =
+          scratch_->row_floor[static_cast<std::size_t>(row)].load(std::memory_order_relaxed);
+      if (best > s.floor[ri]) {
+        s.floor[ri] = best;
+        s.floor_value[ri] = detail::topk_key::value(best);
+      }
+    }
     std::int64_t passing = 0;
     {
       const float bar = s.floor_value[ri];
@@ -398,9 +422,17 @@ class topk_output {
     // Full: keep the k best; the k-th is the new threshold.
     auto cut_when_full = [&] {
       if (held < capacity_) return;
-      floor = detail::keep_best(keys, held, k_);
+      // (Never lowered: keys held from before an adopted threshold may rank below it.)
+      floor = std::max(floor, detail::keep_best(keys, held, k_));
       floor_value = detail::topk_key::value(floor);
       held = k_;
+      if (s.shared) {
+        auto& best = scratch_->row_floor[static_cast<std::size_t>(row)];
+        std::uint64_t seen = best.load(std::memory_order_relaxed);
+        while (seen < floor &&
+               !best.compare_exchange_weak(seen, floor, std::memory_order_relaxed)) {
+        }
+      }
     };
     // Below, held < capacity_ at the top of each step, so the slot keys[held] exists.
     if (passing * 8 < n) {
@@ -442,10 +474,14 @@ class topk_output {
     for (std::size_t i = 0; i < parts.size();) {
       const std::int64_t row = parts[i].row;
       merge.clear();
+      // Some task holds k keys at or above the row's threshold, so nothing below it is needed.
+      const std::uint64_t bar =
+          scratch_->row_floor[static_cast<std::size_t>(row)].load(std::memory_order_relaxed);
       for (; i < parts.size() && parts[i].row == row; ++i) {
         const auto& spill = scratch_->tasks[static_cast<std::size_t>(parts[i].task)].spill;
-        merge.insert(merge.end(), spill.begin() + parts[i].begin,
-                     spill.begin() + parts[i].begin + parts[i].count);
+        std::copy_if(spill.begin() + parts[i].begin,
+                     spill.begin() + parts[i].begin + parts[i].count, std::back_inserter(merge),
+                     [bar](std::uint64_t key) { return key >= bar; });
       }
       auto n = static_cast<std::int64_t>(merge.size());
       if (n > k_) {

@@ -102,8 +102,9 @@ inline void prefetch_key(const key_ref& key) {
 #endif
 }
 
-// The buffers of one decoded key tile, and the scores of a key group.
-inline constexpr std::size_t score_slots = 2 * max_group_keys;
+// The buffers of one decoded key tile, and the scores of one row over it (plus a key group's
+// worth of padding, and a group of per-block scores for rows that mix the two int8 paths).
+inline constexpr std::size_t score_slots = key_tile + 2 * max_group_keys;
 template <class Format>
 void reserve_tile(workspace& ws) {
   constexpr int head_dim = Format::head_dim;
@@ -177,7 +178,7 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
   const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
   decode_rows<I>(q, w, item.row_begin, item.row_end, call, ws);
   float* scores = ws.scores.reserve(score_slots);
-  [[maybe_unused]] float* block_scores = scores + max_group_keys;
+  [[maybe_unused]] float* block_scores = scores + key_tile + max_group_keys;
 
   for (std::int64_t k0 = item.key_begin; k0 < item.key_end; k0 += key_tile) {
     const std::int64_t n = std::min(key_tile, item.key_end - k0);
@@ -188,10 +189,10 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
       const std::int64_t lo = std::max(k0, rk.key_begin), hi = std::min(k0 + n, rk.key_end);
       if (lo >= hi) continue;
       const std::int64_t ri = r - ws.row_begin;
-      // Scores of keys [t, t + count) are columns t - col_offset of row r.
-      auto emit = [&](std::int64_t t, std::int64_t count) {
-        output.consume(task, r, t - rk.col_offset, scores, valid + (t - k0), count);
-      };
+      // The row's scores over the tile are gathered (key t at scores[t - lo]) and handed to the
+      // output once: the scores of keys [lo, hi) are columns lo - col_offset on of row r. (Once
+      // per key group would cost a selecting output its per-call work every 4-14 keys.)
+      auto at = [&](std::int64_t t) { return scores + (t - lo); };
       if constexpr (int8_path<Format>) {
         const typename i8_path::query qr{ws.q_i8.data() + ri * hp * head_dim / 4,
                                          ws.q_bias.data() + ri * hp * blocks,
@@ -201,16 +202,15 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
                                          hp};
         const auto kern = select_kernel<I, i8_path>(hp / I::lanes);
         auto per_block = [&](std::int64_t from, std::int64_t to) {
-          for (std::int64_t t = from; t < to; t += kern.keys) {
+          for (std::int64_t t = from; t < to; t += kern.keys)
             kern.fn(
                 qr,
                 {ws.k_i8.data() + (t - k0) * i8_key_bytes, ws.k_scale.data() + (t - k0) * blocks},
-                scores);
-            emit(t, std::min<std::int64_t>(kern.keys, to - t));
-          }
+                at(t));
         };
         if (!ws.q_folds.data()[ri]) {
           per_block(lo, hi);
+          output.consume(task, r, lo - rk.col_offset, scores, valid + (lo - k0), hi - lo);
           continue;
         }
         // A folded query row: keys that fold take the one-sum kernel, the others the per-block
@@ -234,7 +234,7 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
           }
           fold_kern.fn(
               qf, {ws.k_fold.data() + (t - k0) * i8_key_bytes, ws.k_fold_scale.data() + (t - k0)},
-              scores);
+              at(t));
           if (folded < count)
             for (std::int64_t u = t; u < t + count; u += kern.keys) {
               kern.fn(
@@ -242,19 +242,17 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
                   {ws.k_i8.data() + (u - k0) * i8_key_bytes, ws.k_scale.data() + (u - k0) * blocks},
                   block_scores);
               for (std::int64_t i = u; i < std::min(u + kern.keys, t + count); ++i)
-                if (!folds[i - k0]) scores[i - t] = block_scores[i - u];
+                if (!folds[i - k0]) *at(i) = block_scores[i - u];
             }
-          emit(t, count);
         }
       } else {
         const typename f32_path::query qr{ws.q_f32.data() + ri * hp * head_dim,
                                           ws.w.data() + ri * hp, heads, hp};
         const auto kern = select_kernel<I, f32_path>(hp / I::lanes);
-        for (std::int64_t t = lo; t < hi; t += kern.keys) {
-          kern.fn(qr, {ws.k_f32.data() + (t - k0) * head_dim}, scores);
-          emit(t, std::min<std::int64_t>(kern.keys, hi - t));
-        }
+        for (std::int64_t t = lo; t < hi; t += kern.keys)
+          kern.fn(qr, {ws.k_f32.data() + (t - k0) * head_dim}, at(t));
       }
+      output.consume(task, r, lo - rk.col_offset, scores, valid + (lo - k0), hi - lo);
     }
   }
 }
