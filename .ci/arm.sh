@@ -44,6 +44,11 @@ if [ -x "$NATIVE_TESTS" ]; then
   [ -n "$native_list" ] || fail "$NATIVE_TESTS lists no tests"
 fi
 
+# The test names a built test binary lists under qemu (empty when it dies at start-up).
+list_tests() {  # build dir
+  qemu-aarch64 -L "$SYSROOT" "$1/tests/mqalogits_tests" --list-test-names-only | sed '/^$/d' || true
+}
+
 configure() {  # dir, -march value, extra cmake args...
   local dir=$1 march=$2
   shift 2
@@ -72,8 +77,7 @@ run_full() {  # name, -march value
 
   stamp "$name: registered test count"
   local listed registered
-  listed=$(qemu-aarch64 -L "$SYSROOT" "$dir/tests/mqalogits_tests" --list-test-names-only |
-             sed '/^$/d' || true)
+  listed=$(list_tests "$dir")
   local n_listed n_registered
   n_listed=$(printf '%s\n' "$listed" | grep -c . || true)
   registered=$(ctest --test-dir "$dir" -N | sed -nE 's/^ *Test +#[0-9]+: //p' |
@@ -103,8 +107,7 @@ run_isa_tests() {  # name, -march value
   stamp "$name: build"
   cmake --build "$dir" -j "$JOBS" --target mqalogits_tests
   local listed
-  listed=$(qemu-aarch64 -L "$SYSROOT" "$dir/tests/mqalogits_tests" --list-test-names-only |
-             sed '/^$/d' || true)
+  listed=$(list_tests "$dir")
   [ -n "$listed" ] || fail "$name: the test binary lists no tests under qemu (dies at start-up?)"
   check_paths "$name" "$listed"
   stamp "$name: $(printf '%s\n' "$listed" | grep -c .) tests under qemu-aarch64"

@@ -22,10 +22,9 @@
 // streams the scores of the rows it works on through a candidate buffer of 2k per row whose
 // admission threshold rises to the k-th best key each time the buffer fills (the buffer is cut
 // to its k best by a radix select), so memory never depends on the context length; a finished
-// row's k best are radix sorted. A row scored
-// by one task is written by that task; rows shared by neighbouring tasks are merged once in
-// finish(), in task order. The per-task buffers belong to the calling thread and are reused by
-// its later calls, so a warm call allocates nothing.
+// row's k best are radix sorted. A row scored by one task is written by that task; rows shared
+// by neighbouring tasks are merged once in finish(), in task order. The per-task buffers belong to
+// the calling thread and are reused by its later calls, so a warm call allocates nothing.
 #pragma once
 
 #include <algorithm>
@@ -123,10 +122,10 @@ struct topk_key {
   }
 };
 
-// keys[lo, n) reordered so that those for which pred holds come first; returns how many.
-// Branch-free (a swap per key): the outcome of pred is close to random here.
+// keys[lo, n) reordered so that those for which pred holds come first. Branch-free (a swap per
+// key): the outcome of pred is close to random here.
 template <class Pred>
-std::int64_t partition_keys(std::uint64_t* keys, std::int64_t lo, std::int64_t n, Pred pred) {
+void partition_keys(std::uint64_t* keys, std::int64_t lo, std::int64_t n, Pred pred) {
   std::int64_t out = lo;
   for (std::int64_t i = lo; i < n; ++i) {
     const std::uint64_t x = keys[i];
@@ -135,7 +134,6 @@ std::int64_t partition_keys(std::uint64_t* keys, std::int64_t lo, std::int64_t n
     keys[out] = x;
     out += take;
   }
-  return out - lo;
 }
 
 // The k best of keys[0, n) (1 <= k <= n) moved to the front, the k-th best (the smallest of
@@ -221,7 +219,7 @@ struct alignas(64) topk_task {
   std::vector<float> floor_value;         // its score (-inf until the buffer first fills)
   std::vector<std::uint64_t> spill;
   std::vector<spilled_row> spilled;
-  std::vector<std::uint64_t> sort_scratch;  // k keys
+  std::vector<std::uint64_t> sort_scratch;  // k keys (task 0's also serves finish())
 };
 
 struct topk_scratch {
@@ -230,7 +228,7 @@ struct topk_scratch {
   };
   std::vector<topk_task> tasks;
   std::vector<part> parts;  // the spilled rows of every task, by row
-  std::vector<std::uint64_t> merge, merge_sort_scratch;
+  std::vector<std::uint64_t> merge;
   // Per output row, the highest threshold any task has reached on it: a task that holds k keys
   // above a key proves that key is not among the row's k best, so the other tasks of a row
   // split across tasks drop it too (a later task of a long decode row starts near the final
@@ -366,7 +364,6 @@ class topk_output {
     scratch_->parts.reserve(2 * rows * n);
     // The candidates merged for one row: at most k per task, and one per column in all.
     scratch_->merge.reserve(std::min(n * kept, static_cast<std::size_t>(cols)));
-    if (scratch_->merge_sort_scratch.size() < kept) scratch_->merge_sort_scratch.resize(kept);
     tasks_ = tasks;
     constexpr std::int64_t rows_per_task = 64;
     auto pad = [&](std::int64_t t) {
@@ -399,8 +396,6 @@ class topk_output {
                const unsigned char* valid, std::int64_t n) {
     detail::topk_task& s = scratch_->tasks[static_cast<std::size_t>(task)];
     const auto ri = static_cast<std::size_t>(row - s.row_begin);
-    // Once the threshold has risen, most slices hold few candidates or none: one branch-free
-    // pass (it vectorises) counts them, NaN, which never compares below, included.
     if (s.shared) {  // adopt a higher threshold another task of this row has reached
       const std::uint64_t best =
           scratch_->row_floor[static_cast<std::size_t>(row)].load(std::memory_order_relaxed);
@@ -409,6 +404,8 @@ class topk_output {
         s.floor_value[ri] = detail::topk_key::value(best);
       }
     }
+    // Once the threshold has risen, most slices hold few candidates or none: one branch-free
+    // pass (it vectorises) counts them, NaN, which never compares below, included.
     std::int64_t passing = 0;
     {
       const float bar = s.floor_value[ri];
@@ -488,7 +485,8 @@ class topk_output {
         detail::keep_best(merge.data(), n, k_);
         n = k_;
       }
-      detail::sort_descending(merge.data(), n, scratch_->merge_sort_scratch.data());
+      // (Every task has returned: task 0's sort scratch is free.)
+      detail::sort_descending(merge.data(), n, scratch_->tasks.front().sort_scratch.data());
       write_row(row, merge.data(), n);
     }
   }
@@ -507,12 +505,11 @@ class topk_output {
         detail::keep_best(keys, n, k_);
         n = k_;
       }
-      // A shared row's candidates are cut and sorted again in finish(): no sort here.
-      if (!s.shared) detail::sort_descending(keys, n, s.sort_scratch.data());
-      if (s.shared) {
+      if (s.shared) {  // cut and sorted again with the other tasks' candidates in finish()
         s.spilled.push_back({r, static_cast<std::int64_t>(s.spill.size()), n});
         s.spill.insert(s.spill.end(), keys, keys + n);
       } else {
+        detail::sort_descending(keys, n, s.sort_scratch.data());
         write_row(r, keys, n);
       }
     }
