@@ -19,12 +19,14 @@
 // context position pos. Other kernels do not accept it (it does not compile).
 //
 // How it runs on the host: a row's keys are scored by one or several executor tasks; each task
-// streams the scores of the rows it works on through a candidate buffer of 2k per row whose
-// admission threshold rises to the k-th best key each time the buffer fills (the buffer is cut
-// to its k best by a radix select), so memory never depends on the context length; a finished
-// row's k best are radix sorted. A row scored by one task is written by that task; rows shared
-// by neighbouring tasks are merged once in finish(), in task order. The per-task buffers belong to
-// the calling thread and are reused by its later calls, so a warm call allocates nothing.
+// streams the scores of the rows it works on through a candidate buffer of 4k keys per row.
+// Each time the buffer fills it is cut to a few more than its k best (a threshold read off a
+// sample of it), whose smallest becomes the admission threshold, so memory never depends on the
+// context length; a finished row's best are radix sorted. (4k: a prefill row of up to 4k
+// columns, k = 2048 of 8192 say, is then cut once, at its end.) A row scored by one task is
+// written by that task; rows shared by neighbouring tasks are merged once in finish(), in task
+// order. The per-task buffers belong to the calling thread and are reused by its later calls,
+// so a warm call allocates nothing.
 #pragma once
 
 #include <algorithm>
@@ -47,6 +49,7 @@
 #include "../exec/options.hpp"
 #include "../view/matrix_view.hpp"
 #include "output.hpp"
+#include "topk_select.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
@@ -90,121 +93,6 @@ inline topk_selection<topk_index::slot_t> topk(matrix_view<std::int32_t> indices
 
 namespace detail {
 
-// A total order on (fp32 score, column) as one unsigned integer, larger = ranked first:
-// the score's bits mapped so that unsigned order is numeric order (NaN of either sign above
-// +inf, -0 equal to +0), then the column reversed (ties to the lower column), then one bit that
-// keeps the sign of a zero or NaN so the value written back is the logit itself.
-struct topk_key {
-  static constexpr std::uint32_t nan_rank = 0xFFFFFFFFu, zero_rank = 0x80000000u;
-
-  // Branch-free (selects only): it runs on every score that passes the value threshold.
-  static std::uint64_t make(float score, std::int64_t col) {
-    const auto b = std::bit_cast<std::uint32_t>(score);
-    const std::uint32_t mag = b & 0x7FFFFFFFu, sign = b >> 31;
-    // Negative: all bits flipped; positive: the sign bit set.
-    const std::uint32_t ordered = b ^ ((0u - sign) | 0x80000000u);
-    const bool nan = mag > 0x7F800000u, zero = mag == 0;
-    const std::uint32_t rank = nan ? nan_rank : zero ? zero_rank : ordered;
-    const std::uint32_t keep = (nan || zero) ? sign : 0u;
-    const auto reversed = static_cast<std::uint32_t>(0x7FFFFFFF - col);
-    return (std::uint64_t{rank} << 32) | (std::uint64_t{reversed} << 1) | keep;
-  }
-  static std::int32_t column(std::uint64_t key) {
-    return static_cast<std::int32_t>(0x7FFFFFFF -
-                                     static_cast<std::int64_t>((key >> 1) & 0x7FFFFFFFu));
-  }
-  static float value(std::uint64_t key) {
-    const auto rank = static_cast<std::uint32_t>(key >> 32);
-    const std::uint32_t keep = static_cast<std::uint32_t>(key & 1u) << 31;
-    if (rank == nan_rank) return std::bit_cast<float>(0x7FC00000u | keep);
-    if (rank == zero_rank) return std::bit_cast<float>(keep);
-    return std::bit_cast<float>((rank & 0x80000000u) ? (rank & 0x7FFFFFFFu) : ~rank);
-  }
-};
-
-// keys[lo, n) reordered so that those for which pred holds come first. Branch-free (a swap per
-// key): the outcome of pred is close to random here.
-template <class Pred>
-void partition_keys(std::uint64_t* keys, std::int64_t lo, std::int64_t n, Pred pred) {
-  std::int64_t out = lo;
-  for (std::int64_t i = lo; i < n; ++i) {
-    const std::uint64_t x = keys[i];
-    const bool take = pred(x);
-    keys[i] = keys[out];
-    keys[out] = x;
-    out += take;
-  }
-}
-
-// The k best of keys[0, n) (1 <= k <= n) moved to the front, the k-th best (the smallest of
-// them) at keys[k - 1], which it returns. A radix select: a histogram of the keys' leading
-// varying bits finds the bucket that holds the k-th best; the keys above it move to the front
-// and only that bucket is searched further. A few linear passes, against nth_element's
-// data-dependent branches, which mispredict on scores that arrive in random order.
-inline std::uint64_t keep_best(std::uint64_t* keys, std::int64_t n, std::int64_t k) {
-  constexpr int digit_bits = 8;
-  constexpr std::int64_t small = 32;  // below this, nth_element
-  std::int64_t lo = 0;                // keys[0, lo) are among the k best
-  while (n - lo > small) {
-    // (A plain min/max loop: it vectorises, std::minmax_element branches on every key.)
-    std::uint64_t base = ~std::uint64_t{0}, highest = 0;
-    for (std::int64_t i = lo; i < n; ++i) {
-      base = std::min(base, keys[i]);
-      highest = std::max(highest, keys[i]);
-    }
-    const std::uint64_t span = highest - base;
-    const std::int64_t need = k - lo;
-    if (span == 0 || need == n - lo) {
-      // All equal, or all needed: any of them, the smallest at k - 1.
-      std::iter_swap(std::find(keys + lo, keys + n, base), keys + (k - 1));
-      return keys[k - 1];
-    }
-    const int shift = std::max(0, static_cast<int>(std::bit_width(span)) - digit_bits);
-    std::int64_t count[std::int64_t{1} << digit_bits] = {};
-    for (std::int64_t i = lo; i < n; ++i) ++count[(keys[i] - base) >> shift];
-    // The bucket of the k-th best, counting from the top, and how many keys lie above it.
-    auto bucket = static_cast<std::int64_t>(span >> shift);
-    std::int64_t above = 0;
-    while (above + count[bucket] < need) above += count[bucket--];
-    const auto digit = [&](std::uint64_t x) {
-      return static_cast<std::int64_t>((x - base) >> shift);
-    };
-    partition_keys(keys, lo, n, [&](std::uint64_t x) { return digit(x) > bucket; });
-    lo += above;
-    partition_keys(keys, lo, n, [&](std::uint64_t x) { return digit(x) == bucket; });
-    n = lo + count[bucket];  // at least one key fewer than before: span has two buckets
-  }
-  std::nth_element(keys + lo, keys + (k - 1), keys + n, std::greater<>());
-  return keys[k - 1];
-}
-
-// keys[0, n) in descending order, with tmp[0, n) as scratch. An LSD radix sort on bytes that
-// skips a byte every key shares (the high bits of the column, usually the score's sign and
-// exponent): five or six linear passes where a comparison sort of random-order scores spends
-// most of its time in mispredicted branches (about 4x slower at k = 2048).
-inline void sort_descending(std::uint64_t* keys, std::int64_t n, std::uint64_t* tmp) {
-  if (n < 64) {
-    std::sort(keys, keys + n, std::greater<>());
-    return;
-  }
-  // Ascending order of ~key is descending order of key.
-  std::uint32_t count[8][256] = {};
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint64_t x = ~keys[i];
-    for (int d = 0; d < 8; ++d) ++count[d][(x >> (8 * d)) & 0xFFu];
-  }
-  std::uint64_t *from = keys, *to = tmp;
-  for (int d = 0; d < 8; ++d) {
-    std::uint32_t* c = count[d];
-    if (c[(~from[0] >> (8 * d)) & 0xFFu] == static_cast<std::uint32_t>(n)) continue;
-    std::uint32_t sum = 0;
-    for (auto& b : std::span(c, 256)) sum += std::exchange(b, sum);
-    for (std::int64_t i = 0; i < n; ++i) to[c[(~from[i] >> (8 * d)) & 0xFFu]++] = from[i];
-    std::swap(from, to);
-  }
-  if (from != keys) std::copy(from, from + n, keys);
-}
-
 // Scratch of one executor task: the candidate buffers of the rows it is scoring now, and the
 // sorted candidates of the rows it shares with a neighbouring task (merged in finish()).
 struct alignas(64) topk_task {
@@ -219,7 +107,7 @@ struct alignas(64) topk_task {
   std::vector<float> floor_value;         // its score (-inf until the buffer first fills)
   std::vector<std::uint64_t> spill;
   std::vector<spilled_row> spilled;
-  std::vector<std::uint64_t> sort_scratch;  // k keys (task 0's also serves finish())
+  std::vector<std::uint64_t> sort_scratch;  // capacity keys (task 0's also serves finish())
 };
 
 struct topk_scratch {
@@ -236,6 +124,8 @@ struct topk_scratch {
   // result is the exact top k whichever task publishes first.
   std::unique_ptr<std::atomic<std::uint64_t>[]> row_floor;
   std::size_t row_floor_rows = 0;
+  // Per output row, whether it has been written (finish() pads the others).
+  std::vector<unsigned char> written;
 };
 
 // The scratch of a call, taken from the calling thread's stack of them (one per nesting depth:
@@ -324,14 +214,13 @@ class topk_output {
 
   // The scratch of `tasks` tasks with up to max_rows rows open at once, all of it reserved
   // first (so no task or finish() allocates, and a failed allocation leaves the output as it
-  // was); then every row padded (-1, -inf): rows no task scores stay so.
+  // was).
   template <class Plan>
-  void begin(const Plan& plan, std::int64_t tasks, const executor_ref& exec,
-             std::int64_t max_rows = 1) {
+  void begin(const Plan& plan, std::int64_t tasks, const executor_ref&, std::int64_t max_rows = 1) {
     k_ = indices_.cols;
     const std::int64_t cols = std::max<std::int64_t>(plan.num_cols(), 0);
-    // 2k per row, or more than the row can hold (never full, never cut) when that is less.
-    capacity_ = std::min<std::int64_t>(2 * k_, cols + 1);
+    // 4k per row, or more than the row can hold (never full, never cut) when that is less.
+    capacity_ = std::min<std::int64_t>(4 * k_, cols + 1);
     const auto rows = static_cast<std::size_t>(std::max<std::int64_t>(max_rows, 1));
     // A row keeps at most k candidates, and no more than its columns.
     const auto kept = static_cast<std::size_t>(std::min(k_, cols));
@@ -351,7 +240,8 @@ class topk_output {
       // Only a task's first and last row blocks can be shared with a neighbour.
       s.spilled.reserve(2 * rows);
       s.spill.reserve(2 * rows * kept);
-      if (s.sort_scratch.size() < kept) s.sort_scratch.resize(kept);
+      if (s.sort_scratch.size() < static_cast<std::size_t>(capacity_))
+        s.sort_scratch.resize(static_cast<std::size_t>(capacity_));
     }
     const auto out_rows = static_cast<std::size_t>(indices_.rows);
     if (scratch_->row_floor_rows < out_rows) {
@@ -364,13 +254,8 @@ class topk_output {
     scratch_->parts.reserve(2 * rows * n);
     // The candidates merged for one row: at most k per task, and one per column in all.
     scratch_->merge.reserve(std::min(n * kept, static_cast<std::size_t>(cols)));
+    scratch_->written.assign(out_rows, 0);
     tasks_ = tasks;
-    constexpr std::int64_t rows_per_task = 64;
-    auto pad = [&](std::int64_t t) {
-      const std::int64_t last = std::min(indices_.rows, (t + 1) * rows_per_task);
-      for (std::int64_t r = t * rows_per_task; r < last; ++r) write_row(r, nullptr, 0);
-    };
-    exec.parallel_for((indices_.rows + rows_per_task - 1) / rows_per_task, pad);
   }
 
   // Task `task` starts scoring rows [row_begin, row_end); `shared`: a neighbouring task scores
@@ -404,51 +289,30 @@ class topk_output {
         s.floor_value[ri] = detail::topk_key::value(best);
       }
     }
-    // Once the threshold has risen, most slices hold few candidates or none: one branch-free
-    // pass (it vectorises) counts them, NaN, which never compares below, included.
-    std::int64_t passing = 0;
-    {
-      const float bar = s.floor_value[ri];
-      for (std::int64_t i = 0; i < n; ++i) passing += (valid[i] != 0) & !(scores[i] < bar);
-      if (passing == 0) return;
-    }
     std::uint64_t* keys = s.candidates.data() + ri * static_cast<std::size_t>(capacity_);
     std::int64_t held = s.count[ri];
     std::uint64_t floor = s.floor[ri];
     float floor_value = s.floor_value[ri];
-    // Full: keep the k best; the k-th is the new threshold.
-    auto cut_when_full = [&] {
-      if (held < capacity_) return;
+    // Slices no longer than the room left, so a slice never overfills the buffer; a full one
+    // keeps at least its k best, the smallest of which becomes the new threshold.
+    for (std::int64_t i = 0; i < n;) {
+      const std::int64_t m = std::min(n - i, capacity_ - held);
+      held +=
+          detail::admit_keys(scores + i, valid + i, m, col + i, floor, floor_value, keys + held);
+      i += m;
+      if (held < capacity_) continue;
+      const detail::kept_keys kept = detail::keep_at_least(keys, held, k_);
+      held = kept.count;
       // (Never lowered: keys held from before an adopted threshold may rank below it.)
-      floor = std::max(floor, detail::keep_best(keys, held, k_));
+      if (kept.least <= floor) continue;
+      floor = kept.least;
       floor_value = detail::topk_key::value(floor);
-      held = k_;
       if (s.shared) {
         auto& best = scratch_->row_floor[static_cast<std::size_t>(row)];
         std::uint64_t seen = best.load(std::memory_order_relaxed);
         while (seen < floor &&
                !best.compare_exchange_weak(seen, floor, std::memory_order_relaxed)) {
         }
-      }
-    };
-    // Below, held < capacity_ at the top of each step, so the slot keys[held] exists.
-    if (passing * 8 < n) {
-      // Few pass: a branch that is nearly always "no" is the cheapest filter.
-      for (std::int64_t i = 0; i < n; ++i) {
-        if (!valid[i] || scores[i] < floor_value) continue;
-        const std::uint64_t key = detail::topk_key::make(scores[i], col + i);
-        if (key <= floor) continue;
-        keys[held++] = key;
-        cut_when_full();
-      }
-    } else {
-      // Many pass (a row's first keys, or a threshold near the median): branch-free, since a
-      // branch on the outcome would mispredict about every other key.
-      for (std::int64_t i = 0; i < n; ++i) {
-        const std::uint64_t key = detail::topk_key::make(scores[i], col + i);
-        keys[held] = key;
-        held += (valid[i] != 0) & (key > floor);
-        cut_when_full();
       }
     }
     s.count[ri] = held;
@@ -457,8 +321,9 @@ class topk_output {
   }
 
   // Rows scored by several tasks: each task's best k candidates of the row, merged once here
-  // (in task order; the order does not change the result, the ranking is total).
-  void finish(const executor_ref&) {
+  // (in task order; the order does not change the result, the ranking is total). Then the rows
+  // no task scored (no valid column) padded with -1 and -inf.
+  void finish(const executor_ref& exec) {
     auto& parts = scratch_->parts;
     parts.clear();
     for (std::int64_t t = 0; t < tasks_; ++t)
@@ -489,6 +354,13 @@ class topk_output {
       detail::sort_descending(merge.data(), n, scratch_->tasks.front().sort_scratch.data());
       write_row(row, merge.data(), n);
     }
+    constexpr std::int64_t rows_per_task = 64;
+    auto pad = [&](std::int64_t t) {
+      const std::int64_t last = std::min(indices_.rows, (t + 1) * rows_per_task);
+      for (std::int64_t r = t * rows_per_task; r < last; ++r)
+        if (!scratch_->written[static_cast<std::size_t>(r)]) write_row(r, nullptr, 0);
+    };
+    exec.parallel_for((indices_.rows + rows_per_task - 1) / rows_per_task, pad);
   }
 
   bool has_values() const { return values_.data != nullptr; }
@@ -501,23 +373,27 @@ class topk_output {
       const auto ri = static_cast<std::size_t>(r - s.row_begin);
       std::uint64_t* keys = s.candidates.data() + ri * static_cast<std::size_t>(capacity_);
       std::int64_t n = s.count[ri];
-      if (n > k_) {
-        detail::keep_best(keys, n, k_);
-        n = k_;
-      }
-      if (s.shared) {  // cut and sorted again with the other tasks' candidates in finish()
+      if (s.shared) {  // exactly the k best, cut and sorted again with the other tasks' in finish()
+        if (n > k_) {
+          detail::keep_best(keys, n, k_);
+          n = k_;
+        }
         s.spilled.push_back({r, static_cast<std::int64_t>(s.spill.size()), n});
         s.spill.insert(s.spill.end(), keys, keys + n);
       } else {
+        // A few more than k sorted costs less than an exact cut to k first.
+        if (n > k_) n = detail::keep_at_least(keys, n, k_).count;
         detail::sort_descending(keys, n, s.sort_scratch.data());
-        write_row(r, keys, n);
+        write_row(r, keys, std::min(n, k_));
       }
     }
     s.row_begin = s.row_end = 0;
   }
 
-  // Row r from its m best keys in descending order, padded to k.
+  // Row r from its m best keys in descending order, padded to k. (Rows are written once each,
+  // by one task or by finish(): the flags are distinct bytes, so tasks set them without a race.)
   void write_row(std::int64_t r, const std::uint64_t* keys, std::int64_t m) const {
+    scratch_->written[static_cast<std::size_t>(r)] = 1;
     std::int32_t* idx = indices_.row(r);
     float* val = has_values() ? values_.row(r) : nullptr;
     for (std::int64_t i = 0; i < m; ++i) {
