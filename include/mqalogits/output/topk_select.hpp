@@ -50,9 +50,12 @@ struct topk_key {
   static float value(std::uint64_t key) {
     const std::uint32_t r = rank(key);
     const std::uint32_t keep = static_cast<std::uint32_t>(key & 1u) << 31;
-    if (r == nan_rank) return std::bit_cast<float>(0x7FC00000u | keep);
-    if (r == zero_rank) return std::bit_cast<float>(keep);
-    return std::bit_cast<float>((r & 0x80000000u) ? (r & 0x7FFFFFFFu) : ~r);
+    // Selects, not branches: a finished row's values are decoded in a loop that vectorises.
+    const std::uint32_t bits = r == nan_rank    ? 0x7FC00000u | keep
+                               : r == zero_rank ? keep
+                               : (r >> 31)      ? r & 0x7FFFFFFFu
+                                                : ~r;
+    return std::bit_cast<float>(bits);
   }
 };
 
@@ -268,15 +271,25 @@ inline void sort_descending(std::uint64_t* keys, std::int64_t n, std::uint64_t* 
   constexpr int digit_max = 11, passes_max = 2;
   const int bits = std::bit_width(highest - lowest);
   const int dropped = std::max(0, bits - digit_max * passes_max);
-  const auto lead = [&](std::uint64_t key) { return (highest - topk_key::rank(key)) >> dropped; };
+  // (By value: the stores below could otherwise alias them and force a reload per key.)
+  const auto lead = [highest, dropped](std::uint64_t key) {
+    return (highest - topk_key::rank(key)) >> dropped;
+  };
   const int passes = (bits - dropped + digit_max - 1) / digit_max;
   if (passes > 0) {
     const int digit_bits = (bits - dropped + passes - 1) / passes;
     const std::uint32_t mask = (1u << digit_bits) - 1u;
     std::uint32_t count[passes_max][1u << digit_max];
     for (int p = 0; p < passes; ++p) std::fill_n(count[p], mask + 1, 0u);
-    for (std::int64_t i = 0; i < n; ++i)
-      for (int p = 0; p < passes; ++p) ++count[p][(lead(keys[i]) >> (p * digit_bits)) & mask];
+    if (passes == 2) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::uint32_t l = lead(keys[i]);
+        ++count[0][l & mask];
+        ++count[1][l >> digit_bits];
+      }
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) ++count[0][lead(keys[i])];
+    }
     std::uint64_t *from = keys, *to = tmp;
     for (int p = 0; p < passes; ++p) {
       std::uint32_t* c = count[p];
