@@ -301,6 +301,10 @@ inline void sort_descending(std::uint64_t* keys, std::int64_t n, std::uint64_t* 
     }
     if (from != keys) std::copy(from, from + n, keys);
   }
+  // Ties are rare: one pass that vectorises finds whether there are any.
+  std::int64_t ties = 0;
+  for (std::int64_t i = 0; i + 1 < n; ++i) ties += lead(keys[i]) == lead(keys[i + 1]);
+  if (ties == 0) return;
   for (std::int64_t i = 0; i + 1 < n;) {
     const std::uint32_t l = lead(keys[i]);
     std::int64_t end = i + 1;
