@@ -47,6 +47,7 @@
 #include "../error.hpp"
 #include "../exec/executor.hpp"
 #include "../exec/options.hpp"
+#include "../exec/thread_scratch.hpp"
 #include "../view/matrix_view.hpp"
 #include "output.hpp"
 #include "topk_select.hpp"
@@ -126,40 +127,6 @@ struct topk_scratch {
   std::size_t row_floor_rows = 0;
   // Per output row, whether it has been written (finish() pads the others).
   std::vector<unsigned char> written;
-};
-
-// The scratch of a call, taken from the calling thread's stack of them (one per nesting depth:
-// a kernel called from inside another call's task gets its own) and reused by its later calls.
-class topk_scratch_lease {
- public:
-  topk_scratch_lease() = default;
-  topk_scratch_lease(const topk_scratch_lease&) = delete;
-  topk_scratch_lease& operator=(const topk_scratch_lease&) = delete;
-  topk_scratch_lease(topk_scratch_lease&& o) noexcept
-      : scratch_(std::exchange(o.scratch_, nullptr)) {}
-  ~topk_scratch_lease() {
-    if (scratch_) --stack().depth;
-  }
-
-  topk_scratch& get() {
-    if (!scratch_) {
-      auto& s = stack();
-      if (s.depth == s.items.size()) s.items.push_back(std::make_unique<topk_scratch>());
-      scratch_ = s.items[s.depth++].get();
-    }
-    return *scratch_;
-  }
-
- private:
-  struct in_use {
-    std::vector<std::unique_ptr<topk_scratch>> items;
-    std::size_t depth = 0;
-  };
-  static in_use& stack() {
-    thread_local in_use s;
-    return s;
-  }
-  topk_scratch* scratch_ = nullptr;
 };
 
 // Column -> what `indices` holds.
@@ -407,7 +374,7 @@ class topk_output {
   matrix_view<std::int32_t> indices_;
   matrix_view<float> values_;
   Numbering number_;
-  detail::topk_scratch_lease lease_;
+  detail::thread_scratch<detail::topk_scratch> lease_;  // taken in begin()
   detail::topk_scratch* scratch_ = nullptr;
   std::int64_t k_ = 0, capacity_ = 0, tasks_ = 0;
 };

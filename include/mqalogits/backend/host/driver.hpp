@@ -210,40 +210,39 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
         };
         if (!ws.q_folds.data()[ri]) {
           per_block(lo, hi);
-          output.consume(task, r, lo - rk.col_offset, scores, valid + (lo - k0), hi - lo);
-          continue;
-        }
-        // A folded query row: keys that fold take the one-sum kernel, the others the per-block
-        // one. A group mixing both runs both and keeps each key's own, so which of the two a
-        // logit comes from depends only on its query and key rows, never on its neighbours.
-        const typename i8_fold_path::query qf{ws.q_fold.data() + ri * hp * head_dim / 4,
-                                              ws.q_fold_start.data() + ri * hp,
-                                              ws.q_fold_scale.data() + ri * hp,
-                                              ws.w.data() + ri * hp,
-                                              heads,
-                                              hp};
-        const auto fold_kern = select_kernel<I, i8_fold_path>(hp / I::lanes);
-        const unsigned char* folds = ws.k_folds.data();
-        for (std::int64_t t = lo; t < hi; t += fold_kern.keys) {
-          const std::int64_t count = std::min<std::int64_t>(fold_kern.keys, hi - t);
-          int folded = 0;
-          for (std::int64_t i = 0; i < count; ++i) folded += folds[t - k0 + i];
-          if (folded == 0) {
-            per_block(t, t + count);
-            continue;
-          }
-          fold_kern.fn(
-              qf, {ws.k_fold.data() + (t - k0) * i8_key_bytes, ws.k_fold_scale.data() + (t - k0)},
-              at(t));
-          if (folded < count)
-            for (std::int64_t u = t; u < t + count; u += kern.keys) {
-              kern.fn(
-                  qr,
-                  {ws.k_i8.data() + (u - k0) * i8_key_bytes, ws.k_scale.data() + (u - k0) * blocks},
-                  block_scores);
-              for (std::int64_t i = u; i < std::min(u + kern.keys, t + count); ++i)
-                if (!folds[i - k0]) *at(i) = block_scores[i - u];
+        } else {
+          // A folded query row: keys that fold take the one-sum kernel, the others the per-block
+          // one. A group mixing both runs both and keeps each key's own, so which of the two a
+          // logit comes from depends only on its query and key rows, never on its neighbours.
+          const typename i8_fold_path::query qf{ws.q_fold.data() + ri * hp * head_dim / 4,
+                                                ws.q_fold_start.data() + ri * hp,
+                                                ws.q_fold_scale.data() + ri * hp,
+                                                ws.w.data() + ri * hp,
+                                                heads,
+                                                hp};
+          const auto fold_kern = select_kernel<I, i8_fold_path>(hp / I::lanes);
+          const unsigned char* folds = ws.k_folds.data();
+          for (std::int64_t t = lo; t < hi; t += fold_kern.keys) {
+            const std::int64_t count = std::min<std::int64_t>(fold_kern.keys, hi - t);
+            int folded = 0;
+            for (std::int64_t i = 0; i < count; ++i) folded += folds[t - k0 + i];
+            if (folded == 0) {
+              per_block(t, t + count);
+              continue;
             }
+            fold_kern.fn(
+                qf, {ws.k_fold.data() + (t - k0) * i8_key_bytes, ws.k_fold_scale.data() + (t - k0)},
+                at(t));
+            if (folded < count)
+              for (std::int64_t u = t; u < t + count; u += kern.keys) {
+                kern.fn(qr,
+                        {ws.k_i8.data() + (u - k0) * i8_key_bytes,
+                         ws.k_scale.data() + (u - k0) * blocks},
+                        block_scores);
+                for (std::int64_t i = u; i < std::min(u + kern.keys, t + count); ++i)
+                  if (!folds[i - k0]) *at(i) = block_scores[i - u];
+              }
+          }
         }
       } else {
         const typename f32_path::query qr{ws.q_f32.data() + ri * hp * head_dim,

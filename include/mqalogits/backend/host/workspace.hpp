@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../../config.hpp"
+#include "../../exec/thread_scratch.hpp"
 #include "../../variant/plan.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -101,16 +102,12 @@ class scoped_call_scratch {
   };
 
  public:
-  scoped_call_scratch() : stack_(stack()) {
-    if (stack_.depth == stack_.calls.size()) stack_.calls.push_back(std::make_unique<scratch>());
-    scratch_ = stack_.calls[stack_.depth++].get();
-  }
+  scoped_call_scratch() : scratch_(&lease_.get()) {}
   scoped_call_scratch(const scoped_call_scratch&) = delete;
   scoped_call_scratch& operator=(const scoped_call_scratch&) = delete;
   ~scoped_call_scratch() {
     for (std::size_t i = 0; i < scratch_->active; ++i) scratch_->slots[i]->ws.seal(false);
     scratch_->active = 0;
-    --stack_.depth;
   }
 
   work_list& work() const { return scratch_->work; }
@@ -170,15 +167,7 @@ class scoped_call_scratch {
   };
 
  private:
-  struct calls_in_use {
-    std::vector<std::unique_ptr<scratch>> calls;
-    std::size_t depth = 0;
-  };
-  static calls_in_use& stack() {
-    thread_local calls_in_use s;
-    return s;
-  }
-  calls_in_use& stack_;
+  detail::thread_scratch<scratch> lease_;
   scratch* scratch_;
 };
 
