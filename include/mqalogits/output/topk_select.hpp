@@ -269,7 +269,7 @@ inline void sort_descending(std::uint64_t* keys, std::int64_t n, std::uint64_t* 
   }
   // Ascending order of highest - rank is descending order of rank.
   constexpr int digit_max = 11, passes_max = 2;
-  const int bits = std::bit_width(highest - lowest);
+  const int bits = static_cast<int>(std::bit_width(highest - lowest));
   const int dropped = std::max(0, bits - digit_max * passes_max);
   // (By value: the stores below could otherwise alias them and force a reload per key.)
   const auto lead = [highest, dropped](std::uint64_t key) {

@@ -2,9 +2,9 @@
 // compiles with strict warnings (-Wall -Wextra -Wpedantic -Wshadow -Wconversion
 // -Wsign-conversion -Wold-style-cast -Wdouble-promotion -Werror) and takes the headers with a
 // plain -I: the four kernels and the two legacy names x {MXFP8, MXFP4, FP8 per-token} x
-// {float, bf16, fp16} weights x {float, bf16} logits on the host backend and the three NeuronCore
-// generations, the metadata functions, the quantizers, the paged-cache writes, the thread pool,
-// and (when Eigen is found) the Eigen interop. Compiled only, never run.
+// {float, bf16, fp16} weights x {float, bf16} logits and the top-k output on the host backend and
+// the three NeuronCore generations, the metadata functions, the quantizers, the paged-cache writes,
+// the thread pool, and (when Eigen is found) the Eigen interop. Compiled only, never run.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -50,6 +50,17 @@ void kernels(const ml::rows_view<Format>& q, const ml::rows_view<Format>& kv,
       std::span<const std::int64_t>(ks64), table64_view, std::span<const std::int64_t>(ke64),
       cache.page_kv, idx64_view, 8, ml::paged_sparse_protocol::snapshot);
   ml::fp8_fp4_paged_sparse_mqa_logits(Backend{}, q, cache, w, pmeta64, out, opt);
+  if constexpr (std::is_same_v<O, float>) {  // the top-k output, once per weight type
+    std::vector<std::int32_t> indices(static_cast<std::size_t>(out.rows * 4));
+    std::vector<float> values(indices.size());
+    const ml::matrix_view<std::int32_t> iv(indices.data(), out.rows, 4);
+    const ml::matrix_view<float> vv(values.data(), out.rows, 4);
+    ml::fp8_fp4_mqa_logits(Backend{}, q, kv, w, ks, ke, 0, ml::topk(iv), opt);
+    ml::fp8_fp4_paged_mqa_logits(Backend{}, q, cache, w, lens, table, schedule, 64,
+                                 ml::topk(iv, vv, ml::topk_index::slot), opt);
+    ml::fp8_fp4_sparse_mqa_logits(Backend{}, q, kv, w, meta, ml::topk(iv, vv), opt);
+    ml::fp8_fp4_paged_sparse_mqa_logits(Backend{}, q, cache, w, pmeta, ml::topk(iv, vv), opt);
+  }
   if constexpr (std::is_same_v<Format, ml::fp8_per_token> && std::is_same_v<O, float>) {
     ml::fp8_mqa_logits(Backend{}, q, kv, w, ks, ke, true, 0, out, opt);
     ml::fp8_paged_mqa_logits(Backend{}, q, cache, w, lens, table, schedule, 64, false, out, opt);
