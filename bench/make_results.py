@@ -60,13 +60,8 @@ def load(path):
     for name, rs in runs.items():
         out[name] = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
         out[name]["n"] = len(rs)
-        # Benchmarks run with ->Threads(t) (the peaks) sum both the counter and the iterations
-        # over the t threads, so their rate counters read t times the total: undo that.
-        m = re.match(r"peak/.*/threads:(\d+)$", name)
-        if m:
-            t = int(m.group(1))
-            out[name]["flops"] /= t
-            out[name]["cpu_flops"] /= t
+        # (The peaks run with ->Threads(t); bench/peak.cpp counts each thread's share of the
+        # work, so their counters are already the total rate of the t threads.)
     return out
 
 
