@@ -66,6 +66,12 @@ constexpr spread all_spreads[] = {spread::random,  spread::few_values, spread::t
                                   spread::outlier, spread::extremes,   spread::scores,
                                   spread::equal,   spread::ulps};
 
+// keys in descending order (the reference every primitive is checked against).
+std::vector<std::uint64_t> descending(std::vector<std::uint64_t> keys) {
+  std::sort(keys.begin(), keys.end(), std::greater<>());
+  return keys;
+}
+
 const char* name(spread s) {
   const char* names[] = {"random",   "few values", "two values", "outlier",
                          "extremes", "scores",     "equal",      "ulps"};
@@ -82,18 +88,15 @@ TEST_CASE("topk select: keep_best moves exactly the k best to the front", "[topk
         if (k < 1 || k > n) continue;
         INFO(name(s) << ", n " << n << ", k " << k);
         const std::vector<std::uint64_t> keys = make_keys(rng, n, s);
-        std::vector<std::uint64_t> sorted = keys;
-        std::sort(sorted.begin(), sorted.end(), std::greater<>());
+        const std::vector<std::uint64_t> sorted = descending(keys);
         std::vector<std::uint64_t> got = keys;
         const std::uint64_t kth = ml::detail::keep_best(got.data(), n, k);
         CHECK(kth == sorted[static_cast<std::size_t>(k - 1)]);
         CHECK(got[static_cast<std::size_t>(k - 1)] == kth);
         // The front k are the k best (as a multiset), the rest is what remains.
-        std::vector<std::uint64_t> front(got.begin(), got.begin() + k);
-        std::sort(front.begin(), front.end(), std::greater<>());
+        const auto front = descending({got.begin(), got.begin() + k});
         CHECK(std::equal(front.begin(), front.end(), sorted.begin()));
-        std::sort(got.begin(), got.end(), std::greater<>());
-        CHECK(got == sorted);
+        CHECK(descending(got) == sorted);
       }
     }
   }
@@ -105,8 +108,7 @@ TEST_CASE("topk select: sort_descending equals std::sort", "[topk][select]") {
     for (std::int64_t n : {0, 1, 63, 64, 65, 1000, 2048, 4097}) {
       INFO(name(s) << ", n " << n);
       std::vector<std::uint64_t> keys = make_keys(rng, n, s);
-      std::vector<std::uint64_t> want = keys;
-      std::sort(want.begin(), want.end(), std::greater<>());
+      const std::vector<std::uint64_t> want = descending(keys);
       std::vector<std::uint64_t> scratch(static_cast<std::size_t>(n) + 1, 0xABCDu);
       ml::detail::sort_descending(keys.data(), n, scratch.data());
       CHECK(keys == want);
@@ -123,16 +125,14 @@ TEST_CASE("topk select: keep_at_least keeps a superset of the k best", "[topk][s
         if (k < 1 || k > n) continue;
         INFO(name(s) << ", n " << n << ", k " << k);
         const std::vector<std::uint64_t> keys = make_keys(rng, n, s);
-        std::vector<std::uint64_t> sorted = keys;
-        std::sort(sorted.begin(), sorted.end(), std::greater<>());
+        const std::vector<std::uint64_t> sorted = descending(keys);
         std::vector<std::uint64_t> got = keys;
         const ml::detail::kept_keys kept = ml::detail::keep_at_least(got.data(), n, k);
         REQUIRE(kept.count >= k);
         REQUIRE(kept.count <= n);
         // A buffer of n that keeps this many is never full again at once.
         if (n > 1) CHECK(2 * kept.count <= n + k);
-        std::vector<std::uint64_t> front(got.begin(), got.begin() + kept.count);
-        std::sort(front.begin(), front.end(), std::greater<>());
+        const auto front = descending({got.begin(), got.begin() + kept.count});
         CHECK(front.back() == kept.least);
         // The best keys of the input, in order: front is a prefix of the sorted input.
         CHECK(std::equal(front.begin(), front.end(), sorted.begin()));
