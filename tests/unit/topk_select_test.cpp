@@ -1,10 +1,11 @@
 // The selection primitives under the fused top-k, against plain references: the admission of a
-// slice of scores (SIMD on AVX-512) against topk_key::make one score at a time, the cuts of a
-// candidate buffer (exact, and to at least its k best) and the radix sort of a finished row
-// against std::sort. The kernels' top-k tests reach them only through the key distributions
-// real logits produce; these feed them the awkward ones: all keys equal, two values, one
-// outlier, keys at 0 and at ~0, every byte varying, scores a few ulps apart, NaN, zeros and
-// infinities of both signs, and sizes on both sides of the small-input and sampling fallbacks.
+// slice of scores (SIMD on AVX-512 and AVX2) against topk_key::make one score at a time, the
+// cuts of a candidate buffer (exact, to at least its k best, and at a threshold) and the radix
+// sort of a finished row against std::sort. The kernels' top-k tests reach them only through
+// the key distributions real logits produce; these feed them the awkward ones: all keys equal,
+// two values, one outlier, keys at 0 and at ~0, every byte varying, scores a few ulps apart,
+// NaN, zeros and infinities of both signs, and sizes on both sides of the small-input and
+// sampling fallbacks.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -93,10 +95,39 @@ TEST_CASE("topk select: keep_best moves exactly the k best to the front", "[topk
         const std::uint64_t kth = ml::detail::keep_best(got.data(), n, k);
         CHECK(kth == sorted[static_cast<std::size_t>(k - 1)]);
         CHECK(got[static_cast<std::size_t>(k - 1)] == kth);
-        // The front k are the k best (as a multiset), the rest is what remains.
+        // The front k are the k best (as a multiset); the rest is unspecified.
         const auto front = descending({got.begin(), got.begin() + k});
         CHECK(std::equal(front.begin(), front.end(), sorted.begin()));
-        CHECK(descending(got) == sorted);
+      }
+    }
+  }
+}
+
+TEST_CASE("topk select: compact_at_least keeps the keys >= t in order", "[topk][select]") {
+  std::mt19937_64 rng(13);
+  for (spread s : all_spreads) {
+    for (std::int64_t n : {0, 1, 3, 4, 5, 7, 8, 9, 100, 1001}) {
+      const std::vector<std::uint64_t> keys = make_keys(rng, n, s);
+      // Thresholds: 0 (all kept), the largest key (ties at the top), one past it (none kept),
+      // and keys from the input (ties with every copy of it).
+      std::vector<std::uint64_t> bars = {0, ~std::uint64_t{0}};
+      if (n > 0) {
+        const std::uint64_t top = descending(keys).front();
+        bars.push_back(top);
+        if (top != ~std::uint64_t{0}) bars.push_back(top + 1);
+        for (int j = 0; j < 4; ++j) bars.push_back(keys[rng() % keys.size()]);
+      }
+      for (std::uint64_t t : bars) {
+        INFO(name(s) << ", n " << n << ", t " << t);
+        std::vector<std::uint64_t> want;
+        std::copy_if(keys.begin(), keys.end(), std::back_inserter(want),
+                     [t](std::uint64_t x) { return x >= t; });
+        std::vector<std::uint64_t> got = keys;
+        got.push_back(0xABCDu);
+        const std::int64_t m = ml::detail::compact_at_least(got.data(), n, t);
+        CHECK(got.back() == 0xABCDu);  // only keys[0, n) is touched
+        got.resize(static_cast<std::size_t>(m));
+        CHECK(got == want);
       }
     }
   }

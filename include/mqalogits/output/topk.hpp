@@ -189,8 +189,10 @@ class topk_output {
     // 4k per row, or more than the row can hold (never full, never cut) when that is less.
     capacity_ = std::min<std::int64_t>(4 * k_, cols + 1);
     const auto rows = static_cast<std::size_t>(std::max<std::int64_t>(max_rows, 1));
-    // A row keeps at most k candidates, and no more than its columns.
-    const auto kept = static_cast<std::size_t>(std::min(k_, cols));
+    // A shared row spills at most what keep_at_least keeps of a full buffer, and no more than
+    // its columns.
+    const auto kept = static_cast<std::size_t>(
+        std::min(detail::keep_at_least_bound(capacity_, k_), std::max<std::int64_t>(cols, 1)));
     scratch_ = &lease_.get();
     if (static_cast<std::int64_t>(scratch_->tasks.size()) < tasks)
       scratch_->tasks.resize(static_cast<std::size_t>(tasks));
@@ -340,11 +342,13 @@ class topk_output {
       const auto ri = static_cast<std::size_t>(r - s.row_begin);
       std::uint64_t* keys = s.candidates.data() + ri * static_cast<std::size_t>(capacity_);
       std::int64_t n = s.count[ri];
-      if (s.shared) {  // exactly the k best, cut and sorted again with the other tasks' in finish()
-        if (n > k_) {
-          detail::keep_best(keys, n, k_);
-          n = k_;
-        }
+      if (s.shared) {
+        // At least its k best (cut exactly, with the other tasks' candidates, in finish()),
+        // those below the row's best threshold dropped first.
+        const std::uint64_t bar =
+            scratch_->row_floor[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
+        n = detail::compact_at_least(keys, n, bar);
+        if (n > k_) n = detail::keep_at_least(keys, n, k_).count;
         s.spilled.push_back({r, static_cast<std::int64_t>(s.spill.size()), n});
         s.spill.insert(s.spill.end(), keys, keys + n);
       } else {

@@ -71,7 +71,64 @@ inline int compress_store(std::uint64_t* out, __mmask8 take, __m512i v) {
   return n;
 }
 MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON
+#elif defined(MQALOGITS_HOST_AVX2)
+MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
+// The same for 4 lanes. AVX2 has no compress: a table of lane permutations, indexed by take,
+// moves the selected lanes to the front, and a masked store writes only them.
+inline int compress_store(std::uint64_t* out, int take, __m256i v) {
+  alignas(32) static constexpr std::int32_t to_front[16][8] = {
+      {0, 0, 0, 0, 0, 0, 0, 0}, {0, 1, 0, 0, 0, 0, 0, 0}, {2, 3, 0, 0, 0, 0, 0, 0},
+      {0, 1, 2, 3, 0, 0, 0, 0}, {4, 5, 0, 0, 0, 0, 0, 0}, {0, 1, 4, 5, 0, 0, 0, 0},
+      {2, 3, 4, 5, 0, 0, 0, 0}, {0, 1, 2, 3, 4, 5, 0, 0}, {6, 7, 0, 0, 0, 0, 0, 0},
+      {0, 1, 6, 7, 0, 0, 0, 0}, {2, 3, 6, 7, 0, 0, 0, 0}, {0, 1, 2, 3, 6, 7, 0, 0},
+      {4, 5, 6, 7, 0, 0, 0, 0}, {0, 1, 4, 5, 6, 7, 0, 0}, {2, 3, 4, 5, 6, 7, 0, 0},
+      {0, 1, 2, 3, 4, 5, 6, 7}};
+  alignas(32) static constexpr std::int64_t first_lanes[5][4] = {
+      {0, 0, 0, 0}, {-1, 0, 0, 0}, {-1, -1, 0, 0}, {-1, -1, -1, 0}, {-1, -1, -1, -1}};
+  const int n = std::popcount(static_cast<unsigned>(take));
+  const __m256i front = _mm256_permutevar8x32_epi32(
+      v, _mm256_load_si256(reinterpret_cast<const __m256i*>(to_front[take])));
+  _mm256_maskstore_epi64(reinterpret_cast<long long*>(out),
+                         _mm256_load_si256(reinterpret_cast<const __m256i*>(first_lanes[n])),
+                         front);
+  return n;
+}
+MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON
 #endif
+
+// The keys >= t of keys[0, n) moved to the front in order; returns how many. In place: the
+// write position never passes the read one. Branch-free (whether a key is kept is close to
+// random).
+inline std::int64_t compact_at_least(std::uint64_t* keys, std::int64_t n, std::uint64_t t) {
+  std::int64_t out = 0, i = 0;
+#if defined(MQALOGITS_HOST_AVX512)
+  MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
+  const __m512i t_v = _mm512_set1_epi64(static_cast<long long>(t));
+  for (; i + 8 <= n; i += 8) {
+    const __m512i x = _mm512_loadu_si512(keys + i);
+    out += compress_store(keys + out, _mm512_cmpge_epu64_mask(x, t_v), x);
+  }
+  MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON
+#elif defined(MQALOGITS_HOST_AVX2)
+  MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
+  // Unsigned 64-bit order as signed order: both sides with the top bit flipped. (x >= t is
+  // not x < t.)
+  const __m256i top = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
+  const __m256i t_v = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(t)), top);
+  for (; i + 4 <= n; i += 4) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(keys + i));
+    const __m256i below = _mm256_cmpgt_epi64(t_v, _mm256_xor_si256(x, top));
+    out += compress_store(keys + out, ~_mm256_movemask_pd(_mm256_castsi256_pd(below)) & 0xF, x);
+  }
+  MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON
+#endif
+  for (; i < n; ++i) {
+    const std::uint64_t x = keys[i];
+    keys[out] = x;
+    out += x >= t;
+  }
+  return out;
+}
 
 // admit_keys one score at a time (the portable path, and the tail of a vector one).
 inline std::int64_t admit_keys_scalar(const float* scores, const unsigned char* valid,
@@ -150,18 +207,7 @@ inline std::int64_t admit_keys(const float* scores, const unsigned char* valid, 
   MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON
 #elif defined(MQALOGITS_HOST_AVX2)
   MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
-  // 8 scores per step, keys built as on AVX-512. AVX2 has no compress: a table of lane
-  // permutations, indexed by the 4-bit mask of admitted 64-bit keys, moves them to the front,
-  // and a masked store writes only them.
-  alignas(32) static constexpr std::int32_t to_front[16][8] = {
-      {0, 0, 0, 0, 0, 0, 0, 0}, {0, 1, 0, 0, 0, 0, 0, 0}, {2, 3, 0, 0, 0, 0, 0, 0},
-      {0, 1, 2, 3, 0, 0, 0, 0}, {4, 5, 0, 0, 0, 0, 0, 0}, {0, 1, 4, 5, 0, 0, 0, 0},
-      {2, 3, 4, 5, 0, 0, 0, 0}, {0, 1, 2, 3, 4, 5, 0, 0}, {6, 7, 0, 0, 0, 0, 0, 0},
-      {0, 1, 6, 7, 0, 0, 0, 0}, {2, 3, 6, 7, 0, 0, 0, 0}, {0, 1, 2, 3, 6, 7, 0, 0},
-      {4, 5, 6, 7, 0, 0, 0, 0}, {0, 1, 4, 5, 6, 7, 0, 0}, {2, 3, 4, 5, 6, 7, 0, 0},
-      {0, 1, 2, 3, 4, 5, 6, 7}};
-  alignas(32) static constexpr std::int64_t first_lanes[5][4] = {
-      {0, 0, 0, 0}, {-1, 0, 0, 0}, {-1, -1, 0, 0}, {-1, -1, -1, 0}, {-1, -1, -1, -1}};
+  // 8 scores per step, keys built as on AVX-512.
   const __m256 bar_v = _mm256_set1_ps(bar);
   // Unsigned 64-bit order as signed order: both sides with the top bit flipped.
   const __m256i top = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
@@ -197,13 +243,7 @@ inline std::int64_t admit_keys(const float* scores, const unsigned char* valid, 
                                           _mm256_cvtepu32_epi64(l));
       const __m256i above = _mm256_cmpgt_epi64(_mm256_xor_si256(key, top), floor_v);
       const int take = _mm256_movemask_pd(_mm256_castsi256_pd(above)) & (pass >> (4 * half)) & 0xF;
-      const int count = std::popcount(static_cast<unsigned>(take));
-      const __m256i front = _mm256_permutevar8x32_epi32(
-          key, _mm256_load_si256(reinterpret_cast<const __m256i*>(to_front[take])));
-      _mm256_maskstore_epi64(
-          reinterpret_cast<long long*>(out + held),
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(first_lanes[count])), front);
-      held += count;
+      held += compress_store(out + held, take, key);
     }
   }
   MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON
@@ -229,12 +269,14 @@ void partition_keys(std::uint64_t* keys, std::int64_t lo, std::int64_t n, Pred p
 }
 
 // The k best of keys[0, n) (1 <= k <= n) moved to the front, the k-th best (the smallest of
-// them) at keys[k - 1], which it returns. A radix select: a histogram of the keys' leading
-// varying bits finds the bucket that holds the k-th best; the keys above it move to the front
-// and only that bucket is searched further. A few linear passes, against nth_element's
-// data-dependent branches, which mispredict on scores that arrive in random order.
+// them) at keys[k - 1], which it returns; keys[k, n) are left unspecified. A radix select: a
+// histogram of the keys' leading varying bits finds the bucket that holds the k-th best, the
+// keys below that bucket are dropped, those above it move to the front and only the bucket is
+// searched further. A few linear passes, against nth_element's data-dependent branches, which
+// mispredict on scores that arrive in random order.
 inline std::uint64_t keep_best(std::uint64_t* keys, std::int64_t n, std::int64_t k) {
   constexpr int digit_bits = 8;
+  constexpr std::int64_t buckets = std::int64_t{1} << digit_bits;
   constexpr std::int64_t small = 32;  // below this, nth_element
   std::int64_t lo = 0;                // keys[0, lo) are among the k best
   while (n - lo > small) {
@@ -252,19 +294,29 @@ inline std::uint64_t keep_best(std::uint64_t* keys, std::int64_t n, std::int64_t
       return keys[k - 1];
     }
     const int shift = std::max(0, static_cast<int>(std::bit_width(span)) - digit_bits);
-    std::int64_t count[std::int64_t{1} << digit_bits] = {};
-    for (std::int64_t i = lo; i < n; ++i) ++count[(keys[i] - base) >> shift];
-    // The bucket of the k-th best, counting from the top, and how many keys lie above it.
-    auto bucket = static_cast<std::int64_t>(span >> shift);
-    std::int64_t above = 0;
-    while (above + count[bucket] < need) above += count[bucket--];
-    const auto digit = [&](std::uint64_t x) {
+    const auto digit = [base, shift](std::uint64_t x) {
       return static_cast<std::int64_t>((x - base) >> shift);
     };
-    partition_keys(keys, lo, n, [&](std::uint64_t x) { return digit(x) > bucket; });
+    // Four histograms, summed: scores cluster in a few buckets, and consecutive increments of
+    // one counter would each wait for the last through memory.
+    std::int64_t parts[4][buckets] = {};
+    std::int64_t i = lo;
+    for (; i + 4 <= n; i += 4)
+      for (int j = 0; j < 4; ++j) ++parts[j][digit(keys[i + j])];
+    for (; i < n; ++i) ++parts[0][digit(keys[i])];
+    const auto count = [&](std::int64_t b) {
+      return parts[0][b] + parts[1][b] + parts[2][b] + parts[3][b];
+    };
+    // The bucket of the k-th best, counting from the top, and how many keys lie above it.
+    auto bucket = digit(highest);
+    std::int64_t above = 0;
+    while (above + count(bucket) < need) above += count(bucket--);
+    // The keys of the bucket and above, compacted (vectorised); then the few above it first.
+    const std::uint64_t bucket_floor = base + (static_cast<std::uint64_t>(bucket) << shift);
+    n = lo + compact_at_least(keys + lo, n - lo, bucket_floor);
+    if (above > 0) partition_keys(keys, lo, n, [&](std::uint64_t x) { return digit(x) > bucket; });
     lo += above;
-    partition_keys(keys, lo, n, [&](std::uint64_t x) { return digit(x) == bucket; });
-    n = lo + count[bucket];  // at least one key fewer than before: span has two buckets
+    n = lo + count(bucket);  // at least one key fewer than before: span has two buckets
   }
   std::nth_element(keys + lo, keys + (k - 1), keys + n, std::greater<>());
   return keys[k - 1];
@@ -275,6 +327,11 @@ struct kept_keys {
   std::int64_t count = 0;
   std::uint64_t least = 0;
 };
+
+// The most keep_at_least(keys, n, k) keeps.
+constexpr std::int64_t keep_at_least_bound(std::int64_t n, std::int64_t k) {
+  return std::max(k, (n + k) / 2);
+}
 
 // Moves to the front of keys[0, n) (1 <= k <= n) a set of at least k keys that holds the k
 // best, usually k + 5-15%, and returns its size and smallest key; the other keys are lost. For
@@ -302,22 +359,7 @@ inline kept_keys keep_at_least(std::uint64_t* keys, std::int64_t n, std::int64_t
   // Too few (the k best are not all >= t), or so many that a buffer of n would soon be full
   // again.
   if (count < k || 2 * count > n + k) return {k, keep_best(keys, n, k)};
-  // In place: the write position never passes the read one.
-  std::int64_t out = 0, i = 0;
-#if defined(MQALOGITS_HOST_AVX512)
-  MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
-  const __m512i t_v = _mm512_set1_epi64(static_cast<long long>(t));
-  for (; i + 8 <= n; i += 8) {
-    const __m512i x = _mm512_loadu_si512(keys + i);
-    out += compress_store(keys + out, _mm512_cmpge_epu64_mask(x, t_v), x);
-  }
-  MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON
-#endif
-  for (; i < n; ++i) {
-    const std::uint64_t x = keys[i];
-    keys[out] = x;
-    out += x >= t;
-  }
+  compact_at_least(keys, n, t);
   return {count, t};
 }
 
