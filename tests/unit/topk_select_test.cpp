@@ -1,11 +1,11 @@
 // The selection primitives under the fused top-k, against plain references: the admission of a
-// slice of scores (SIMD on AVX-512 and AVX2) against topk_key::make one score at a time, the
-// cuts of a candidate buffer (exact, to at least its k best, and at a threshold) and the radix
-// sort of a finished row against std::sort. The kernels' top-k tests reach them only through
-// the key distributions real logits produce; these feed them the awkward ones: all keys equal,
-// two values, one outlier, keys at 0 and at ~0, every byte varying, scores a few ulps apart,
-// NaN, zeros and infinities of both signs, and sizes on both sides of the small-input and
-// sampling fallbacks.
+// slice of scores against topk_key::make one score at a time, the cuts of a candidate buffer
+// (exact, to at least its k best, and at a threshold), each on every compiled host ISA (the
+// portable path always; AVX2 and AVX-512 where built), and the radix sort of a finished row against
+// std::sort. The kernels' top-k tests reach them only through the key distributions real logits
+// produce; these feed them the awkward ones: all keys equal, two values, one outlier, keys at 0 and
+// at ~0, every byte varying, scores a few ulps apart, NaN, zeros and infinities of both signs, and
+// sizes on both sides of the small-input and sampling fallbacks.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include <mqalogits/mqalogits.hpp>
 
 namespace ml = mqalogits;
+namespace hb = mqalogits::host_backend;
 
 namespace {
 
@@ -82,7 +83,8 @@ const char* name(spread s) {
 
 }  // namespace
 
-TEST_CASE("topk select: keep_best moves exactly the k best to the front", "[topk][select]") {
+TEMPLATE_LIST_TEST_CASE("topk select: keep_best moves exactly the k best to the front",
+                        "[topk][select]", hb::compiled_isas) {
   std::mt19937_64 rng(7);
   for (spread s : all_spreads) {
     for (std::int64_t n : {1, 2, 31, 32, 33, 64, 257, 4096, 5000}) {
@@ -92,7 +94,7 @@ TEST_CASE("topk select: keep_best moves exactly the k best to the front", "[topk
         const std::vector<std::uint64_t> keys = make_keys(rng, n, s);
         const std::vector<std::uint64_t> sorted = descending(keys);
         std::vector<std::uint64_t> got = keys;
-        const std::uint64_t kth = ml::detail::keep_best(got.data(), n, k);
+        const std::uint64_t kth = ml::detail::keep_best<TestType>(got.data(), n, k);
         CHECK(kth == sorted[static_cast<std::size_t>(k - 1)]);
         CHECK(got[static_cast<std::size_t>(k - 1)] == kth);
         // The front k are the k best (as a multiset); the rest is unspecified.
@@ -103,7 +105,8 @@ TEST_CASE("topk select: keep_best moves exactly the k best to the front", "[topk
   }
 }
 
-TEST_CASE("topk select: compact_at_least keeps the keys >= t in order", "[topk][select]") {
+TEMPLATE_LIST_TEST_CASE("topk select: compact_at_least keeps the keys >= t in order",
+                        "[topk][select]", hb::compiled_isas) {
   std::mt19937_64 rng(13);
   for (spread s : all_spreads) {
     for (std::int64_t n : {0, 1, 3, 4, 5, 7, 8, 9, 100, 1001}) {
@@ -124,7 +127,7 @@ TEST_CASE("topk select: compact_at_least keeps the keys >= t in order", "[topk][
                      [t](std::uint64_t x) { return x >= t; });
         std::vector<std::uint64_t> got = keys;
         got.push_back(0xABCDu);
-        const std::int64_t m = ml::detail::compact_at_least(got.data(), n, t);
+        const std::int64_t m = TestType::compact_at_least(got.data(), n, t);
         CHECK(got.back() == 0xABCDu);  // only keys[0, n) is touched
         got.resize(static_cast<std::size_t>(m));
         CHECK(got == want);
@@ -148,7 +151,8 @@ TEST_CASE("topk select: sort_descending equals std::sort", "[topk][select]") {
   }
 }
 
-TEST_CASE("topk select: keep_at_least keeps a superset of the k best", "[topk][select]") {
+TEMPLATE_LIST_TEST_CASE("topk select: keep_at_least keeps a superset of the k best",
+                        "[topk][select]", hb::compiled_isas) {
   std::mt19937_64 rng(5);
   for (spread s : all_spreads) {
     for (std::int64_t n : {1, 2, 100, 511, 512, 2048, 4096, 8192, 20000}) {
@@ -158,7 +162,7 @@ TEST_CASE("topk select: keep_at_least keeps a superset of the k best", "[topk][s
         const std::vector<std::uint64_t> keys = make_keys(rng, n, s);
         const std::vector<std::uint64_t> sorted = descending(keys);
         std::vector<std::uint64_t> got = keys;
-        const ml::detail::kept_keys kept = ml::detail::keep_at_least(got.data(), n, k);
+        const ml::detail::kept_keys kept = ml::detail::keep_at_least<TestType>(got.data(), n, k);
         REQUIRE(kept.count >= k);
         REQUIRE(kept.count <= n);
         // A buffer of n that keeps this many is never full again at once.
@@ -172,7 +176,8 @@ TEST_CASE("topk select: keep_at_least keeps a superset of the k best", "[topk][s
   }
 }
 
-TEST_CASE("topk select: admit_keys equals topk_key::make one score at a time", "[topk][select]") {
+TEMPLATE_LIST_TEST_CASE("topk select: admit_keys equals topk_key::make one score at a time",
+                        "[topk][select]", hb::compiled_isas) {
   std::mt19937 rng(9);
   std::normal_distribution<float> normal(0.f, 4.f);
   constexpr float inf = std::numeric_limits<float>::infinity();
@@ -212,7 +217,7 @@ TEST_CASE("topk select: admit_keys equals topk_key::make one score at a time", "
       constexpr std::uint64_t sentinel = 0xABCDu;
       std::vector<std::uint64_t> out(static_cast<std::size_t>(n) + 1, sentinel);
       const std::int64_t held =
-          ml::detail::admit_keys(scores.data(), valid.data(), n, col, floor, bar, out.data());
+          TestType::admit_keys(scores.data(), valid.data(), n, col, floor, bar, out.data());
       CHECK(out.back() == sentinel);  // at most n written
       out.resize(static_cast<std::size_t>(held));
       CHECK(out == want);

@@ -266,11 +266,11 @@ class topk_output {
     // keeps at least its k best, the smallest of which becomes the new threshold.
     for (std::int64_t i = 0; i < n;) {
       const std::int64_t m = std::min(n - i, capacity_ - held);
-      held +=
-          detail::admit_keys(scores + i, valid + i, m, col + i, floor, floor_value, keys + held);
+      held += select_isa::admit_keys(scores + i, valid + i, m, col + i, floor, floor_value,
+                                     keys + held);
       i += m;
       if (held < capacity_) continue;
-      const detail::kept_keys kept = detail::keep_at_least(keys, held, k_);
+      const detail::kept_keys kept = detail::keep_at_least<select_isa>(keys, held, k_);
       held = kept.count;
       // (Never lowered: keys held from before an adopted threshold may rank below it.)
       if (kept.least <= floor) continue;
@@ -316,7 +316,7 @@ class topk_output {
       }
       auto n = static_cast<std::int64_t>(merge.size());
       if (n > k_) {
-        detail::keep_best(merge.data(), n, k_);
+        detail::keep_best<select_isa>(merge.data(), n, k_);
         n = k_;
       }
       // (Every task has returned: task 0's sort scratch is free.)
@@ -347,13 +347,13 @@ class topk_output {
         // those below the row's best threshold dropped first.
         const std::uint64_t bar =
             scratch_->row_floor[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
-        n = detail::compact_at_least(keys, n, bar);
-        if (n > k_) n = detail::keep_at_least(keys, n, k_).count;
+        n = select_isa::compact_at_least(keys, n, bar);
+        if (n > k_) n = detail::keep_at_least<select_isa>(keys, n, k_).count;
         s.spilled.push_back({r, static_cast<std::int64_t>(s.spill.size()), n});
         s.spill.insert(s.spill.end(), keys, keys + n);
       } else {
         // A few more than k sorted costs less than an exact cut to k first.
-        if (n > k_) n = detail::keep_at_least(keys, n, k_).count;
+        if (n > k_) n = detail::keep_at_least<select_isa>(keys, n, k_).count;
         detail::sort_descending(keys, n, s.sort_scratch.data());
         write_row(r, keys, std::min(n, k_));
       }
@@ -374,6 +374,10 @@ class topk_output {
     std::fill(idx + m, idx + indices_.cols, -1);
     if (val) std::fill(val + m, val + indices_.cols, -std::numeric_limits<float>::infinity());
   }
+
+  // The host instruction set the selection steps run on (the scores may come from either
+  // backend).
+  using select_isa = host_backend::isa_best;
 
   matrix_view<std::int32_t> indices_;
   matrix_view<float> values_;

@@ -8,6 +8,8 @@
 #include "base.hpp"
 
 #if defined(MQALOGITS_HOST_AVX2)
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -144,7 +146,97 @@ struct isa_avx2 : plain_decoders {
     }
   }
 
+  // ---- top-k selection (output/topk_select.hpp): the same keys as admit_keys_scalar and
+  // compact_at_least_scalar (output/topk_key.hpp) ----
+
+  // 8 scores per step, keys built as on AVX-512, the tail one at a time.
+  static std::int64_t admit_keys(const float* scores, const unsigned char* valid, std::int64_t n,
+                                 std::int64_t col, std::uint64_t floor, float bar,
+                                 std::uint64_t* out) {
+    std::int64_t held = 0;
+    const __m256 bar_v = _mm256_set1_ps(bar);
+    // Unsigned 64-bit order as signed order: both sides with the top bit flipped.
+    const __m256i top = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
+    const __m256i floor_v =
+        _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(floor)), top);
+    const __m256i sign_bit = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+    const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+    const __m256i inf_bits = _mm256_set1_epi32(0x7F800000);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    std::int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 s = _mm256_loadu_ps(scores + i);
+      std::uint64_t v8;
+      std::memcpy(&v8, valid + i, sizeof v8);
+      const __m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(v8)));
+      const __m256 live = _mm256_castsi256_ps(_mm256_cmpgt_epi32(v, _mm256_setzero_si256()));
+      const int pass =
+          _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(s, bar_v, _CMP_NLT_UQ), live));
+      if (pass == 0) continue;
+      const __m256i b = _mm256_castps_si256(s);
+      const __m256i mag = _mm256_and_si256(b, magnitude);
+      const __m256i nan = _mm256_cmpgt_epi32(mag, inf_bits);  // (both sides non-negative)
+      const __m256i zero = _mm256_cmpeq_epi32(mag, _mm256_setzero_si256());
+      __m256i rank = _mm256_xor_si256(b, _mm256_or_si256(_mm256_srai_epi32(b, 31), sign_bit));
+      rank = _mm256_blendv_epi8(rank, sign_bit, zero);
+      rank = _mm256_or_si256(rank, nan);  // NaN: all ones
+      const __m256i keep = _mm256_and_si256(_mm256_srli_epi32(b, 31), _mm256_or_si256(nan, zero));
+      const __m256i reversed =
+          _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(0x7FFFFFFF - (col + i))), lane);
+      const __m256i low = _mm256_or_si256(_mm256_slli_epi32(reversed, 1), keep);
+      for (int half = 0; half < 2; ++half) {
+        const __m128i r = half ? _mm256_extracti128_si256(rank, 1) : _mm256_castsi256_si128(rank);
+        const __m128i l = half ? _mm256_extracti128_si256(low, 1) : _mm256_castsi256_si128(low);
+        const __m256i key = _mm256_or_si256(_mm256_slli_epi64(_mm256_cvtepu32_epi64(r), 32),
+                                            _mm256_cvtepu32_epi64(l));
+        const __m256i above = _mm256_cmpgt_epi64(_mm256_xor_si256(key, top), floor_v);
+        const int take =
+            _mm256_movemask_pd(_mm256_castsi256_pd(above)) & (pass >> (4 * half)) & 0xF;
+        held += compress_store(out + held, take, key);
+      }
+    }
+    return held +
+           detail::admit_keys_scalar(scores + i, valid + i, n - i, col + i, floor, bar, out + held);
+  }
+
+  static std::int64_t compact_at_least(std::uint64_t* keys, std::int64_t n, std::uint64_t t) {
+    std::int64_t out = 0, i = 0;
+    // Unsigned 64-bit order as signed order: both sides with the top bit flipped.
+    const __m256i top = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
+    const __m256i t_v = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(t)), top);
+    for (; i + 4 <= n; i += 4) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(keys + i));
+      const __m256i below = _mm256_cmpgt_epi64(t_v, _mm256_xor_si256(x, top));
+      out += compress_store(keys + out, ~_mm256_movemask_pd(_mm256_castsi256_pd(below)) & 0xF, x);
+    }
+    const std::int64_t tail = detail::compact_at_least_scalar(keys + i, n - i, t);
+    std::copy(keys + i, keys + i + tail, keys + out);
+    return out + tail;
+  }
+
  private:
+  // The 64-bit lanes of v selected by take (4 bits), stored in order at out; returns how many.
+  // AVX2 has no compress: a table of lane permutations, indexed by take, moves the selected
+  // lanes to the front, and a masked store writes only them.
+  static int compress_store(std::uint64_t* out, int take, __m256i v) {
+    alignas(32) static constexpr std::int32_t to_front[16][8] = {
+        {0, 0, 0, 0, 0, 0, 0, 0}, {0, 1, 0, 0, 0, 0, 0, 0}, {2, 3, 0, 0, 0, 0, 0, 0},
+        {0, 1, 2, 3, 0, 0, 0, 0}, {4, 5, 0, 0, 0, 0, 0, 0}, {0, 1, 4, 5, 0, 0, 0, 0},
+        {2, 3, 4, 5, 0, 0, 0, 0}, {0, 1, 2, 3, 4, 5, 0, 0}, {6, 7, 0, 0, 0, 0, 0, 0},
+        {0, 1, 6, 7, 0, 0, 0, 0}, {2, 3, 6, 7, 0, 0, 0, 0}, {0, 1, 2, 3, 6, 7, 0, 0},
+        {4, 5, 6, 7, 0, 0, 0, 0}, {0, 1, 4, 5, 6, 7, 0, 0}, {2, 3, 4, 5, 6, 7, 0, 0},
+        {0, 1, 2, 3, 4, 5, 6, 7}};
+    alignas(32) static constexpr std::int64_t first_lanes[5][4] = {
+        {0, 0, 0, 0}, {-1, 0, 0, 0}, {-1, -1, 0, 0}, {-1, -1, -1, 0}, {-1, -1, -1, -1}};
+    const int n = std::popcount(static_cast<unsigned>(take));
+    const __m256i front = _mm256_permutevar8x32_epi32(
+        v, _mm256_load_si256(reinterpret_cast<const __m256i*>(to_front[take])));
+    _mm256_maskstore_epi64(reinterpret_cast<long long*>(out),
+                           _mm256_load_si256(reinterpret_cast<const __m256i*>(first_lanes[n])),
+                           front);
+    return n;
+  }
+
   // n codes (a multiple of 8), 8 per step. A normal code (exponent field e >= 1, mantissa m) is
   // the fp32 with exponent e - 7 and the same 3 mantissa bits: its 7 magnitude bits shifted to
   // the top of the fp32 mantissa, plus 120 on the exponent field. A subnormal code is m x 2^-9,

@@ -7,6 +7,8 @@
 #include "base.hpp"
 
 #if defined(MQALOGITS_HOST_AVX512)
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -136,7 +138,74 @@ struct isa_avx512 {
     }
   }
 
+  // ---- top-k selection (output/topk_select.hpp): the same keys as admit_keys_scalar and
+  // compact_at_least_scalar (output/topk_key.hpp) ----
+
+  // 16 scores per step: keys built in 32-bit lanes as topk_key::make does, widened to 64 bits,
+  // and the admitted ones compressed to the front of a vector and stored.
+  static std::int64_t admit_keys(const float* scores, const unsigned char* valid, std::int64_t n,
+                                 std::int64_t col, std::uint64_t floor, float bar,
+                                 std::uint64_t* out) {
+    std::int64_t held = 0;
+    const __m512 bar_v = _mm512_set1_ps(bar);
+    const __m512i floor_v = _mm512_set1_epi64(static_cast<long long>(floor));
+    const __m512i sign_bit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+    const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+    const __m512i inf_bits = _mm512_set1_epi32(0x7F800000);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (std::int64_t i = 0; i < n; i += 16) {
+      const auto in_range = static_cast<__mmask16>(n - i >= 16 ? 0xFFFFu : (1u << (n - i)) - 1u);
+      const __m128i v = _mm_maskz_loadu_epi8(in_range, valid + i);
+      const __m512 s = _mm512_maskz_loadu_ps(in_range, scores + i);
+      const __mmask16 pass =
+          _mm512_mask_cmp_ps_mask(_mm_mask_test_epi8_mask(in_range, v, v), s, bar_v, _CMP_NLT_UQ);
+      if (pass == 0) continue;
+      const __m512i b = _mm512_castps_si512(s);
+      const __m512i mag = _mm512_and_si512(b, magnitude);
+      const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, inf_bits);
+      const __mmask16 zero = _mm512_testn_epi32_mask(mag, mag);
+      __m512i rank = _mm512_xor_si512(b, _mm512_or_si512(_mm512_srai_epi32(b, 31), sign_bit));
+      rank = _mm512_mask_mov_epi32(rank, zero, sign_bit);
+      rank = _mm512_mask_mov_epi32(rank, nan, _mm512_set1_epi32(-1));
+      const __m512i keep = _mm512_maskz_srli_epi32(static_cast<__mmask16>(nan | zero), b, 31);
+      const __m512i reversed =
+          _mm512_sub_epi32(_mm512_set1_epi32(static_cast<int>(0x7FFFFFFF - (col + i))), lane);
+      const __m512i low = _mm512_or_si512(_mm512_slli_epi32(reversed, 1), keep);
+      for (int half = 0; half < 2; ++half) {
+        const __m256i r = half ? _mm512_extracti64x4_epi64(rank, 1) : _mm512_castsi512_si256(rank);
+        const __m256i l = half ? _mm512_extracti64x4_epi64(low, 1) : _mm512_castsi512_si256(low);
+        const __m512i key = _mm512_or_si512(_mm512_slli_epi64(_mm512_cvtepu32_epi64(r), 32),
+                                            _mm512_cvtepu32_epi64(l));
+        const auto take =
+            _mm512_mask_cmpgt_epu64_mask(static_cast<__mmask8>(pass >> (8 * half)), key, floor_v);
+        held += compress_store(out + held, take, key);
+      }
+    }
+    return held;
+  }
+
+  static std::int64_t compact_at_least(std::uint64_t* keys, std::int64_t n, std::uint64_t t) {
+    std::int64_t out = 0, i = 0;
+    const __m512i t_v = _mm512_set1_epi64(static_cast<long long>(t));
+    for (; i + 8 <= n; i += 8) {
+      const __m512i x = _mm512_loadu_si512(keys + i);
+      out += compress_store(keys + out, _mm512_cmpge_epu64_mask(x, t_v), x);
+    }
+    const std::int64_t tail = detail::compact_at_least_scalar(keys + i, n - i, t);
+    std::copy(keys + i, keys + i + tail, keys + out);
+    return out + tail;
+  }
+
  private:
+  // The lanes of v selected by take, stored in order at out; returns how many. (A masked store
+  // of the compressed vector: the compressing store to memory is slow on some cores.)
+  static int compress_store(std::uint64_t* out, __mmask8 take, __m512i v) {
+    const int n = std::popcount(static_cast<unsigned>(take));
+    _mm512_mask_storeu_epi64(out, static_cast<__mmask8>((1u << n) - 1u),
+                             _mm512_maskz_compress_epi64(take, v));
+    return n;
+  }
+
   // 32 e4m3 codes to fp16 (value / 2^8, exact; NaN codes made NaN), in two halves of 16 lanes.
   static __m512i e4m3_to_half(__m256i bytes) {
     const __m256i low7 = _mm256_set1_epi8(0x7F);

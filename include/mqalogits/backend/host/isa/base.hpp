@@ -7,6 +7,8 @@
 //   - its row decoders (decode_row_f32<Format>, decode_e2m1_doubled),
 //   - its register blocking (f32_blocks, i8_blocks), sized to its register file,
 //   - its int8 encoding (int8: one of the two below, matching what its dot4 multiplies),
+//   - the two streaming steps of the fused top-k (admit_keys, compact_at_least: scalar_topk or
+//     its own vector ones),
 // and ladder.hpp lists it. Nothing outside the ISA files knows which ISA does what.
 #pragma once
 
@@ -18,6 +20,7 @@
 #include "../../../format/e4m3.hpp"
 #include "../../../format/fp32_scale.hpp"
 #include "../../../format/ue8m0.hpp"
+#include "../../../output/topk_key.hpp"
 
 #if defined(__clang__)
 #define MQALOGITS_UNROLL _Pragma("unroll")
@@ -169,6 +172,18 @@ struct plain_decoders {
         out[b * 32 + j] = code[byte & 0xF];
         out[b * 32 + 16 + j] = code[byte >> 4];
       }
+  }
+};
+
+// The top-k steps an ISA keeps unless it has vector ones: one key at a time (topk_key.hpp).
+struct scalar_topk {
+  static std::int64_t admit_keys(const float* scores, const unsigned char* valid, std::int64_t n,
+                                 std::int64_t col, std::uint64_t floor, float bar,
+                                 std::uint64_t* out) {
+    return detail::admit_keys_scalar(scores, valid, n, col, floor, bar, out);
+  }
+  static std::int64_t compact_at_least(std::uint64_t* keys, std::int64_t n, std::uint64_t t) {
+    return detail::compact_at_least_scalar(keys, n, t);
   }
 };
 

@@ -17,7 +17,7 @@
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
 
-struct isa_neon : plain_decoders {
+struct isa_neon : plain_decoders, scalar_topk {
   static constexpr const char* name = "neon";
   static constexpr int lanes = 4;
   using vf = float32x4_t;

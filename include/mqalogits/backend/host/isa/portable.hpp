@@ -13,7 +13,7 @@ namespace host_backend {
 
 // Every operation is lane-wise, in a fixed order, so results only depend on the code, never on
 // the data's position.
-struct isa_portable : plain_decoders {
+struct isa_portable : plain_decoders, scalar_topk {
   static constexpr const char* name = "portable";
   static constexpr int lanes = 8;
   struct vf {
