@@ -183,16 +183,25 @@ inline void sort_descending(std::uint64_t* keys, std::int64_t n, std::uint64_t* 
     }
     if (from != keys) std::copy(from, from + n, keys);
   }
-  // Ties are rare: one pass that vectorises finds whether there are any.
-  std::int64_t ties = 0;
-  for (std::int64_t i = 0; i + 1 < n; ++i) ties += lead(keys[i]) == lead(keys[i + 1]);
-  if (ties == 0) return;
-  for (std::int64_t i = 0; i + 1 < n;) {
-    const std::uint32_t l = lead(keys[i]);
-    std::int64_t end = i + 1;
-    while (end < n && lead(keys[end]) == l) ++end;
-    if (end - i > 1) std::sort(keys + i, keys + end, std::greater<>());
-    i = end;
+  // Ties are few (a row of a few thousand scores holds one or two tied pairs, if any): blocks
+  // of neighbour pairs are checked in a loop that vectorises, and only a block with a tie is
+  // walked. (A run that reaches into the next block is sorted whole; the next block's walk
+  // then finds the rest of it in order.)
+  constexpr std::int64_t block = 64;
+  for (std::int64_t b = 0; b + 1 < n; b += block) {
+    const std::int64_t e = std::min(b + block, n - 1);
+    std::int64_t ties = 0;
+    for (std::int64_t i = b; i < e; ++i) ties += lead(keys[i]) == lead(keys[i + 1]);
+    for (std::int64_t i = b; ties > 0 && i < e;) {
+      const std::uint32_t l = lead(keys[i]);
+      std::int64_t end = i + 1;
+      while (end < n && lead(keys[end]) == l) ++end;
+      if (end - i > 1) {
+        std::sort(keys + i, keys + end, std::greater<>());
+        ties -= std::min(end, e + 1) - i - 1;  // the tied pairs of this run inside the block
+      }
+      i = end;
+    }
   }
 }
 
