@@ -192,7 +192,13 @@ struct isa_avx2 : plain_decoders {
         const __m256i above = _mm256_cmpgt_epi64(_mm256_xor_si256(key, top), floor_v);
         const int take =
             _mm256_movemask_pd(_mm256_castsi256_pd(above)) & (pass >> (4 * half)) & 0xF;
-        held += compress_store(out + held, take, key);
+        // All admitted (a row's first keys): a plain store, not the permute and masked store.
+        if (take == 0xF) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + held), key);
+          held += 4;
+        } else {
+          held += compress_store(out + held, take, key);
+        }
       }
     }
     return held +

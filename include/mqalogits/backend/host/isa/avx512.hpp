@@ -178,7 +178,13 @@ struct isa_avx512 {
                                             _mm512_cvtepu32_epi64(l));
         const auto take =
             _mm512_mask_cmpgt_epu64_mask(static_cast<__mmask8>(pass >> (8 * half)), key, floor_v);
-        held += compress_store(out + held, take, key);
+        // All admitted (a row's first keys): a plain store, the compress is the slow part.
+        if (take == 0xFF) {
+          _mm512_storeu_si512(out + held, key);
+          held += 8;
+        } else {
+          held += compress_store(out + held, take, key);
+        }
       }
     }
     return held;
