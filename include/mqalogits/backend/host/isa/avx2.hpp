@@ -192,13 +192,7 @@ struct isa_avx2 : plain_decoders {
         const __m256i above = _mm256_cmpgt_epi64(_mm256_xor_si256(key, top), floor_v);
         const int take =
             _mm256_movemask_pd(_mm256_castsi256_pd(above)) & (pass >> (4 * half)) & 0xF;
-        // All admitted (a row's first keys): a plain store, not the permute and masked store.
-        if (take == 0xF) {
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + held), key);
-          held += 4;
-        } else {
-          held += compress_store(out + held, take, key);
-        }
+        held += compress_store(out + held, take, key);
       }
     }
     return held +
@@ -223,8 +217,13 @@ struct isa_avx2 : plain_decoders {
  private:
   // The 64-bit lanes of v selected by take (4 bits), stored in order at out; returns how many.
   // AVX2 has no compress: a table of lane permutations, indexed by take, moves the selected
-  // lanes to the front, and a masked store writes only them.
+  // lanes to the front, and a masked store writes only them; all lanes (a row's first keys):
+  // a plain store.
   static int compress_store(std::uint64_t* out, int take, __m256i v) {
+    if (take == 0xF) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), v);
+      return 4;
+    }
     alignas(32) static constexpr std::int32_t to_front[16][8] = {
         {0, 0, 0, 0, 0, 0, 0, 0}, {0, 1, 0, 0, 0, 0, 0, 0}, {2, 3, 0, 0, 0, 0, 0, 0},
         {0, 1, 2, 3, 0, 0, 0, 0}, {4, 5, 0, 0, 0, 0, 0, 0}, {0, 1, 4, 5, 0, 0, 0, 0},

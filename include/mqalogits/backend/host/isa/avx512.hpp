@@ -178,13 +178,7 @@ struct isa_avx512 {
                                             _mm512_cvtepu32_epi64(l));
         const auto take =
             _mm512_mask_cmpgt_epu64_mask(static_cast<__mmask8>(pass >> (8 * half)), key, floor_v);
-        // All admitted (a row's first keys): a plain store, the compress is the slow part.
-        if (take == 0xFF) {
-          _mm512_storeu_si512(out + held, key);
-          held += 8;
-        } else {
-          held += compress_store(out + held, take, key);
-        }
+        held += compress_store(out + held, take, key);
       }
     }
     return held;
@@ -205,7 +199,12 @@ struct isa_avx512 {
  private:
   // The lanes of v selected by take, stored in order at out; returns how many. (A masked store
   // of the compressed vector: the compressing store to memory is slow on some cores.)
+  // All lanes (a row's first keys): a plain store, since the compress is the slow part.
   static int compress_store(std::uint64_t* out, __mmask8 take, __m512i v) {
+    if (take == 0xFF) {
+      _mm512_storeu_si512(out, v);
+      return 8;
+    }
     const int n = std::popcount(static_cast<unsigned>(take));
     _mm512_mask_storeu_epi64(out, static_cast<__mmask8>((1u << n) - 1u),
                              _mm512_maskz_compress_epi64(take, v));
