@@ -82,7 +82,10 @@ double seconds_of(const runner& run, mode m, int threads) {
 
 // mode::paired: every iteration runs the logits kernel, the fused top-k and the two-pass engine
 // code on one thread, then the fused top-k on two, back to back in the same process, so a
-// neighbour that slows the machine slows all four alike; the counters are their ratios.
+// neighbour that slows the machine slows all four alike; the counters are their ratios. The
+// 2-thread pool's worker has slept through the three 1-thread calls, so its speedup includes
+// the worker's wake-up (bench pool/wake_after_idle: up to hundreds of us on a virtual machine),
+// which the topk/fused/.../threads:2 runs, back to back, mostly do not.
 void measure(benchmark::State& st, mode m, const runner& run, std::int64_t pairs) {
   const int threads = static_cast<int>(st.range(1));
   double t[4] = {};

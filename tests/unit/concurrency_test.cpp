@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <latch>
@@ -358,4 +359,34 @@ TEST_CASE("concurrency: one thread_pool driven by several callers at once", "[co
   auto add = [&](i64 i) { sum += i; };
   pool.parallel_for(n, add);
   CHECK(sum == n * (n - 1) / 2);
+}
+
+TEST_CASE("concurrency: a pool whose workers spin between calls", "[concurrency][pool]") {
+  // Calls back to back (workers still spinning), after pauses longer and shorter than the spin,
+  // a failing task, several callers; then the destructor ends the spins.
+  for (const auto spin : {std::chrono::microseconds(1), std::chrono::microseconds(200'000)}) {
+    INFO("spin " << spin.count() << " us");
+    ml::thread_pool pool(3, spin);
+    for (int call = 0; call < 60; ++call) {
+      if (call % 20 == 19) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const i64 n = 1 + call * 7;
+      std::vector<std::atomic<int>> runs(static_cast<std::size_t>(n));
+      auto task = [&](i64 i) { runs[static_cast<std::size_t>(i)].fetch_add(1); };
+      pool.parallel_for(n, task);
+      i64 once = 0;
+      for (auto& r : runs) once += r.load() == 1;
+      REQUIRE(once == n);
+    }
+    auto fail = [](i64 i) {
+      if (i == 5) throw std::runtime_error("task 5");
+    };
+    CHECK_THROWS_AS(pool.parallel_for(50, fail), std::runtime_error);
+    std::atomic<i64> sum{0};
+    const auto failures = run_together(4, [&](int) {
+      auto add = [&](i64 i) { sum += i; };
+      pool.parallel_for(100, add);
+    });
+    CHECK(failures.empty());
+    CHECK(sum == 4 * 4950);
+  }
 }

@@ -299,6 +299,8 @@ TEST_CASE("hostile, pool: a thread count below 1 is rejected", "[hostile][pool]"
   expect_error([] { ml::thread_pool p(-5); }, {"thread_pool", "threads", "-5"});
   expect_error([] { ml::thread_pool p(0); }, {"thread_pool", "threads", "0"});
   CHECK(ml::thread_pool::default_threads() >= 1);
+  expect_error([] { ml::thread_pool p(2, std::chrono::microseconds(-1)); },
+               {"thread_pool", "spin", "-1"});
 }
 
 TEST_CASE("hostile, pool: a worker that fails to start: the constructor throws, joins the rest",

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -34,9 +35,20 @@ class thread_pool {
  public:
   // threads >= 1 (the calling thread counts as one). If the system cannot start them all, the
   // constructor throws std::system_error after joining the workers it did start.
-  explicit thread_pool(int threads = default_threads()) : size_(threads) {
+  //
+  // spin: how long a worker keeps polling for the next parallel_for after it finishes one,
+  // before it sleeps on a condition variable (0, the default: it sleeps at once). A sleeping
+  // worker can take long to wake, above all on a virtual machine whose idle vCPU the host has
+  // descheduled (hundreds of microseconds after 20 ms idle: bench pool/wake_after_idle), and
+  // a call of a few milliseconds pays that in full. Spinning keeps a core busy between calls
+  // instead, as OpenMP runtimes do by default; worth it when calls come every few milliseconds.
+  explicit thread_pool(int threads = default_threads(),
+                       std::chrono::microseconds spin = std::chrono::microseconds{0})
+      : size_(threads), spin_(spin) {
     detail::require(threads >= 1, "thread_pool",
                     [&](auto& m) { m << "threads = " << threads << " must be >= 1"; });
+    detail::require(spin.count() >= 0, "thread_pool",
+                    [&](auto& m) { m << "spin = " << spin.count() << " us must be >= 0"; });
     try {
       workers_.reserve(static_cast<std::size_t>(size_ - 1));
       for (int i = 1; i < size_; ++i) {
@@ -79,7 +91,7 @@ class thread_pool {
     {
       std::lock_guard lock(mutex_);
       job_ = &current;
-      ++generation_;
+      posted_.store(++generation_, std::memory_order_release);
     }
     wake_.notify_all();
     work_on(current);
@@ -135,6 +147,7 @@ class thread_pool {
     working_on_ = this;  // a worker only ever works for this pool
     std::uint64_t seen = 0;
     for (;;) {
+      spin_until_posted(seen);
       job* j;
       {
         std::unique_lock lock(mutex_);
@@ -153,10 +166,28 @@ class thread_pool {
     }
   }
 
+  // Polls for a new job (or a stop) for up to spin_; the caller then waits under the lock as
+  // without spinning, so this only saves the sleep.
+  void spin_until_posted(std::uint64_t seen) const {
+    if (spin_.count() == 0) return;
+    const auto until = std::chrono::steady_clock::now() + spin_;
+    while (posted_.load(std::memory_order_acquire) == seen &&
+           std::chrono::steady_clock::now() < until)
+      cpu_relax();
+  }
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
   void stop_workers() {
     {
       std::lock_guard lock(mutex_);
       stop_ = true;
+      posted_.store(generation_ + 1, std::memory_order_release);  // ends every spin
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -165,13 +196,15 @@ class thread_pool {
   static inline thread_local const thread_pool* working_on_ = nullptr;
 
   int size_;
+  std::chrono::microseconds spin_;
   std::vector<std::thread> workers_;
   std::mutex call_mutex_;
   std::mutex mutex_;
   std::condition_variable wake_, done_, idle_;
   job* job_ = nullptr;
   std::uint64_t generation_ = 0;
-  int calls_ = 0;  // parallel_for calls in progress, guarded by mutex_
+  std::atomic<std::uint64_t> posted_{0};  // generation_, for spinning workers to poll unlocked
+  int calls_ = 0;                         // parallel_for calls in progress, guarded by mutex_
   bool stop_ = false;
 };
 
