@@ -324,6 +324,57 @@ void check_edges(edge_inputs& in, std::int64_t k) {
 }
 }  // namespace
 
+// The legacy names take the selection in the logits' position (bare Q: its scales folded into
+// the weights), dense with columns only, paged also with cache slots.
+static_assert(ml::detail::legacy_output<ml::topk_selection<ml::topk_index::column_t>>);
+static_assert(!ml::detail::legacy_output<ml::topk_selection<ml::topk_index::slot_t>>);
+static_assert(ml::detail::legacy_paged_output<ml::topk_selection<ml::topk_index::slot_t>>);
+
+TEST_CASE("topk: the legacy names equal the stable sort of their fp32 logits", "[topk][legacy]") {
+  using F = ml::fp8_per_token;
+  rnd::engine rng(77100);
+  {
+    const std::int64_t num_q = 5, H = 4, N = 9000;
+    const auto q = make_rows<F>(rng, num_q * H);
+    ml::rows_view<F> bare = q.view();
+    bare.scales = nullptr;
+    const auto kv = make_rows<F>(rng, N);
+    const auto w = rnd::weights<float>(rng, num_q, H);
+    auto ks = rnd::ints(rng, num_q, -20, 2000);
+    auto ke = rnd::ints(rng, num_q, 4000, N + 30);
+    ks[1] = 300;  // empty row
+    ke[1] = 300;
+    INFO("fp8_mqa_logits");
+    check_kernel(
+        [&](ml::detail::legacy_output auto out, const ml::options& o) -> void {
+          ml::fp8_mqa_logits(bare, kv.view(), w.view(), ks, ke, o.clean_logits, 0, out, o);
+        },
+        num_q, N);
+  }
+  const std::int64_t B = 2, next_n = 2, H = 4, max_blocks = 120;
+  const std::int32_t page_kv = 64;
+  const auto cache = make_cache<F>(rng, 300, page_kv);
+  auto lens = rnd::context_lens(rng, B, next_n, 7000, 100);
+  lens(0, 0) = 0;  // empty row
+  const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, 300);
+  const auto q = make_rows<F>(rng, B * next_n * H);
+  ml::rows_view<F> bare = q.view();
+  bare.scales = nullptr;
+  const auto w = rnd::weights<float>(rng, B * next_n, H);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 3);
+  const std::int64_t max_len = max_blocks * page_kv;
+  const numbering slot = [&](std::int64_t row, std::int32_t pos) {
+    return static_cast<std::int32_t>(table(row / next_n, pos / page_kv) * page_kv + pos % page_kv);
+  };
+  INFO("fp8_paged_mqa_logits");
+  check_kernel(
+      [&](ml::detail::legacy_paged_output auto out, const ml::options& o) -> void {
+        ml::fp8_paged_mqa_logits(bare, cache.view(), w.view(), lens.view(), table.view(), schedule,
+                                 max_len, o.clean_logits, out, o);
+      },
+      B* next_n, max_len, slot);
+}
+
 TEST_CASE("topk: ties (identical keys) go to the lower column", "[topk][edges]") {
   rnd::engine rng(500);
   edge_inputs in(rng);

@@ -4,6 +4,9 @@
 // scale into the weights), the logits are fp32. Arguments come in upstream's order, with
 // clean_logits where upstream has it; the output view (upstream returns a new tensor) and the
 // per-call options follow. The clean_logits argument replaces options::clean_logits.
+// In the output's position the names also take the top-k selection of the fp8_fp4 kernels
+// (ml::topk(indices[, values]); on fp8_paged_mqa_logits also with ml::topk_index::slot), which
+// clean_logits does not affect.
 #pragma once
 
 #include <concepts>
@@ -13,6 +16,7 @@
 
 #include "../config.hpp"
 #include "../format/fp8_per_token.hpp"
+#include "../output/topk.hpp"
 #include "dense.hpp"
 #include "paged.hpp"
 
@@ -29,6 +33,22 @@ inline void require_bare_q(const char* where, const rows_view<fp8_per_token>& q)
   });
 }
 
+// The fp32 logits view (or anything that converts to one), or a selection.
+template <class T>
+concept legacy_output = std::convertible_to<T, matrix_view<float>> ||
+    std::same_as<T, topk_selection<topk_index::column_t>>;
+template <class T>
+concept legacy_paged_output =
+    legacy_output<T> || std::same_as<T, topk_selection<topk_index::slot_t>>;
+
+template <class Out>
+auto legacy_out(const Out& out) {
+  if constexpr (std::convertible_to<Out, matrix_view<float>>)
+    return matrix_view<float>(out);
+  else
+    return out;
+}
+
 inline options with_clean_logits(const options& opt, bool clean_logits) {
   options o = opt;
   o.clean_logits = clean_logits;
@@ -39,76 +59,78 @@ inline options with_clean_logits(const options& opt, bool clean_logits) {
 
 // Dense: upstream's fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
 // clean_logits = true, max_seqlen_k = 0). Columns and validity as fp8_fp4_mqa_logits.
-template <backend_tag Backend, weight_input WT, index_array KS, index_array KE>
+template <backend_tag Backend, weight_input WT, index_array KS, index_array KE,
+          detail::legacy_output Out>
 requires std::same_as<index_value_of<KS>, index_value_of<KE>>
 void fp8_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
                     const rows_view<fp8_per_token>& kv, matrix_view<WT> weights,
                     const KS& cu_seq_len_k_start, const KE& cu_seq_len_k_end, bool clean_logits,
-                    std::int64_t max_seqlen_k, matrix_view<float> out, const options& opt = {}) {
+                    std::int64_t max_seqlen_k, Out out, const options& opt = {}) {
   detail::require_bare_q("fp8_mqa_logits", q);
   fp8_fp4_mqa_logits(backend, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k,
-                     out, detail::with_clean_logits(opt, clean_logits));
+                     detail::legacy_out(out), detail::with_clean_logits(opt, clean_logits));
 }
 
 // Paged decode: upstream's fp8_paged_mqa_logits(q, kv_cache, weights, context_lens,
 // block_table, schedule_meta, max_context_len, clean_logits = false). Columns, validity and index
 // types (int32 or int64) as fp8_fp4_paged_mqa_logits.
-template <backend_tag Backend, weight_input WT, index_matrix Lens>
+template <backend_tag Backend, weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
 void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
                           const Lens& context_lens,
                           matrix_view<const index_matrix_value_of<Lens>> block_table,
                           const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
-                          bool clean_logits, matrix_view<float> out, const options& opt = {}) {
+                          bool clean_logits, Out out, const options& opt = {}) {
   detail::require_bare_q("fp8_paged_mqa_logits", q);
   fp8_fp4_paged_mqa_logits(backend, q, kv_cache, weights, context_lens, block_table, schedule_meta,
-                           max_context_len, out, detail::with_clean_logits(opt, clean_logits));
+                           max_context_len, detail::legacy_out(out),
+                           detail::with_clean_logits(opt, clean_logits));
 }
 // With upstream's varlen `indices` (next_n = 1), as fp8_fp4_paged_mqa_logits takes them.
-template <backend_tag Backend, weight_input WT, index_matrix Lens>
+template <backend_tag Backend, weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
 void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
                           const Lens& context_lens,
                           matrix_view<const index_matrix_value_of<Lens>> block_table,
                           const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
-                          bool clean_logits, matrix_view<float> out,
+                          bool clean_logits, Out out,
                           std::span<const index_matrix_value_of<Lens>> indices,
                           const options& opt = {}) {
   detail::require_bare_q("fp8_paged_mqa_logits", q);
   fp8_fp4_paged_mqa_logits(backend, q, kv_cache, weights, context_lens, block_table, schedule_meta,
-                           max_context_len, out, indices,
+                           max_context_len, detail::legacy_out(out), indices,
                            detail::with_clean_logits(opt, clean_logits));
 }
 
 // The same calls on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <weight_input WT, index_array KS, index_array KE>
+template <weight_input WT, index_array KS, index_array KE, detail::legacy_output Out>
 requires std::same_as<index_value_of<KS>, index_value_of<KE>>
 void fp8_mqa_logits(const rows_view<fp8_per_token>& q, const rows_view<fp8_per_token>& kv,
                     matrix_view<WT> weights, const KS& cu_seq_len_k_start,
                     const KE& cu_seq_len_k_end, bool clean_logits, std::int64_t max_seqlen_k,
-                    matrix_view<float> out, const options& opt = {}) {
+                    Out out, const options& opt = {}) {
   fp8_mqa_logits(default_backend{}, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
                  clean_logits, max_seqlen_k, out, opt);
 }
 
-template <weight_input WT, index_matrix Lens>
+template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
 void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
                           const Lens& context_lens,
                           matrix_view<const index_matrix_value_of<Lens>> block_table,
                           const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
-                          bool clean_logits, matrix_view<float> out, const options& opt = {}) {
+                          bool clean_logits, Out out, const options& opt = {}) {
   fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
                        schedule_meta, max_context_len, clean_logits, out, opt);
 }
-template <weight_input WT, index_matrix Lens>
+template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
 void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
                           const Lens& context_lens,
                           matrix_view<const index_matrix_value_of<Lens>> block_table,
                           const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
-                          bool clean_logits, matrix_view<float> out,
+                          bool clean_logits, Out out,
                           std::span<const index_matrix_value_of<Lens>> indices,
                           const options& opt = {}) {
   fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
