@@ -17,6 +17,7 @@
 #include <limits>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,12 @@ rnd::owned_rows<F> make_rows(rnd::engine& rng, std::int64_t n) {
 template <class F>
 rnd::owned_paged_cache<F> make_cache(rnd::engine& rng, std::int64_t pages, std::int32_t page_kv) {
   return rnd::paged_cache<F>(rng, pages, page_kv, 0, {.full_mantissa_scales = true});
+}
+// The legacy names' Q: the codes without their scales (an engine folds those into the weights).
+ml::rows_view<ml::fp8_per_token> bare_q(const rnd::owned_rows<ml::fp8_per_token>& q) {
+  ml::rows_view<ml::fp8_per_token> bare = q.view();
+  bare.scales = nullptr;
+  return bare;
 }
 
 // NaN above everything, then numeric order (-0 == +0): the order torch.topk and the library use.
@@ -192,6 +199,15 @@ void dense_topk(rnd::engine& rng, std::int64_t max_seqlen_k) {
         ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k, out, o);
       },
       num_q, cols);
+  if constexpr (std::is_same_v<F, ml::fp8_per_token>) {
+    INFO("the legacy fp8_mqa_logits");
+    check_kernel(
+        [&, bare = bare_q(q)](ml::detail::legacy_output auto out, const ml::options& o) -> void {
+          ml::fp8_mqa_logits(bare, kv.view(), w.view(), ks, ke, o.clean_logits, max_seqlen_k, out,
+                             o);
+        },
+        num_q, cols);
+  }
 }
 
 template <class F>
@@ -219,6 +235,16 @@ void paged_topk(rnd::engine& rng) {
                                      schedule, max_len, out, o);
       },
       B* next_n, max_len, slot);
+  if constexpr (std::is_same_v<F, ml::fp8_per_token>) {
+    INFO("the legacy fp8_paged_mqa_logits");
+    check_kernel(
+        [&, bare = bare_q(q)](ml::detail::legacy_paged_output auto out,
+                              const ml::options& o) -> void {
+          ml::fp8_paged_mqa_logits(bare, cache.view(), w.view(), lens.view(), table.view(),
+                                   schedule, max_len, o.clean_logits, out, o);
+        },
+        B* next_n, max_len, slot);
+  }
 }
 
 template <class F>
@@ -324,56 +350,11 @@ void check_edges(edge_inputs& in, std::int64_t k) {
 }
 }  // namespace
 
-// The legacy names take the selection in the logits' position (bare Q: its scales folded into
-// the weights), dense with columns only, paged also with cache slots.
+// The legacy names take the selection in the logits' position, dense with columns only, paged
+// also with cache slots (dense_topk and paged_topk check them on fp8_per_token inputs).
 static_assert(ml::detail::legacy_output<ml::topk_selection<ml::topk_index::column_t>>);
 static_assert(!ml::detail::legacy_output<ml::topk_selection<ml::topk_index::slot_t>>);
 static_assert(ml::detail::legacy_paged_output<ml::topk_selection<ml::topk_index::slot_t>>);
-
-TEST_CASE("topk: the legacy names equal the stable sort of their fp32 logits", "[topk][legacy]") {
-  using F = ml::fp8_per_token;
-  rnd::engine rng(77100);
-  {
-    const std::int64_t num_q = 5, H = 4, N = 9000;
-    const auto q = make_rows<F>(rng, num_q * H);
-    ml::rows_view<F> bare = q.view();
-    bare.scales = nullptr;
-    const auto kv = make_rows<F>(rng, N);
-    const auto w = rnd::weights<float>(rng, num_q, H);
-    auto ks = rnd::ints(rng, num_q, -20, 2000);
-    auto ke = rnd::ints(rng, num_q, 4000, N + 30);
-    ks[1] = 300;  // empty row
-    ke[1] = 300;
-    INFO("fp8_mqa_logits");
-    check_kernel(
-        [&](ml::detail::legacy_output auto out, const ml::options& o) -> void {
-          ml::fp8_mqa_logits(bare, kv.view(), w.view(), ks, ke, o.clean_logits, 0, out, o);
-        },
-        num_q, N);
-  }
-  const std::int64_t B = 2, next_n = 2, H = 4, max_blocks = 120;
-  const std::int32_t page_kv = 64;
-  const auto cache = make_cache<F>(rng, 300, page_kv);
-  auto lens = rnd::context_lens(rng, B, next_n, 7000, 100);
-  lens(0, 0) = 0;  // empty row
-  const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, 300);
-  const auto q = make_rows<F>(rng, B * next_n * H);
-  ml::rows_view<F> bare = q.view();
-  bare.scales = nullptr;
-  const auto w = rnd::weights<float>(rng, B * next_n, H);
-  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 3);
-  const std::int64_t max_len = max_blocks * page_kv;
-  const numbering slot = [&](std::int64_t row, std::int32_t pos) {
-    return static_cast<std::int32_t>(table(row / next_n, pos / page_kv) * page_kv + pos % page_kv);
-  };
-  INFO("fp8_paged_mqa_logits");
-  check_kernel(
-      [&](ml::detail::legacy_paged_output auto out, const ml::options& o) -> void {
-        ml::fp8_paged_mqa_logits(bare, cache.view(), w.view(), lens.view(), table.view(), schedule,
-                                 max_len, o.clean_logits, out, o);
-      },
-      B* next_n, max_len, slot);
-}
 
 TEST_CASE("topk: ties (identical keys) go to the lower column", "[topk][edges]") {
   rnd::engine rng(500);

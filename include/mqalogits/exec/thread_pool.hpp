@@ -91,7 +91,7 @@ class thread_pool {
     {
       std::lock_guard lock(mutex_);
       job_ = &current;
-      posted_.store(++generation_, std::memory_order_release);
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     work_on(current);
@@ -151,9 +151,11 @@ class thread_pool {
       job* j;
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || (job_ && generation_ != seen); });
+        wake_.wait(lock, [&] {
+          return stop_ || (job_ && generation_.load(std::memory_order_relaxed) != seen);
+        });
         if (stop_) return;
-        seen = generation_;
+        seen = generation_.load(std::memory_order_relaxed);
         j = job_;
         ++j->active;
       }
@@ -171,7 +173,7 @@ class thread_pool {
   void spin_until_posted(std::uint64_t seen) const {
     if (spin_.count() == 0) return;
     const auto until = std::chrono::steady_clock::now() + spin_;
-    while (posted_.load(std::memory_order_acquire) == seen &&
+    while (generation_.load(std::memory_order_acquire) == seen &&
            std::chrono::steady_clock::now() < until)
       cpu_relax();
   }
@@ -187,7 +189,7 @@ class thread_pool {
     {
       std::lock_guard lock(mutex_);
       stop_ = true;
-      posted_.store(generation_ + 1, std::memory_order_release);  // ends every spin
+      generation_.fetch_add(1, std::memory_order_release);  // ends every spin
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -202,9 +204,10 @@ class thread_pool {
   std::mutex mutex_;
   std::condition_variable wake_, done_, idle_;
   job* job_ = nullptr;
-  std::uint64_t generation_ = 0;
-  std::atomic<std::uint64_t> posted_{0};  // generation_, for spinning workers to poll unlocked
-  int calls_ = 0;                         // parallel_for calls in progress, guarded by mutex_
+  // Bumped under mutex_ for each job and for the stop; atomic so that spinning workers can poll
+  // it without the lock.
+  std::atomic<std::uint64_t> generation_{0};
+  int calls_ = 0;  // parallel_for calls in progress, guarded by mutex_
   bool stop_ = false;
 };
 
