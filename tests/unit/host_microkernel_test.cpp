@@ -107,7 +107,7 @@ void check_decoders() {
     std::uint8_t got[128], query[128];
     float ks[4];
     hb::decode_key_i8<I>(packed, scales, got, ks);
-    I::decode_e2m1_doubled(packed, hb::query_code, query);
+    I::decode_e2m1_doubled(packed, hb::same_codes<128>(hb::query_code), query);
     for (int b = 0; b < 4; ++b) {
       CHECK(same_float(ks[b], ml::ue8m0_values[scales[b]]));
       for (int j = 0; j < 16; ++j) {
@@ -503,67 +503,71 @@ void check_fold_decoders() {
 // zero block has an exponent in the row's range (it folds), key t + 1's one 4 above the others
 // (it never folds, and the zeros make the scale immaterial). So both give the same logits
 // whichever path computed them, and groups mix folded and per-block keys. Query rows likewise:
-// row 2r folds, row 2r + 1 does not.
+// row 2r folds, row 2r + 1 does not; and a second round where every row folds (the tiles then
+// skip the per-block form of folded keys, which mixed groups still run through).
 template <class I>
 void check_fold_against_per_block() {
   INFO(isa_label<I>());
   std::mt19937_64 rng(23);
-  for (const std::int64_t H : {1, 5, 16, 20, 64}) {
-    const std::int64_t num_q = 4, N = 46;
-    std::vector<std::uint8_t> qd(num_q * H * 64), qs(num_q * H * 4), kd(N * 64), kscale(N * 4);
-    for (auto& b : qd) b = static_cast<std::uint8_t>(rng() % 256);
-    for (auto& b : kd) b = static_cast<std::uint8_t>(rng() % 256);
-    for (std::int64_t r = 0; r < num_q; r += 2)
-      for (std::int64_t h = 0; h < H; ++h) {
-        std::uint8_t* row = qd.data() + (r * H + h) * 64;
-        std::fill_n(row + 48, 16, 0);  // block 3: zeros
-        std::copy_n(row, 64, qd.begin() + ((r + 1) * H + h) * 64);
-        for (int b = 0; b < 4; ++b) {  // spread <= 2: folds on every ISA
-          const auto e = static_cast<std::uint8_t>(120 + (b + h) % 3);
-          qs[(r * H + h) * 4 + b] = e;
-          qs[((r + 1) * H + h) * 4 + b] = b == 3 ? static_cast<std::uint8_t>(124) : e;
+  for (const bool every_row_folds : {false, true})
+    for (const std::int64_t H : {1, 5, 16, 20, 64}) {
+      INFO("every row folds: " << every_row_folds);
+      const std::int64_t num_q = 4, N = 46;
+      std::vector<std::uint8_t> qd(num_q * H * 64), qs(num_q * H * 4), kd(N * 64), kscale(N * 4);
+      for (auto& b : qd) b = static_cast<std::uint8_t>(rng() % 256);
+      for (auto& b : kd) b = static_cast<std::uint8_t>(rng() % 256);
+      for (std::int64_t r = 0; r < num_q; r += 2)
+        for (std::int64_t h = 0; h < H; ++h) {
+          std::uint8_t* row = qd.data() + (r * H + h) * 64;
+          std::fill_n(row + 48, 16, 0);  // block 3: zeros
+          std::copy_n(row, 64, qd.begin() + ((r + 1) * H + h) * 64);
+          for (int b = 0; b < 4; ++b) {  // spread <= 2: folds on every ISA
+            const auto e = static_cast<std::uint8_t>(120 + (b + h) % 3);
+            qs[(r * H + h) * 4 + b] = e;
+            qs[((r + 1) * H + h) * 4 + b] =
+                b == 3 && !every_row_folds ? static_cast<std::uint8_t>(124) : e;
+          }
         }
+      for (std::int64_t t = 0; t < N; t += 2) {
+        std::fill_n(kd.begin() + t * 64 + 48, 16, 0);
+        std::copy_n(kd.begin() + t * 64, 64, kd.begin() + (t + 1) * 64);
+        for (int b = 0; b < 4; ++b) {  // spread 3 (or 0 for every fourth pair)
+          const auto e = static_cast<std::uint8_t>(124 + (t % 8 == 0 ? 0 : (b + t / 2) % 4));
+          kscale[t * 4 + b] = e;
+          kscale[(t + 1) * 4 + b] = e;
+        }
+        kscale[(t + 1) * 4 + 3] = static_cast<std::uint8_t>(
+            *std::min_element(kscale.begin() + (t + 1) * 4, kscale.begin() + (t + 1) * 4 + 3) + 4);
       }
-    for (std::int64_t t = 0; t < N; t += 2) {
-      std::fill_n(kd.begin() + t * 64 + 48, 16, 0);
-      std::copy_n(kd.begin() + t * 64, 64, kd.begin() + (t + 1) * 64);
-      for (int b = 0; b < 4; ++b) {  // spread 3 (or 0 for every fourth pair)
-        const auto e = static_cast<std::uint8_t>(124 + (t % 8 == 0 ? 0 : (b + t / 2) % 4));
-        kscale[t * 4 + b] = e;
-        kscale[(t + 1) * 4 + b] = e;
-      }
-      kscale[(t + 1) * 4 + 3] = static_cast<std::uint8_t>(
-          *std::min_element(kscale.begin() + (t + 1) * 4, kscale.begin() + (t + 1) * 4 + 3) + 4);
+      CHECK(hb::fold_exponent(kscale.data() + 8, hb::fold_spread) >= 0);
+      CHECK(hb::fold_exponent(kscale.data() + 12, hb::fold_spread) < 0);
+      std::vector<float> wf(num_q * H);
+      for (auto& x : wf) x = static_cast<float>(static_cast<int>(rng() % 17) - 8) / 8.0f;
+      for (std::int64_t r = 0; r < num_q; r += 2)  // row pairs share their weights too
+        std::copy_n(wf.begin() + r * H, H, wf.begin() + (r + 1) * H);
+      const ml::matrix_view<const float> w(wf.data(), num_q, H, H);
+      const ml::rows_view<ml::mxfp4> q(qd.data(), qs.data(), num_q * H);
+      const ml::rows_view<ml::mxfp4> kv(kd.data(), kscale.data(), N);
+      std::vector<std::int32_t> ks(num_q, 0), ke(num_q, static_cast<std::int32_t>(N));
+      ks[0] = ks[1] = 3;  // groups start at odd keys too (columns count from ks)
+      const ml::dense_plan<ml::mxfp4> plan(kv, ks, ke, N);
+      ml::logits_buffer<float> out(num_q, N);
+      run_on<I>(q, plan, w, out);
+      auto at = [&](std::int64_t r, std::int64_t t) { return out(r, t - ks[r]); };
+      int nonzero = 0;
+      for (std::int64_t r = 0; r < num_q; r += 2)
+        for (std::int64_t t = 4; t < N; t += 2) {
+          INFO("H = " << H << " row " << r << " key " << t);
+          CHECK(same_float(at(r, t), at(r, t + 1)));
+          CHECK(same_float(at(r, t), at(r + 1, t)));
+          CHECK(same_float(at(r + 1, t), at(r + 1, t + 1)));
+          nonzero += at(r, t) != 0.0f;
+        }
+      CHECK(nonzero > 0);
+      const auto expected = ref::dense(q, kv, w, std::span<const std::int32_t>(ks),
+                                       std::span<const std::int32_t>(ke), N);
+      CHECK(check::against(out, expected) == "");
     }
-    CHECK(hb::fold_exponent(kscale.data() + 8, hb::fold_spread) >= 0);
-    CHECK(hb::fold_exponent(kscale.data() + 12, hb::fold_spread) < 0);
-    std::vector<float> wf(num_q * H);
-    for (auto& x : wf) x = static_cast<float>(static_cast<int>(rng() % 17) - 8) / 8.0f;
-    for (std::int64_t r = 0; r < num_q; r += 2)  // row pairs share their weights too
-      std::copy_n(wf.begin() + r * H, H, wf.begin() + (r + 1) * H);
-    const ml::matrix_view<const float> w(wf.data(), num_q, H, H);
-    const ml::rows_view<ml::mxfp4> q(qd.data(), qs.data(), num_q * H);
-    const ml::rows_view<ml::mxfp4> kv(kd.data(), kscale.data(), N);
-    std::vector<std::int32_t> ks(num_q, 0), ke(num_q, static_cast<std::int32_t>(N));
-    ks[0] = ks[1] = 3;  // groups start at odd keys too (columns count from ks)
-    const ml::dense_plan<ml::mxfp4> plan(kv, ks, ke, N);
-    ml::logits_buffer<float> out(num_q, N);
-    run_on<I>(q, plan, w, out);
-    auto at = [&](std::int64_t r, std::int64_t t) { return out(r, t - ks[r]); };
-    int nonzero = 0;
-    for (std::int64_t r = 0; r < num_q; r += 2)
-      for (std::int64_t t = 4; t < N; t += 2) {
-        INFO("H = " << H << " row " << r << " key " << t);
-        CHECK(same_float(at(r, t), at(r, t + 1)));
-        CHECK(same_float(at(r, t), at(r + 1, t)));
-        CHECK(same_float(at(r + 1, t), at(r + 1, t + 1)));
-        nonzero += at(r, t) != 0.0f;
-      }
-    CHECK(nonzero > 0);
-    const auto expected = ref::dense(q, kv, w, std::span<const std::int32_t>(ks),
-                                     std::span<const std::int32_t>(ke), N);
-    CHECK(check::against(out, expected) == "");
-  }
 }
 
 TEMPLATE_LIST_TEST_CASE("host micro-kernels: MXFP4 exponent folding, decoders and kernel",

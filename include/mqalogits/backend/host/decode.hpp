@@ -71,7 +71,7 @@ void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, 
   for (int h = 0; h < heads; ++h) {
     const std::uint8_t* sc = q_scales(q, first_row + h);
     alignas(64) std::int8_t v[static_cast<std::size_t>(D)];  // doubled values, stored block order
-    I::template decode_e2m1_doubled<D>(q.row(first_row + h), query_code,
+    I::template decode_e2m1_doubled<D>(q.row(first_row + h), same_codes<D>(query_code),
                                        reinterpret_cast<std::uint8_t*>(v));
     for (int b = 0; b < blocks; ++b) {
       if constexpr (I::int8::offset_keys) {
@@ -108,18 +108,10 @@ bool decode_q_i8_fold(const rows_view<Format>& q, std::int64_t first_row, int he
     const std::uint8_t* sc = q_scales(q, first_row + h);
     const int lo = fold_exponent<blocks>(sc, I::fold_query_spread);
     alignas(64) std::int8_t v[static_cast<std::size_t>(D)];
-    alignas(64) std::uint8_t shifted[static_cast<std::size_t>(D)];
-    // Block 0's shift first, so every block reads codes decoded for its own shift.
-    int decoded = sc[0] - lo;
-    I::template decode_e2m1_doubled<D>(q.row(first_row + h), tables::query[decoded].v, shifted);
-    for (int b = 0; b < blocks; ++b) {
-      const int shift = sc[b] - lo;
-      if (shift != decoded) {
-        I::template decode_e2m1_doubled<D>(q.row(first_row + h), tables::query[shift].v, shifted);
-        decoded = shift;
-      }
-      std::memcpy(v + b * scale_block, shifted + b * scale_block, scale_block);
-    }
+    block_codes<D> codes{};
+    for (int b = 0; b < blocks; ++b) codes.block[b] = tables::query[sc[b] - lo].v;
+    I::template decode_e2m1_doubled<D>(q.row(first_row + h), codes,
+                                       reinterpret_cast<std::uint8_t*>(v));
     std::int32_t sum = 0;
     for (int p = 0; p < D; ++p) sum += v[p];
     start[h] = I::int8::fold_start(sum);
@@ -139,7 +131,7 @@ template <class I, int D = default_head_dim>
 inline void decode_key_i8(const std::uint8_t* packed, const std::uint8_t* scales, std::uint8_t* out,
                           float* ks) {
   for (int b = 0; b < D / scale_block; ++b) ks[b] = ue8m0_values[scales[b]];
-  I::template decode_e2m1_doubled<D>(packed, I::int8::key_code, out);
+  I::template decode_e2m1_doubled<D>(packed, same_codes<D>(I::int8::key_code), out);
 }
 
 // The folded form of a key row, when it folds: i8_key_bytes<D> bytes in I's folded encoding and
@@ -151,23 +143,10 @@ inline bool decode_key_i8_fold(const std::uint8_t* packed, const std::uint8_t* s
   const int lo = fold_exponent<blocks>(scales, fold_spread);
   if (lo < 0) return false;
   using tables = fold_tables<typename I::int8>;
-  bool one_exponent = true;
+  block_codes<D> codes{};
   MQALOGITS_UNROLL
-  for (int b = 1; b < blocks; ++b) one_exponent = one_exponent && scales[b] == scales[0];
-  if (one_exponent) {
-    I::template decode_e2m1_doubled<D>(packed, tables::key[0].v, out);  // the common case
-  } else {
-    alignas(64) std::uint8_t shifted[static_cast<std::size_t>(D)];
-    for (int shift = 0; shift <= fold_spread; ++shift) {
-      bool used = false;
-      for (int b = 0; b < blocks; ++b) used = used || scales[b] - lo == shift;
-      if (!used) continue;
-      I::template decode_e2m1_doubled<D>(packed, tables::key[shift].v, shifted);
-      for (int b = 0; b < blocks; ++b)
-        if (scales[b] - lo == shift)
-          std::memcpy(out + b * scale_block, shifted + b * scale_block, scale_block);
-    }
-  }
+  for (int b = 0; b < blocks; ++b) codes.block[b] = tables::key[scales[b] - lo].v;
+  I::template decode_e2m1_doubled<D>(packed, codes, out);
   *scale = ue8m0_values[static_cast<std::size_t>(lo)];
   return true;
 }

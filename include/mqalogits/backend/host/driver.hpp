@@ -124,8 +124,13 @@ void reserve_tile(workspace& ws) {
   ws.scores.reserve(score_slots);
 }
 
+// MXFP4 keys are decoded in both int8 forms, except that a key that folds skips its per-block
+// form when no row of the item needs it (every row folds): it is then written as a masked key,
+// which the per-block kernel may still read for a group that mixes both forms, and whose score
+// there is dropped.
 template <class I, class Format, class Plan>
-void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t n, workspace& ws) {
+void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t n,
+                 bool every_row_folds, workspace& ws) {
   constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
   constexpr int i8_key_bytes = host_backend::i8_key_bytes<head_dim>;
   reserve_tile<Format>(ws);
@@ -148,8 +153,11 @@ void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t
       float* ks = k_scale + i * blocks;
       std::uint8_t* kf = k_fold + i * i8_key_bytes;
       if (key.valid()) {
-        decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
         k_folds[i] = decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, k_fold_scale + i);
+        if (k_folds[i] && every_row_folds)
+          masked_key_i8<I, head_dim>(k, ks);
+        else
+          decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
       } else {
         masked_key_i8<I, head_dim>(k, ks);
         masked_key_i8_fold<I, head_dim>(kf, k_fold_scale + i);
@@ -177,12 +185,17 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
   const int heads = static_cast<int>(w.cols);
   const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
   decode_rows<I>(q, w, item.row_begin, item.row_end, call, ws);
+  bool every_row_folds = false;
+  if constexpr (int8_path<Format>)
+    every_row_folds =
+        std::all_of(ws.q_folds.data(), ws.q_folds.data() + (item.row_end - item.row_begin),
+                    [](unsigned char f) { return f != 0; });
   float* scores = ws.scores.reserve(score_slots);
   [[maybe_unused]] float* block_scores = scores + key_tile + max_group_keys;
 
   for (std::int64_t k0 = item.key_begin; k0 < item.key_end; k0 += key_tile) {
     const std::int64_t n = std::min(key_tile, item.key_end - k0);
-    decode_tile<I, Format>(plan, item.group, k0, n, ws);
+    decode_tile<I, Format>(plan, item.group, k0, n, every_row_folds, ws);
     const unsigned char* valid = ws.key_valid.data();
     for (std::int64_t r = item.row_begin; r < item.row_end; ++r) {
       const row_keys rk = plan.row(r);

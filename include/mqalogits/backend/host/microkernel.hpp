@@ -45,24 +45,39 @@ MQALOGITS_TILE_INLINE void fill_tile(V (&acc)[HeadVectors][Keys], Start start) {
   }
 }
 
-// `steps` outer-product steps, in ascending order: step s loads key operand i as key_at(s, i)
-// once, then for each head vector j the head operand head_at(s, j), and sets
-// acc[j][i] = step(acc[j][i], head, key).
+// Outer-product step s: loads key operand i as key_at(s, i) once, then for each head vector j
+// the head operand head_at(s, j), and sets acc[j][i] = step(acc[j][i], head, key).
+template <class V, std::size_t HeadVectors, std::size_t Keys, class HeadAt, class KeyAt, class Step>
+MQALOGITS_TILE_INLINE void tile_step(V (&acc)[HeadVectors][Keys], int s, HeadAt head_at,
+                                     KeyAt key_at, Step step) {
+  using key_operand = decltype(key_at(0, 0));
+  key_operand kb[Keys];
+  MQALOGITS_UNROLL
+  for (std::size_t i = 0; i < Keys; ++i) kb[i] = key_at(s, static_cast<int>(i));
+  MQALOGITS_UNROLL
+  for (std::size_t j = 0; j < HeadVectors; ++j) {
+    const auto qv = head_at(s, static_cast<int>(j));
+    MQALOGITS_UNROLL
+    for (std::size_t i = 0; i < Keys; ++i) acc[j][i] = step(acc[j][i], qv, kb[i]);
+  }
+}
+
+// `steps` outer-product steps, in ascending order.
 template <class V, std::size_t HeadVectors, std::size_t Keys, class HeadAt, class KeyAt, class Step>
 MQALOGITS_TILE_INLINE void accumulate_tile(V (&acc)[HeadVectors][Keys], int steps, HeadAt head_at,
                                            KeyAt key_at, Step step) {
-  using key_operand = decltype(key_at(0, 0));
-  for (int s = 0; s < steps; ++s) {
-    key_operand kb[Keys];
-    MQALOGITS_UNROLL
-    for (std::size_t i = 0; i < Keys; ++i) kb[i] = key_at(s, static_cast<int>(i));
-    MQALOGITS_UNROLL
-    for (std::size_t j = 0; j < HeadVectors; ++j) {
-      const auto qv = head_at(s, static_cast<int>(j));
-      MQALOGITS_UNROLL
-      for (std::size_t i = 0; i < Keys; ++i) acc[j][i] = step(acc[j][i], qv, kb[i]);
-    }
-  }
+  for (int s = 0; s < steps; ++s) tile_step(acc, s, head_at, key_at, step);
+}
+
+// The same with a compile-time step count, unrolled: GCC leaves a loop of 8 steps of 2 x 8 int8
+// accumulators rolled, and then copies every accumulator to a new register once per step (two
+// moves per vpdpbusd); unrolled, each accumulator stays in one register.
+template <int Steps, class V, std::size_t HeadVectors, std::size_t Keys, class HeadAt, class KeyAt,
+          class Step>
+MQALOGITS_TILE_INLINE void accumulate_tile_unrolled(V (&acc)[HeadVectors][Keys], HeadAt head_at,
+                                                    KeyAt key_at, Step step) {
+  MQALOGITS_UNROLL
+  for (int s = 0; s < Steps; ++s) tile_step(acc, s, head_at, key_at, step);
 }
 
 // part[i] += sum over the chunk's head vectors j of relu(score(j, i)) * w, padding heads
@@ -228,11 +243,16 @@ struct i8_fold_path {
     const int stride = q.padded_heads;
     vi acc[std::size_t{HeadVectors}][std::size_t{Keys}];
     fill_tile(acc, [&](int j) { return I::loadi(q.start + (v0 + j) * L); });
-    const std::int32_t* qd = q.data + v0 * L;
-    accumulate_tile(
-        acc, D / 4, [&](int s, int j) { return I::loadi(qd + s * stride + j * L); },
-        [&](int s, int i) { return I::broadcast4(k.codes + i * key_bytes + 4 * s); },
-        [](vi a, vi qv, vi kv) { return I::dot4(a, kv, qv); });
+    // One block's 8 steps unrolled at a time.
+    constexpr int steps = scale_block / 4;
+    for (int b = 0; b < D / scale_block; ++b) {
+      const std::int32_t* qd = q.data + b * steps * stride + v0 * L;
+      const std::uint8_t* kd = k.codes + b * scale_block;
+      accumulate_tile_unrolled<steps>(
+          acc, [&](int s, int j) { return I::loadi(qd + s * stride + j * L); },
+          [&](int s, int i) { return I::broadcast4(kd + i * key_bytes + 4 * s); },
+          [](vi a, vi qv, vi kv) { return I::dot4(a, kv, qv); });
+    }
     vf f[std::size_t{HeadVectors}][std::size_t{Keys}];
     MQALOGITS_UNROLL
     for (int j = 0; j < HeadVectors; ++j) {

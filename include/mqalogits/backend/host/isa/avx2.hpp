@@ -125,17 +125,21 @@ struct isa_avx2 : plain_decoders {
     }
   }
 
-  // Nibbles through a 16-entry table (vpshufb), two blocks per 32-byte load: each 128-bit
-  // half holds one block, whose low and high nibbles are then put one after the other. Rows of
-  // 64 or 128 elements (MXFP4's head dims): one or two loads.
+  // Nibbles through each block's 16-entry table (vpshufb), two blocks per 32-byte load: each
+  // 128-bit half holds one block (and its table), whose low and high nibbles are then put one
+  // after the other. Rows of 64 or 128 elements (MXFP4's head dims): one or two loads.
   template <int D = default_head_dim>
-  static void decode_e2m1_doubled(const std::uint8_t* packed, const std::uint8_t (&code)[16],
+  static void decode_e2m1_doubled(const std::uint8_t* packed, const block_codes<D>& codes,
                                   std::uint8_t* out) {
     static_assert(D % 64 == 0, "MXFP4 rows have 64 or 128 elements");
     const __m256i nib = _mm256_set1_epi8(0x0F);
-    const __m256i t =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(code)));
+    auto table = [&](int b) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes.block[b]));
+    };
+    MQALOGITS_UNROLL
     for (int pair = 0; pair < D / 64; ++pair) {
+      const __m256i t =
+          _mm256_inserti128_si256(_mm256_castsi128_si256(table(2 * pair)), table(2 * pair + 1), 1);
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(packed + 32 * pair));
       const __m256i lo = _mm256_shuffle_epi8(t, _mm256_and_si256(x, nib));
       const __m256i hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16(x, 4), nib));

@@ -115,19 +115,25 @@ struct isa_avx512 {
     }
   }
 
-  // One packed e2m1 row of 128 (64 bytes) into 128 bytes code[nibble] in the stored block
-  // order: nibbles through a 16-entry table (vpshufb), then block b's low and high nibbles side by
-  // side. Rows of 64 take the plain decoder (the same bytes).
+  // One packed e2m1 row of 128 (64 bytes) into 128 bytes codes.block[b][nibble] in the stored
+  // block order: 128-bit lane b of the load is block b, so its nibbles go through block b's
+  // table in lane b (vpshufb), then block b's low and high nibbles are put side by side. Rows of
+  // 64 take the plain decoder (the same bytes).
   template <int D = default_head_dim>
-  static void decode_e2m1_doubled(const std::uint8_t* packed, const std::uint8_t (&code)[16],
+  static void decode_e2m1_doubled(const std::uint8_t* packed, const block_codes<D>& codes,
                                   std::uint8_t* out) {
     if constexpr (D != 128) {
-      plain_decoders::decode_e2m1_doubled<D>(packed, code, out);
+      plain_decoders::decode_e2m1_doubled<D>(packed, codes, out);
     } else {
       const __m512i x = _mm512_loadu_si512(packed);
       const __m512i nib = _mm512_set1_epi8(0x0F);
-      const __m512i t =
-          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(code)));
+      auto table = [&](int b) {
+        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes.block[b]));
+      };
+      const __m512i t = _mm512_inserti32x4(
+          _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(table(0)), table(1), 1),
+                             table(2), 2),
+          table(3), 3);
       const __m512i lo = _mm512_shuffle_epi8(t, _mm512_and_si512(x, nib));
       const __m512i hi = _mm512_shuffle_epi8(t, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
       // 128-bit lanes: block b's low nibbles are lane b of lo, its high nibbles lane b of hi.

@@ -12,6 +12,7 @@
 // and ladder.hpp lists it. Nothing outside the ISA files knows which ISA does what.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -55,6 +56,19 @@ inline constexpr int max_group_keys = 16;
 struct code_table {
   std::uint8_t v[16];
 };
+
+// The code table of each 32-element block of a D-element row: rows whose blocks decode alike
+// point every block at one table; folded rows point each block at the table of its shift.
+template <int D>
+struct block_codes {
+  const std::uint8_t* block[static_cast<std::size_t>(D / scale_block)];
+};
+template <int D>
+constexpr block_codes<D> same_codes(const std::uint8_t (&code)[16]) {
+  block_codes<D> c{};
+  for (auto& b : c.block) b = code;
+  return c;
+}
 
 // Exponent folding of a whole row (keys and queries alike): UE8M0 block scales are powers of
 // two, so when a row's 4 block exponents lie within `fold_spread` of their minimum, each block's
@@ -159,18 +173,18 @@ struct plain_decoders {
   static void decode_row_f32(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
     Format::decode_row(data, scales, out);
   }
-  // One packed e2m1 row of D elements (D/2 bytes) into D bytes code[nibble], in the stored block
-  // order: per 32-element block (16 bytes), its 16 low nibbles (elements 0, 2, .., 30) then its
-  // 16 high nibbles (1, 3, .., 31). Queries and keys use the same order, and integer block sums
-  // do not care about it.
+  // One packed e2m1 row of D elements (D/2 bytes) into D bytes codes.block[b][nibble] (b the
+  // element's block), in the stored block order: per 32-element block (16 bytes), its 16 low
+  // nibbles (elements 0, 2, .., 30) then its 16 high nibbles (1, 3, .., 31). Queries and keys
+  // use the same order, and integer block sums do not care about it.
   template <int D = default_head_dim>
-  static void decode_e2m1_doubled(const std::uint8_t* packed, const std::uint8_t (&code)[16],
+  static void decode_e2m1_doubled(const std::uint8_t* packed, const block_codes<D>& codes,
                                   std::uint8_t* out) {
     for (int b = 0; b < D / scale_block; ++b)
       for (int j = 0; j < 16; ++j) {
         const std::uint8_t byte = packed[b * 16 + j];
-        out[b * 32 + j] = code[byte & 0xF];
-        out[b * 32 + 16 + j] = code[byte >> 4];
+        out[b * 32 + j] = codes.block[b][byte & 0xF];
+        out[b * 32 + 16 + j] = codes.block[b][byte >> 4];
       }
   }
 };

@@ -78,14 +78,14 @@ struct isa_neon : plain_decoders, scalar_topk {
     return vcvtq_f32_s32(a);
   }
 
-  // Nibbles through a 16-entry table (tbl), one block (16 bytes) at a time: its low nibbles,
-  // then its high nibbles.
+  // Nibbles through the block's 16-entry table (tbl), one block (16 bytes) at a time: its low
+  // nibbles, then its high nibbles.
   template <int D = default_head_dim>
-  static void decode_e2m1_doubled(const std::uint8_t* packed, const std::uint8_t (&code)[16],
+  static void decode_e2m1_doubled(const std::uint8_t* packed, const block_codes<D>& codes,
                                   std::uint8_t* out) {
-    const uint8x16_t t = vld1q_u8(code);
     const uint8x16_t nib = vdupq_n_u8(0x0F);
     for (int b = 0; b < D / scale_block; ++b) {
+      const uint8x16_t t = vld1q_u8(codes.block[b]);
       const uint8x16_t x = vld1q_u8(packed + 16 * b);
       vst1q_u8(out + 32 * b, vqtbl1q_u8(t, vandq_u8(x, nib)));
       vst1q_u8(out + 32 * b + 16, vqtbl1q_u8(t, vshrq_n_u8(x, 4)));
