@@ -480,8 +480,8 @@ void check_fold_decoders() {
       std::int32_t sum = 0;
       for (int e = 0; e < 128; ++e) {
         std::int8_t byte;
-        std::memcpy(&byte, reinterpret_cast<const std::uint8_t*>(&data[(e / 4) * hp + h]) + e % 4,
-                    1);
+        const int word = hb::i8_query_word<I::lanes>(32, e / 4, h);
+        std::memcpy(&byte, reinterpret_cast<const std::uint8_t*>(&data[word]) + e % 4, 1);
         int want = 0;
         if (h < heads) {  // stored block order: per block, 16 low nibbles then 16 high ones
           const int b = e / 32, p = e % 32;

@@ -18,6 +18,7 @@
 #include "../../format/mx.hpp"
 #include "../../view/rows_view.hpp"
 #include "isa/base.hpp"
+#include "microkernel.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
@@ -59,8 +60,9 @@ void decode_q_f32(const rows_view<Format>& q, std::int64_t first_row, int heads,
 
 // ---- int8 path (MXFP4) ----
 
-// Query rows (one query token) into an i8_path::query's arrays: data [D/4][hp] words, start
-// [D/32][hp] (only written when I's encoding offsets keys), scale [D/32][hp].
+// Query rows (one query token) into an i8_path::query's arrays: data [D/32][hp x 8] words (per
+// block, in i8_query_word order), start [D/32][hp] (only written when I's encoding offsets keys),
+// scale [D/32][hp].
 template <class I, class Format>
 void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
                  std::int32_t* data, std::int32_t* start, float* scale) {
@@ -81,18 +83,20 @@ void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, 
       }
       scale[b * hp + h] = 0.25f * (sc ? ue8m0_values[sc[b]] : 1.0f);
     }
-    for (int w = 0; w < D / 4; ++w) std::memcpy(&data[w * hp + h], v + 4 * w, 4);
+    for (int w = 0; w < D / 4; ++w)
+      std::memcpy(&data[w / 8 * 8 * hp + i8_query_word<I::lanes>(8, w % 8, h)], v + 4 * w, 4);
   }
   for (int h = heads; h < hp; ++h)
     for (int b = 0; b < blocks; ++b) {
-      for (int s = 0; s < 8; ++s) data[(b * 8 + s) * hp + h] = 0;
+      for (int s = 0; s < 8; ++s) data[b * 8 * hp + i8_query_word<I::lanes>(8, s, h)] = 0;
       if constexpr (I::int8::offset_keys) start[b * hp + h] = 0;
       scale[b * hp + h] = 0.0f;
     }
 }
 
 // The folded form of the same query rows when every head's row folds within I's query spread
-// (returns false, writing nothing more, otherwise): data [D/4][hp] words of shifted codes,
+// (returns false, writing nothing more, otherwise): data [hp x D/4] words of shifted codes (in
+// i8_query_word order),
 // start [hp] (I::int8::fold_start of the row sum), scale [hp] (the row's smallest block scale
 // over 4). Padded heads hold zeros.
 template <class I, class Format>
@@ -116,10 +120,11 @@ bool decode_q_i8_fold(const rows_view<Format>& q, std::int64_t first_row, int he
     for (int p = 0; p < D; ++p) sum += v[p];
     start[h] = I::int8::fold_start(sum);
     scale[h] = 0.25f * ue8m0_values[static_cast<std::size_t>(lo)];
-    for (int w = 0; w < D / 4; ++w) std::memcpy(&data[w * hp + h], v + 4 * w, 4);
+    for (int w = 0; w < D / 4; ++w)
+      std::memcpy(&data[i8_query_word<I::lanes>(D / 4, w, h)], v + 4 * w, 4);
   }
   for (int h = heads; h < hp; ++h) {
-    for (int w = 0; w < D / 4; ++w) data[w * hp + h] = 0;
+    for (int w = 0; w < D / 4; ++w) data[i8_query_word<I::lanes>(D / 4, w, h)] = 0;
     start[h] = 0;
     scale[h] = 0.0f;
   }

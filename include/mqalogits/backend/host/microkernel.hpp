@@ -137,7 +137,7 @@ struct f32_path {
 //
 // Both int8 paths take a query row and a key group in these shapes (each path says its layout).
 struct i8_query {
-  const std::int32_t* data;   // 4 code bytes (s8) per int32, heads innermost
+  const std::int32_t* data;   // 4 code bytes (s8) per int32, in i8_query_word order
   const std::int32_t* start;  // accumulator starts (the ISA's int8 encoding)
   const float* scale;         // scales over 4 (the doubling)
   const float* w;             // head weights
@@ -147,6 +147,16 @@ struct i8_keys {
   const std::uint8_t* codes;  // i8_key_bytes<D> bytes per key
   const float* scales;
 };
+
+// Where word `step` (elements 4 step .. 4 step + 3) of head h sits among a run of `steps` words
+// of every head: head vectors of Lanes heads, each with its steps back to back. The kernels then
+// read every step of a head vector at a compile-time offset from one pointer; with heads
+// innermost (a runtime stride between steps) each step needs its own address register, and the
+// register pressure makes GCC's Zen tuning spill general registers into vector ones and back.
+template <int Lanes>
+constexpr int i8_query_word(int steps, int step, int h) {
+  return ((h / Lanes) * steps + step) * Lanes + h % Lanes;
+}
 
 // ---- int8 path (MXFP4 x MXFP4) ----
 //
@@ -161,8 +171,9 @@ struct i8_keys {
 // value, at least 2^128, is past the range too).
 template <int D>
 struct i8_path {
-  // One decoded query row: data[(b * 8 + s) * padded_heads + h] is the 4 bytes (s8) of elements
-  // 4s..4s+3 of block b of head h, in the stored block order; start[b * padded_heads + h] the
+  // One decoded query row: data[b * 8 * padded_heads + i8_query_word<lanes>(8, s, h)] is the 4
+  // bytes (s8) of elements 4s..4s+3 of block b of head h, in the stored block order;
+  // start[b * padded_heads + h] the
   // accumulator start of that block (I::int8::block_start; only read when the encoding offsets
   // keys); scale[b * padded_heads + h] the block scale over 4 (the doubling); w[h]. Padded
   // heads hold zeros.
@@ -194,10 +205,10 @@ struct i8_path {
         else
           return I::zeroi();
       });
-      const std::int32_t* qd = q.data + b * steps * stride + v0 * L;
+      const std::int32_t* qd = q.data + b * steps * stride + v0 * steps * L;
       const std::uint8_t* kd = k.codes + b * scale_block;
       accumulate_tile(
-          acc, steps, [&](int s, int j) { return I::loadi(qd + s * stride + j * L); },
+          acc, steps, [&](int s, int j) { return I::loadi(qd + (j * steps + s) * L); },
           [&](int s, int i) { return I::broadcast4(kd + i * key_bytes + 4 * s); },
           [](vi a, vi qv, vi kv) { return I::dot4(a, kv, qv); });
       MQALOGITS_UNROLL
@@ -223,8 +234,9 @@ struct i8_path {
 // per-block path's, so an all-zero sum stays 0).
 template <int D>
 struct i8_fold_path {
-  // data[s * padded_heads + h]: the 4 bytes of elements 4s..4s+3 of head h (stored block
-  // order); start[h] the accumulator start (I::int8::fold_start); scale[h] the row scale / 4.
+  // data[i8_query_word<lanes>(D / 4, s, h)]: the 4 bytes of elements 4s..4s+3 of head h (stored
+  // block order); start[h] the accumulator start (I::int8::fold_start); scale[h] the row scale
+  // / 4.
   using query = i8_query;
   // `keys` folded keys of i8_key_bytes<D> bytes and their row scales.
   using keys = i8_keys;
@@ -240,16 +252,15 @@ struct i8_fold_path {
     using vf = typename I::vf;
     using vi = typename I::vi;
     constexpr int L = I::lanes;
-    const int stride = q.padded_heads;
     vi acc[std::size_t{HeadVectors}][std::size_t{Keys}];
     fill_tile(acc, [&](int j) { return I::loadi(q.start + (v0 + j) * L); });
     // One block's 8 steps unrolled at a time.
     constexpr int steps = scale_block / 4;
     for (int b = 0; b < D / scale_block; ++b) {
-      const std::int32_t* qd = q.data + b * steps * stride + v0 * L;
+      const std::int32_t* qd = q.data + (v0 * (D / 4) + b * steps) * L;
       const std::uint8_t* kd = k.codes + b * scale_block;
       accumulate_tile_unrolled<steps>(
-          acc, [&](int s, int j) { return I::loadi(qd + s * stride + j * L); },
+          acc, [&](int s, int j) { return I::loadi(qd + (j * (D / 4) + s) * L); },
           [&](int s, int i) { return I::broadcast4(kd + i * key_bytes + 4 * s); },
           [](vi a, vi qv, vi kv) { return I::dot4(a, kv, qv); });
     }
