@@ -158,6 +158,14 @@ constexpr int i8_query_word(int steps, int step, int h) {
   return ((h / Lanes) * steps + step) * Lanes + h % Lanes;
 }
 
+// ISAs whose per-block kernel sums a block's steps in int16 (I::dot4_int16) and widens them to
+// int32 once per block (I::widen_int16, which adds the block's start), instead of one int32
+// dot4 per step.
+template <class I>
+concept int16_block_sums = requires {
+  requires I::int16_block_sums;
+};
+
 // ---- int8 path (MXFP4 x MXFP4) ----
 //
 // Doubled e2m1 values are integers in [-12, 12], so each 32-element block's dot product is exact
@@ -198,19 +206,32 @@ struct i8_path {
     vf f[std::size_t{HeadVectors}][std::size_t{Keys}];
     fill_tile(f, [](int) { return I::zero(); });
     for (int b = 0; b < blocks; ++b) {
-      vi acc[std::size_t{HeadVectors}][std::size_t{Keys}];
-      fill_tile(acc, [&](int j) {
+      auto start = [&](int j) {
         if constexpr (I::int8::offset_keys)
           return I::loadi(q.start + b * stride + (v0 + j) * L);
         else
           return I::zeroi();
-      });
+      };
+      vi acc[std::size_t{HeadVectors}][std::size_t{Keys}];
       const std::int32_t* qd = q.data + b * steps * stride + v0 * steps * L;
       const std::uint8_t* kd = k.codes + b * scale_block;
-      accumulate_tile(
-          acc, steps, [&](int s, int j) { return I::loadi(qd + (j * steps + s) * L); },
-          [&](int s, int i) { return I::broadcast4(kd + i * key_bytes + 4 * s); },
-          [](vi a, vi qv, vi kv) { return I::dot4(a, kv, qv); });
+      auto head_at = [&](int s, int j) { return I::loadi(qd + (j * steps + s) * L); };
+      auto key_at = [&](int s, int i) { return I::broadcast4(kd + i * key_bytes + 4 * s); };
+      if constexpr (int16_block_sums<I>) {
+        fill_tile(acc, [](int) { return I::zeroi(); });
+        accumulate_tile(acc, steps, head_at, key_at,
+                        [](vi a, vi qv, vi kv) { return I::dot4_int16(a, kv, qv); });
+        MQALOGITS_UNROLL
+        for (int j = 0; j < HeadVectors; ++j) {
+          const vi s0 = start(j);
+          MQALOGITS_UNROLL
+          for (int i = 0; i < Keys; ++i) acc[j][i] = I::widen_int16(acc[j][i], s0);
+        }
+      } else {
+        fill_tile(acc, start);
+        accumulate_tile(acc, steps, head_at, key_at,
+                        [](vi a, vi qv, vi kv) { return I::dot4(a, kv, qv); });
+      }
       MQALOGITS_UNROLL
       for (int j = 0; j < HeadVectors; ++j) {
         const vf qs = I::load(q.scale + b * stride + (v0 + j) * L);

@@ -106,6 +106,20 @@ struct isa_avx2 : plain_decoders {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 #endif
   }
+#if !defined(MQALOGITS_HOST_VNNI256)
+  // Without VNNI the per-block kernel sums a block's 8 steps of vpmaddubsw pairs in int16 and
+  // widens them to int32 once per block: one add per step instead of vpmaddwd + add. Exact:
+  // offset keys are in [0, 24] and queries in [-12, 12], so a pair is at most 576 in magnitude
+  // and 8 steps of them 4608.
+  static constexpr bool int16_block_sums = true;
+  static vi dot4_int16(vi acc, vi k, vi q) {
+    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(k, q));
+  }
+  // start + the int16 sums of acc, pairwise, in int32.
+  static vi widen_int16(vi acc, vi start) {
+    return _mm256_add_epi32(start, _mm256_madd_epi16(acc, _mm256_set1_epi16(1)));
+  }
+#endif
   static vf to_float(vi a) {
     return _mm256_cvtepi32_ps(a);
   }

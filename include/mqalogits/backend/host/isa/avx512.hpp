@@ -96,6 +96,17 @@ struct isa_avx512 {
     return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
 #endif
   }
+#if !defined(MQALOGITS_HOST_VNNI512)
+  // Without VNNI, a block's steps summed in int16 as on AVX2 (isa_avx2::dot4_int16).
+  static constexpr bool int16_block_sums = true;
+  static vi dot4_int16(vi acc, vi k, vi q) {
+    return _mm512_add_epi16(acc, _mm512_maddubs_epi16(k, q));
+  }
+  // start + the int16 sums of acc, pairwise, in int32.
+  static vi widen_int16(vi acc, vi start) {
+    return _mm512_add_epi32(start, _mm512_madd_epi16(acc, _mm512_set1_epi16(1)));
+  }
+#endif
   static vf to_float(vi a) {
     return _mm512_cvtepi32_ps(a);
   }
