@@ -96,9 +96,8 @@ void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, 
 
 // The folded form of the same query rows when every head's row folds within I's query spread
 // (returns false, writing nothing more, otherwise): data [hp x D/4] words of shifted codes (in
-// i8_query_word order),
-// start [hp] (I::int8::fold_start of the row sum), scale [hp] (the row's smallest block scale
-// over 4). Padded heads hold zeros.
+// i8_query_word order), start [hp] (I::int8::fold_start of the row sum), scale [hp] (the row's
+// smallest block scale over 4). Padded heads hold zeros.
 template <class I, class Format>
 bool decode_q_i8_fold(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
                       std::int32_t* data, std::int32_t* start, float* scale) {
