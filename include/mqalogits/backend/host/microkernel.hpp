@@ -181,10 +181,9 @@ template <int D>
 struct i8_path {
   // One decoded query row: data[b * 8 * padded_heads + i8_query_word<lanes>(8, s, h)] is the 4
   // bytes (s8) of elements 4s..4s+3 of block b of head h, in the stored block order;
-  // start[b * padded_heads + h] the
-  // accumulator start of that block (I::int8::block_start; only read when the encoding offsets
-  // keys); scale[b * padded_heads + h] the block scale over 4 (the doubling); w[h]. Padded
-  // heads hold zeros.
+  // start[b * padded_heads + h] the accumulator start of that block (I::int8::block_start; only
+  // read when the encoding offsets keys); scale[b * padded_heads + h] the block scale over 4
+  // (the doubling); w[h]. Padded heads hold zeros.
   using query = i8_query;
   // `keys` decoded keys of i8_key_bytes<D> (I::int8::key_code bytes) and their keys x D/32 block
   // scales.
@@ -257,7 +256,7 @@ template <int D>
 struct i8_fold_path {
   // data[i8_query_word<lanes>(D / 4, s, h)]: the 4 bytes of elements 4s..4s+3 of head h (stored
   // block order); start[h] the accumulator start (I::int8::fold_start); scale[h] the row scale
-  // / 4.
+  // over 4.
   using query = i8_query;
   // `keys` folded keys of i8_key_bytes<D> bytes and their row scales.
   using keys = i8_keys;

@@ -102,8 +102,7 @@ struct isa_avx2 : plain_decoders {
     return _mm256_dpbusd_avx_epi32(acc, k, q);
 #endif
 #else
-    const __m256i pairs = _mm256_maddubs_epi16(k, q);
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+    return widen_int16(_mm256_maddubs_epi16(k, q), acc);  // one step's pairs, widened at once
 #endif
   }
 #if !defined(MQALOGITS_HOST_VNNI256)

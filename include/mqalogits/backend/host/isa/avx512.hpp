@@ -92,8 +92,7 @@ struct isa_avx512 {
 #if defined(MQALOGITS_HOST_VNNI512)
     return _mm512_dpbusd_epi32(acc, k, q);
 #else
-    const __m512i pairs = _mm512_maddubs_epi16(k, q);
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
+    return widen_int16(_mm512_maddubs_epi16(k, q), acc);  // one step's pairs, widened at once
 #endif
   }
 #if !defined(MQALOGITS_HOST_VNNI512)
