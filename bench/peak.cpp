@@ -96,6 +96,28 @@ void peak_maddubs_ymm(benchmark::State& st) {
       },
       64);
 }
+
+// The per-block step without VNNI: a block's vpmaddubsw pairs summed in int16 (vpaddw), widened
+// once per block outside this loop; 16 lanes x 2 products per step. Chains in named variables,
+// read by an empty asm: through run_peak's array and DoNotOptimize, GCC keeps some of these
+// chains in memory (a store per step) and the loop then measures the stores.
+void peak_maddubs_int16_ymm(benchmark::State& st) {
+  const __m256i b = _mm256_set1_epi8(-2);
+  __m256i x0 = _mm256_set1_epi16(1), x1 = x0, x2 = x0, x3 = x0, x4 = x0, x5 = x0, x6 = x0, x7 = x0,
+          x8 = x0, x9 = x0, x10 = x0, x11 = x0;
+  auto step = [&](__m256i& x) { x = _mm256_add_epi16(x, _mm256_maddubs_epi16(x, b)); };
+  for (auto _ : st) {
+    for (int s = 0; s < steps; ++s) {
+      step(x0), step(x1), step(x2), step(x3), step(x4), step(x5);
+      step(x6), step(x7), step(x8), step(x9), step(x10), step(x11);
+    }
+    // Read from registers (DoNotOptimize would take their addresses and put them in memory).
+    __asm__ volatile("" ::"v"(x0), "v"(x1), "v"(x2), "v"(x3), "v"(x4), "v"(x5));
+    __asm__ volatile("" ::"v"(x6), "v"(x7), "v"(x8), "v"(x9), "v"(x10), "v"(x11));
+  }
+  st.counters["FLOP/s"] = benchmark::Counter(64.0 * 12 * steps / st.threads(),
+                                             benchmark::Counter::kIsIterationInvariantRate);
+}
 #endif
 
 const int all_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -121,6 +143,7 @@ MQALOGITS_PEAK(peak_dpbusd_ymm, "vpdpbusd_ymm");
 #endif
 #if defined(__AVX2__)
 MQALOGITS_PEAK(peak_maddubs_ymm, "vpmaddubsw_ymm");
+MQALOGITS_PEAK(peak_maddubs_int16_ymm, "vpmaddubsw_vpaddw_ymm");
 #endif
 
 }  // namespace
