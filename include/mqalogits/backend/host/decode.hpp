@@ -79,7 +79,8 @@ void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, 
       if constexpr (I::int8::offset_keys) {
         std::int32_t sum = 0;
         for (int p = 0; p < scale_block; ++p) sum += v[b * scale_block + p];
-        start[b * hp + h] = I::int8::block_start(sum);
+        const std::int32_t s = I::int8::block_start(sum);
+        start[b * hp + h] = int16_block_sums<I> ? i8_int16_start(s) : s;
       }
       scale[b * hp + h] = 0.25f * (sc ? ue8m0_values[sc[b]] : 1.0f);
     }

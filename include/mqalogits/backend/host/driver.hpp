@@ -69,7 +69,8 @@ void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std:
     for (std::int64_t r = 0; r < rows; ++r) {
       decode_q_i8<I>(q, (r0 + r) * heads, heads, hp, data + r * hp * head_dim / 4,
                      bias + r * hp * blocks, scale + r * hp * blocks);
-      folds[r] = decode_q_i8_fold<I>(q, (r0 + r) * heads, heads, hp, fold + r * hp * head_dim / 4,
+      folds[r] = I::fold_rows &&
+                 decode_q_i8_fold<I>(q, (r0 + r) * heads, heads, hp, fold + r * hp * head_dim / 4,
                                      fold_start + r * hp, fold_scale + r * hp);
     }
   } else {
@@ -124,13 +125,16 @@ void reserve_tile(workspace& ws) {
   ws.scores.reserve(score_slots);
 }
 
-// MXFP4 keys are decoded in both int8 forms, except that a key that folds skips its per-block
-// form when no row of the item needs it (every row folds): it is then written as a masked key,
-// which the per-block kernel may still read for a group that mixes both forms, and whose score
-// there is dropped.
+// Which query rows of a work item take the folded MXFP4 kernel (decode_q_i8_fold).
+enum class rows_folding { none, some, all };
+
+// MXFP4 keys are decoded in the int8 forms the item's query rows read: the per-block form
+// alone when no row folds; else both, except that a key that folds skips its per-block form
+// when every row folds: it is then written as a masked key, which the per-block kernel may
+// still read for a group that mixes both forms, and whose score there is dropped.
 template <class I, class Format, class Plan>
 void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t n,
-                 bool every_row_folds, workspace& ws) {
+                 rows_folding folding, workspace& ws) {
   constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
   constexpr int i8_key_bytes = host_backend::i8_key_bytes<head_dim>;
   reserve_tile<Format>(ws);
@@ -152,9 +156,14 @@ void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t
       std::uint8_t* k = k_i8 + i * i8_key_bytes;
       float* ks = k_scale + i * blocks;
       std::uint8_t* kf = k_fold + i * i8_key_bytes;
-      if (key.valid()) {
+      if (folding == rows_folding::none) {
+        if (key.valid())
+          decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
+        else
+          masked_key_i8<I, head_dim>(k, ks);
+      } else if (key.valid()) {
         k_folds[i] = decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, k_fold_scale + i);
-        if (k_folds[i] && every_row_folds)
+        if (k_folds[i] && folding == rows_folding::all)
           masked_key_i8<I, head_dim>(k, ks);
         else
           decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
@@ -185,17 +194,21 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
   const int heads = static_cast<int>(w.cols);
   const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
   decode_rows<I>(q, w, item.row_begin, item.row_end, call, ws);
-  bool every_row_folds = false;
-  if constexpr (int8_path<Format>)
-    every_row_folds =
-        std::all_of(ws.q_folds.data(), ws.q_folds.data() + (item.row_end - item.row_begin),
-                    [](unsigned char f) { return f != 0; });
+  rows_folding folding = rows_folding::none;
+  if constexpr (int8_path<Format>) {
+    const unsigned char* const folds = ws.q_folds.data();
+    const std::int64_t rows = item.row_end - item.row_begin;
+    const auto folded = std::count_if(folds, folds + rows, [](unsigned char f) { return f != 0; });
+    folding = folded == 0      ? rows_folding::none
+              : folded == rows ? rows_folding::all
+                               : rows_folding::some;
+  }
   float* scores = ws.scores.reserve(score_slots);
   [[maybe_unused]] float* block_scores = scores + key_tile + max_group_keys;
 
   for (std::int64_t k0 = item.key_begin; k0 < item.key_end; k0 += key_tile) {
     const std::int64_t n = std::min(key_tile, item.key_end - k0);
-    decode_tile<I, Format>(plan, item.group, k0, n, every_row_folds, ws);
+    decode_tile<I, Format>(plan, item.group, k0, n, folding, ws);
     const unsigned char* valid = ws.key_valid.data();
     for (std::int64_t r = item.row_begin; r < item.row_end; ++r) {
       const row_keys rk = plan.row(r);

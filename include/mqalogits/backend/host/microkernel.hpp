@@ -159,12 +159,19 @@ constexpr int i8_query_word(int steps, int step, int h) {
 }
 
 // ISAs whose per-block kernel sums a block's steps in int16 (I::dot4_int16) and widens them to
-// int32 once per block (I::widen_int16, which adds the block's start), instead of one int32
-// dot4 per step.
+// int32 once per block (I::widen_int16), instead of one int32 dot4 per step. The block's start
+// then begins the low int16 half of each lane (i8_int16_start).
 template <class I>
 concept int16_block_sums = requires {
   requires I::int16_block_sums;
 };
+
+// A block start as int16 kernels read it: the low half of the lane holds the start (at most
+// 12 x 384 = 4608 in magnitude; with the block's pair sums, at most 9216), the high half 0, so
+// widening the two halves gives the start plus the block's sum.
+constexpr std::int32_t i8_int16_start(std::int32_t start) {
+  return static_cast<std::int32_t>(static_cast<std::uint16_t>(start));
+}
 
 // ---- int8 path (MXFP4 x MXFP4) ----
 //
@@ -181,9 +188,9 @@ template <int D>
 struct i8_path {
   // One decoded query row: data[b * 8 * padded_heads + i8_query_word<lanes>(8, s, h)] is the 4
   // bytes (s8) of elements 4s..4s+3 of block b of head h, in the stored block order;
-  // start[b * padded_heads + h] the accumulator start of that block (I::int8::block_start; only
-  // read when the encoding offsets keys); scale[b * padded_heads + h] the block scale over 4
-  // (the doubling); w[h]. Padded heads hold zeros.
+  // start[b * padded_heads + h] the accumulator start of that block (I::int8::block_start, as
+  // i8_int16_start on int16_block_sums ISAs; only read when the encoding offsets keys); scale[b *
+  // padded_heads + h] the block scale over 4 (the doubling); w[h]. Padded heads hold zeros.
   using query = i8_query;
   // `keys` decoded keys of i8_key_bytes<D> (I::int8::key_code bytes) and their keys x D/32 block
   // scales.
@@ -216,18 +223,16 @@ struct i8_path {
       const std::uint8_t* kd = k.codes + b * scale_block;
       auto head_at = [&](int s, int j) { return I::loadi(qd + (j * steps + s) * L); };
       auto key_at = [&](int s, int i) { return I::broadcast4(kd + i * key_bytes + 4 * s); };
+      fill_tile(acc, start);
       if constexpr (int16_block_sums<I>) {
-        fill_tile(acc, [](int) { return I::zeroi(); });
         accumulate_tile(acc, steps, head_at, key_at,
                         [](vi a, vi qv, vi kv) { return I::dot4_int16(a, kv, qv); });
         MQALOGITS_UNROLL
         for (int j = 0; j < HeadVectors; ++j) {
-          const vi s0 = start(j);
           MQALOGITS_UNROLL
-          for (int i = 0; i < Keys; ++i) acc[j][i] = I::widen_int16(acc[j][i], s0);
+          for (int i = 0; i < Keys; ++i) acc[j][i] = I::widen_int16(acc[j][i]);
         }
       } else {
-        fill_tile(acc, start);
         accumulate_tile(acc, steps, head_at, key_at,
                         [](vi a, vi qv, vi kv) { return I::dot4(a, kv, qv); });
       }

@@ -29,24 +29,29 @@ struct isa_avx2 : plain_decoders {
 
   // head_vectors x keys accumulators + keys broadcasts + one query vector fit in 16 registers.
   // The int8 kernels are narrower: the per-block one also keeps its block-scaled fp32 sums live
-  // across the 4 blocks, and without VNNI each dot4 needs two temporaries and a ones vector (a
-  // 2 x 4 block spilled accumulators to the stack; one head vector x 6 keys ran 1.4x faster on
-  // Zen 3).
+  // across the 4 blocks, and the folded one without VNNI needs two temporaries and a ones
+  // vector per dot4. Without VNNI the per-block kernel's int16 sums leave room for 2 x 3 (two of
+  // its fp32 sums stay in memory, read once per block): 1.05x over 1 x 4 on Zen 5.
   static constexpr register_block f32_blocks[] = {{2, 2, 4}, {1, 1, 6}};
 #if defined(MQALOGITS_HOST_VNNI256)
   static constexpr register_block i8_blocks[] = {{ 1, 1, 6 }};
   static constexpr register_block i8_fold_blocks[] = {{2, 2, 4}, { 1, 1, 6 }};
 #else
-  static constexpr register_block i8_blocks[] = {{1, 1, 4}};
+  static constexpr register_block i8_blocks[] = {{2, 2, 3}, {1, 1, 4}};
   static constexpr register_block i8_fold_blocks[] = {{1, 1, 6}};
 #endif
   using int8 = int8_offset_keys;
 #if defined(MQALOGITS_HOST_VNNI256)
   static constexpr int fold_query_spread = fold_spread;
+  static constexpr bool fold_rows = true;
 #else
   // vpmaddubsw saturates its int16 pair sums: folded keys reach 192 (k + 96), so queries may
   // only be shifted by up to 2 (|q| <= 48: 2 x 192 x 48 = 18432 < 2^15).
   static constexpr int fold_query_spread = 2;
+  // And the folded kernel cannot sum in int16 (its pairs reach 18432), so each of its steps
+  // costs vpmaddubsw + vpmaddwd + vpaddd where the per-block kernel's costs vpmaddubsw + vpaddw:
+  // rows that fold run faster through the per-block kernel, and the driver never folds.
+  static constexpr bool fold_rows = false;
 #endif
 
   static vf zero() {
@@ -102,21 +107,24 @@ struct isa_avx2 : plain_decoders {
     return _mm256_dpbusd_avx_epi32(acc, k, q);
 #endif
 #else
-    return widen_int16(_mm256_maddubs_epi16(k, q), acc);  // one step's pairs, widened at once
+    return in_register(_mm256_add_epi32(acc, widen_int16(_mm256_maddubs_epi16(k, q))));
 #endif
   }
 #if !defined(MQALOGITS_HOST_VNNI256)
   // Without VNNI the per-block kernel sums a block's 8 steps of vpmaddubsw pairs in int16 and
   // widens them to int32 once per block: one add per step instead of vpmaddwd + add. Exact:
   // offset keys are in [0, 24] and queries in [-12, 12], so a pair is at most 576 in magnitude
-  // and 8 steps of them 4608.
+  // and 8 steps of them 4608 (9216 with the block's start, i8_int16_start).
+  // The sums go through in_register: integer adds may be reassociated, and GCC then computed a
+  // block's 32 products first and kept them on the stack (21 stores per block; MXFP4 ran at
+  // 0.72x). Pinned, each step adds into its accumulator as written.
   static constexpr bool int16_block_sums = true;
   static vi dot4_int16(vi acc, vi k, vi q) {
-    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(k, q));
+    return in_register(_mm256_add_epi16(acc, _mm256_maddubs_epi16(k, q)));
   }
-  // start + the int16 sums of acc, pairwise, in int32.
-  static vi widen_int16(vi acc, vi start) {
-    return _mm256_add_epi32(start, _mm256_madd_epi16(acc, _mm256_set1_epi16(1)));
+  // The int16 sums of acc, pairwise, in int32.
+  static vi widen_int16(vi acc) {
+    return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
   }
 #endif
   static vf to_float(vi a) {

@@ -34,10 +34,15 @@ struct isa_avx512 {
   using int8 = int8_offset_keys;
 #if defined(MQALOGITS_HOST_VNNI512)
   static constexpr int fold_query_spread = fold_spread;
+  static constexpr bool fold_rows = true;
 #else
   // vpmaddubsw saturates its int16 pair sums: folded keys reach 192 (k + 96), so queries may
   // only be shifted by up to 2 (|q| <= 48: 2 x 192 x 48 = 18432 < 2^15).
   static constexpr int fold_query_spread = 2;
+  // And the folded kernel cannot sum in int16 (its pairs reach 18432), so each of its steps
+  // costs vpmaddubsw + vpmaddwd + vpaddd where the per-block kernel's costs vpmaddubsw + vpaddw:
+  // rows that fold run faster through the per-block kernel, and the driver never folds.
+  static constexpr bool fold_rows = false;
 #endif
 
   static vf zero() {
@@ -92,18 +97,18 @@ struct isa_avx512 {
 #if defined(MQALOGITS_HOST_VNNI512)
     return _mm512_dpbusd_epi32(acc, k, q);
 #else
-    return widen_int16(_mm512_maddubs_epi16(k, q), acc);  // one step's pairs, widened at once
+    return in_register(_mm512_add_epi32(acc, widen_int16(_mm512_maddubs_epi16(k, q))));
 #endif
   }
 #if !defined(MQALOGITS_HOST_VNNI512)
   // Without VNNI, a block's steps summed in int16 as on AVX2 (isa_avx2::dot4_int16).
   static constexpr bool int16_block_sums = true;
   static vi dot4_int16(vi acc, vi k, vi q) {
-    return _mm512_add_epi16(acc, _mm512_maddubs_epi16(k, q));
+    return in_register(_mm512_add_epi16(acc, _mm512_maddubs_epi16(k, q)));
   }
-  // start + the int16 sums of acc, pairwise, in int32.
-  static vi widen_int16(vi acc, vi start) {
-    return _mm512_add_epi32(start, _mm512_madd_epi16(acc, _mm512_set1_epi16(1)));
+  // The int16 sums of acc, pairwise, in int32.
+  static vi widen_int16(vi acc) {
+    return _mm512_madd_epi16(acc, _mm512_set1_epi16(1));
   }
 #endif
   static vf to_float(vi a) {

@@ -31,6 +31,7 @@ struct isa_neon : plain_decoders, scalar_topk {
   static constexpr register_block i8_fold_blocks[] = {{4, 4, 6}, {2, 2, 10}, {1, 1, 14}};
   // sdot sums in int32; without it the int16 products (<= 96 x 96) and their pair sums fit too.
   static constexpr int fold_query_spread = fold_spread;
+  static constexpr bool fold_rows = true;  // the driver takes the folded kernel for rows that fold
   using int8 = int8_signed_keys;
 
   static vf zero() { return vdupq_n_f32(0.0f); }

@@ -30,6 +30,7 @@ struct isa_portable : plain_decoders, scalar_topk {
   static constexpr register_block i8_fold_blocks[] = {{2, 2, 4}, {1, 1, 6}};
   // Products of folded codes (|k|, |q| <= 96) are exact in plain int arithmetic.
   static constexpr int fold_query_spread = fold_spread;
+  static constexpr bool fold_rows = true;  // the driver takes the folded kernel for rows that fold
   // Plain integer multiplies take signed bytes as they are: no key offset.
   using int8 = int8_signed_keys;
 
