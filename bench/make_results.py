@@ -21,7 +21,9 @@ from collections import defaultdict
 # first one the binary measured is used. The portable path has no peak of its own.
 PEAKS_OF_ISA = {
     "avx512": {"MXFP8": ["vfmadd231ps_zmm"], "MXFP4": ["vpdpbusd_zmm", "vpmaddubsw_zmm"]},
-    "avx2": {"MXFP8": ["vfmadd231ps_ymm"], "MXFP4": ["vpdpbusd_ymm", "vpmaddubsw_ymm"]},
+    # Without VNNI the per-block MXFP4 kernel steps with vpmaddubsw + vpaddw (int16 block sums).
+    "avx2": {"MXFP8": ["vfmadd231ps_ymm"],
+             "MXFP4": ["vpdpbusd_ymm", "vpmaddubsw_vpaddw_ymm", "vpmaddubsw_ymm"]},
     "neon": {"MXFP8": [], "MXFP4": []},
     "portable": {"MXFP8": [], "MXFP4": []},
 }
