@@ -18,14 +18,15 @@ from collections import defaultdict
 
 # The instruction each format's path multiplies with, per host path (the library's
 # host_isa_name(), recorded in the JSON context as mqalogits_isa), most specific first: the
-# first one the binary measured is used. The portable path has no peak of its own.
+# first one the binary measured is used.
 PEAKS_OF_ISA = {
     "avx512": {"MXFP8": ["vfmadd231ps_zmm"], "MXFP4": ["vpdpbusd_zmm", "vpmaddubsw_zmm"]},
     # Without VNNI the per-block MXFP4 kernel steps with vpmaddubsw + vpaddw (int16 block sums).
     "avx2": {"MXFP8": ["vfmadd231ps_ymm"],
              "MXFP4": ["vpdpbusd_ymm", "vpmaddubsw_vpaddw_ymm", "vpmaddubsw_ymm"]},
     "neon": {"MXFP8": [], "MXFP4": []},
-    "portable": {"MXFP8": [], "MXFP4": []},
+    # x86 without vector flags: SSE2 mulps + addps, what the compiler vectorises the fp32 loops to.
+    "portable": {"MXFP8": ["mulps_addps_xmm"], "MXFP4": []},
 }
 PEAK_OF = {}  # format -> peak benchmark name, filled in by choose_peaks
 
