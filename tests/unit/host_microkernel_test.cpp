@@ -164,6 +164,61 @@ void check_dot4() {
   }
 }
 
+// ISAs that sum a block in int16 (no VNNI): a whole block, 8 steps of dot4_int16 from the
+// block's start (i8_int16_start), widened once, equals the block start plus its 32 products in
+// int32. Each lane holds its own query block; the first rounds take the extremes: every query
+// code +-12 (starts of -+4608) against keys of every code, then the largest pairs of both signs.
+template <class I>
+void check_int16_block_sums() {
+  if constexpr (hb::int16_block_sums<I>) {
+    INFO(isa_label<I>() << ": int16 block sums");
+    constexpr int L = I::lanes;
+    std::mt19937_64 rng(13);
+    const std::uint8_t plus12 = hb::query_code[7], minus12 = hb::query_code[15];
+    for (int round = 0; round < 100; ++round) {
+      alignas(64) std::int32_t q[8][L], start[L], out[L];
+      std::uint8_t k[8][4];
+      for (int s = 0; s < 8; ++s)
+        for (auto& b : k[s]) {
+          b = I::int8::key_code[rng() % 16];
+          if (round < 16) b = I::int8::key_code[round];
+          if (round == 16) b = I::int8::key_code[7];   // +12
+          if (round == 17) b = I::int8::key_code[15];  // -12
+        }
+      for (int l = 0; l < L; ++l) {
+        std::int32_t sum = 0;
+        for (int s = 0; s < 8; ++s) {
+          std::uint8_t qb[4];
+          for (auto& b : qb) {
+            b = hb::query_code[rng() % 16];
+            if (round < 18) b = (l + round) % 2 ? plus12 : minus12;
+            sum += std::int8_t(b);
+          }
+          std::memcpy(&q[s][l], qb, 4);
+        }
+        start[l] = I::int8::block_start(sum);
+      }
+      alignas(64) std::int32_t packed[L];
+      for (int l = 0; l < L; ++l) packed[l] = hb::i8_int16_start(start[l]);
+      typename I::vi acc = I::loadi(packed);
+      for (int s = 0; s < 8; ++s) acc = I::dot4_int16(acc, I::broadcast4(k[s]), I::loadi(q[s]));
+      const typename I::vi r = I::widen_int16(acc);
+      std::memcpy(out, &r, sizeof out);
+      for (int l = 0; l < L; ++l) {
+        std::int32_t want = start[l];
+        for (int s = 0; s < 8; ++s)
+          for (int b = 0; b < 4; ++b) {
+            const auto qb = static_cast<std::uint8_t>(static_cast<std::uint32_t>(q[s][l]) >> 8 * b);
+            want +=
+                (I::int8::offset_keys ? int(k[s][b]) : int(std::int8_t(k[s][b]))) * std::int8_t(qb);
+          }
+        INFO("round " << round << " lane " << l << " start " << start[l]);
+        CHECK(out[l] == want);
+      }
+    }
+  }
+}
+
 // Dense logits of instruction set I for H heads against ref::dense; also returns the output.
 template <class I, class Format, class O>
 ml::logits_buffer<O> dense_case(std::uint64_t seed, std::int64_t H, std::int64_t num_q,
@@ -375,6 +430,7 @@ TEMPLATE_LIST_TEST_CASE("host micro-kernels: head dims 64 and 32 on every compil
 TEMPLATE_LIST_TEST_CASE("host micro-kernels: int8 dot products in each ISA's own encoding",
                         "[host][microkernel]", hb::compiled_isas) {
   check_dot4<TestType>();
+  check_int16_block_sums<TestType>();
 }
 
 // All MXFP4 codes +6 (0x77), Q block scales 2^118, K block scales 2^-118: every product is 36
