@@ -156,22 +156,18 @@ void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t
       std::uint8_t* k = k_i8 + i * i8_key_bytes;
       float* ks = k_scale + i * blocks;
       std::uint8_t* kf = k_fold + i * i8_key_bytes;
-      if (folding == rows_folding::none) {
-        if (key.valid())
-          decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
-        else
-          masked_key_i8<I, head_dim>(k, ks);
-      } else if (key.valid()) {
-        k_folds[i] = decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, k_fold_scale + i);
-        if (k_folds[i] && folding == rows_folding::all)
-          masked_key_i8<I, head_dim>(k, ks);
-        else
-          decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
-      } else {
-        masked_key_i8<I, head_dim>(k, ks);
-        masked_key_i8_fold<I, head_dim>(kf, k_fold_scale + i);
-        k_folds[i] = 1;
+      if (folding != rows_folding::none) {
+        if (key.valid()) {
+          k_folds[i] = decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, k_fold_scale + i);
+        } else {
+          masked_key_i8_fold<I, head_dim>(kf, k_fold_scale + i);
+          k_folds[i] = 1;
+        }
       }
+      if (key.valid() && !(folding == rows_folding::all && k_folds[i]))
+        decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
+      else
+        masked_key_i8<I, head_dim>(k, ks);
     } else {
       float* k = k_f32 + i * head_dim;
       if (key.valid())
@@ -234,7 +230,9 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
                 {ws.k_i8.data() + (t - k0) * i8_key_bytes, ws.k_scale.data() + (t - k0) * blocks},
                 at(t));
         };
-        if (!ws.q_folds.data()[ri]) {
+        if constexpr (!I::fold_rows) {
+          per_block(lo, hi);  // (no row folds: the folded kernel is not compiled)
+        } else if (!ws.q_folds.data()[ri]) {
           per_block(lo, hi);
         } else {
           // A folded query row: keys that fold take the one-sum kernel, the others the per-block
