@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 
 namespace neuron_shapes {
 

@@ -1,5 +1,7 @@
 // mqalogits: the attention-indexer ("lightning indexer") logits of DeepSeek-V3.2-style sparse
-// attention, for FP8 / FP4 inputs, on the host CPU or as a NeuronCore model. One include.
+// attention, for FP8 / FP4 inputs, on the host CPU. One include; the NeuronCore model
+// (backend::neuron) is <mqalogits/neuron.hpp>, or this header in a build whose default backend
+// is neuron.
 #pragma once
 
 #include "api/dense.hpp"
@@ -7,7 +9,6 @@
 #include "api/paged.hpp"
 #include "api/paged_sparse.hpp"
 #include "api/sparse.hpp"
-#include "backend/neuron/neuron.hpp"
 #include "config.hpp"
 #include "error.hpp"
 #include "exec/executor.hpp"

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 
 namespace ml = mqalogits;
 

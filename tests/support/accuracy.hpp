@@ -1,4 +1,4 @@
-// SPEC §6: |got - exact| <= 2^-7 |exact| + 2^-14 M, and the -inf mask exact.
+// The accuracy contract: |got - exact| <= 2^-7 |exact| + 2^-14 M, and the -inf mask exact.
 #pragma once
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // What the kernel tests share: the format x logit x weight combinations they are templated
-// over, the comparison of a logits buffer against ref:: (SPEC §6 with an exact -inf mask),
+// over, the comparison of a logits buffer against ref:: (the accuracy bound with an exact -inf mask),
 // bitwise comparison of two runs, and sentinel fills that show whether a buffer was touched.
 #pragma once
 
@@ -9,6 +9,8 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+
+#include <mqalogits/neuron.hpp>  // the kernel tests also run the NeuronCore model
 
 #include "reference/reference.hpp"
 #include "support/accuracy.hpp"

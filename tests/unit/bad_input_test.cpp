@@ -1,4 +1,4 @@
-// SPEC §5, one test per rule for every entry point and metadata function: each bad argument
+// Bad input, one test per rule for every entry point and metadata function: each bad argument
 // throws mqalogits::error (a std::invalid_argument) whose message names the argument and the
 // value, and the output buffer is left bit-for-bit untouched.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// SPEC §6 "identical across runs and across thread counts", end to end: for every kernel and
+// Results are identical across runs and across thread counts, end to end: for every kernel and
 // every format (MXFP8, MXFP4 and FP8 per-token), 20 runs whose pool sizes cycle through 1..N
 // threads (N = max(8, hardware threads)) and whose paged schedules have 1..9 workers, each
 // compared bit for bit with a serial first run. Paged sparse alternates fresh metadata (first-call
@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 
 #include "support/kernel_check.hpp"
 

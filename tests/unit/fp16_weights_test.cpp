@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 
 #include "reference/random_inputs.hpp"
 #include "reference/reference.hpp"

@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 
 #include "reference/random_inputs.hpp"
 #include "reference/reference.hpp"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 
 #include "reference/random_inputs.hpp"
 #include "reference/reference.hpp"

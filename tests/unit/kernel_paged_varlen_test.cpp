@@ -8,7 +8,7 @@
 #include <cstring>
 #include <numeric>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 
 #include "reference/random_inputs.hpp"
 #include "reference/reference.hpp"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 
 #include "support/error_of.hpp"
 

@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 
 #include "reference/random_inputs.hpp"
 #include "reference/reference.hpp"
@@ -31,8 +31,8 @@ using combos = std::tuple<combo<ml::backend::trn1, ml::mxfp8>, combo<ml::backend
                           combo<ml::backend::trn2, ml::mxfp8>, combo<ml::backend::trn2, ml::mxfp4>,
                           combo<ml::backend::trn3, ml::mxfp8>, combo<ml::backend::trn3, ml::mxfp4>>;
 
-// Checks neuron output against the exact reference (SPEC §6, exact -inf mask) and against the
-// host backend (each within SPEC §6 of the exact value, so within twice the bound of each
+// Checks neuron output against the exact reference (the accuracy bound, exact -inf mask) and against the
+// host backend (each within the accuracy bound of the exact value, so within twice the bound of each
 // other, with the same -inf and NaN positions). clean = false: only valid columns are compared.
 template <class O>
 void check_against(const ml::logits_buffer<O>& neuron, const ml::logits_buffer<O>& host,

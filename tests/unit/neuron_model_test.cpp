@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 
 #include "support/error_of.hpp"
 

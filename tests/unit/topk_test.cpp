@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 
 #include "reference/random_inputs.hpp"
 

@@ -1,4 +1,4 @@
-// The upstream-compatible paths (SPEC §2-4) against the reference: FP8 with one fp32 scale per
+// The upstream-compatible paths (formats, layouts and kernels as DeepGEMM defines them) against the reference: FP8 with one fp32 scale per
 // KV token and unscaled Q (the 132-byte vLLM / sglang cache), fp32 weights and logits, 1024-byte
 // logits rows, the dense full-width mode, paged decode with Q [B, next_n, H] and one block-table
 // row per request, and clean_logits = false.

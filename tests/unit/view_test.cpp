@@ -63,7 +63,7 @@ TEMPLATE_TEST_CASE("rows_view: scales as uint8[4], int16[2] and int32[1] give th
   const auto q = rnd::rows<TestType>(rng, num_q * H);
   const auto kv = rnd::rows<TestType>(rng, N);
   const auto w = rnd::weights<float>(rng, num_q, H);
-  // The seed's packed int16 (low byte = even block) and upstream's int32 (byte k = block k),
+  // DeepGEMM-Ascend's packed int16 (low byte = even block) and upstream's int32 (byte k = block k),
   // built arithmetically from the byte values, not by copying memory.
   auto pack16 = [](const std::vector<std::uint8_t>& s) {
     std::vector<std::int16_t> v(s.size() / 2);

@@ -35,7 +35,7 @@ struct neuron {
 template <class Backend>
 struct backend_kernels {
   static_assert(dependent_false<Backend>,
-                "mqalogits: no kernels for this backend (is its header included?)");
+                "mqalogits: no kernels for this backend (backend::neuron needs <mqalogits/neuron.hpp>)");
 };
 
 template <class B>

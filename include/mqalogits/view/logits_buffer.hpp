@@ -13,8 +13,8 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
-// Row stride in elements for `cols` columns with rows aligned to `alignment_bytes` (512 in the
-// seed, 1024 upstream). alignment_bytes must be a multiple of sizeof(T).
+// Row stride in elements for `cols` columns with rows aligned to `alignment_bytes` (512 in
+// DeepGEMM-Ascend, 1024 upstream). alignment_bytes must be a multiple of sizeof(T).
 template <class T>
 constexpr std::int64_t logits_row_stride(std::int64_t cols, std::int64_t alignment_bytes = 512) {
   const std::int64_t per = alignment_bytes / static_cast<std::int64_t>(sizeof(T));

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 #if defined(STRICT_FLAGS_EIGEN)
 #include <mqalogits/interop/eigen.hpp>
 #endif
