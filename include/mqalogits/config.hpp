@@ -24,7 +24,22 @@
 // of different versions stay apart for the same reason.
 #define MQALOGITS_CONCAT_(a, b) a##b
 #define MQALOGITS_CONCAT(a, b) MQALOGITS_CONCAT_(a, b)
+//
+// MQALOGITS_ONLY_HEAD_DIM (128, 64 or 32; default 0: every head dim) compiles the kernels for that
+// one head dim: a third of the kernel code for an engine that serves one model (DeepSeek-V3.2's
+// indexer: 128), and rows of any other head dim are refused with a named error. Since it changes
+// what the entry points compile, it is part of the namespace too.
+#if !defined(MQALOGITS_ONLY_HEAD_DIM)
+#define MQALOGITS_ONLY_HEAD_DIM 0
+#endif
+#if MQALOGITS_ONLY_HEAD_DIM == 0
 #define MQALOGITS_ABI_NAMESPACE MQALOGITS_CONCAT(v0_1_, MQALOGITS_ISA_TAG)
+#elif MQALOGITS_ONLY_HEAD_DIM == 128 || MQALOGITS_ONLY_HEAD_DIM == 64 || MQALOGITS_ONLY_HEAD_DIM == 32
+#define MQALOGITS_ABI_NAMESPACE \
+  MQALOGITS_CONCAT(MQALOGITS_CONCAT(v0_1_, MQALOGITS_ISA_TAG), MQALOGITS_CONCAT(_hd, MQALOGITS_ONLY_HEAD_DIM))
+#else
+#error "mqalogits: MQALOGITS_ONLY_HEAD_DIM must be 128, 64 or 32 (or 0: every head dim)"
+#endif
 #define MQALOGITS_NAMESPACE_BEGIN \
   namespace mqalogits {           \
   inline namespace MQALOGITS_ABI_NAMESPACE {

@@ -45,8 +45,9 @@ using kernel_combos = decltype(std::tuple_cat(
     std::tuple<combo<ml::mxfp8, ml::bf16, float, trn2>, combo<ml::mxfp4, float, float, trn2>,
                combo<ml::fp8_per_token, float, ml::bf16, trn2>,
                combo<ml::fp8_per_token, ml::bf16, ml::fp16, trn2>>{}));
-// For the large shapes: each format once on the host, and MXFP8 on the model.
-using kernel_combos_large =
+// Each format once on the host, and MXFP8 on the model: for the large shapes, and for what does
+// not depend on the logit or weight type.
+using each_format_combos =
     std::tuple<combo<ml::mxfp8, ml::bf16, ml::bf16>, combo<ml::mxfp4, float, ml::bf16>,
                combo<ml::fp8_per_token, float, float>, combo<ml::mxfp8, float, float, trn2>>;
 

@@ -1,6 +1,8 @@
 // int64 index arrays (ks / ke, context lengths, block tables, sparse block indices, request
-// indices): the same logits, bit for bit, as the int32 call on the same values, on every
-// backend and format; and values no int32 can hold, which must act as the int32 value with the
+// indices): the same logits, bit for bit, as the int32 call on the same values, on both
+// backends and every format (each format once: index arrays are read before, and apart from, the
+// format's kernel, so the logit and weight types add compile time and no coverage); and values
+// no int32 can hold, which must act as the int32 value with the
 // same meaning (past every bound, before every start) without overflowing anything.
 #include <catch2/catch.hpp>
 
@@ -96,7 +98,7 @@ bool bitwise_equal(const paged_topk& a, const paged_topk& b) {
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("index types: dense ks / ke as int64", "[index_types][dense]",
-                        check::kernel_combos) {
+                        check::each_format_combos) {
   using F = typename TestType::format;
   using O = typename TestType::out;
   rnd::engine rng(901);
@@ -124,7 +126,7 @@ TEMPLATE_LIST_TEST_CASE("index types: dense ks / ke as int64", "[index_types][de
 }
 
 TEMPLATE_LIST_TEST_CASE("index types: sparse metadata from int64 arrays", "[index_types][sparse]",
-                        check::kernel_combos) {
+                        check::each_format_combos) {
   using F = typename TestType::format;
   using O = typename TestType::out;
   const bool unaligned = GENERATE(false, true);
@@ -163,7 +165,7 @@ TEMPLATE_LIST_TEST_CASE("index types: sparse metadata from int64 arrays", "[inde
 }
 
 TEMPLATE_LIST_TEST_CASE("index types: paged sparse metadata from int64 arrays",
-                        "[index_types][paged_sparse]", check::kernel_combos) {
+                        "[index_types][paged_sparse]", check::each_format_combos) {
   using F = typename TestType::format;
   using O = typename TestType::out;
   const auto protocol =
@@ -221,7 +223,7 @@ TEST_CASE("index types: int64 bad values get the same named errors", "[index_typ
 }
 
 TEMPLATE_LIST_TEST_CASE("index types: paged context lengths, block table and indices as int64",
-                        "[index_types][paged]", check::kernel_combos) {
+                        "[index_types][paged]", check::each_format_combos) {
   using F = typename TestType::format;
   using O = typename TestType::out;
   using Backend = typename TestType::backend;

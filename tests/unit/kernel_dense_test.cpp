@@ -92,7 +92,7 @@ TEMPLATE_LIST_TEST_CASE("dense: edge rows (ks > ke, ke past N, negative ks, empt
 }
 
 TEMPLATE_LIST_TEST_CASE("dense: 128 heads and more rows than one work item", "[dense]",
-                        check::kernel_combos_large) {
+                        check::each_format_combos) {
   rnd::engine rng(5);
   dense_inputs in;
   in.H = 128;
@@ -105,7 +105,7 @@ TEMPLATE_LIST_TEST_CASE("dense: 128 heads and more rows than one work item", "[d
 }
 
 TEMPLATE_LIST_TEST_CASE("dense: keys past one work item of 512 and a partial key tile", "[dense]",
-                        check::kernel_combos_large) {
+                        check::each_format_combos) {
   rnd::engine rng(6);
   dense_inputs in;
   in.H = 1;
@@ -149,7 +149,7 @@ TEMPLATE_LIST_TEST_CASE("dense: NaN codes and NaN scales give NaN logits where t
 }
 
 TEMPLATE_LIST_TEST_CASE("dense: padded strides for q, kv, weights and logits", "[dense]",
-                        check::kernel_combos_large) {
+                        check::each_format_combos) {
   using F = typename TestType::format;
   using O = typename TestType::out;
   rnd::engine rng(17);

@@ -121,7 +121,7 @@ TEMPLATE_LIST_TEST_CASE("paged sparse: page sizes x block sizes x heads match th
 }
 
 TEMPLATE_LIST_TEST_CASE("paged sparse: 128 heads, NaN codes and scales", "[paged_sparse]",
-                        check::kernel_combos_large) {
+                        check::each_format_combos) {
   using F = typename TestType::format;
   const int nan = GENERATE(0, 1, 2);                      // none, a NaN code, a NaN scale
   if (nan == 1 && !rnd::detail::has_nan_code<F>) return;  // e2m1 has no NaN code

@@ -125,7 +125,7 @@ TEMPLATE_LIST_TEST_CASE(
 }
 
 TEMPLATE_LIST_TEST_CASE("paged: DeepGEMM-Ascend's [num_q, 1] form and 128 heads", "[paged]",
-                        check::kernel_combos_large) {
+                        check::each_format_combos) {
   rnd::engine rng(29);
   paged_inputs in;
   in.H = 128;
@@ -138,7 +138,7 @@ TEMPLATE_LIST_TEST_CASE("paged: DeepGEMM-Ascend's [num_q, 1] form and 128 heads"
 }
 
 TEMPLATE_LIST_TEST_CASE("paged: long contexts spread over several schedule units", "[paged]",
-                        check::kernel_combos_large) {
+                        check::each_format_combos) {
   rnd::engine rng(31);
   paged_inputs in;
   in.H = 1;

@@ -164,7 +164,7 @@ TEMPLATE_LIST_TEST_CASE(
 }
 
 TEMPLATE_LIST_TEST_CASE("paged varlen: one request of many rows, and every row its own request",
-                        "[paged][varlen]", check::kernel_combos_large) {
+                        "[paged][varlen]", check::each_format_combos) {
   rnd::engine rng(61);
   // One request of 11 rows: more than a work item's 8 rows, so it is cut into row blocks.
   auto one = make_case(rng, 1, 1, 32, 3, 4);

@@ -105,7 +105,7 @@ TEMPLATE_LIST_TEST_CASE(
 }
 
 TEMPLATE_LIST_TEST_CASE("sparse: full capacity 4096 and 128 heads", "[sparse]",
-                        check::kernel_combos_large) {
+                        check::each_format_combos) {
   rnd::engine rng(47);
   const std::int64_t cap = GENERATE(as<std::int64_t>{}, 4096, 1);
   sparse_inputs in;
@@ -118,7 +118,7 @@ TEMPLATE_LIST_TEST_CASE("sparse: full capacity 4096 and 128 heads", "[sparse]",
   check_sparse<TestType>(rng, in, idx);
 }
 
-TEMPLATE_LIST_TEST_CASE("sparse: NaN codes and scales", "[sparse]", check::kernel_combos_large) {
+TEMPLATE_LIST_TEST_CASE("sparse: NaN codes and scales", "[sparse]", check::each_format_combos) {
   using F = typename TestType::format;
   const bool in_q = GENERATE(true, false);
   const bool scale = GENERATE(false, true);

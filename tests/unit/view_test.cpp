@@ -8,6 +8,7 @@
 #include <mqalogits/mqalogits.hpp>
 
 #include "reference/random_inputs.hpp"
+#include "support/error_of.hpp"
 #include "support/kernel_check.hpp"
 
 namespace ml = mqalogits;
@@ -173,3 +174,29 @@ TEST_CASE("matrix_view: default stride, rows and element access", "[view]") {
   CHECK(b.row_span(1).size() == 3);
   CHECK(b.row_span(1)[0] == 6);
 }
+
+// The test suite compiles this file with MQALOGITS_ONLY_HEAD_DIM=128 (every file but the head-dim
+// tests): a build of one head dim refuses rows of another by name, before touching the output.
+#if MQALOGITS_ONLY_HEAD_DIM == 128
+TEST_CASE("MQALOGITS_ONLY_HEAD_DIM: rows of another head dim are refused by name", "[view]") {
+  STATIC_REQUIRE(ml::only_head_dim == 128);
+  STATIC_REQUIRE(ml::has_head_dim<ml::mxfp8>(128));
+  STATIC_REQUIRE(!ml::has_head_dim<ml::mxfp8>(64));
+  rnd::engine rng(7);
+  const auto q = rnd::rows<ml::mxfp8>(rng, 4);
+  const auto kv = rnd::rows<ml::mxfp8>(rng, 3);
+  const ml::rows_view<ml::mxfp8> q64(q.view().data, q.view().scales, 4, ml::head_dim_t{64});
+  const ml::rows_view<ml::mxfp8> kv64(kv.view().data, kv.view().scales, 3, ml::head_dim_t{64});
+  const auto w = rnd::weights<float>(rng, 1, 4);
+  const std::vector<std::int32_t> ks{0}, ke{3};
+  ml::logits_buffer<float> out(1, 3);
+  check::fill_sentinel(out);
+  const std::string message = check::error_of([&] {
+    ml::fp8_fp4_mqa_logits(q64, kv64, w.view(), std::span<const std::int32_t>(ks),
+                           std::span<const std::int32_t>(ke), 0, out.view());
+  });
+  CHECK_THAT(message, Catch::Contains("head_dim = 64") &&
+                          Catch::Contains("128 in this build (MQALOGITS_ONLY_HEAD_DIM)"));
+  CHECK(check::untouched(out));
+}
+#endif

@@ -38,10 +38,7 @@ template <class Format>
 void check_head_dim(const char* where, const char* name, int head_dim) {
   require(has_head_dim<Format>(head_dim), where, [&](auto& m) {
     m << name << " head_dim = " << head_dim << " is not supported by " << Format::name << " ("
-      << (!head_dim_rebindable<Format>    ? std::to_string(Format::head_dim)
-          : Format::supports_head_dim(32) ? std::string("128, 64 or 32")
-                                          : std::string("128 or 64"))
-      << ")";
+      << head_dims_text<Format>() << ")";
   });
 }
 

@@ -12,6 +12,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <string>
 
 #include "../config.hpp"
 
@@ -87,13 +88,31 @@ concept head_dim_rebindable = requires {
   typename F::template with_head_dim<F::head_dim>;
 };
 
-// Whether rows of d elements can be read as Format: a head dim it has kernels for.
+// The head dim this build compiles kernels for (MQALOGITS_ONLY_HEAD_DIM), 0 for every one.
+inline constexpr int only_head_dim = MQALOGITS_ONLY_HEAD_DIM;
+constexpr bool head_dim_compiled(int d) { return only_head_dim == 0 || d == only_head_dim; }
+
+// Whether rows of d elements can be read as Format: a head dim it has kernels for in this build.
 template <class F>
 constexpr bool has_head_dim(int d) {
   if constexpr (head_dim_rebindable<F>)
-    return F::supports_head_dim(d);
+    return F::supports_head_dim(d) && head_dim_compiled(d);
   else
     return d == F::head_dim;
+}
+
+// The head dims has_head_dim accepts, for error messages.
+template <class F>
+std::string head_dims_text() {
+  if constexpr (!head_dim_rebindable<F>)
+    return std::to_string(F::head_dim);
+  else if constexpr (only_head_dim != 0)
+    return F::supports_head_dim(only_head_dim)
+               ? std::to_string(only_head_dim) + " in this build (MQALOGITS_ONLY_HEAD_DIM)"
+               : std::string("none in this build (MQALOGITS_ONLY_HEAD_DIM = ") +
+                     std::to_string(only_head_dim) + ")";
+  else
+    return F::supports_head_dim(32) ? "128, 64 or 32" : "128 or 64";
 }
 
 // Calls fn.template operator()<Format::with_head_dim<d>>() for the head dim d of a call's rows
@@ -102,6 +121,14 @@ template <class Format, class Fn>
 decltype(auto) with_head_dim_of(int d, Fn&& fn) {
   if constexpr (!head_dim_rebindable<Format>) {
     return fn.template operator()<Format>();
+  } else if constexpr (only_head_dim != 0) {
+    // One kernel (a format without that head dim is refused by has_head_dim before: its
+    // default binding stands in, never called).
+    (void)d;
+    if constexpr (Format::supports_head_dim(only_head_dim))
+      return fn.template operator()<typename Format::template with_head_dim<only_head_dim>>();
+    else
+      return fn.template operator()<Format>();
   } else {
     if constexpr (Format::supports_head_dim(32))
       if (d == 32) return fn.template operator()<typename Format::template with_head_dim<32>>();

@@ -150,10 +150,7 @@ void check_quantize_source(const char* where, const matrix_view<T>& x) {
               x.stride >= x.cols,
           where, [&](auto& m) {
             m << "x shape [" << x.rows << ", " << x.cols << "] (stride " << x.stride
-              << ") must be [rows, head_dim] with head_dim "
-              << (!head_dim_rebindable<Format>    ? std::to_string(Format::head_dim)
-                  : Format::supports_head_dim(32) ? std::string("128, 64 or 32")
-                                                  : std::string("128 or 64"))
+              << ") must be [rows, head_dim] with head_dim " << head_dims_text<Format>()
               << " for " << Format::name;
           });
   check_matrix(where, "x", x, x.rows, x.cols);
