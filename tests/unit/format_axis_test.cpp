@@ -81,7 +81,13 @@ static_assert(!ml::neuron_backend::runs_format_v<F>);
 static_assert(ml::neuron_backend::runs_format_v<ml::mxfp8> &&
               ml::neuron_backend::runs_format_v<ml::mxfp4> &&
               ml::neuron_backend::runs_format_v<ml::fp8_per_token>);
-// The library's formats keep their upstream layouts.
+// The library's formats keep their host paths (MXFP4: int8; MXFP8, FP8 per-token: the ISAs' own
+// e4m3 row decoders) and their upstream layouts.
+static_assert(ml::host_backend::int8_path<ml::mxfp4> && !ml::host_backend::int8_path<ml::mxfp8> &&
+              !ml::host_backend::int8_path<ml::fp8_per_token>);
+static_assert(ml::host_backend::e4m3_ue8m0_rows<ml::mxfp8> &&
+              ml::host_backend::e4m3_fp32_rows<ml::fp8_per_token> &&
+              !ml::host_backend::e4m3_fp32_rows<ml::mxfp8::with_head_dim<32>>);
 static_assert(ml::mxfp8::scale_bytes == 4 && ml::mxfp4::scale_bytes == 4 &&
               ml::fp8_per_token::scale_bytes == 4 &&
               ml::mxfp8::with_head_dim<32>::scale_bytes == 4);
