@@ -36,8 +36,7 @@ constexpr int word_scale_field(int blocks, int bytes_per_scale) {
   return (blocks * bytes_per_scale + 3) / 4 * 4;
 }
 
-// What the views, kernels and quantizers read of a scale codec (encode is checked where a
-// quantizer uses it).
+// What the views and kernels read of a scale codec (encode: encodable_scale_codec below).
 template <class S>
 concept scale_codec = requires(const std::uint8_t* field) {
   typename S::codec;
@@ -49,6 +48,15 @@ concept scale_codec = requires(const std::uint8_t* field) {
   { S::ue8m0_bytes } -> std::convertible_to<bool>;
   { S::optional } -> std::convertible_to<bool>;
   { S::takes_scaling_rule } -> std::convertible_to<bool>;
+};
+
+// A scale codec the quantizers can write: encode(amax, max_code) gives an object that stores the
+// scale and maps the block's elements onto the code range.
+template <class S>
+concept encodable_scale_codec = scale_codec<S> &&
+    requires(float amax, float x, std::uint8_t* field) {
+  S::encode(amax, amax).store(field, 0);
+  { S::encode(amax, amax).apply(x) } -> std::convertible_to<float>;
 };
 
 MQALOGITS_NAMESPACE_END

@@ -89,15 +89,18 @@ template <class Format, quantize_input T>
 void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales,
                   const per_token_scaling& scaling = {}) {
   using codec = typename Format::data_type;
-  using scale_codec = typename Format::scale_type;
+  using Scale = typename Format::scale_type;
+  static_assert(
+      encodable_scale_codec<Scale>,
+      "mqalogits: the format's scale codec has no encode(amax, max_code) to quantize with");
   for (int b = 0; b < Format::blocks; ++b) {
     const int i0 = b * Format::scale_block, i1 = i0 + Format::scale_block;
     const float amax = detail::absmax(x, i0, i1);
     const auto enc = [&] {
-      if constexpr (scale_codec::takes_scaling_rule)
-        return scale_codec::encode(amax, codec::max_finite, scaling);
+      if constexpr (Scale::takes_scaling_rule)
+        return Scale::encode(amax, codec::max_finite, scaling);
       else
-        return scale_codec::encode(amax, codec::max_finite);
+        return Scale::encode(amax, codec::max_finite);
     }();
     if (scales) enc.store(scales, b);
     for (int i = i0; i < i1; ++i)
