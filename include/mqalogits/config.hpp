@@ -81,8 +81,6 @@ inline constexpr int head_dim = default_head_dim;
 struct head_dim_t {
   int value = default_head_dim;
 };
-// Elements per UE8M0 scale block.
-inline constexpr int scale_block = 32;
 // The largest supported head count (DeepSeek-V3.2 uses 64, GLM-5 32).
 inline constexpr int max_heads = 128;
 

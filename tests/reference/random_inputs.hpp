@@ -10,9 +10,10 @@
 //   auto idx = ref::rand::sparse_indices(rng, rows, cap, max_block, {.pad = 0.25});
 //
 // Codes are uniform over every non-NaN code (so subnormals, both zeros and the extremes occur);
-// NaN codes and NaN (255) scales only where asked for. Scales are UE8M0 exponents in a sane
-// range (118..130 by default) and weights are exact bf16 values, so fp32 and bf16 weights agree.
-// The namespace is ref::rand (a global `rand` would clash with ::rand from <cstdlib>).
+// NaN codes and NaN scales only where asked for. Scales are UE8M0 exponents in a sane range
+// (118..130 by default, or scales of those exponents in the format's scale codec) and weights are
+// exact bf16 values, so fp32 and bf16 weights agree. The namespace is ref::rand (a global `rand`
+// would clash with ::rand from <cstdlib>).
 #pragma once
 
 #include <algorithm>
@@ -64,27 +65,41 @@ std::uint8_t data_byte(engine& rng) {
 inline std::uint8_t scale_byte(engine& rng, const code_options& o) {
   return static_cast<std::uint8_t>(uniform(rng, o.scale_lo, o.scale_hi));
 }
-// One row's 4 scale bytes: UE8M0 exponents in [scale_lo, scale_hi], or (fp32 scales) a float
-// (1 + m/16) x 2^(e - 127) with e in the same range, few enough bits that code x scale is exact
-// (or a full-mantissa one, code_options::full_mantissa_scales).
+// One row's scale field, by what one scale of the format's scale codec is: UE8M0 exponents in
+// [scale_lo, scale_hi] (every byte of the field, unused ones too); e4m3fn codes of value
+// (1 + m/8) x 2^(e - 127) with e in the same range (clamped to e4m3fn's normal exponents); or a
+// float (1 + m/16) x 2^(e - 127), few enough bits that code x scale is exact (or a full-mantissa
+// one, code_options::full_mantissa_scales).
 template <class Format>
 void scale_field(engine& rng, const code_options& o, std::uint8_t* field) {
-  if constexpr (Format::power_of_two_scales) {
+  using codec = typename Format::scale_type::codec;
+  if constexpr (std::is_same_v<codec, ml::float_ue8m0>) {
     for (int i = 0; i < Format::scale_bytes; ++i) field[i] = scale_byte(rng, o);
+  } else if constexpr (std::is_same_v<codec, ml::float_e4m3>) {
+    for (int b = 0; b < Format::blocks; ++b) {
+      const int e = std::clamp(static_cast<int>(scale_byte(rng, o)) - 127 + 7, 1, 15);
+      const int m = static_cast<int>(uniform(rng, 0, e == 15 ? 6 : 7));  // 0x7F is NaN
+      field[b] = static_cast<std::uint8_t>(e << 3 | m);
+    }
   } else {
+    static_assert(std::is_same_v<codec, float>, "ref::rand: no generator for this scale codec");
     const float s = o.full_mantissa_scales
                         ? std::ldexp(std::uniform_real_distribution<float>(1.0f, 2.0f)(rng),
                                      static_cast<int>(uniform(rng, -10, -2)))
                         : std::ldexp(1.0f + static_cast<float>(uniform(rng, 0, 15)) / 16.0f,
                                      static_cast<int>(scale_byte(rng, o)) - 127);
-    std::memcpy(field, &s, sizeof s);
+    for (int b = 0; b < Format::blocks; ++b) std::memcpy(field + 4 * b, &s, sizeof s);
   }
 }
-// Makes a row's scale NaN: block b's UE8M0 byte 255, or the whole fp32 scale.
+// Makes a row's scale NaN: block b's UE8M0 byte 255 or e4m3fn byte 0x7F (b < 4), or the row's
+// fp32 scale.
 template <class Format>
 void set_nan_scale(std::uint8_t* field, int block) {
-  if constexpr (Format::power_of_two_scales) {
+  using codec = typename Format::scale_type::codec;
+  if constexpr (std::is_same_v<codec, ml::float_ue8m0>) {
     field[block] = 255;
+  } else if constexpr (std::is_same_v<codec, ml::float_e4m3>) {
+    field[block] = 0x7F;
   } else {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     std::memcpy(field, &nan, sizeof nan);

@@ -83,7 +83,8 @@ inline double weight(ml::fp16 w) {
   return sign * (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
 }
 
-// The three formats by what they are (any head-dim binding of each).
+// Formats by what they are (any head-dim binding of each): the data codec, and the scale codec's
+// element (one fp32, a UE8M0 byte, an e4m3fn byte), with the format's scale block.
 template <class Format>
 inline constexpr bool is_fp4 = std::is_same_v<typename Format::data_type, ml::float_e2m1>;
 template <class Format>
@@ -101,22 +102,33 @@ double code(const std::uint8_t* data, int i) {
   }
 }
 
-// One dequantised row of `dim` elements. MX: code(i) * 2^(scale[i / 32] - 127).
-// fp8_per_token: e4m3 code x one float32 per row, assembled byte by byte (little-endian); a
-// null scale pointer (Q, whose scale upstream folds into the weights) is 1.
+// Scale b of a row's scale field: a float32 assembled byte by byte (little-endian; a null field,
+// Q whose scale upstream folds into the weights, is 1), a UE8M0 byte, or an e4m3fn byte.
+template <class Format>
+double scale(const std::uint8_t* scales, int b) {
+  using codec = typename Format::scale_type::codec;
+  if constexpr (std::is_same_v<codec, float>) {
+    if (!scales) return 1.0;
+    const std::uint8_t* s = scales + 4 * b;
+    return std::bit_cast<float>(std::uint32_t{s[0]} | std::uint32_t{s[1]} << 8 |
+                                std::uint32_t{s[2]} << 16 | std::uint32_t{s[3]} << 24);
+  } else if constexpr (std::is_same_v<codec, ml::float_ue8m0>) {
+    return ue8m0(scales[b]);
+  } else {
+    static_assert(std::is_same_v<codec, ml::float_e4m3>, "ref: no decoder for this scale codec");
+    return e4m3(scales[b]);
+  }
+}
+
+// One dequantised row of `dim` elements: code(i) x scale(i / block), block the format's (32 for
+// MX, the whole row for fp8_per_token).
 template <class Format>
 std::vector<double> row(const std::uint8_t* data, const std::uint8_t* scales,
                         int dim = default_dim) {
+  constexpr int block = Format::scale_block == Format::head_dim ? 0 : Format::scale_block;
   std::vector<double> out(static_cast<std::size_t>(dim));
-  if constexpr (is_per_token<Format>) {
-    double s = 1.0;
-    if (scales)
-      s = std::bit_cast<float>(std::uint32_t{scales[0]} | std::uint32_t{scales[1]} << 8 |
-                               std::uint32_t{scales[2]} << 16 | std::uint32_t{scales[3]} << 24);
-    for (int i = 0; i < dim; ++i) out[i] = e4m3(data[i]) * s;
-  } else {
-    for (int i = 0; i < dim; ++i) out[i] = code<Format>(data, i) * ue8m0(scales[i / 32]);
-  }
+  for (int i = 0; i < dim; ++i)
+    out[i] = code<Format>(data, i) * scale<Format>(scales, block ? i / block : 0);
   return out;
 }
 

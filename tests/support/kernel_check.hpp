@@ -1,6 +1,6 @@
 // What the kernel tests share: the format x logit x weight combinations they are templated
-// over, the comparison of a logits buffer against ref:: (the accuracy bound with an exact -inf mask),
-// bitwise comparison of two runs, and sentinel fills that show whether a buffer was touched.
+// over, the comparison of a logits buffer against ref:: (the accuracy bound with an exact -inf
+// mask), bitwise comparison of two runs, and sentinel fills that show whether a buffer was touched.
 #pragma once
 
 #include <cmath>
@@ -14,6 +14,7 @@
 
 #include "reference/reference.hpp"
 #include "support/accuracy.hpp"
+#include "support/formats.hpp"
 
 namespace check {
 
@@ -28,8 +29,7 @@ struct combo {
   using backend = Backend;
 };
 
-// Every format the library has.
-using all_formats = std::tuple<ml::mxfp8, ml::mxfp4, ml::fp8_per_token>;
+// Every format the library has: check::all_formats (support/formats.hpp).
 using trn2 = ml::backend::neuron<ml::backend::trn2>;
 
 // The kernel tests' instantiations: on the host, every format meets both logit types and the bf16

@@ -181,8 +181,8 @@ std::vector<unsigned char>& bytes_of(std::vector<unsigned char>& storage, std::i
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("allocations: a failed allocation never leaves the output touched",
-                   "[allocation][bad_alloc]", ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+TEMPLATE_LIST_TEST_CASE("allocations: a failed allocation never leaves the output touched",
+                        "[allocation][bad_alloc]", check::all_formats) {
   using F = TestType;
   rnd::engine rng(7);
   const i64 H = 32, num_q = 20, N = 1500, k = 40;
@@ -289,8 +289,8 @@ TEMPLATE_TEST_CASE("allocations: a failed allocation never leaves the output tou
   CHECK(cold > 0);
 }
 
-TEMPLATE_TEST_CASE("allocations: a warm call of each kernel allocates nothing (pool of 2)",
-                   "[allocation]", ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+TEMPLATE_LIST_TEST_CASE("allocations: a warm call of each kernel allocates nothing (pool of 2)",
+                        "[allocation]", check::all_formats) {
   using F = TestType;
   rnd::engine rng(5);
   ml::thread_pool pool(2);

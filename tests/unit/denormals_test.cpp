@@ -114,8 +114,8 @@ TEST_CASE("denormals: the MXCSR guard flushes and restores", "[denormals][x86]")
   CHECK(!flushing());
 }
 
-TEMPLATE_TEST_CASE("denormals: ordinary inputs give the same bits under FTZ / DAZ",
-                   "[denormals][x86]", ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+TEMPLATE_LIST_TEST_CASE("denormals: ordinary inputs give the same bits under FTZ / DAZ",
+                        "[denormals][x86]", check::all_formats) {
   using F = TestType;
   rnd::engine rng(4401);
   const i64 num_q = 5, H = 16, N = 700;

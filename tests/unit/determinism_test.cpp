@@ -215,13 +215,13 @@ void all_kernels(const std::string& backend_name, bool small = false) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("determinism: host, every kernel, 20 runs over 1..N threads", "[determinism]",
-                   ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+TEMPLATE_LIST_TEST_CASE("determinism: host, every kernel, 20 runs over 1..N threads",
+                        "[determinism]", check::all_formats) {
   all_kernels<ml::backend::host, TestType>("host");
 }
 
-TEMPLATE_TEST_CASE("determinism: NeuronCore model, every kernel, 20 runs", "[determinism][neuron]",
-                   ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+TEMPLATE_LIST_TEST_CASE("determinism: NeuronCore model, every kernel, 20 runs",
+                        "[determinism][neuron]", check::all_formats) {
   all_kernels<ml::backend::neuron<ml::backend::trn2>, TestType>("neuron trn2", true);
   all_kernels<ml::backend::neuron<ml::backend::trn3>, TestType>("neuron trn3", true);
 }

@@ -10,10 +10,12 @@
 
 #include <mqalogits/mqalogits.hpp>
 
+#include "support/formats.hpp"
+
 namespace ml = mqalogits;
 
-TEMPLATE_TEST_CASE("quantize_rows_into: a span gives the matrix_view form's bytes", "[quantize]",
-                   ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+TEMPLATE_LIST_TEST_CASE("quantize_rows_into: a span gives the matrix_view form's bytes",
+                        "[quantize]", check::all_formats) {
   using F = TestType;
   constexpr std::int64_t rows = 5, data_stride = F::data_bytes + 3, scale_stride = 8;
   std::mt19937 rng(77);

@@ -18,6 +18,7 @@
 #include "reference/random_inputs.hpp"
 #include "reference/reference.hpp"
 #include "support/accuracy.hpp"
+#include "support/formats.hpp"
 
 namespace ml = mqalogits;
 using ref::rand::engine;
@@ -349,8 +350,8 @@ TEST_CASE("quantize: scale bytes read as uint8[4], int16[2] and int32[1] agree",
   }
 }
 
-TEMPLATE_TEST_CASE("quantize: store_into_pages writes the page layout through a slot mapping",
-                   "[quantize][pages]", ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+TEMPLATE_LIST_TEST_CASE("quantize: store_into_pages writes the page layout through a slot mapping",
+                        "[quantize][pages]", check::all_formats) {
   using Format = TestType;
   const std::int32_t page_kv = GENERATE(32, 64);
   const bool wide_slots = GENERATE(false, true);
@@ -408,8 +409,8 @@ TEMPLATE_TEST_CASE("quantize: store_into_pages writes the page layout through a 
   CHECK(copy == bytes);
 }
 
-TEMPLATE_TEST_CASE("quantize: keys stored into pages give the logits of the same keys as rows",
-                   "[quantize][pages]", ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+TEMPLATE_LIST_TEST_CASE("quantize: keys stored into pages give the logits of the same keys as rows",
+                        "[quantize][pages]", check::all_formats) {
   using Format = TestType;
   engine rng(17);
   const std::int32_t page_kv = 64;

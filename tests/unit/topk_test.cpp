@@ -24,6 +24,7 @@
 #include <mqalogits/neuron.hpp>
 
 #include "reference/random_inputs.hpp"
+#include "support/formats.hpp"
 
 namespace ml = mqalogits;
 namespace rnd = ref::rand;
@@ -290,27 +291,28 @@ void paged_sparse_topk(rnd::engine& rng) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("topk: dense equals the stable sort of its fp32 logits", "[topk][dense]",
-                   ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+TEMPLATE_LIST_TEST_CASE("topk: dense equals the stable sort of its fp32 logits", "[topk][dense]",
+                        check::all_formats) {
   const std::int64_t max_seqlen_k = GENERATE(0, 6000);  // full width, compressed
   rnd::engine rng(100 + static_cast<std::uint64_t>(max_seqlen_k));
   dense_topk<TestType>(rng, max_seqlen_k);
 }
 
-TEMPLATE_TEST_CASE("topk: paged equals the stable sort of its fp32 logits, and its cache slots",
-                   "[topk][paged]", ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+TEMPLATE_LIST_TEST_CASE(
+    "topk: paged equals the stable sort of its fp32 logits, and its cache slots", "[topk][paged]",
+    check::all_formats) {
   rnd::engine rng(200);
   paged_topk<TestType>(rng);
 }
 
-TEMPLATE_TEST_CASE("topk: sparse equals the stable sort of its fp32 logits", "[topk][sparse]",
-                   ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+TEMPLATE_LIST_TEST_CASE("topk: sparse equals the stable sort of its fp32 logits", "[topk][sparse]",
+                        check::all_formats) {
   rnd::engine rng(300);
   sparse_topk<TestType>(rng);
 }
 
-TEMPLATE_TEST_CASE("topk: paged sparse equals the stable sort of its fp32 logits",
-                   "[topk][paged_sparse]", ml::mxfp8, ml::mxfp4, ml::fp8_per_token) {
+TEMPLATE_LIST_TEST_CASE("topk: paged sparse equals the stable sort of its fp32 logits",
+                        "[topk][paged_sparse]", check::all_formats) {
   rnd::engine rng(400);
   paged_sparse_topk<TestType>(rng);
 }

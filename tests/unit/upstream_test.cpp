@@ -1,7 +1,7 @@
-// The upstream-compatible paths (formats, layouts and kernels as DeepGEMM defines them) against the reference: FP8 with one fp32 scale per
-// KV token and unscaled Q (the 132-byte vLLM / sglang cache), fp32 weights and logits, 1024-byte
-// logits rows, the dense full-width mode, paged decode with Q [B, next_n, H] and one block-table
-// row per request, and clean_logits = false.
+// The upstream-compatible paths (formats, layouts and kernels as DeepGEMM defines them) against the
+// reference: FP8 with one fp32 scale per KV token and unscaled Q (the 132-byte vLLM / sglang
+// cache), fp32 weights and logits, 1024-byte logits rows, the dense full-width mode, paged decode
+// with Q [B, next_n, H] and one block-table row per request, and clean_logits = false.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "reference/random_inputs.hpp"
 #include "reference/reference.hpp"
 #include "support/accuracy.hpp"
+#include "support/formats.hpp"
 
 namespace ml = mqalogits;
 using ref::rand::engine;
@@ -204,8 +205,8 @@ TEST_CASE("upstream: dense fp8_per_token, fp32 weights and logits, bounded and f
   CHECK(diff16.empty());
 }
 
-TEMPLATE_TEST_CASE("upstream: paged decode with Q [B, next_n, H] and context_lens [B, next_n]",
-                   "[upstream][paged]", ml::fp8_per_token, ml::mxfp8, ml::mxfp4) {
+TEMPLATE_LIST_TEST_CASE("upstream: paged decode with Q [B, next_n, H] and context_lens [B, next_n]",
+                        "[upstream][paged]", check::all_formats) {
   using Format = TestType;
   const std::int64_t next_n = GENERATE(1, 2, 4);
   const std::int32_t page_kv = GENERATE(32, 64, 128);

@@ -1,7 +1,8 @@
 // The format axis: a row of HeadDim elements stored as codes of one data codec, with one scale
-// per block of ScaleBlock elements from one scale codec. Every format the kernels read is a point
-// on this template (mx.hpp, fp8_per_token.hpp); views, quantizers, decoders and backends ask it
-// for what they need (sizes, capabilities), never which format it is.
+// per block of ScaleBlock elements from one scale codec (scale_codec.hpp), which also sets the
+// block size and the bytes of the row's scale field. Every format the kernels read is a point on
+// this template (mx.hpp, fp8_per_token.hpp); views, quantizers, decoders and backends ask it for
+// what they need (sizes, capabilities), never which format it is.
 //
 // The head dim is part of the format type, so every kernel is compiled for its row length
 // (DeepGEMM instantiates its kernels per head dim the same way). A named format (mxfp8, mxfp4,
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "../config.hpp"
+#include "scale_codec.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
@@ -28,11 +30,14 @@ template <class Data, class Scale, int ScaleBlock, int HeadDim = default_head_di
 struct block_scaled {
   using data_type = Data;    // the element codec: float_e4m3, float_e2m1
   using scale_type = Scale;  // the scale codec: ue8m0_block_scales, fp32_row_scale
+  static_assert(scale_codec<Scale>, "mqalogits: Scale is not a scale codec (see scale_codec.hpp)");
 
   static constexpr bool supports_head_dim(int d) { return head_dim_supported(d, Data::bits); }
   static_assert(head_dim_supported(HeadDim, Data::bits),
                 "mqalogits: head dims are 128, 64 and 32 (32 for the FP8 formats only)");
   static_assert(HeadDim % ScaleBlock == 0, "mqalogits: a scale block must divide the head dim");
+  static_assert(ScaleBlock == Scale::block_size(HeadDim),
+                "mqalogits: the scale block must be the scale codec's block_size");
 
   static constexpr int head_dim = HeadDim;             // elements per row
   static constexpr int scale_block = ScaleBlock;       // elements per scale
@@ -40,16 +45,17 @@ struct block_scaled {
   static constexpr int data_bytes = HeadDim * Data::bits / 8;
   // Data bytes of a row of d elements (a view's run-time head dim).
   static constexpr int data_bytes_for(int d) { return d * Data::bits / 8; }
-  // The scale field is 4 bytes for every format and head dim (upstream holds it as one int32 per
-  // row; a row of 64 MX elements uses its first 2 bytes, one of 32 its first byte).
-  static constexpr int scale_bytes = 4;
-  static_assert(blocks <= scale_bytes, "mqalogits: a row's scales must fit its 4-byte field");
+  // Bytes of a row's scale field, the scale codec's for this many blocks (4 for the MX formats
+  // and fp8_per_token at every head dim, as upstream holds it: one int32 per row).
+  static constexpr int scale_bytes = Scale::field_bytes(blocks);
 
   // Capabilities the backends choose their paths by.
   // Twice every code is an integer that fits int8: block dot products are exact in int32.
   static constexpr bool doubled_codes_int8 = Data::doubled_is_int8;
   // Scales are powers of two: they combine as exponents, exactly.
   static constexpr bool power_of_two_scales = Scale::power_of_two;
+  // Scales are UE8M0 bytes (2^(byte - 127)): kernels may read them as integer exponents.
+  static constexpr bool ue8m0_scales = Scale::ue8m0_bytes;
   // Rows may come without scales (read as 1).
   static constexpr bool scales_optional = Scale::optional;
   // The scale pointer types a view of this format accepts.
@@ -130,12 +136,22 @@ decltype(auto) with_head_dim_of(int d, Fn&& fn) {
     else
       return fn.template operator()<Format>();
   } else {
+    // Views and caches hold one scale stride whatever their run-time head dim: the bindings of a
+    // format share its scale field size.
+    static_assert(Format::template with_head_dim<64>::scale_bytes == Format::scale_bytes &&
+                      Format::template with_head_dim<128>::scale_bytes == Format::scale_bytes,
+                  "mqalogits: every head-dim binding of a format has the same scale field size");
     if constexpr (Format::supports_head_dim(32))
       if (d == 32) return fn.template operator()<typename Format::template with_head_dim<32>>();
     if (d == 64) return fn.template operator()<typename Format::template with_head_dim<64>>();
     return fn.template operator()<typename Format::template with_head_dim<128>>();
   }
 }
+
+// Formats with one scale for the whole row (fp8_per_token, or an MX row of 32 elements): the
+// scale commutes with the row's dot product.
+template <class F>
+inline constexpr bool is_row_scaled_v = F::blocks == 1;
 
 // True for formats whose rows may come without scales (a null scale pointer reads as scale 1),
 // e.g. fp8_per_token's Q, whose scale upstream folds into the weights.

@@ -29,11 +29,17 @@ struct mxfp4_format : block_scaled<float_e2m1, ue8m0_block_scales, 32, HeadDim> 
   using with_head_dim = mxfp4_format<D>;
 };
 
+// OCP MX formats: one UE8M0 byte per 32 elements, the layout MX hardware reads (e.g. a
+// NeuronCore's nc_matmul_mx), asked of the format's scale codec and block.
+template <class F>
+inline constexpr bool is_mx_format_v = F::ue8m0_scales&& F::scale_block == mx_scale_block;
+
 // The names users write: rows of 128 (128 + 4 and 64 + 4 bytes).
 using mxfp8 = mxfp8_format<>;
 using mxfp4 = mxfp4_format<>;
 
 static_assert(row_format<mxfp8> && row_format<mxfp4>);
 static_assert(std::is_same_v<mxfp8::with_head_dim<128>, mxfp8>);
+static_assert(is_mx_format_v<mxfp8> && is_mx_format_v<mxfp4>);
 
 MQALOGITS_NAMESPACE_END

@@ -1,7 +1,7 @@
-// Element encoders, the inverse of format/: fp32 -> e4m3fn (round to nearest even, saturating),
-// fp32 -> e2m1 (upstream's rounding: ties toward zero, -0 becomes +0) and the UE8M0 block
-// exponent for a block's absolute maximum. Exact integer arithmetic on the fp32 bits: no
-// floating-point environment (rounding mode, flush-to-zero) can change a code.
+// Element encoders, the inverse of format/: fp32 -> e4m3fn (round to nearest even, saturating)
+// and fp32 -> e2m1 (upstream's rounding: ties toward zero, -0 becomes +0). Exact integer
+// arithmetic on the fp32 bits: no floating-point environment (rounding mode, flush-to-zero) can
+// change a code. The scales of a block come from its format's scale codec (its encode).
 #pragma once
 
 #include <bit>
@@ -11,6 +11,7 @@
 #include "../config.hpp"
 #include "../format/e2m1.hpp"
 #include "../format/e4m3.hpp"
+#include "../format/ue8m0.hpp"  // ue8m0_for_amax, the UE8M0 block exponent
 
 MQALOGITS_NAMESPACE_BEGIN
 
@@ -66,27 +67,6 @@ constexpr std::uint8_t encode_code(float_e4m3, float x) {
 }
 constexpr std::uint8_t encode_code(float_e2m1, float x) {
   return encode_e2m1(x);
-}
-
-// The UE8M0 exponent byte e of a block whose largest magnitude is amax, for codes up to
-// max_code: the smallest e with amax <= max_code * 2^(e - 127) (amax / max_code rounded up to a
-// power of two), clamped to [1, 254]. amax = 0 gives 1; inf or NaN gives 254.
-constexpr std::uint8_t ue8m0_for_amax(float amax, float max_code) {
-  if (!(amax < std::numeric_limits<float>::infinity())) return 254;  // inf, NaN
-  if (amax <= 0) return 1;
-  // Start from the binade estimate and correct by exact comparisons with max_code * 2^k
-  // (max_code is 448 or 6: every such product is exact in double).
-  const int ea = static_cast<int>((std::bit_cast<std::uint32_t>(amax) >> 23) & 0xFF) - 127;
-  int k = ea - 9;  // max_code < 2^9, so max_code * 2^(ea - 9) < 2^ea <= amax
-  double bound = static_cast<double>(max_code);
-  for (int i = 0; i < k; ++i) bound *= 2.0;
-  for (int i = 0; i > k; --i) bound *= 0.5;
-  while (static_cast<double>(amax) > bound) {
-    bound *= 2.0;
-    ++k;
-  }
-  const int e = k + 127;
-  return static_cast<std::uint8_t>(e < 1 ? 1 : (e > 254 ? 254 : e));
 }
 
 MQALOGITS_NAMESPACE_END

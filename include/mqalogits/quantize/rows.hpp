@@ -1,6 +1,7 @@
 // Row quantizers: fp32 / bf16 rows of 128, 64 or 32 elements -> MXFP8, MXFP4 (one UE8M0 exponent
-// per 32 elements, amax / max code rounded up to a power of two) or FP8 with one fp32 scale per
-// row (scale = amax / 448). What an engine runs on its activations and keys to feed the kernels.
+// per 32 elements, amax / max code rounded up to a power of two), FP8 with one fp32 scale per
+// row (scale = amax / 448), or any format whose scale codec can encode (Scale::encode). What an
+// engine runs on its activations and keys to feed the kernels.
 //
 // The head dim of the rows is the source matrix's column count (quantize_rows, quantize_rows_into
 // and store_into_pages take any head dim the format supports, whichever head-dim binding of the
@@ -37,15 +38,6 @@ concept quantize_input = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
 
 namespace detail {
 
-// 2^(127 - e) for a UE8M0 byte e in [1, 253], the factor that maps a block onto the code range.
-// One normal factor per block, never a second product per element: a speculated 2^-126 * 0.5
-// path produced subnormal intermediates that cost microcode assists on every element. e = 254
-// (|x| near fp32's maximum) needs 2^-127, an fp32 subnormal that denormals-are-zero mode would
-// read as 0: that block alone takes two normal factors, 2^-64 * 2^-63 (the same codes).
-inline float ue8m0_reciprocal(std::uint8_t e) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(254 - e) << 23);
-}
-
 template <class T>
 float absmax(const T* x, int begin, int end) {
   float amax = 0.0f;
@@ -58,38 +50,15 @@ float absmax(const T* x, int begin, int end) {
 
 }  // namespace detail
 
-// How the fp8_per_token quantizer picks a row's scale from its largest magnitude amax.
-// The default: amax / 448, or 1 when amax is 0 or not finite (the codes are then 0 or
-// saturated). vLLM's indexer K cache write (indexer_k_quant_and_cache) differs; use
-// vllm_indexer_k_scaling() to write its bytes exactly.
-struct per_token_scaling {
-  // > 0: amax is raised to at least this before the division, and an infinite amax gives an
-  // infinite scale, as vLLM computes it (1e-4 there). 0: the default rule.
-  float amax_floor = 0.0f;
-  // Round the scale up to a power of two (UE8M0) the way vLLM does with scale_fmt "ue8m0":
-  // exp2f(ceilf(log2f(scale))) in fp32, so a scale within a few ulps above a power of two
-  // rounds down to it (log2f rounds to the integer), as on the GPU.
-  bool power_of_two = false;
-};
-
-// vLLM's indexer K cache write: amax clamped at 1e-4, divided by 448, optionally UE8M0.
-constexpr per_token_scaling vllm_indexer_k_scaling(bool ue8m0 = false) {
-  return {1e-4f, ue8m0};
-}
-
-// The per-token scale fp8_per_token uses for a row whose largest magnitude is amax.
+// The per-token scale fp8_per_token uses for a row whose largest magnitude is amax
+// (per_token_scaling, in format/fp32_scale.hpp, says how).
 inline float fp8_per_token_scale(float amax, const per_token_scaling& scaling = {}) {
-  float s = 1.0f;
-  if (scaling.amax_floor > 0)
-    s = (amax > scaling.amax_floor ? amax : scaling.amax_floor) / 448.0f;
-  else if (amax > 0 && amax <= std::numeric_limits<float>::max())
-    s = amax / 448.0f;
-  if (scaling.power_of_two) s = std::exp2(std::ceil(std::log2(s)));
-  return s;
+  return fp32_row_scale::encode(amax, float_e4m3::max_finite, scaling).scale;
 }
 
 namespace detail {
-// A scale rule is fp8_per_token's: the MX formats' block scales are powers of two by definition.
+// A scale rule applies to scale codecs that take one (fp8_per_token's fp32 row scale); the others
+// (the MX formats' UE8M0 exponents) choose their scales by their own rule.
 template <class Format>
 void check_scaling(const char* where, const per_token_scaling& scaling) {
   char floor[32];
@@ -98,7 +67,7 @@ void check_scaling(const char* where, const per_token_scaling& scaling) {
           [&](auto& m) {
             m << "per_token_scaling amax_floor = " << floor << " must be finite and >= 0";
           });
-  if constexpr (Format::power_of_two_scales)
+  if constexpr (!Format::scale_type::takes_scaling_rule)
     require(scaling.amax_floor == 0 && !scaling.power_of_two, where, [&](auto& m) {
       m << "per_token_scaling (amax_floor " << floor << ", power_of_two "
         << (scaling.power_of_two ? "true" : "false") << ") applies to fp8_per_token only, not "
@@ -107,34 +76,35 @@ void check_scaling(const char* where, const per_token_scaling& scaling) {
 }
 }  // namespace detail
 
-// Quantises one row x of Format::head_dim elements into Format's data bytes and scale bytes (MX
-// formats: head_dim / 32 UE8M0 bytes in block order, the rest of the 4-byte field untouched;
-// fp8_per_token: one little-endian float32, skipped when `scales` is null, as for Q whose scale is
-// folded into the weights). NaN elements become NaN codes (e4m3) or 0 (e2m1, which has none).
-// `scaling` applies to fp8_per_token only (the MX formats ignore it; the checked entry points
-// below reject one that is not the default).
+// Quantises one row x of Format::head_dim elements into Format's data bytes and scale bytes, block
+// by block: the scale codec chooses each block's scale from its largest magnitude and the largest
+// code (Scale::encode; MX formats: head_dim / 32 UE8M0 bytes in block order, the rest of the
+// 4-byte field untouched; fp8_per_token: one little-endian float32), and each element becomes the
+// code nearest to it on that scale. `scales` may be null for formats whose scales are optional
+// (fp8_per_token's Q, whose scale is folded into the weights): nothing is written there. NaN
+// elements become NaN codes (e4m3) or 0 (e2m1, which has none). `scaling` applies to scale codecs
+// that take a rule (fp8_per_token; the others ignore it, and the checked entry points below
+// reject one that is not the default).
 template <class Format, quantize_input T>
 void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales,
                   const per_token_scaling& scaling = {}) {
   using codec = typename Format::data_type;
-  if constexpr (Format::power_of_two_scales) {
-    for (int b = 0; b < Format::blocks; ++b) {
-      const int i0 = b * Format::scale_block, i1 = i0 + Format::scale_block;
-      const std::uint8_t e = ue8m0_for_amax(detail::absmax(x, i0, i1), codec::max_finite);
-      scales[b] = e;
-      const bool top = e == 254;  // 2^-127 = 2^-64 * 2^-63, both normal (see ue8m0_reciprocal)
-      const float inv = top ? 0x1p-64f : detail::ue8m0_reciprocal(e);
-      for (int i = i0; i < i1; ++i) {
-        const float v = top ? to_float(x[i]) * inv * 0x1p-63f : to_float(x[i]) * inv;
-        codec::store(data, i, encode_code(codec{}, v));
-      }
-    }
-  } else {
-    static_assert(Format::blocks == 1, "mqalogits: fp32 scales come one per row");
-    const float s = fp8_per_token_scale(detail::absmax(x, 0, Format::head_dim), scaling);
-    for (int i = 0; i < Format::head_dim; ++i)
-      codec::store(data, i, encode_code(codec{}, to_float(x[i]) / s));
-    if (scales) std::memcpy(scales, &s, sizeof s);
+  using Scale = typename Format::scale_type;
+  static_assert(
+      encodable_scale_codec<Scale>,
+      "mqalogits: the format's scale codec has no encode(amax, max_code) to quantize with");
+  for (int b = 0; b < Format::blocks; ++b) {
+    const int i0 = b * Format::scale_block, i1 = i0 + Format::scale_block;
+    const float amax = detail::absmax(x, i0, i1);
+    const auto enc = [&] {
+      if constexpr (Scale::takes_scaling_rule)
+        return Scale::encode(amax, codec::max_finite, scaling);
+      else
+        return Scale::encode(amax, codec::max_finite);
+    }();
+    if (scales) enc.store(scales, b);
+    for (int i = i0; i < i1; ++i)
+      codec::store(data, i, encode_code(codec{}, enc.apply(to_float(x[i]))));
   }
 }
 
@@ -205,8 +175,8 @@ struct quantized_rows {
     return rows_view<Format>(data.data(), nullptr, rows, head_dim_t{head_dim});
   }
   // fp8_per_token: row r's fp32 scale.
-  float token_scale(std::int64_t r) const requires(!Format::power_of_two_scales) {
-    return Format::scale(scales.data() + r * Format::scale_bytes);
+  float token_scale(std::int64_t r) const requires(Format::scale_type::takes_scaling_rule) {
+    return Format::block_scale(scales.data() + r * Format::scale_bytes, 0);
   }
 };
 

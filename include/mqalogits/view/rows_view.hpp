@@ -11,15 +11,17 @@
 MQALOGITS_NAMESPACE_BEGIN
 
 // rows x [data_bytes] quantised data and rows x [scale_bytes] scale bytes, each with its own byte
-// stride. Scales may be held as uint8[4], int16[2] (DeepGEMM-Ascend's packed Q scales, low byte =
-// even block) or int32[1] (upstream, byte k = block k): in little-endian memory these are the same
-// four bytes in block order, so the view keeps a byte pointer and a byte stride.
+// stride. MX scales may be held as uint8[4], int16[2] (DeepGEMM-Ascend's packed Q scales, low
+// byte = even block) or int32[1] (upstream, byte k = block k): in little-endian memory these are
+// the same four bytes in block order, so the view keeps a byte pointer and a byte stride (the
+// pointer types a format takes are its scale codec's accepts_storage).
 //
 // Rows have `head_dim` elements: Format::head_dim (128 for mxfp8, mxfp4, fp8_per_token) unless a
 // head_dim_t is given, as upstream takes it from the tensors' last dimension:
 //   rows_view<mxfp8> q(q_bytes, q_scales, rows, head_dim_t{64});  // 64 codes + 4 scale bytes
-// The default data stride follows it (packed rows of data_bytes()); the scale field stays 4
-// bytes. The entry points check that Q and K agree and run the kernel compiled for that D.
+// The default data stride follows it (packed rows of data_bytes()); the scale field stays
+// Format::scale_bytes (4 for the shipped formats at every head dim; the scale codec sets it).
+// The entry points check that Q and K agree and run the kernel compiled for that D.
 template <class Format>
 struct rows_view {
   using format = Format;

@@ -3,8 +3,10 @@
 // encoding (once per key tile). The row decoding itself is I's (isa/*.hpp); every ISA decodes to
 // the same values.
 //
-// Any format bundle with Format::decode_row goes through the fp32 path; MXFP4 x MXFP4 takes the
-// exact int8 path. A format without query scales (q.scales == nullptr) is handed null scale
+// The route is asked of the format's codecs: codes whose doubles are int8 (e2m1) with UE8M0
+// scales per 32 elements (MXFP4 x MXFP4) take the exact int8 path; every other format, whatever
+// its scale codec, goes through the fp32 path (Format::decode_row: each block's codes times its
+// fp32 scale). A format without query scales (q.scales == nullptr) is handed null scale
 // pointers, meaning scale 1.
 #pragma once
 
@@ -23,9 +25,16 @@
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
 
-// Which micro-kernel family a format uses: the one place that decides it.
+// Which micro-kernel family a format uses: the one place that decides it. The int8 kernels fold
+// UE8M0 bytes as exponents and are written for 32-element blocks.
 template <class Format>
-inline constexpr bool int8_path = Format::doubled_codes_int8&& Format::power_of_two_scales;
+inline constexpr bool int8_path =
+    Format::doubled_codes_int8&& Format::ue8m0_scales&& Format::scale_block == mx_scale_block;
+
+// Whether the host runs a scale codec: the int8 path reads UE8M0 bytes, the fp32 path any codec
+// whose scales read as fp32 values (every scale_codec).
+template <class Scale>
+inline constexpr bool runs_scale_codec_v = scale_codec<Scale>;
 
 // Bytes of one decoded int8 key of D elements: one per element.
 template <int D>
@@ -67,7 +76,7 @@ template <class I, class Format>
 void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
                  std::int32_t* data, std::int32_t* start, float* scale) {
   static_assert(std::conjunction_v<std::is_same<typename Format::data_type, float_e2m1>,
-                                   std::bool_constant<Format::scale_block == scale_block>>,
+                                   std::bool_constant<Format::scale_block == mx_scale_block>>,
                 "the int8 path reads packed e2m1 codes with one scale per 32 elements");
   constexpr int D = Format::head_dim, blocks = Format::blocks;
   for (int h = 0; h < heads; ++h) {
@@ -78,7 +87,7 @@ void decode_q_i8(const rows_view<Format>& q, std::int64_t first_row, int heads, 
     for (int b = 0; b < blocks; ++b) {
       if constexpr (I::int8::offset_keys) {
         std::int32_t sum = 0;
-        for (int p = 0; p < scale_block; ++p) sum += v[b * scale_block + p];
+        for (int p = 0; p < mx_scale_block; ++p) sum += v[b * mx_scale_block + p];
         const std::int32_t s = I::int8::block_start(sum);
         start[b * hp + h] = int16_block_sums<I> ? i8_int16_start(s) : s;
       }
@@ -135,7 +144,7 @@ bool decode_q_i8_fold(const rows_view<Format>& q, std::int64_t first_row, int he
 template <class I, int D = default_head_dim>
 inline void decode_key_i8(const std::uint8_t* packed, const std::uint8_t* scales, std::uint8_t* out,
                           float* ks) {
-  for (int b = 0; b < D / scale_block; ++b) ks[b] = ue8m0_values[scales[b]];
+  for (int b = 0; b < D / mx_scale_block; ++b) ks[b] = ue8m0_values[scales[b]];
   I::template decode_e2m1_doubled<D>(packed, same_codes<D>(I::int8::key_code), out);
 }
 
@@ -144,7 +153,7 @@ inline void decode_key_i8(const std::uint8_t* packed, const std::uint8_t* scales
 template <class I, int D = default_head_dim>
 inline bool decode_key_i8_fold(const std::uint8_t* packed, const std::uint8_t* scales,
                                std::uint8_t* out, float* scale) {
-  constexpr int blocks = D / scale_block;
+  constexpr int blocks = D / mx_scale_block;
   const int lo = fold_exponent<blocks>(scales, fold_spread);
   if (lo < 0) return false;
   using tables = fold_tables<typename I::int8>;
@@ -160,7 +169,7 @@ inline bool decode_key_i8_fold(const std::uint8_t* packed, const std::uint8_t* s
 template <class I, int D = default_head_dim>
 inline void masked_key_i8(std::uint8_t* out, float* ks) {
   std::fill(out, out + i8_key_bytes<D>, I::int8::masked_key);
-  std::fill(ks, ks + D / scale_block, 0.0f);
+  std::fill(ks, ks + D / mx_scale_block, 0.0f);
 }
 template <class I, int D = default_head_dim>
 inline void masked_key_i8_fold(std::uint8_t* out, float* scale) {

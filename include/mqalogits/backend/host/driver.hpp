@@ -385,6 +385,9 @@ struct backend_kernels<backend::host> {
   template <class Format, class Plan, class W, output_policy Output>
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
                   Output& output, const options& opt) {
+    static_assert(host_backend::runs_scale_codec_v<typename Format::scale_type>,
+                  "mqalogits host backend: no kernel for this scale codec (its scales must read "
+                  "as fp32 values, see format/scale_codec.hpp)");
     host_backend::run_with<host_backend::isa_best>(q, plan, w, output, opt, work_tiling);
   }
 };

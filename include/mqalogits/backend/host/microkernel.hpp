@@ -207,7 +207,7 @@ struct i8_path {
     using vf = typename I::vf;
     using vi = typename I::vi;
     constexpr int L = I::lanes;
-    constexpr int blocks = D / scale_block, steps = scale_block / 4;
+    constexpr int blocks = D / mx_scale_block, steps = mx_scale_block / 4;
     const int stride = q.padded_heads;
     vf f[std::size_t{HeadVectors}][std::size_t{Keys}];
     fill_tile(f, [](int) { return I::zero(); });
@@ -220,7 +220,7 @@ struct i8_path {
       };
       vi acc[std::size_t{HeadVectors}][std::size_t{Keys}];
       const std::int32_t* qd = q.data + b * steps * stride + v0 * steps * L;
-      const std::uint8_t* kd = k.codes + b * scale_block;
+      const std::uint8_t* kd = k.codes + b * mx_scale_block;
       auto head_at = [&](int s, int j) { return I::loadi(qd + (j * steps + s) * L); };
       auto key_at = [&](int s, int i) { return I::broadcast4(kd + i * key_bytes + 4 * s); };
       fill_tile(acc, start);
@@ -280,10 +280,10 @@ struct i8_fold_path {
     vi acc[std::size_t{HeadVectors}][std::size_t{Keys}];
     fill_tile(acc, [&](int j) { return I::loadi(q.start + (v0 + j) * L); });
     // One block's 8 steps unrolled at a time.
-    constexpr int steps = scale_block / 4;
-    for (int b = 0; b < D / scale_block; ++b) {
+    constexpr int steps = mx_scale_block / 4;
+    for (int b = 0; b < D / mx_scale_block; ++b) {
       const std::int32_t* qd = q.data + (v0 * (D / 4) + b * steps) * L;
-      const std::uint8_t* kd = k.codes + b * scale_block;
+      const std::uint8_t* kd = k.codes + b * mx_scale_block;
       accumulate_tile_unrolled<steps>(
           acc, [&](int s, int j) { return I::loadi(qd + (j * (D / 4) + s) * L); },
           [&](int s, int i) { return I::broadcast4(kd + i * key_bytes + 4 * s); },

@@ -88,9 +88,14 @@ constexpr std::int64_t decode_rows_per_pass(std::int64_t heads) {
   return heads == 32 || heads == 64 ? common_traits::partitions / heads : 1;
 }
 
-// OCP MX: power-of-two (UE8M0) scales, one per 32 elements, the layout nc_matmul_mx takes.
-template <class F>
-inline constexpr bool is_mx_format_v = F::power_of_two_scales&& F::scale_block == scale_block;
+// The scale codecs the model has kernels for, asked of the codec: UE8M0 bytes per 32 elements
+// (MX, is_mx_format_v), or one scale for the whole row (applied to the head-summed row).
+template <class Scale, int Block, int HeadDim>
+inline constexpr bool runs_scale_codec_v =
+    (Scale::ue8m0_bytes && Block == mx_scale_block) || Block == HeadDim;
+template <class Format>
+inline constexpr bool runs_format_v =
+    runs_scale_codec_v<typename Format::scale_type, Format::scale_block, Format::head_dim>;
 
 // The element type an output policy writes (the logits row's O; fp32 for others).
 template <class Output>
@@ -110,8 +115,12 @@ class kernel {
   using O = typename output_element<Output>::type;
   static_assert(variant_plan<Plan>, "mqalogits neuron model: Plan is not a variant plan");
   using tr = traits<Gen>;
+  static_assert(
+      runs_scale_codec_v<typename Format::scale_type, Format::scale_block, Format::head_dim>,
+      "mqalogits neuron model: no kernel for this scale codec (it reads UE8M0 bytes per "
+      "32 elements or one scale per row)");
   static constexpr bool mx_format = is_mx_format_v<Format>;
-  static constexpr bool per_token = !mx_format;
+  static constexpr bool per_token = !mx_format;           // one scale per row
   static constexpr bool mx = tr::mx_matmul && mx_format;  // trn3 MX matmul
   static constexpr bool fp4 = Format::data_type::bits == 4;
   static constexpr bool fp8_operands = per_token && tr::native_e4m3fn;  // trn3 fp8_per_token

@@ -140,7 +140,7 @@ struct isa_avx2 : plain_decoders {
       for (int b = 0; b < Format::blocks; ++b)
         decode_e4m3(data + 32 * b, 32, _mm256_set1_ps(ue8m0_values[scales[b]]), out + 32 * b);
     } else if constexpr (e4m3_fp32_rows<Format> && Format::data_bytes == Format::head_dim) {
-      decode_e4m3(data, Format::head_dim, _mm256_set1_ps(fp32_row_scale::value(scales, 0)), out);
+      decode_e4m3(data, Format::head_dim, _mm256_set1_ps(Format::block_scale(scales, 0)), out);
     } else {
       Format::decode_row(data, scales, out);
     }

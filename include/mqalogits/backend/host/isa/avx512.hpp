@@ -126,7 +126,7 @@ struct isa_avx512 {
     if constexpr (e4m3_ue8m0_rows<Format> && Format::data_bytes == Format::head_dim) {
       decode_e4m3_ue8m0<Format::blocks>(data, scales, out);
     } else if constexpr (e4m3_fp32_rows<Format> && Format::data_bytes == Format::head_dim) {
-      decode_e4m3_fp32<Format::head_dim / 32>(data, fp32_row_scale::value(scales, 0), out);
+      decode_e4m3_fp32<Format::head_dim / 32>(data, Format::block_scale(scales, 0), out);
     } else {
       Format::decode_row(data, scales, out);
     }

@@ -61,7 +61,7 @@ struct code_table {
 // point every block at one table; folded rows point each block at the table of its shift.
 template <int D>
 struct block_codes {
-  const std::uint8_t* block[static_cast<std::size_t>(D / scale_block)];
+  const std::uint8_t* block[static_cast<std::size_t>(D / mx_scale_block)];
 };
 template <int D>
 constexpr block_codes<D> same_codes(const std::uint8_t (&code)[16]) {
@@ -136,7 +136,7 @@ struct fold_tables {
 };
 
 // The smallest of a row's Blocks block exponents when the row folds within `spread`, else -1.
-template <int Blocks = default_head_dim / scale_block>
+template <int Blocks = default_head_dim / mx_scale_block>
 inline int fold_exponent(const std::uint8_t* scales, int spread) {
   int lo = 255, hi = 0;
   for (int b = 0; b < Blocks; ++b) {
@@ -154,16 +154,15 @@ inline constexpr const std::uint8_t (&query_code)[16] = int8_signed_keys::key_co
 template <class Format>
 inline constexpr bool e4m3_ue8m0_rows =
     std::conjunction_v<std::is_same<typename Format::data_type, float_e4m3>,
-                       std::is_same<typename Format::scale_type, ue8m0_block_scales>,
-                       std::bool_constant<Format::scale_block == 32>>;
+                       std::bool_constant<Format::ue8m0_scales>,
+                       std::bool_constant<Format::scale_block == mx_scale_block>>;
 
-// Formats whose rows are e4m3 codes with one fp32 scale for the whole row (FP8 per-token), a
-// null scale pointer meaning 1.
+// Formats whose rows are e4m3 codes with one scale for the whole row (FP8 per-token; read by
+// Format::block_scale(scales, 0), which is 1 for a null scale pointer when scales are optional).
 template <class Format>
 inline constexpr bool e4m3_fp32_rows =
     std::conjunction_v<std::is_same<typename Format::data_type, float_e4m3>,
-                       std::is_same<typename Format::scale_type, fp32_row_scale>,
-                       std::bool_constant<Format::scale_block == Format::head_dim>>;
+                       std::bool_constant<!Format::ue8m0_scales && Format::blocks == 1>>;
 
 // The decoders an ISA keeps unless it has a faster one: both are exact, so every ISA produces
 // the same decoded bits.
@@ -180,7 +179,7 @@ struct plain_decoders {
   template <int D = default_head_dim>
   static void decode_e2m1_doubled(const std::uint8_t* packed, const block_codes<D>& codes,
                                   std::uint8_t* out) {
-    for (int b = 0; b < D / scale_block; ++b)
+    for (int b = 0; b < D / mx_scale_block; ++b)
       for (int j = 0; j < 16; ++j) {
         const std::uint8_t byte = packed[b * 16 + j];
         out[b * 32 + j] = codes.block[b][byte & 0xF];

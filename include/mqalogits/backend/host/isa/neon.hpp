@@ -85,7 +85,7 @@ struct isa_neon : plain_decoders, scalar_topk {
   static void decode_e2m1_doubled(const std::uint8_t* packed, const block_codes<D>& codes,
                                   std::uint8_t* out) {
     const uint8x16_t nib = vdupq_n_u8(0x0F);
-    for (int b = 0; b < D / scale_block; ++b) {
+    for (int b = 0; b < D / mx_scale_block; ++b) {
       const uint8x16_t t = vld1q_u8(codes.block[b]);
       const uint8x16_t x = vld1q_u8(packed + 16 * b);
       vst1q_u8(out + 32 * b, vqtbl1q_u8(t, vandq_u8(x, nib)));
