@@ -792,3 +792,97 @@ TEST_CASE("hostile, byte order: the target is little-endian and scale words read
   CHECK(v.scale(0)[0] == 0x7F);
   CHECK(v.scale(0)[3] == 0x7C);
 }
+
+// ---- 9. every helper array and size checked like the kernels' ------------------------------
+
+TEST_CASE("hostile, helpers: a misaligned slot_mapping or q_scales is rejected before a read",
+          "[hostile][helpers][alignment]") {
+  alignas(64) static unsigned char raw[4096];
+  SECTION("store_into_pages: an int64 slot_mapping at +4") {
+    using F = ml::mxfp8;
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(ml::page_bytes<F>(64)) * 2, 0);
+    std::vector<float> k(2 * 128, 1.0f);
+    const ml::matrix_view<const float> kv(k.data(), 2, 128);
+    const std::span<std::int64_t> slots(reinterpret_cast<std::int64_t*>(raw + 4), 2);
+    const ml::mutable_paged_cache<F> cache(bytes.data(), 2, 64);
+    const std::vector<std::uint8_t> before = bytes;
+    expect_error([&] { ml::store_into_pages(kv, slots, cache); },
+                 {"store_into_pages", "slot_mapping", "not aligned", "8"});
+    CHECK(bytes == before);
+  }
+  SECTION("fold_q_scales: q_scales at +2") {
+    std::vector<float> w(8, 1.0f);
+    const std::span<const float> qs(reinterpret_cast<const float*>(raw + 2), 8);
+    expect_error([&] { ml::fold_q_scales(qs, ml::matrix_view<float>(w.data(), 2, 4)); },
+                 {"fold_q_scales", "q_scales", "not aligned", "4"});
+    CHECK(w == std::vector<float>(8, 1.0f));
+  }
+}
+
+TEST_CASE("hostile, helpers: logits_row_stride rejects sizes whose stride overflows",
+          "[hostile][helpers]") {
+  expect_error([] { (void)ml::logits_row_stride<float>(INT64_MAX, 512); },
+               {"logits_row_stride", "cols = " + std::to_string(INT64_MAX), "overflows"});
+  expect_error([] { (void)ml::logits_row_stride<float>(-1, 512); },
+               {"logits_row_stride", "cols = -1"});
+  expect_error([] { (void)ml::logits_row_stride<float>(10, 0); },
+               {"logits_row_stride", "alignment_bytes = 0"});
+  expect_error([] { (void)ml::logits_row_stride<float>(10, 6); },
+               {"logits_row_stride", "alignment_bytes = 6"});
+  // The largest column count that still rounds up to a multiple of 128 floats.
+  CHECK(ml::logits_row_stride<float>(INT64_MAX - 127, 512) == INT64_MAX - 127);
+  CHECK(ml::logits_row_stride<float>(0, 512) == 0);
+  CHECK(ml::logits_row_stride<float>(129, 4) == 129);
+}
+
+TEST_CASE("hostile, pool: the largest spin does not overflow the clock", "[hostile][pool]") {
+  // now() + spin overflowed (undefined behaviour, and a deadline in the past: no spin at all).
+  ml::thread_pool pool(3, std::chrono::microseconds::max());
+  std::atomic<int> ran{0};
+  auto task = [&](std::int64_t) { ran.fetch_add(1); };
+  for (int i = 0; i < 20; ++i) pool.parallel_for(50, task);
+  CHECK(ran.load() == 1000);
+  // The deadline is capped, never earlier than now.
+  const auto now = std::chrono::steady_clock::now();
+  CHECK(ml::detail::spin_deadline(now, std::chrono::microseconds::max()) ==
+        std::chrono::steady_clock::time_point::max());
+  CHECK(ml::detail::spin_deadline(now, std::chrono::microseconds{5}) ==
+        now + std::chrono::microseconds{5});
+}  // the destructor ends the workers' spin
+
+TEST_CASE("hostile, messages: a wrong argument is named with its value", "[hostile][messages]") {
+  SECTION("store_into_pages: a negative k stride is a stride error, not a shape error") {
+    using F = ml::mxfp8;
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(ml::page_bytes<F>(64)), 0);
+    std::vector<float> k(4 * 128, 1.0f);
+    std::vector<std::int64_t> slots{0, 1, 2, 3};
+    const ml::mutable_paged_cache<F> cache(bytes.data(), 1, 64);
+    const ml::matrix_view<const float> kv(k.data() + 3 * 128, 4, 128, -128);
+    try {
+      ml::store_into_pages(kv, std::span(slots), cache);
+      FAIL("no error");
+    } catch (const ml::error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("k stride -128 < cols 128"));
+      CHECK_THAT(e.what(), !Catch::Contains("shape"));
+    }
+  }
+  SECTION("get_sparse_mqa_logits_metadata: -1 rows are named as rows, not as the capacity") {
+    sparse_case c;
+    const ml::matrix_view<const std::int32_t> idx(c.idx.data.data(), -1, c.cap);
+    try {
+      (void)ml::get_sparse_mqa_logits_metadata(c.ks, c.ke, c.N, idx, c.B);
+      FAIL("no error");
+    } catch (const ml::error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("sparse_kv_block_indices has -1 rows"));
+      CHECK_THAT(e.what(), !Catch::Contains("capacity"));
+    }
+  }
+  SECTION("aligned_page_stride: a head dim the format has no kernel for") {
+    expect_error([] { (void)ml::aligned_page_stride<ml::mxfp8>(64, ml::head_dim_t{96}); },
+                 {"aligned_page_stride", "head_dim = 96"});
+    expect_error([] { (void)ml::page_bytes<ml::mxfp4>(64, ml::head_dim_t{32}); },
+                 {"page_bytes", "head_dim = 32"});
+    CHECK(ml::aligned_page_stride<ml::mxfp8>(64, ml::head_dim_t{64}) ==
+          4608);  // 64 x 68 -> 9 x 512
+  }
+}

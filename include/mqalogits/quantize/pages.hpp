@@ -22,8 +22,20 @@ MQALOGITS_NAMESPACE_BEGIN
 
 // Bytes one page of Format uses (page_kv tokens of Format::head_dim, or of `dim`); a page stride
 // may be larger (padding).
+namespace detail {
+template <class Format>
+constexpr void check_page_head_dim(const char* where, int head_dim) {
+  if (!has_head_dim<Format>(head_dim))
+    require(false, where, [&](auto& m) {
+      m << "head_dim = " << head_dim << " is not supported by " << Format::name;
+    });
+}
+}  // namespace detail
+
+// A head dim the format has no kernels for is an error.
 template <class Format>
 constexpr std::int64_t page_bytes(std::int32_t page_kv, head_dim_t dim = {Format::head_dim}) {
+  detail::check_page_head_dim<Format>("page_bytes", dim.value);
   return std::int64_t{page_kv} * (Format::data_bytes_for(dim.value) + Format::scale_bytes);
 }
 // page_bytes rounded up to a multiple of `alignment` bytes (upstream pads to 512); page_kv >= 1
@@ -31,6 +43,7 @@ constexpr std::int64_t page_bytes(std::int32_t page_kv, head_dim_t dim = {Format
 template <class Format>
 constexpr std::int64_t aligned_page_stride(std::int32_t page_kv, head_dim_t dim,
                                            std::int64_t alignment = 512) {
+  detail::check_page_head_dim<Format>("aligned_page_stride", dim.value);
   const std::int64_t bytes = page_bytes<Format>(page_kv, dim);
   detail::require(page_kv >= 1 && alignment >= 1 && alignment <= INT64_MAX - bytes,
                   "aligned_page_stride", [&](auto& m) {
@@ -93,6 +106,9 @@ void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int
   require(static_cast<std::int64_t>(slots.size()) == rows, where, [&](auto& m) {
     m << "slot_mapping has " << slots.size() << " entries for " << rows << " tokens";
   });
+  require(slots.empty() || slots.data(), where,
+          [&](auto& m) { m << "slot_mapping is null with " << slots.size() << " entries"; });
+  check_aligned(where, "slot_mapping", slots.data(), alignof(Slot));
   require(cache.page_kv >= 1 && cache.num_pages >= 0 && cache.page_stride >= used &&
               (cache.num_pages == 0 || cache.base),
           where, [&](auto& m) {
@@ -137,13 +153,12 @@ requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<
   constexpr const char* where = "store_into_pages";
   detail::check_scaling<Format>(where, scaling);
   detail::check_head_dim<Format>(where, "cache", cache.head_dim);
-  detail::require(
-      k.cols == cache.head_dim && k.rows >= 0 && k.stride >= k.cols && (k.rows == 0 || k.data),
-      where, [&](auto& m) {
-        m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, " << cache.head_dim
-          << "] (the cache's head_dim)";
-      });
-  detail::check_matrix(where, "k", k, k.rows, k.cols);  // alignment, overflowing extents
+  detail::require(k.cols == cache.head_dim && k.rows >= 0, where, [&](auto& m) {
+    m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, " << cache.head_dim
+      << "] (the cache's head_dim)";
+  });
+  // Null data, a stride below a row, misalignment, overflowing extents: each named as such.
+  detail::check_matrix(where, "k", k, k.rows, k.cols);
   detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
                              k.rows, cache);
   with_head_dim_of<Format>(cache.head_dim, [&]<class F>() {

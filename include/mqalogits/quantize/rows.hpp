@@ -273,6 +273,7 @@ inline void fold_q_scales(std::span<const float> q_scales, matrix_view<float> we
                   [&](auto& m) { m << weights.rows << " x " << weights.cols << " overflows"; });
   detail::require(q_scales.empty() || q_scales.data(), where,
                   [&](auto& m) { m << "q_scales is null with " << q_scales.size() << " entries"; });
+  detail::check_aligned(where, "q_scales", q_scales.data(), alignof(float));
   detail::require(static_cast<std::int64_t>(q_scales.size()) == entries, where, [&](auto& m) {
     m << "q_scales has " << q_scales.size() << " entries, weights are [" << weights.rows << ", "
       << weights.cols << "]";
