@@ -688,6 +688,45 @@ TEST_CASE("hostile, resources: the paged-sparse snapshot holds only the used blo
     }
 }
 
+TEST_CASE("hostile, resources: a block selected by every row and entry is snapshotted once",
+          "[hostile][resources]") {
+  // 8 rows that pick one 16-token block in each of 512 entries (a copy per row and entry was
+  // 8 x 512 x 16 tokens, 8.6 MB): the snapshot holds 16 tokens, and the logits are the reread
+  // protocol's, row by row (rows whose context ends inside the block see only its start).
+  constexpr std::int64_t rows = 8, cap = 512, B = 16, H = 1;
+  constexpr std::int32_t page_kv = 64;
+  rnd::engine rng(1317);
+  auto cache = rnd::paged_cache<ml::mxfp8>(rng, 3, page_kv);
+  std::vector<std::int32_t> lens(rows, cap * B);  // every entry read
+  lens[2] = 16 * 9 + 5;  // positions 144..148 of block 9 only
+  lens[5] = 16 * 9;      // none of it
+  auto table = rnd::matrix<std::int32_t>(rows, 4, 0, 2);
+  auto idx = rnd::matrix<std::int32_t>(rows, cap, 0, 9);  // positions 144..159: slot 2, page 2
+  idx(7, 100) = 8;  // positions 128..143: another block of page 2 (table slot 2 as well)
+  const auto snap = ml::get_paged_sparse_mqa_logits_metadata(
+      lens, table.view(), page_kv, idx.view(), B, ml::paged_sparse_protocol::snapshot);
+  const auto reread = ml::get_paged_sparse_mqa_logits_metadata(lens, table.view(), page_kv,
+                                                               idx.view(), B);
+  auto q = rnd::rows<ml::mxfp8>(rng, rows * H);
+  auto w = rnd::weights<float>(rng, rows, H);
+  ml::logits_buffer<float> a(rows, cap * B), b(rows, cap * B);
+  ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), snap,
+                                      a.view());
+  ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(),
+                                      reread, b.view());
+  CHECK(snap.snapshot_bytes() ==
+        static_cast<std::size_t>(2 * B * ml::paged_cache_view<ml::mxfp8>::token_bytes));
+  CHECK(check::bitwise_equal(a, b));
+  CHECK(std::isfinite(a(2, 4)));
+  CHECK(a(2, 5) == -std::numeric_limits<float>::infinity());
+  CHECK(a(5, 0) == -std::numeric_limits<float>::infinity());
+  // Later calls read the snapshot, not the cache.
+  std::fill(cache.bytes.begin(), cache.bytes.end(), std::uint8_t{0});
+  ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), snap,
+                                      a.view());
+  CHECK(check::bitwise_equal(a, b));
+}
+
 TEST_CASE("hostile, resources: the paged-sparse metadata keeps only the table entries it reads",
           "[hostile][resources]") {
   // A block table of 2^20 columns (4 MiB) with one used entry; the metadata must give the same
