@@ -925,3 +925,56 @@ TEST_CASE("hostile, messages: a wrong argument is named with its value", "[hosti
           4608);  // 64 x 68 -> 9 x 512
   }
 }
+
+TEST_CASE("hostile, helpers: a helper's output overlapping its input is rejected, untouched",
+          "[hostile][helpers][overlap]") {
+  using F = ml::mxfp8;
+  SECTION("store_into_pages: k or the slot mapping inside the cache") {
+    std::vector<float> storage(static_cast<std::size_t>(ml::page_bytes<F>(64)) / 4 + 512, 1.0f);
+    const ml::mutable_paged_cache<F> cache(storage.data(), 1, 64);
+    const std::vector<float> before = storage;
+    std::vector<std::int64_t> slots{0, 1};
+    // k rows 0 and 1 are the cache's first bytes: token 0's codes would overwrite k row 1.
+    const ml::matrix_view<const float> k(storage.data() + 10, 2, 128);
+    expect_error([&] { ml::store_into_pages(k, std::span(slots), cache); },
+                 {"store_into_pages", "k [", "overlap the cache"});
+    CHECK(storage == before);
+    std::vector<float> kf(256, 1.0f);
+    auto* in_cache = reinterpret_cast<std::int64_t*>(storage.data() + 64);
+    in_cache[0] = 0, in_cache[1] = 1;
+    const std::vector<float> with_slots = storage;
+    expect_error(
+        [&] {
+          ml::store_into_pages(ml::matrix_view<const float>(kf.data(), 2, 128),
+                               std::span<std::int64_t>(in_cache, 2), cache);
+        },
+        {"store_into_pages", "slot_mapping [", "overlap the cache"});
+    CHECK(storage == with_slots);
+  }
+  SECTION("quantize_rows_into: codes over the source rows, scales over the codes") {
+    std::vector<float> x(4 * 128 + 256, 0.5f);
+    const std::vector<float> before = x;
+    std::vector<std::uint8_t> data(4 * 128, 0xEE), scales(16, 0xEE);
+    const ml::matrix_view<const float> xv(x.data(), 4, 128);
+    expect_error(
+        [&] {
+          ml::quantize_rows_into<F>(xv, reinterpret_cast<std::uint8_t*>(x.data() + 3 * 128),
+                                    scales.data());
+        },
+        {"quantize_rows", "data [", "overlap x"});
+    expect_error([&] { ml::quantize_rows_into<F>(xv, data.data(), data.data() + 100); },
+                 {"quantize_rows", "data [", "overlap scales"});
+    CHECK(x == before);
+    CHECK(data == std::vector<std::uint8_t>(4 * 128, 0xEE));
+  }
+  SECTION("fold_q_scales: q_scales inside the weights") {
+    std::vector<float> w(16, 2.0f);
+    expect_error(
+        [&] {
+          ml::fold_q_scales(std::span<const float>(w.data() + 4, 8),
+                            ml::matrix_view<float>(w.data(), 2, 4));
+        },
+        {"fold_q_scales", "q_scales [", "overlap the weights"});
+    CHECK(w == std::vector<float>(16, 2.0f));
+  }
+}

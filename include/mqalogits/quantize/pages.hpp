@@ -6,10 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <span>
 #include <type_traits>
 
+#include "../api/overlap.hpp"
 #include "../api/validate.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
@@ -98,9 +100,12 @@ struct mutable_paged_cache {
 
 namespace detail {
 
+// `sources`: the byte ranges of the rows to store; neither they nor the slot mapping may share a
+// byte with the cache (the stores would overwrite what is still to be read).
 template <class Format, class Slot>
 void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int64_t rows,
-                        const mutable_paged_cache<Format>& cache) {
+                        const mutable_paged_cache<Format>& cache,
+                        std::initializer_list<byte_range> sources) {
   check_head_dim<Format>(where, "cache", cache.head_dim);
   const std::int64_t used = page_bytes<Format>(cache.page_kv, head_dim_t{cache.head_dim});
   require(static_cast<std::int64_t>(slots.size()) == rows, where, [&](auto& m) {
@@ -118,6 +123,26 @@ void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int
   require(extent_fits(cache.num_pages, cache.page_stride, used), where, [&](auto& m) {
     m << "cache byte extent overflows: " << cache.num_pages << " pages x stride "
       << cache.page_stride;
+  });
+  const byte_range written =
+      cache.num_pages > 0
+          ? make_range("cache", cache.base, (cache.num_pages - 1) * cache.page_stride + used)
+          : byte_range{"cache"};
+  const byte_range mapping = make_range("slot_mapping", slots.data(),
+                                        static_cast<std::int64_t>(slots.size() * sizeof(Slot)));
+  for (const byte_range& in : sources)
+    require(disjoint(in, written), where, [&](auto& m) {
+      m << in.name << " [" << static_cast<std::uint64_t>(in.begin) << ", "
+        << static_cast<std::uint64_t>(in.end) << ") overlap the cache ["
+        << static_cast<std::uint64_t>(written.begin) << ", "
+        << static_cast<std::uint64_t>(written.end) << "): the rows to store must not share a "
+        << "byte with the cache";
+    });
+  require(disjoint(mapping, written), where, [&](auto& m) {
+    m << "slot_mapping [" << static_cast<std::uint64_t>(mapping.begin) << ", "
+      << static_cast<std::uint64_t>(mapping.end) << ") overlap the cache ["
+      << static_cast<std::uint64_t>(written.begin) << ", "
+      << static_cast<std::uint64_t>(written.end) << ")";
   });
   std::int64_t capacity = 0;
   require(!__builtin_mul_overflow(cache.num_pages, std::int64_t{cache.page_kv}, &capacity), where,
@@ -160,7 +185,7 @@ requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<
   // Null data, a stride below a row, misalignment, overflowing extents: each named as such.
   detail::check_matrix(where, "k", k, k.rows, k.cols);
   detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
-                             k.rows, cache);
+                             k.rows, cache, {detail::range_of("k", k)});
   with_head_dim_of<Format>(cache.head_dim, [&]<class F>() {
     for (std::int64_t i = 0; i < k.rows; ++i) {
       const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
@@ -181,8 +206,9 @@ void store_into_pages(const rows_view<Format>& rows, std::span<Slot, Extent> slo
                   [&](auto& m) { m << "rows are null with " << rows.rows << " rows"; });
   detail::check_rows(where, "rows", rows, rows.rows);  // strides, overflowing extents
   detail::check_same_head_dim(where, "cache", cache.head_dim, rows.head_dim);
-  detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
-                             rows.rows, cache);
+  detail::check_slot_mapping(
+      where, std::span<const std::remove_const_t<Slot>>(slot_mapping), rows.rows, cache,
+      {detail::data_range_of("rows", rows), detail::scale_range_of("rows scales", rows)});
   for (std::int64_t i = 0; i < rows.rows; ++i) {
     const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
     if (slot < 0) continue;
