@@ -43,7 +43,7 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 stamp "ASan+UBSan: configure and build (tests + fuzzers)"
 configure "$ASAN_DIR" address,undefined -DMQALOGITS_FUZZ=ON -DMQALOGITS_FUZZ_SECONDS="$FUZZ_SECONDS"
 cmake --build "$ASAN_DIR" -j "$JOBS" --target mqalogits_tests fuzz_dense fuzz_paged fuzz_sparse \
-  fuzz_paged_sparse
+  fuzz_paged_sparse fuzz_topk fuzz_helpers
 stamp "ASan+UBSan: every test"
 # (The consumer, abi and readme tests build programs of their own, without sanitizers, and the
 # python test needs the module: the main CI runs them.)
