@@ -698,22 +698,22 @@ TEST_CASE("hostile, resources: a block selected by every row and entry is snapsh
   rnd::engine rng(1317);
   auto cache = rnd::paged_cache<ml::mxfp8>(rng, 3, page_kv);
   std::vector<std::int32_t> lens(rows, cap * B);  // every entry read
-  lens[2] = 16 * 9 + 5;  // positions 144..148 of block 9 only
-  lens[5] = 16 * 9;      // none of it
+  lens[2] = 16 * 9 + 5;                           // positions 144..148 of block 9 only
+  lens[5] = 16 * 9;                               // none of it
   auto table = rnd::matrix<std::int32_t>(rows, 4, 0, 2);
   auto idx = rnd::matrix<std::int32_t>(rows, cap, 0, 9);  // positions 144..159: slot 2, page 2
   idx(7, 100) = 8;  // positions 128..143: another block of page 2 (table slot 2 as well)
   const auto snap = ml::get_paged_sparse_mqa_logits_metadata(
       lens, table.view(), page_kv, idx.view(), B, ml::paged_sparse_protocol::snapshot);
-  const auto reread = ml::get_paged_sparse_mqa_logits_metadata(lens, table.view(), page_kv,
-                                                               idx.view(), B);
+  const auto reread =
+      ml::get_paged_sparse_mqa_logits_metadata(lens, table.view(), page_kv, idx.view(), B);
   auto q = rnd::rows<ml::mxfp8>(rng, rows * H);
   auto w = rnd::weights<float>(rng, rows, H);
   ml::logits_buffer<float> a(rows, cap * B), b(rows, cap * B);
   ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), snap,
                                       a.view());
-  ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(),
-                                      reread, b.view());
+  ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), reread,
+                                      b.view());
   CHECK(snap.snapshot_bytes() ==
         static_cast<std::size_t>(2 * B * ml::paged_cache_view<ml::mxfp8>::token_bytes));
   CHECK(check::bitwise_equal(a, b));
@@ -868,8 +868,12 @@ TEST_CASE("hostile, helpers: logits_row_stride rejects sizes whose stride overfl
                {"logits_row_stride", "alignment_bytes = 0"});
   expect_error([] { (void)ml::logits_row_stride<float>(10, 6); },
                {"logits_row_stride", "alignment_bytes = 6"});
-  // The largest column count that still rounds up to a multiple of 128 floats.
+  // The largest column count that still rounds up to a multiple of 128 floats (cols + 128
+  // overflowed on the way, undefined behaviour: found by fuzz_helpers), and the same stride in
+  // an empty logits_buffer.
   CHECK(ml::logits_row_stride<float>(INT64_MAX - 127, 512) == INT64_MAX - 127);
+  CHECK(ml::logits_row_stride<float>(INT64_MAX - 511, 2048) == INT64_MAX - 511);
+  CHECK(ml::logits_buffer<float>(0, INT64_MAX - 511, 2048).stride() == INT64_MAX - 511);
   CHECK(ml::logits_row_stride<float>(0, 512) == 0);
   CHECK(ml::logits_row_stride<float>(129, 4) == 129);
 }

@@ -33,7 +33,7 @@ constexpr std::int64_t logits_row_stride(std::int64_t cols, std::int64_t alignme
       m << "cols = " << cols << " rounded up to a multiple of " << per
         << " elements overflows int64";
     });
-  return per <= 1 ? cols : (cols + per - 1) / per * per;
+  return per <= 1 ? cols : (cols + (per - 1)) / per * per;
 }
 
 template <class T>
@@ -88,7 +88,7 @@ class logits_buffer {
     bool fits = true;
     if (per > 1) {
       fits = cols <= INT64_MAX - (per - 1);
-      if (fits) stride = (cols + per - 1) / per * per;
+      if (fits) stride = (cols + (per - 1)) / per * per;
     }
     fits = fits && !__builtin_mul_overflow(rows, stride, &bytes) &&
            !__builtin_mul_overflow(bytes, static_cast<std::int64_t>(sizeof(T)), &bytes);
