@@ -305,7 +305,7 @@ void sizes(input& in) {
   const i64 bstride =
       pow2 && cols >= 0 &&
               (align / 4 <= 1 || cols <= std::numeric_limits<i64>::max() - (align / 4 - 1))
-          ? (align / 4 <= 1 ? cols : (cols + align / 4 - 1) / (align / 4) * (align / 4))
+          ? (align / 4 <= 1 ? cols : (cols + (align / 4 - 1)) / (align / 4) * (align / 4))
           : -1;
   i64 bytes = 0;
   const bool buffer_ok = rows >= 0 && cols >= 0 && pow2 && bstride >= 0 &&
