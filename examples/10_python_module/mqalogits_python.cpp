@@ -298,6 +298,16 @@ ml::rows_view<Format> kv_view(const kv_input& k) {
 // The fused paged cache, uint8 [num_blocks, block_kv, 1, head_dim_with_sf]: per block, block_kv
 // code rows then block_kv scale rows (vLLM's and sglang's indexer cache). head_dim_with_sf is
 // the code bytes of the head dim + 4 (132 for FP8 at D = 128, 68 for MXFP4 at D = 128).
+// The cache's blocks must not overlap: a block stride of 0 (every block the same bytes), below
+// a block's bytes or negative would make the view describe num_blocks blocks of smaller
+// storage (and a view's page stride of 0 means "packed").
+void require_block_stride(const char* where, const py::array& c, i64 block_bytes) {
+  if (c.shape(0) > 1 && c.strides(0) < block_bytes)
+    fail(where, "kv_cache has block stride " + std::to_string(c.strides(0)) +
+                    " bytes for blocks of " + std::to_string(block_bytes) +
+                    " bytes: blocks must not overlap or run backwards");
+}
+
 struct cache_input {
   const std::uint8_t* data;
   i64 num_pages, page_stride;
@@ -321,6 +331,7 @@ cache_input cache_of(const char* where, const py::handle& obj, qk_format format)
   if (c.strides(3) != 1 || (c.shape(1) > 1 && c.strides(1) != token_bytes))
     fail(where, "kv_cache blocks must be dense (stride(1) == head_dim_with_sf, stride(3) == 1)");
   const i64 used = c.shape(1) * token_bytes;
+  require_block_stride(where, c, used);
   return {static_cast<const std::uint8_t*>(c.data()), c.shape(0),
           c.shape(0) > 1 ? i64{c.strides(0)} : used, static_cast<i32>(c.shape(1)), head_dim};
 }
@@ -869,6 +880,7 @@ void indexer_k_quant_and_cache(const py::object& k, const py::object& kv_cache,
   if (c.strides(c.ndim() - 1) != 1 || (c.shape(1) > 1 && c.strides(1) != 132) || c.strides(0) < 0)
     fail(where, "kv_cache blocks must be dense (stride(1) == 132, stride(-1) == 1)");
   const auto block_size = static_cast<i32>(c.shape(1));
+  require_block_stride(where, c, i64{block_size} * 132);
   const i64 stride = c.shape(0) > 1 ? i64{c.strides(0)} : i64{block_size} * 132;
   const ml::mutable_paged_cache<ml::fp8_per_token> cache(
       static_cast<std::uint8_t*>(c.mutable_data()), c.shape(0), block_size, stride);

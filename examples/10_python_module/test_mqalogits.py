@@ -946,6 +946,26 @@ class BadInput(unittest.TestCase):
             ml.indexer_k_quant_and_cache(k, kv_cache, np.arange(4, dtype=np.int64), 128, None)
         self.assertTrue((kv_cache == 0).all())
 
+    def test_cache_block_stride_zero_is_refused(self):
+        # A cache whose blocks all alias one block (stride 0 on the first dimension) must not be
+        # read or written as num_blocks separate blocks.
+        cache, _ = make_cache(4, 64, "mxfp8")
+        aliased = np.lib.stride_tricks.as_strided(cache, strides=(0,) + cache.strides[1:])
+        lens = np.array([[100], [70], [120]], np.int32)
+        meta = ml.get_paged_mqa_logits_metadata(lens, 64, 1)
+        q, _ = make_q((3, 1, self.H), "mxfp8")
+        table = np.array([[0, 1], [2, 3], [1, 0]], np.int32)
+        with self.assertRaisesRegex(ValueError, "^fp8_fp4_paged_mqa_logits: kv_cache .*stride 0"):
+            ml.fp8_fp4_paged_mqa_logits(q, aliased, self.w, lens, table, meta, 128)
+        kv_cache = np.zeros((1, 16, 132), np.uint8)
+        aliased = np.lib.stride_tricks.as_strided(kv_cache, shape=(4, 16, 132),
+                                                  strides=(0, 132, 1))
+        k = np.ones((4, D), np.float32)
+        with self.assertRaisesRegex(ValueError, "^indexer_k_quant_and_cache: kv_cache .*stride 0"):
+            ml.indexer_k_quant_and_cache(k, aliased, np.array([0, 16, 32, 48], np.int64), 128,
+                                         None)
+        self.assertTrue((kv_cache == 0).all())
+
     def test_paged_sparse_metadata_index_checks_are_the_librarys(self):
         # Fewer block-table rows than context_lens: the library's shape check, before any read
         # of the table (the wrapper's own index check read past it).
