@@ -49,7 +49,7 @@ if [[ $jobs == *" asan "* ]]; then
 stamp "ASan+UBSan: configure and build (tests + fuzzers)"
 configure "$ASAN_DIR" address,undefined -O0 -DMQALOGITS_FUZZ=ON -DMQALOGITS_FUZZ_SECONDS="$FUZZ_SECONDS"
 cmake --build "$ASAN_DIR" -j "$JOBS" --target mqalogits_tests fuzz_dense fuzz_paged fuzz_sparse \
-  fuzz_paged_sparse
+  fuzz_paged_sparse fuzz_topk fuzz_helpers
 stamp "ASan+UBSan: every test"
 # (The consumer, abi and readme tests build programs of their own, without sanitizers, and the
 # python test needs the module: the main CI runs them.)

@@ -50,14 +50,20 @@ std::string shape_of(const py::array& a) {
   return s + "]";
 }
 
-// The argument as a numpy array, without a conversion that would copy it.
+// The argument as a numpy array, without a conversion that would copy it. Its elements must be
+// in the machine's byte order: the views read them in place.
 py::array as_array(const char* where, const char* name, const py::handle& obj) {
   if (!py::isinstance<py::array>(obj))
     fail(where, std::string(name) + " must be a numpy array, not " +
                     py::str(py::type::of(obj)).cast<std::string>() +
                     " (a CPU torch tensor: t.numpy(); float8 / bfloat16 tensors: "
                     "t.view(torch.uint8) / t.view(torch.int16).numpy())");
-  return py::reinterpret_borrow<py::array>(obj);
+  auto a = py::reinterpret_borrow<py::array>(obj);
+  if (!a.dtype().attr("isnative").cast<bool>())
+    fail(where, std::string(name) + " has dtype " + dtype_name(a) +
+                    " in the other byte order (big-endian); convert it with "
+                    ".astype(a.dtype.newbyteorder('='))");
+  return a;
 }
 
 template <class T>
@@ -108,16 +114,28 @@ std::span<const i32> int_span(const char* where, const char* name, const py::han
   return {static_cast<const i32*>(a.data()), static_cast<std::size_t>(a.shape(0))};
 }
 
-// A 2-D array whose rows are dense as a matrix_view (any row stride, in elements).
+// A 2-D array whose rows are dense as a matrix_view: any row stride, in whole elements, that
+// keeps the rows apart. A stride of 0 (np.broadcast_to), one below the row's bytes (overlapping
+// rows, np.lib.stride_tricks) or a negative one (a[::-1]) is refused: the view would describe
+// rows x cols elements of smaller storage, or storage before the first row.
 template <class T, class Storage = T>
 ml::matrix_view<const T> matrix(const char* where, const char* name, const py::array& a) {
   require_ndim(where, name, a, 2, "2-D");
   const py::ssize_t item = static_cast<py::ssize_t>(sizeof(Storage));
-  if ((a.shape(1) > 1 && a.strides(1) != item) || a.strides(0) < 0 || a.strides(0) % item != 0)
-    fail(where, std::string(name) + " rows must be dense (stride(1) == 1)");
+  if (a.shape(1) > 1 && a.strides(1) != item)
+    fail(where, std::string(name) + " has column stride " + std::to_string(a.strides(1)) +
+                    " bytes: its rows must be dense (stride(1) == itemsize " +
+                    std::to_string(item) + ")");
+  const i64 row_bytes = a.shape(1) * item;
+  if (a.shape(0) > 1 && (a.strides(0) < row_bytes || a.strides(0) % item != 0))
+    fail(where, std::string(name) + " has row stride " + std::to_string(a.strides(0)) +
+                    " bytes for rows of " + std::to_string(row_bytes) +
+                    " bytes: rows must not overlap or run backwards (no broadcast or negative "
+                    "strides; np.ascontiguousarray copies it), and the stride must be whole "
+                    "elements");
   const i64 stride = a.shape(0) > 1 ? a.strides(0) / item : a.shape(1);
   return ml::matrix_view<const T>(reinterpret_cast<const T*>(a.data()), a.shape(0), a.shape(1),
-                                  std::max<i64>(stride, a.shape(1)));
+                                  stride);
 }
 
 ml::matrix_view<const i32> int_matrix(const char* where, const char* name, const py::handle& obj) {
@@ -280,6 +298,16 @@ ml::rows_view<Format> kv_view(const kv_input& k) {
 // The fused paged cache, uint8 [num_blocks, block_kv, 1, head_dim_with_sf]: per block, block_kv
 // code rows then block_kv scale rows (vLLM's and sglang's indexer cache). head_dim_with_sf is
 // the code bytes of the head dim + 4 (132 for FP8 at D = 128, 68 for MXFP4 at D = 128).
+// The cache's blocks must not overlap: a block stride of 0 (every block the same bytes), below
+// a block's bytes or negative would make the view describe num_blocks blocks of smaller
+// storage (and a view's page stride of 0 means "packed").
+void require_block_stride(const char* where, const py::array& c, i64 block_bytes) {
+  if (c.shape(0) > 1 && c.strides(0) < block_bytes)
+    fail(where, "kv_cache has block stride " + std::to_string(c.strides(0)) +
+                    " bytes for blocks of " + std::to_string(block_bytes) +
+                    " bytes: blocks must not overlap or run backwards");
+}
+
 struct cache_input {
   const std::uint8_t* data;
   i64 num_pages, page_stride;
@@ -303,6 +331,7 @@ cache_input cache_of(const char* where, const py::handle& obj, qk_format format)
   if (c.strides(3) != 1 || (c.shape(1) > 1 && c.strides(1) != token_bytes))
     fail(where, "kv_cache blocks must be dense (stride(1) == head_dim_with_sf, stride(3) == 1)");
   const i64 used = c.shape(1) * token_bytes;
+  require_block_stride(where, c, used);
   return {static_cast<const std::uint8_t*>(c.data()), c.shape(0),
           c.shape(0) > 1 ? i64{c.strides(0)} : used, static_cast<i32>(c.shape(1)), head_dim};
 }
@@ -473,32 +502,6 @@ bool qk_dtype_is_fp4(const char* where, const py::handle& obj) {
   fail(where, "qk_dtype = " + s +
                   " is not supported: torch.float8_e4m3fn / numpy.uint8 (FP8) or torch.int8 / "
                   "numpy.int8 (packed FP4)");
-}
-
-// Upstream's varlen `indices`: rows with the same value are one request, consecutive, with
-// identical block-table rows. Results never depend on it.
-void check_indices(const char* where, std::span<const i32> idx, i64 rows,
-                   const ml::matrix_view<const i32>* table) {
-  if (static_cast<i64>(idx.size()) != rows)
-    fail(where, "indices has " + std::to_string(idx.size()) + " entries, expected " +
-                    std::to_string(rows));
-  for (i64 r = 1; r < rows; ++r) {
-    const i32 v = idx[static_cast<std::size_t>(r)];
-    if (v == idx[static_cast<std::size_t>(r - 1)]) {
-      if (table)
-        for (i64 c = 0; c < table->cols; ++c)
-          if ((*table)(r, c) != (*table)(r - 1, c))
-            fail(where, "indices[" + std::to_string(r) + "] = indices[" + std::to_string(r - 1) +
-                            "] = " + std::to_string(v) +
-                            " but their block_table rows differ at column " + std::to_string(c));
-      continue;
-    }
-    for (i64 p = 0; p < r - 1; ++p)
-      if (idx[static_cast<std::size_t>(p)] == v)
-        fail(where, "indices[" + std::to_string(r) + "] = " + std::to_string(v) +
-                        " repeats a request that is not the previous row (rows of one request "
-                        "must be consecutive)");
-  }
 }
 
 // ---- the API ----
@@ -714,7 +717,8 @@ paged_sparse_mqa_logits_metadata get_paged_sparse_mqa_logits_metadata(
   const auto table = int_matrix(where, "block_table", block_table);
   const auto idx = int_span(where, "indices", indices);
   const auto sel = int_matrix(where, "sparse_kv_block_indices", sparse_kv_block_indices);
-  check_indices(where, idx, static_cast<i64>(lens.size()), &table);
+  // The library checks indices against the table (consecutive runs, identical rows) after
+  // checking the shapes, so it never reads past an array.
   m.meta =
       ml::get_paged_sparse_mqa_logits_metadata(lens, table, idx, page_kv, sel, sparse_block_kv);
   return m;
@@ -876,6 +880,7 @@ void indexer_k_quant_and_cache(const py::object& k, const py::object& kv_cache,
   if (c.strides(c.ndim() - 1) != 1 || (c.shape(1) > 1 && c.strides(1) != 132) || c.strides(0) < 0)
     fail(where, "kv_cache blocks must be dense (stride(1) == 132, stride(-1) == 1)");
   const auto block_size = static_cast<i32>(c.shape(1));
+  require_block_stride(where, c, i64{block_size} * 132);
   const i64 stride = c.shape(0) > 1 ? i64{c.strides(0)} : i64{block_size} * 132;
   const ml::mutable_paged_cache<ml::fp8_per_token> cache(
       static_cast<std::uint8_t*>(c.mutable_data()), c.shape(0), block_size, stride);

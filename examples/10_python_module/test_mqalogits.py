@@ -911,6 +911,82 @@ class BadInput(unittest.TestCase):
                 with self.assertRaisesRegex(ValueError, msg):
                     self.call(**kw)
 
+    def test_strides_and_byte_order_are_checked_before_a_view(self):
+        # A 2-D input whose rows overlap (stride 0 from np.broadcast_to, or a row stride below
+        # the row) or run backwards would be read as [rows, cols] of smaller storage.
+        S, H = self.S, self.H
+        w = self.w
+        overlapping = np.lib.stride_tricks.as_strided(w, shape=(S, H), strides=(8, 4))
+        for bad, what in [(np.broadcast_to(w[:1], (S, H)), "row stride 0"),
+                          (overlapping, "row stride 8"),
+                          (w[::-1], "row stride -16")]:
+            with self.subTest(weights=what):
+                with self.assertRaisesRegex(ValueError, "^fp8_fp4_mqa_logits: weights .*" + what):
+                    self.call(weights=bad)
+        # Big-endian float16 (and float32) weights: refused, not read as little-endian.
+        for dt in (">f2", ">f4"):
+            with self.subTest(weights=dt):
+                with self.assertRaisesRegex(ValueError, "weights .*(byte order|dtype)"):
+                    self.call(weights=w.astype(dt))
+        # The paged block table with stride-0 rows, the sparse indices with overlapping rows.
+        cache, _ = make_cache(4, 64, "mxfp8")
+        lens = np.array([[100], [70], [120]], np.int32)
+        meta = ml.get_paged_mqa_logits_metadata(lens, 64, 1)
+        q, _ = make_q((3, 1, self.H), "mxfp8")
+        table = np.broadcast_to(np.array([[0, 1]], np.int32), (3, 2))
+        with self.assertRaisesRegex(ValueError, "block_table .*row stride 0"):
+            ml.fp8_fp4_paged_mqa_logits(q, cache, self.w, lens, table, meta, 128)
+        idx = np.lib.stride_tricks.as_strided(np.zeros(8, np.int32), shape=(S, 4), strides=(4, 4))
+        with self.assertRaisesRegex(ValueError, "sparse_kv_block_indices .*row stride 4"):
+            ml.get_sparse_mqa_logits_metadata(self.ks, self.ke, self.N, idx, np.uint8, 8)
+        # The k of the cache insert with stride-0 rows.
+        kv_cache = np.zeros((2, 16, 132), np.uint8)
+        k = np.broadcast_to(np.ones((1, D), np.float32), (4, D))
+        with self.assertRaisesRegex(ValueError, "^indexer_k_quant_and_cache: k .*row stride 0"):
+            ml.indexer_k_quant_and_cache(k, kv_cache, np.arange(4, dtype=np.int64), 128, None)
+        self.assertTrue((kv_cache == 0).all())
+
+    def test_cache_block_stride_zero_is_refused(self):
+        # A cache whose blocks all alias one block (stride 0 on the first dimension) must not be
+        # read or written as num_blocks separate blocks.
+        cache, _ = make_cache(4, 64, "mxfp8")
+        aliased = np.lib.stride_tricks.as_strided(cache, strides=(0,) + cache.strides[1:])
+        lens = np.array([[100], [70], [120]], np.int32)
+        meta = ml.get_paged_mqa_logits_metadata(lens, 64, 1)
+        q, _ = make_q((3, 1, self.H), "mxfp8")
+        table = np.array([[0, 1], [2, 3], [1, 0]], np.int32)
+        with self.assertRaisesRegex(ValueError, "^fp8_fp4_paged_mqa_logits: kv_cache .*stride 0"):
+            ml.fp8_fp4_paged_mqa_logits(q, aliased, self.w, lens, table, meta, 128)
+        kv_cache = np.zeros((1, 16, 132), np.uint8)
+        aliased = np.lib.stride_tricks.as_strided(kv_cache, shape=(4, 16, 132),
+                                                  strides=(0, 132, 1))
+        k = np.ones((4, D), np.float32)
+        with self.assertRaisesRegex(ValueError, "^indexer_k_quant_and_cache: kv_cache .*stride 0"):
+            ml.indexer_k_quant_and_cache(k, aliased, np.array([0, 16, 32, 48], np.int64), 128,
+                                         None)
+        self.assertTrue((kv_cache == 0).all())
+
+    def test_paged_sparse_metadata_index_checks_are_the_librarys(self):
+        # Fewer block-table rows than context_lens: the library's shape check, before any read
+        # of the table (the wrapper's own index check read past it).
+        lens = np.array([64, 64, 64], np.int32)
+        table = np.array([[0, 1]], np.int32)
+        one_request = np.zeros(3, np.int32)
+        idx = np.zeros((3, 4), np.int32)
+        with self.assertRaisesRegex(
+                ValueError, r"^get_paged_sparse_mqa_logits_metadata: block_table shape \[1, 2\]"):
+            ml.get_paged_sparse_mqa_logits_metadata(lens, table, one_request, 64, idx,
+                                                    np.uint8, 16)
+        # A request split in two runs, and rows of one request with different tables.
+        table = np.array([[0, 1], [0, 1], [0, 1]], np.int32)
+        with self.assertRaisesRegex(ValueError, "indices value 0"):
+            ml.get_paged_sparse_mqa_logits_metadata(lens, table, np.array([0, 1, 0], np.int32),
+                                                    64, idx, np.uint8, 16)
+        table[1, 1] = 2
+        with self.assertRaisesRegex(ValueError, r"indices\[0\] = indices\[1\]"):
+            ml.get_paged_sparse_mqa_logits_metadata(lens, table, one_request, 64, idx,
+                                                    np.uint8, 16)
+
     def test_library_errors_are_value_errors(self):
         # A page the cache lacks: the library's own message.
         cache, _ = make_cache(2, 64, "mxfp8")

@@ -5,6 +5,7 @@
 // allocation numbered `fail_at`.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -40,11 +41,14 @@
 namespace {
 std::atomic<bool> counting{false};
 std::atomic<long> allocations{0};
-std::atomic<long> fail_at{-1};  // while counting: the allocation numbered so (from 0) throws
+std::atomic<long> fail_at{-1};         // while counting: the allocation numbered so (from 0) throws
+std::atomic<long> allocated_bytes{0};  // while counting: the bytes asked for
 
 void* counted(std::size_t n, std::size_t align = alignof(std::max_align_t)) {
-  if (counting.load(std::memory_order_relaxed) && allocations.fetch_add(1) == fail_at.load())
-    throw std::bad_alloc();
+  if (counting.load(std::memory_order_relaxed)) {
+    allocated_bytes.fetch_add(static_cast<long>(n));
+    if (allocations.fetch_add(1) == fail_at.load()) throw std::bad_alloc();
+  }
   const std::size_t size = (n + align - 1) / align * align;
   void* p = align <= alignof(std::max_align_t) ? std::malloc(n ? n : 1)
                                                : std::aligned_alloc(align, size ? size : align);
@@ -383,6 +387,70 @@ TEST_CASE("allocations: a warm fused top-k call allocates nothing (pool of 2)",
                        ml::matrix_view<float>(val.data(), B, k), ml::topk_index::slot),
               opt);
         }) == 0);
+}
+
+// The README's memory statements, measured: what a kernel's first call on a new thread
+// allocates (its per-thread scratch), and what the top-k selection adds on top of it.
+TEST_CASE("allocations: a first call's scratch and the top-k candidates, measured",
+          "[allocation][topk][memory]") {
+  using F = ml::mxfp8;
+  rnd::engine rng(7);
+  const i64 H = 64, num_q = 8, N = 20000, k = 2048;
+  const auto q = rnd::rows<F>(rng, num_q * H);
+  const auto kv = rnd::rows<F>(rng, N);
+  const auto w = rnd::weights<float>(rng, num_q, H);
+  std::vector<i32> ks(num_q, 0), ke(num_q, static_cast<i32>(N));
+  ml::logits_buffer<float> out(num_q, N);
+  std::vector<i32> idx(static_cast<std::size_t>(num_q * k));
+  std::vector<float> val(idx.size());
+  auto logits = [&] {
+    ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), std::span<const i32>(ks),
+                           std::span<const i32>(ke), 0, out.view());
+  };
+  auto topk = [&] {
+    ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), std::span<const i32>(ks),
+                           std::span<const i32>(ke), 0,
+                           ml::topk(ml::matrix_view<i32>(idx.data(), num_q, k),
+                                    ml::matrix_view<float>(val.data(), num_q, k)));
+  };
+  // Counts the allocations and bytes of `call` on `fn`'s thread between the counters' resets.
+  struct measured {
+    long count = 0, bytes = 0;
+  };
+  auto measure = [&](auto&& call) {
+    allocations = 0;
+    allocated_bytes = 0;
+    counting = true;
+    call();
+    counting = false;
+    return measured{allocations.load(), allocated_bytes.load()};
+  };
+  measured first, warm, first_topk, warm_topk;
+  std::thread([&] {
+    first = measure(logits);
+    warm = measure(logits);
+    first_topk = measure(topk);  // the logits' scratch is warm: this is the selection's own
+    warm_topk = measure(topk);
+  }).join();
+  WARN("dense logits, first call on a thread: " << first.count << " allocations, " << first.bytes
+                                                << " bytes");
+  WARN("top-k k = 2048 over 8 rows (serial, 4 tasks), first call: "
+       << first_topk.count << " allocations, " << first_topk.bytes << " bytes");
+  CHECK(warm.count == 0);
+  CHECK(warm_topk.count == 0);
+  // The README: a first call makes a few tens of allocations (the work list, one workspace per
+  // running task) of at most a few hundred kilobytes per running task.
+  CHECK(first.count > 0);
+  CHECK(first.count <= 32);
+  CHECK(first.bytes <= 1'000'000);
+  // The README's top-k bound: per task, about (72 x rows + 32) x k bytes (rows open at once: 8
+  // here), tasks = min(work items, 4 x concurrency()) = 4 serially, plus a merge buffer of
+  // 8 x min(tasks x 2.5k, columns) bytes; at least the candidate buffers, 32 x rows x k bytes
+  // per task.
+  const long tasks = 4, rows = 8;
+  CHECK(first_topk.bytes >= tasks * 32 * rows * k);
+  CHECK(first_topk.bytes <=
+        tasks * (72 * rows + 32) * k + 8 * std::min<long>(tasks * 5 * k / 2, N) + 64 * 1024);
 }
 
 #endif  // !MQALOGITS_TEST_SANITIZED

@@ -688,6 +688,45 @@ TEST_CASE("hostile, resources: the paged-sparse snapshot holds only the used blo
     }
 }
 
+TEST_CASE("hostile, resources: a block selected by every row and entry is snapshotted once",
+          "[hostile][resources]") {
+  // 8 rows that pick one 16-token block in each of 512 entries (a copy per row and entry was
+  // 8 x 512 x 16 tokens, 8.6 MB): the snapshot holds 16 tokens, and the logits are the reread
+  // protocol's, row by row (rows whose context ends inside the block see only its start).
+  constexpr std::int64_t rows = 8, cap = 512, B = 16, H = 1;
+  constexpr std::int32_t page_kv = 64;
+  rnd::engine rng(1317);
+  auto cache = rnd::paged_cache<ml::mxfp8>(rng, 3, page_kv);
+  std::vector<std::int32_t> lens(rows, cap * B);  // every entry read
+  lens[2] = 16 * 9 + 5;                           // positions 144..148 of block 9 only
+  lens[5] = 16 * 9;                               // none of it
+  auto table = rnd::matrix<std::int32_t>(rows, 4, 0, 2);
+  auto idx = rnd::matrix<std::int32_t>(rows, cap, 0, 9);  // positions 144..159: slot 2, page 2
+  idx(7, 100) = 8;  // positions 128..143: another block of page 2 (table slot 2 as well)
+  const auto snap = ml::get_paged_sparse_mqa_logits_metadata(
+      lens, table.view(), page_kv, idx.view(), B, ml::paged_sparse_protocol::snapshot);
+  const auto reread =
+      ml::get_paged_sparse_mqa_logits_metadata(lens, table.view(), page_kv, idx.view(), B);
+  auto q = rnd::rows<ml::mxfp8>(rng, rows * H);
+  auto w = rnd::weights<float>(rng, rows, H);
+  ml::logits_buffer<float> a(rows, cap * B), b(rows, cap * B);
+  ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), snap,
+                                      a.view());
+  ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), reread,
+                                      b.view());
+  CHECK(snap.snapshot_bytes() ==
+        static_cast<std::size_t>(2 * B * ml::paged_cache_view<ml::mxfp8>::token_bytes));
+  CHECK(check::bitwise_equal(a, b));
+  CHECK(std::isfinite(a(2, 4)));
+  CHECK(a(2, 5) == -std::numeric_limits<float>::infinity());
+  CHECK(a(5, 0) == -std::numeric_limits<float>::infinity());
+  // Later calls read the snapshot, not the cache.
+  std::fill(cache.bytes.begin(), cache.bytes.end(), std::uint8_t{0});
+  ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), snap,
+                                      a.view());
+  CHECK(check::bitwise_equal(a, b));
+}
+
 TEST_CASE("hostile, resources: the paged-sparse metadata keeps only the table entries it reads",
           "[hostile][resources]") {
   // A block table of 2^20 columns (4 MiB) with one used entry; the metadata must give the same
@@ -791,4 +830,155 @@ TEST_CASE("hostile, byte order: the target is little-endian and scale words read
   const ml::rows_view<ml::mxfp8> v(data.data(), &word, 1);
   CHECK(v.scale(0)[0] == 0x7F);
   CHECK(v.scale(0)[3] == 0x7C);
+}
+
+// ---- 9. every helper array and size checked like the kernels' ------------------------------
+
+TEST_CASE("hostile, helpers: a misaligned slot_mapping or q_scales is rejected before a read",
+          "[hostile][helpers][alignment]") {
+  alignas(64) static unsigned char raw[4096];
+  SECTION("store_into_pages: an int64 slot_mapping at +4") {
+    using F = ml::mxfp8;
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(ml::page_bytes<F>(64)) * 2, 0);
+    std::vector<float> k(2 * 128, 1.0f);
+    const ml::matrix_view<const float> kv(k.data(), 2, 128);
+    const std::span<std::int64_t> slots(reinterpret_cast<std::int64_t*>(raw + 4), 2);
+    const ml::mutable_paged_cache<F> cache(bytes.data(), 2, 64);
+    const std::vector<std::uint8_t> before = bytes;
+    expect_error([&] { ml::store_into_pages(kv, slots, cache); },
+                 {"store_into_pages", "slot_mapping", "not aligned", "8"});
+    CHECK(bytes == before);
+  }
+  SECTION("fold_q_scales: q_scales at +2") {
+    std::vector<float> w(8, 1.0f);
+    const std::span<const float> qs(reinterpret_cast<const float*>(raw + 2), 8);
+    expect_error([&] { ml::fold_q_scales(qs, ml::matrix_view<float>(w.data(), 2, 4)); },
+                 {"fold_q_scales", "q_scales", "not aligned", "4"});
+    CHECK(w == std::vector<float>(8, 1.0f));
+  }
+}
+
+TEST_CASE("hostile, helpers: logits_row_stride rejects sizes whose stride overflows",
+          "[hostile][helpers]") {
+  expect_error([] { (void)ml::logits_row_stride<float>(INT64_MAX, 512); },
+               {"logits_row_stride", "cols = " + std::to_string(INT64_MAX), "overflows"});
+  expect_error([] { (void)ml::logits_row_stride<float>(-1, 512); },
+               {"logits_row_stride", "cols = -1"});
+  expect_error([] { (void)ml::logits_row_stride<float>(10, 0); },
+               {"logits_row_stride", "alignment_bytes = 0"});
+  expect_error([] { (void)ml::logits_row_stride<float>(10, 6); },
+               {"logits_row_stride", "alignment_bytes = 6"});
+  // The largest column count that still rounds up to a multiple of 128 floats (cols + 128
+  // overflowed on the way, undefined behaviour: found by fuzz_helpers), and the same stride in
+  // an empty logits_buffer.
+  CHECK(ml::logits_row_stride<float>(INT64_MAX - 127, 512) == INT64_MAX - 127);
+  CHECK(ml::logits_row_stride<float>(INT64_MAX - 511, 2048) == INT64_MAX - 511);
+  CHECK(ml::logits_buffer<float>(0, INT64_MAX - 511, 2048).stride() == INT64_MAX - 511);
+  CHECK(ml::logits_row_stride<float>(0, 512) == 0);
+  CHECK(ml::logits_row_stride<float>(129, 4) == 129);
+}
+
+TEST_CASE("hostile, pool: the largest spin does not overflow the clock", "[hostile][pool]") {
+  // now() + spin overflowed (undefined behaviour, and a deadline in the past: no spin at all).
+  ml::thread_pool pool(3, std::chrono::microseconds::max());
+  std::atomic<int> ran{0};
+  auto task = [&](std::int64_t) { ran.fetch_add(1); };
+  for (int i = 0; i < 20; ++i) pool.parallel_for(50, task);
+  CHECK(ran.load() == 1000);
+  // The deadline is capped, never earlier than now.
+  const auto now = std::chrono::steady_clock::now();
+  CHECK(ml::detail::spin_deadline(now, std::chrono::microseconds::max()) ==
+        std::chrono::steady_clock::time_point::max());
+  CHECK(ml::detail::spin_deadline(now, std::chrono::microseconds{5}) ==
+        now + std::chrono::microseconds{5});
+}  // the destructor ends the workers' spin
+
+TEST_CASE("hostile, messages: a wrong argument is named with its value", "[hostile][messages]") {
+  SECTION("store_into_pages: a negative k stride is a stride error, not a shape error") {
+    using F = ml::mxfp8;
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(ml::page_bytes<F>(64)), 0);
+    std::vector<float> k(4 * 128, 1.0f);
+    std::vector<std::int64_t> slots{0, 1, 2, 3};
+    const ml::mutable_paged_cache<F> cache(bytes.data(), 1, 64);
+    const ml::matrix_view<const float> kv(k.data() + 3 * 128, 4, 128, -128);
+    try {
+      ml::store_into_pages(kv, std::span(slots), cache);
+      FAIL("no error");
+    } catch (const ml::error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("k stride -128 < cols 128"));
+      CHECK_THAT(e.what(), !Catch::Contains("shape"));
+    }
+  }
+  SECTION("get_sparse_mqa_logits_metadata: -1 rows are named as rows, not as the capacity") {
+    sparse_case c;
+    const ml::matrix_view<const std::int32_t> idx(c.idx.data.data(), -1, c.cap);
+    try {
+      (void)ml::get_sparse_mqa_logits_metadata(c.ks, c.ke, c.N, idx, c.B);
+      FAIL("no error");
+    } catch (const ml::error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("sparse_kv_block_indices has -1 rows"));
+      CHECK_THAT(e.what(), !Catch::Contains("capacity"));
+    }
+  }
+  SECTION("aligned_page_stride: a head dim the format has no kernel for") {
+    expect_error([] { (void)ml::aligned_page_stride<ml::mxfp8>(64, ml::head_dim_t{96}); },
+                 {"aligned_page_stride", "head_dim = 96"});
+    expect_error([] { (void)ml::page_bytes<ml::mxfp4>(64, ml::head_dim_t{32}); },
+                 {"page_bytes", "head_dim = 32"});
+    CHECK(ml::aligned_page_stride<ml::mxfp8>(64, ml::head_dim_t{64}) ==
+          4608);  // 64 x 68 -> 9 x 512
+  }
+}
+
+TEST_CASE("hostile, helpers: a helper's output overlapping its input is rejected, untouched",
+          "[hostile][helpers][overlap]") {
+  using F = ml::mxfp8;
+  SECTION("store_into_pages: k or the slot mapping inside the cache") {
+    std::vector<float> storage(static_cast<std::size_t>(ml::page_bytes<F>(64)) / 4 + 512, 1.0f);
+    const ml::mutable_paged_cache<F> cache(storage.data(), 1, 64);
+    const std::vector<float> before = storage;
+    std::vector<std::int64_t> slots{0, 1};
+    // k rows 0 and 1 are the cache's first bytes: token 0's codes would overwrite k row 1.
+    const ml::matrix_view<const float> k(storage.data() + 10, 2, 128);
+    expect_error([&] { ml::store_into_pages(k, std::span(slots), cache); },
+                 {"store_into_pages", "k [", "overlap the cache"});
+    CHECK(storage == before);
+    std::vector<float> kf(256, 1.0f);
+    auto* in_cache = reinterpret_cast<std::int64_t*>(storage.data() + 64);
+    in_cache[0] = 0, in_cache[1] = 1;
+    const std::vector<float> with_slots = storage;
+    expect_error(
+        [&] {
+          ml::store_into_pages(ml::matrix_view<const float>(kf.data(), 2, 128),
+                               std::span<std::int64_t>(in_cache, 2), cache);
+        },
+        {"store_into_pages", "slot_mapping [", "overlap the cache"});
+    CHECK(storage == with_slots);
+  }
+  SECTION("quantize_rows_into: codes over the source rows, scales over the codes") {
+    std::vector<float> x(4 * 128 + 256, 0.5f);
+    const std::vector<float> before = x;
+    std::vector<std::uint8_t> data(4 * 128, 0xEE), scales(16, 0xEE);
+    const ml::matrix_view<const float> xv(x.data(), 4, 128);
+    expect_error(
+        [&] {
+          ml::quantize_rows_into<F>(xv, reinterpret_cast<std::uint8_t*>(x.data() + 3 * 128),
+                                    scales.data());
+        },
+        {"quantize_rows", "data [", "overlap x"});
+    expect_error([&] { ml::quantize_rows_into<F>(xv, data.data(), data.data() + 100); },
+                 {"quantize_rows", "data [", "overlap scales"});
+    CHECK(x == before);
+    CHECK(data == std::vector<std::uint8_t>(4 * 128, 0xEE));
+  }
+  SECTION("fold_q_scales: q_scales inside the weights") {
+    std::vector<float> w(16, 2.0f);
+    expect_error(
+        [&] {
+          ml::fold_q_scales(std::span<const float>(w.data() + 4, 8),
+                            ml::matrix_view<float>(w.data(), 2, 4));
+        },
+        {"fold_q_scales", "q_scales [", "overlap the weights"});
+    CHECK(w == std::vector<float>(16, 2.0f));
+  }
 }

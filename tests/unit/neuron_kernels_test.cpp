@@ -287,11 +287,13 @@ TEMPLATE_TEST_CASE("neuron fp8_per_token: folded scales (negative, zero, NaN) ma
   using Gen = TestType;
   rnd::engine rng(8000);
   auto scale = [&](int i) {
-    // Mostly positive, some negative (relu(s x d) = |s| relu(-d)), zeros and a NaN.
+    // Mostly positive, some negative (relu(s x d) = |s| relu(-d)), zeros, a NaN and an infinity
+    // (the element-wise products are NaN: a zero code, or codes of both signs).
     const float v = std::uniform_real_distribution<float>(0.001f, 3.0f)(rng);
     return i % 17 == 3   ? -v
            : i % 31 == 5 ? 0.0f
            : i == 40     ? std::numeric_limits<float>::quiet_NaN()
+           : i == 60     ? std::numeric_limits<float>::infinity()
                          : v;
   };
   {

@@ -585,3 +585,122 @@ TEST_CASE("topk: a varlen request of 24 rows over several schedule workers", "[t
     CHECK(std::vector<std::int32_t>(top.begin() + r * k, top.begin() + (r + 1) * k) == order);
   }
 }
+
+// ---- careless callers: the selection's buffers are checked like a logits view ----------------
+
+namespace {
+// An executor that is correct on every parallel_for but the `faulty`-th of a call (counted from
+// 0), where it skips the last index, or passes -1 instead (outside [0, n)).
+struct nth_pass_faulty_executor {
+  int faulty = 0;
+  bool out_of_range = false;
+  int calls = 0;
+  void parallel_for(std::int64_t n, ml::task_ref task) {
+    const bool bad = calls++ == faulty;
+    for (std::int64_t i = 0; i < n; ++i)
+      if (!bad || i != n - 1) task(i);
+    if (bad && out_of_range) task(-1);
+  }
+  int concurrency() const { return 1; }
+};
+}  // namespace
+
+TEST_CASE("topk: indices or values overlapping an input or each other are rejected, untouched",
+          "[topk][validate][overlap]") {
+  rnd::engine rng(602);
+  edge_inputs in(rng);
+  const std::int64_t R = in.num_q, k = 8;
+  using Catch::Matchers::Contains;
+  SECTION("indices and values in one buffer") {
+    std::vector<std::int32_t> buf(static_cast<std::size_t>(2 * R * k), 77);
+    const std::vector<std::int32_t> before = buf;
+    const ml::matrix_view<std::int32_t> iv(buf.data(), R, k);
+    // Values start on indices row 1 (an int32 and a float are both 4 bytes, 4-aligned).
+    const ml::matrix_view<float> vv(reinterpret_cast<float*>(buf.data() + k), R, k);
+    CHECK_THROWS_WITH(in.call()(ml::topk(iv, vv), {}), Contains("fp8_fp4_mqa_logits") &&
+                                                           Contains("top-k indices") &&
+                                                           Contains("overlap top-k values"));
+    CHECK(buf == before);
+  }
+  SECTION("indices over the weights") {
+    std::vector<float> buf(static_cast<std::size_t>(R * k + R * in.H), 0.0f);
+    std::memcpy(buf.data() + k, in.w.data.data(), in.w.data.size() * sizeof(float));
+    const ml::matrix_view<const float> w(buf.data() + k, R, in.H);
+    const std::vector<float> before = buf;
+    const ml::matrix_view<std::int32_t> iv(reinterpret_cast<std::int32_t*>(buf.data()), R, k);
+    CHECK_THROWS_WITH(
+        ml::fp8_fp4_mqa_logits(in.q.view(), in.kv.view(), w, in.ks, in.ke, 0, ml::topk(iv), {}),
+        Contains("top-k indices") && Contains("overlap weights"));
+    CHECK(std::memcmp(buf.data(), before.data(), buf.size() * sizeof(float)) == 0);
+  }
+  SECTION("values over q scales") {
+    std::vector<std::int32_t> idx(static_cast<std::size_t>(R * k));
+    auto q = in.q.view();
+    std::vector<float> buf(static_cast<std::size_t>(R * k) + in.q.scales.size(), 0.0f);
+    std::memcpy(buf.data() + 1, in.q.scales.data(), in.q.scales.size());
+    q.scales = reinterpret_cast<const std::uint8_t*>(buf.data() + 1);
+    const ml::matrix_view<float> vv(buf.data(), R, k);
+    CHECK_THROWS_WITH(
+        ml::fp8_fp4_mqa_logits(q, in.kv.view(), in.w.view(), in.ks, in.ke, 0,
+                               ml::topk(ml::matrix_view<std::int32_t>(idx.data(), R, k), vv), {}),
+        Contains("top-k values") && Contains("overlap q scales"));
+  }
+}
+
+TEST_CASE("topk: indices over the paged block table are rejected (was a heap read past the cache)",
+          "[topk][validate][overlap]") {
+  rnd::engine rng(603);
+  const std::int64_t B = 2, H = 2, pages = 4, max_blocks = 3, cols = 96, k = max_blocks;
+  const std::int32_t page_kv = 32;
+  const auto cache = rnd::paged_cache<ml::mxfp8>(rng, pages, page_kv);
+  const auto lens = rnd::context_lens(rng, B, 1, 90, 40);
+  const auto q = rnd::rows<ml::mxfp8>(rng, B * H);
+  const auto w = rnd::weights<float>(rng, B, H);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 2);
+  // The block table is indices row 1 onwards: a finished row 0 would overwrite table row 0 ...
+  // and row 1's selection would be written over table row 1 while it is still to be read.
+  std::vector<std::int32_t> buf(static_cast<std::size_t>((B + 1) * k), 0);
+  for (std::int64_t i = 0; i < B * max_blocks; ++i)
+    buf[static_cast<std::size_t>(k + i)] = static_cast<std::int32_t>(i % pages);
+  const ml::matrix_view<const std::int32_t> table(buf.data() + k, B, max_blocks);
+  const std::vector<std::int32_t> before = buf;
+  for (bool slots : {false, true}) {
+    INFO("slots " << slots);
+    const ml::matrix_view<std::int32_t> iv(buf.data(), B, k);
+    auto call = [&](auto sel) {
+      ml::fp8_fp4_paged_mqa_logits(q.view(), cache.view(), w.view(), lens.view(), table, schedule,
+                                   cols, sel, ml::options{});
+    };
+    if (slots)
+      CHECK_THROWS_WITH(call(ml::topk(iv, ml::matrix_view<float>(), ml::topk_index::slot)),
+                        Catch::Matchers::Contains("fp8_fp4_paged_mqa_logits") &&
+                            Catch::Matchers::Contains("top-k indices") &&
+                            Catch::Matchers::Contains("overlap block_table"));
+    else
+      CHECK_THROWS_WITH(call(ml::topk(iv, ml::matrix_view<float>())),
+                        Catch::Matchers::Contains("top-k indices") &&
+                            Catch::Matchers::Contains("overlap block_table"));
+    CHECK(buf == before);
+  }
+}
+
+TEST_CASE("topk: the padding pass goes through the executor contract check",
+          "[topk][validate][executor]") {
+  rnd::engine rng(604);
+  edge_inputs in(rng);
+  in.ke[1] = 0;  // an empty row: only the padding pass writes it
+  const std::int64_t R = in.num_q, k = 8;
+  // The scoring pass is parallel_for call 0, the padding pass call 1.
+  for (bool out_of_range : {false, true}) {
+    INFO("out of range " << out_of_range);
+    std::vector<std::int32_t> idx(static_cast<std::size_t>(R * k), 77);
+    nth_pass_faulty_executor good{.faulty = -1};
+    in.call()(ml::topk(ml::matrix_view<std::int32_t>(idx.data(), R, k)), {.executor = good});
+    REQUIRE(good.calls == 2);
+    CHECK(idx[static_cast<std::size_t>(k)] == -1);  // the padded row
+    nth_pass_faulty_executor bad{.faulty = 1, .out_of_range = out_of_range};
+    CHECK_THROWS_WITH(
+        in.call()(ml::topk(ml::matrix_view<std::int32_t>(idx.data(), R, k)), {.executor = bad}),
+        Catch::Matchers::Contains("executor") && Catch::Matchers::Contains("parallel_for(1)"));
+  }
+}

@@ -1,10 +1,14 @@
-// The output must not share a byte with any buffer the call reads: the kernels write logits (or
-// -inf) while they still read Q, KV, weights, lengths and block tables, so an overlap would feed
-// scores back in as inputs (wrong logits, or a block-table entry overwritten after it was
-// checked). Each entry point checks the byte range of the output view against the byte range of
-// every input view, after the views' own checks (their extents are known to fit in int64).
+// No output may share a byte with any buffer the call reads, nor with another output: the
+// kernels write logits (or -inf, or a row's top-k indices and values) while they still read Q,
+// KV, weights, lengths and block tables, so an overlap would feed results back in as inputs
+// (wrong logits, or a block-table entry overwritten after it was checked and then read), and
+// top-k indices sharing bytes with their values would overwrite each other. Each entry point
+// checks the byte range of every buffer its output writes against the byte range of every input
+// view and of the other outputs, after the views' own checks (their extents are known to fit in
+// int64).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -64,22 +68,33 @@ byte_range range_of(const char* name, const paged_cache_view<Format>& c) {
       (c.num_pages - 1) * c.page_stride + std::int64_t{c.page_kv} * c.bytes_per_token());
 }
 
-// Throws when the output's bytes meet any input's. The output is the call's output policy: one
-// that writes a logits view (view()) is checked; a policy without one writes nothing the call
-// reads.
+inline bool disjoint(const byte_range& a, const byte_range& b) {
+  return a.empty() || b.empty() || a.end <= b.begin || b.end <= a.begin;
+}
+
+// Throws when a buffer the output policy writes meets an input, or another buffer it writes.
+// The policy names its buffers with written_ranges() (the logits view; the top-k indices and
+// values); each is checked against every input and against the others.
 template <class Output>
 void check_no_overlap(const char* where, const Output& output,
                       std::initializer_list<byte_range> inputs) {
-  if constexpr (requires { range_of("logits", output.view()); }) {
-    const byte_range o = range_of("logits", output.view());
-    if (o.empty()) return;
+  const auto outputs = output.written_ranges();
+  auto fail = [&](const byte_range& o, const byte_range& in, const char* what) {
+    require(false, where, [&](auto& m) {
+      m << o.name << " [" << static_cast<std::uint64_t>(o.begin) << ", "
+        << static_cast<std::uint64_t>(o.end) << ") overlap " << in.name << " ["
+        << static_cast<std::uint64_t>(in.begin) << ", " << static_cast<std::uint64_t>(in.end)
+        << "): " << what;
+    });
+  };
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const byte_range& o = outputs[i];
+    if (o.empty()) continue;
     for (const byte_range& in : inputs)
-      require(in.empty() || in.end <= o.begin || o.end <= in.begin, where, [&](auto& m) {
-        m << "logits [" << static_cast<std::uint64_t>(o.begin) << ", "
-          << static_cast<std::uint64_t>(o.end) << ") overlap " << in.name << " ["
-          << static_cast<std::uint64_t>(in.begin) << ", " << static_cast<std::uint64_t>(in.end)
-          << "): the output must not share a byte with an input";
-      });
+      if (!disjoint(o, in)) fail(o, in, "an output must not share a byte with an input");
+    for (std::size_t j = i + 1; j < outputs.size(); ++j)
+      if (!disjoint(o, outputs[j]))
+        fail(o, outputs[j], "the outputs of a call must not share a byte");
   }
 }
 

@@ -23,6 +23,17 @@ namespace detail {
 // For tests only: when >= 1, the pool constructor's start of that worker (1 = the first) fails
 // as an exhausted system does (std::system_error, EAGAIN). -1: never.
 inline std::atomic<int> thread_pool_fail_start_at{-1};
+
+// now + spin, or the clock's last time point when that is later than the clock can say (a spin
+// of microseconds::max() means "spin until the next call"; now + spin would overflow).
+inline std::chrono::steady_clock::time_point spin_deadline(
+    std::chrono::steady_clock::time_point now, std::chrono::microseconds spin) {
+  using clock = std::chrono::steady_clock;
+  const auto left = clock::time_point::max() - now;  // >= 0: now is not past the last point
+  if (spin >= std::chrono::duration_cast<std::chrono::microseconds>(left))
+    return clock::time_point::max();
+  return now + std::chrono::duration_cast<clock::duration>(spin);
+}
 }  // namespace detail
 
 // parallel_for hands out task indices through an atomic counter; the calling thread works too.
@@ -172,7 +183,7 @@ class thread_pool {
   // without spinning, so this only saves the sleep.
   void spin_until_posted(std::uint64_t seen) const {
     if (spin_.count() == 0) return;
-    const auto until = std::chrono::steady_clock::now() + spin_;
+    const auto until = detail::spin_deadline(std::chrono::steady_clock::now(), spin_);
     while (generation_.load(std::memory_order_acquire) == seen &&
            std::chrono::steady_clock::now() < until)
       cpu_relax();

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
 
+#include "../api/overlap.hpp"
 #include "../api/validate.hpp"
 #include "../config.hpp"
 #include "../exec/executor.hpp"
@@ -64,6 +66,10 @@ class logits_row_output {
   void finish(const executor_ref&) const {}
 
   const matrix_view<O>& view() const { return out_; }
+  // The bytes this output writes (checked against the call's inputs).
+  std::array<detail::byte_range, 1> written_ranges() const {
+    return {detail::range_of("logits", out_)};
+  }
   bool clean() const { return clean_; }
 
  private:

@@ -17,7 +17,11 @@
 //                                     by executor task `task`; valid[i] == 0 marks a masked
 //                                     column. Every (row, column) arrives at most once; slices of
 //                                     one row may come from several tasks, in any order.
-//   finish(executor)                  once, after every task has returned
+//   finish(executor)                  once, after every task has returned; any pass it runs on
+//                                     the executor goes through detail::checked_parallel_for
+//   written_ranges()                  the byte ranges (detail::byte_range) of every buffer it
+//                                     writes, so the entry point can check them against every
+//                                     input and against each other before anything is written
 #pragma once
 
 #include <concepts>
@@ -46,6 +50,7 @@ concept output_policy = requires(P& p, const char* where, std::int64_t i, const 
   p.begin(detail::any_plan{}, i, exec);
   p.consume(i, i, i, scores, valid, i);
   p.finish(exec);
+  p.written_ranges();
 };
 
 // An output that keeps state per task (the top-k selection's candidates) sets

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cstdint>
@@ -42,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "../api/overlap.hpp"
 #include "../api/validate.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
@@ -329,11 +331,17 @@ class topk_output {
       for (std::int64_t r = t * rows_per_task; r < last; ++r)
         if (!scratch_->written[static_cast<std::size_t>(r)]) write_row(r, nullptr, 0);
     };
-    exec.parallel_for((indices_.rows + rows_per_task - 1) / rows_per_task, pad);
+    detail::checked_parallel_for(exec, (indices_.rows + rows_per_task - 1) / rows_per_task, pad);
   }
 
   bool has_values() const { return values_.data != nullptr; }
   std::int64_t k() const { return indices_.cols; }
+  // The bytes this output writes: indices and values are checked against the call's inputs and
+  // against each other.
+  std::array<detail::byte_range, 2> written_ranges() const {
+    return {detail::range_of("top-k indices", indices_),
+            has_values() ? detail::range_of("top-k values", values_) : detail::byte_range{}};
+  }
 
  private:
   // The rows a task was on are done (for this task): written, or kept for the merge.

@@ -6,10 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <span>
 #include <type_traits>
 
+#include "../api/overlap.hpp"
 #include "../api/validate.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
@@ -22,8 +24,20 @@ MQALOGITS_NAMESPACE_BEGIN
 
 // Bytes one page of Format uses (page_kv tokens of Format::head_dim, or of `dim`); a page stride
 // may be larger (padding).
+namespace detail {
+template <class Format>
+constexpr void check_page_head_dim(const char* where, int head_dim) {
+  if (!has_head_dim<Format>(head_dim))
+    require(false, where, [&](auto& m) {
+      m << "head_dim = " << head_dim << " is not supported by " << Format::name;
+    });
+}
+}  // namespace detail
+
+// A head dim the format has no kernels for is an error.
 template <class Format>
 constexpr std::int64_t page_bytes(std::int32_t page_kv, head_dim_t dim = {Format::head_dim}) {
+  detail::check_page_head_dim<Format>("page_bytes", dim.value);
   return std::int64_t{page_kv} * (Format::data_bytes_for(dim.value) + Format::scale_bytes);
 }
 // page_bytes rounded up to a multiple of `alignment` bytes (upstream pads to 512); page_kv >= 1
@@ -31,6 +45,7 @@ constexpr std::int64_t page_bytes(std::int32_t page_kv, head_dim_t dim = {Format
 template <class Format>
 constexpr std::int64_t aligned_page_stride(std::int32_t page_kv, head_dim_t dim,
                                            std::int64_t alignment = 512) {
+  detail::check_page_head_dim<Format>("aligned_page_stride", dim.value);
   const std::int64_t bytes = page_bytes<Format>(page_kv, dim);
   detail::require(page_kv >= 1 && alignment >= 1 && alignment <= INT64_MAX - bytes,
                   "aligned_page_stride", [&](auto& m) {
@@ -85,14 +100,20 @@ struct mutable_paged_cache {
 
 namespace detail {
 
+// `sources`: the byte ranges of the rows to store; neither they nor the slot mapping may share a
+// byte with the cache (the stores would overwrite what is still to be read).
 template <class Format, class Slot>
 void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int64_t rows,
-                        const mutable_paged_cache<Format>& cache) {
+                        const mutable_paged_cache<Format>& cache,
+                        std::initializer_list<byte_range> sources) {
   check_head_dim<Format>(where, "cache", cache.head_dim);
   const std::int64_t used = page_bytes<Format>(cache.page_kv, head_dim_t{cache.head_dim});
   require(static_cast<std::int64_t>(slots.size()) == rows, where, [&](auto& m) {
     m << "slot_mapping has " << slots.size() << " entries for " << rows << " tokens";
   });
+  require(slots.empty() || slots.data(), where,
+          [&](auto& m) { m << "slot_mapping is null with " << slots.size() << " entries"; });
+  check_aligned(where, "slot_mapping", slots.data(), alignof(Slot));
   require(cache.page_kv >= 1 && cache.num_pages >= 0 && cache.page_stride >= used &&
               (cache.num_pages == 0 || cache.base),
           where, [&](auto& m) {
@@ -102,6 +123,26 @@ void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int
   require(extent_fits(cache.num_pages, cache.page_stride, used), where, [&](auto& m) {
     m << "cache byte extent overflows: " << cache.num_pages << " pages x stride "
       << cache.page_stride;
+  });
+  const byte_range written =
+      cache.num_pages > 0
+          ? make_range("cache", cache.base, (cache.num_pages - 1) * cache.page_stride + used)
+          : byte_range{"cache"};
+  const byte_range mapping = make_range("slot_mapping", slots.data(),
+                                        static_cast<std::int64_t>(slots.size() * sizeof(Slot)));
+  for (const byte_range& in : sources)
+    require(disjoint(in, written), where, [&](auto& m) {
+      m << in.name << " [" << static_cast<std::uint64_t>(in.begin) << ", "
+        << static_cast<std::uint64_t>(in.end) << ") overlap the cache ["
+        << static_cast<std::uint64_t>(written.begin) << ", "
+        << static_cast<std::uint64_t>(written.end) << "): the rows to store must not share a "
+        << "byte with the cache";
+    });
+  require(disjoint(mapping, written), where, [&](auto& m) {
+    m << "slot_mapping [" << static_cast<std::uint64_t>(mapping.begin) << ", "
+      << static_cast<std::uint64_t>(mapping.end) << ") overlap the cache ["
+      << static_cast<std::uint64_t>(written.begin) << ", "
+      << static_cast<std::uint64_t>(written.end) << ")";
   });
   std::int64_t capacity = 0;
   require(!__builtin_mul_overflow(cache.num_pages, std::int64_t{cache.page_kv}, &capacity), where,
@@ -137,15 +178,14 @@ requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<
   constexpr const char* where = "store_into_pages";
   detail::check_scaling<Format>(where, scaling);
   detail::check_head_dim<Format>(where, "cache", cache.head_dim);
-  detail::require(
-      k.cols == cache.head_dim && k.rows >= 0 && k.stride >= k.cols && (k.rows == 0 || k.data),
-      where, [&](auto& m) {
-        m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, " << cache.head_dim
-          << "] (the cache's head_dim)";
-      });
-  detail::check_matrix(where, "k", k, k.rows, k.cols);  // alignment, overflowing extents
+  detail::require(k.cols == cache.head_dim && k.rows >= 0, where, [&](auto& m) {
+    m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, " << cache.head_dim
+      << "] (the cache's head_dim)";
+  });
+  // Null data, a stride below a row, misalignment, overflowing extents: each named as such.
+  detail::check_matrix(where, "k", k, k.rows, k.cols);
   detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
-                             k.rows, cache);
+                             k.rows, cache, {detail::range_of("k", k)});
   with_head_dim_of<Format>(cache.head_dim, [&]<class F>() {
     for (std::int64_t i = 0; i < k.rows; ++i) {
       const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
@@ -166,8 +206,9 @@ void store_into_pages(const rows_view<Format>& rows, std::span<Slot, Extent> slo
                   [&](auto& m) { m << "rows are null with " << rows.rows << " rows"; });
   detail::check_rows(where, "rows", rows, rows.rows);  // strides, overflowing extents
   detail::check_same_head_dim(where, "cache", cache.head_dim, rows.head_dim);
-  detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
-                             rows.rows, cache);
+  detail::check_slot_mapping(
+      where, std::span<const std::remove_const_t<Slot>>(slot_mapping), rows.rows, cache,
+      {detail::data_range_of("rows", rows), detail::scale_range_of("rows scales", rows)});
   for (std::int64_t i = 0; i < rows.rows; ++i) {
     const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
     if (slot < 0) continue;

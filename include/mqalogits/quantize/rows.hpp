@@ -18,8 +18,10 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "../api/overlap.hpp"
 #include "../api/validate.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
@@ -152,6 +154,26 @@ void quantize_rows_into(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scal
             m << "output byte extent overflows: " << x.rows << " rows x strides " << data_stride
               << " / " << scale_stride;
           });
+  // The codes and scales are written while later rows of x are still read: no two of the three
+  // may share a byte.
+  if (x.rows > 0) {
+    const detail::byte_range src = detail::range_of("x", x),
+                             codes = detail::make_range("data", data,
+                                                        (x.rows - 1) * data_stride + data_bytes),
+                             exps = scales ? detail::make_range(
+                                                 "scales", scales,
+                                                 (x.rows - 1) * scale_stride + Format::scale_bytes)
+                                           : detail::byte_range{"scales"};
+    for (const auto& ab : {std::pair{codes, src}, std::pair{exps, src}, std::pair{codes, exps}}) {
+      const detail::byte_range &a = ab.first, &b = ab.second;
+      require(detail::disjoint(a, b), where, [&](auto& m) {
+        m << a.name << " [" << static_cast<std::uint64_t>(a.begin) << ", "
+          << static_cast<std::uint64_t>(a.end) << ") overlap " << b.name << " ["
+          << static_cast<std::uint64_t>(b.begin) << ", " << static_cast<std::uint64_t>(b.end)
+          << "): an output must not share a byte with the source or the other output";
+      });
+    }
+  }
   with_head_dim_of<Format>(d, [&]<class F>() {
     for (std::int64_t r = 0; r < x.rows; ++r)
       quantize_row<F>(x.row(r), data + r * data_stride,
@@ -240,6 +262,17 @@ inline void fold_q_scales(std::span<const float> q_scales, matrix_view<float> we
                   [&](auto& m) { m << weights.rows << " x " << weights.cols << " overflows"; });
   detail::require(q_scales.empty() || q_scales.data(), where,
                   [&](auto& m) { m << "q_scales is null with " << q_scales.size() << " entries"; });
+  detail::check_aligned(where, "q_scales", q_scales.data(), alignof(float));
+  // The weights are scaled in place while q_scales is read: they may not share a byte.
+  const detail::byte_range s = detail::make_range(
+                               "q_scales", q_scales.data(),
+                               static_cast<std::int64_t>(q_scales.size() * sizeof(float))),
+                           w = detail::range_of("weights", weights);
+  detail::require(detail::disjoint(s, w), where, [&](auto& m) {
+    m << "q_scales [" << static_cast<std::uint64_t>(s.begin) << ", "
+      << static_cast<std::uint64_t>(s.end) << ") overlap the weights ["
+      << static_cast<std::uint64_t>(w.begin) << ", " << static_cast<std::uint64_t>(w.end) << ")";
+  });
   detail::require(static_cast<std::int64_t>(q_scales.size()) == entries, where, [&](auto& m) {
     m << "q_scales has " << q_scales.size() << " entries, weights are [" << weights.rows << ", "
       << weights.cols << "]";

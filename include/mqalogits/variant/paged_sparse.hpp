@@ -108,8 +108,10 @@ class paged_sparse_mqa_metadata {
   }
 
   bool has_snapshot() const { return f_->snap && f_->snap->ready.load(std::memory_order_acquire); }
-  // Token bytes held by the snapshot: sparse_block_kv x token_bytes per used block (0 before
-  // the first call, and always 0 with the reread protocol).
+  // Token bytes held by the snapshot: sparse_block_kv x token_bytes per distinct cache block the
+  // selection reads (a block selected by many rows or entries is held once), 0 before the first
+  // call and always 0 with the reread protocol. The snapshot also keeps one int64 per selection
+  // entry (which held block it reads), as the metadata keeps its selection.
   std::size_t snapshot_bytes() const { return has_snapshot() ? f_->snap->bytes.size() : 0; }
 
   // The snapshot for Format, taken from `cache` on the first call (after check_cache); later
@@ -142,9 +144,9 @@ class paged_sparse_mqa_metadata {
   const std::uint8_t* snapshot_token(std::int64_t r, std::int64_t k) const {
     const snapshot& s = *f_->snap;
     const std::int64_t block = s.block_slot[static_cast<std::size_t>(r * f_->cap + k / f_->block)];
-    if (block < 0) return nullptr;
+    if (block < 0 || position(r, k) < 0) return nullptr;
     const auto slot = static_cast<std::size_t>(block * f_->block + k % f_->block);
-    return s.valid[slot] ? s.bytes.data() + slot * s.token_bytes : nullptr;
+    return s.bytes.data() + slot * s.token_bytes;
   }
 
   template <index_value I>
@@ -161,8 +163,7 @@ class paged_sparse_mqa_metadata {
     std::int64_t data_bytes = 0;
     std::size_t token_bytes = 0;
     std::vector<std::int64_t> block_slot;  // [rows, cap] the used block's place in bytes, or -1
-    std::vector<std::uint8_t> valid;       // [used blocks * sparse_block_kv] per token
-    std::vector<std::uint8_t> bytes;       // [used blocks * sparse_block_kv, token_bytes]
+    std::vector<std::uint8_t> bytes;       // [distinct used blocks * sparse_block_kv, token_bytes]
   };
   struct page_entry {  // a block-table entry the selection reads; row -1: none
     std::int64_t row = -1, slot = 0, page = 0;
@@ -170,34 +171,43 @@ class paged_sparse_mqa_metadata {
 
   template <class Format>
   void take_snapshot(const paged_cache_view<Format>& cache) const {
-    // Only used blocks take space (a selection of -1s holds no bytes, whatever the lengths).
-    std::int64_t used = 0;
+    // Each distinct block of the cache that some row selects is stored once, whole (its
+    // sparse_block_kv tokens lie in one page): memory is bounded by the distinct blocks read,
+    // never by rows x entries, however often a selection repeats a block. Which of its tokens a
+    // row sees is decided when reading (position()), as with the reread protocol.
+    const std::int64_t B = f_->block, per_page = f_->page_kv / B;
+    std::vector<std::pair<std::int64_t, std::int64_t>> used;  // (cache block, r * cap + b)
     for (std::int64_t r = 0; r < f_->rows; ++r)
-      for (std::int64_t b = 0; b < num_blocks(r); ++b) used += block_used(r, b);
-    const std::int64_t B = f_->block;
+      for (std::int64_t b = 0; b < num_blocks(r); ++b)
+        if (block_used(r, b)) {
+          const std::int64_t at = r * f_->cap + b;
+          const std::int64_t in_page = f_->idx[static_cast<std::size_t>(at)] % per_page;
+          used.emplace_back(block_page(r, b) * per_page + in_page, at);
+        }
+    std::sort(used.begin(), used.end());
+    std::int64_t distinct = 0;
+    for (std::size_t i = 0; i < used.size(); ++i)
+      distinct += i == 0 || used[i].first != used[i - 1].first;
     snapshot& s = *f_->snap;
     s.head_dim = cache.head_dim;
     s.data_bytes = cache.data_bytes();
     s.token_bytes = static_cast<std::size_t>(cache.bytes_per_token());
     s.block_slot.assign(static_cast<std::size_t>(f_->rows * f_->cap), -1);
-    s.valid.assign(static_cast<std::size_t>(used * B), 0);
-    s.bytes.assign(static_cast<std::size_t>(used * B) * s.token_bytes, 0);
-    std::int64_t next = 0;
-    for (std::int64_t r = 0; r < f_->rows; ++r)
-      for (std::int64_t b = 0; b < num_blocks(r); ++b) {
-        if (!block_used(r, b)) continue;
-        const std::int64_t block = next++, pg = block_page(r, b);
-        s.block_slot[static_cast<std::size_t>(r * f_->cap + b)] = block;
+    s.bytes.assign(static_cast<std::size_t>(distinct * B) * s.token_bytes, 0);
+    std::int64_t next = -1;
+    for (std::size_t i = 0; i < used.size(); ++i) {
+      if (i == 0 || used[i].first != used[i - 1].first) {
+        ++next;
+        const std::int64_t pg = used[i].first / per_page, first = used[i].first % per_page * B;
         for (std::int64_t o = 0; o < B; ++o) {
-          const std::int64_t p = position(r, b * B + o);
-          if (p < 0) continue;
-          const auto slot = static_cast<std::size_t>(block * B + o);
-          std::uint8_t* dst = s.bytes.data() + slot * s.token_bytes;
-          std::memcpy(dst, cache.data(pg, p % f_->page_kv), static_cast<std::size_t>(s.data_bytes));
-          std::memcpy(dst + s.data_bytes, cache.scale(pg, p % f_->page_kv), Format::scale_bytes);
-          s.valid[slot] = 1;
+          std::uint8_t* dst =
+              s.bytes.data() + static_cast<std::size_t>(next * B + o) * s.token_bytes;
+          std::memcpy(dst, cache.data(pg, first + o), static_cast<std::size_t>(s.data_bytes));
+          std::memcpy(dst + s.data_bytes, cache.scale(pg, first + o), Format::scale_bytes);
         }
       }
+      s.block_slot[static_cast<std::size_t>(used[i].second)] = next;
+    }
     s.format = Format::name;
     s.ready.store(true, std::memory_order_release);
   }

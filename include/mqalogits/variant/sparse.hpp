@@ -42,7 +42,11 @@ template <index_value I>
 void check_sparse_indices(const char* where, matrix_view<const I> idx,
                           std::int64_t sparse_block_kv) {
   using detail::require;
-  require(idx.rows >= 0 && idx.cols >= 1 && idx.cols <= max_sparse_capacity, where, [&](auto& m) {
+  require(idx.rows >= 0, where, [&](auto& m) {
+    m << "sparse_kv_block_indices has " << idx.rows << " rows (shape [" << idx.rows << ", "
+      << idx.cols << "])";
+  });
+  require(idx.cols >= 1 && idx.cols <= max_sparse_capacity, where, [&](auto& m) {
     m << "sparse_kv_block_indices capacity " << idx.cols << " is out of range [1, "
       << max_sparse_capacity << "] (shape [" << idx.rows << ", " << idx.cols << "])";
   });

@@ -13,12 +13,27 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
-// Row stride in elements for `cols` columns with rows aligned to `alignment_bytes` (512 in
-// DeepGEMM-Ascend, 1024 upstream). alignment_bytes must be a multiple of sizeof(T).
+// Row stride in elements for `cols` columns with rows aligned to `alignment_bytes` (512 by
+// default as DeepGEMM-Ascend, 1024 upstream). cols >= 0, alignment_bytes >= 1 and a multiple of sizeof(T), and a
+// stride that fits in int64; else mqalogits::error.
 template <class T>
 constexpr std::int64_t logits_row_stride(std::int64_t cols, std::int64_t alignment_bytes = 512) {
-  const std::int64_t per = alignment_bytes / static_cast<std::int64_t>(sizeof(T));
-  return per <= 1 ? cols : (cols + per - 1) / per * per;
+  constexpr auto size = static_cast<std::int64_t>(sizeof(T));
+  constexpr const char* where = "logits_row_stride";
+  if (cols < 0)
+    detail::require(false, where, [&](auto& m) { m << "cols = " << cols << " is negative"; });
+  if (alignment_bytes < 1 || alignment_bytes % size != 0)
+    detail::require(false, where, [&](auto& m) {
+      m << "alignment_bytes = " << alignment_bytes << " is not a positive multiple of the " << size
+        << "-byte element";
+    });
+  const std::int64_t per = alignment_bytes / size;
+  if (per > 1 && cols > INT64_MAX - (per - 1))
+    detail::require(false, where, [&](auto& m) {
+      m << "cols = " << cols << " rounded up to a multiple of " << per
+        << " elements overflows int64";
+    });
+  return per <= 1 ? cols : (cols + (per - 1)) / per * per;
 }
 
 template <class T>
@@ -41,7 +56,7 @@ class logits_buffer {
                                   : static_cast<std::size_t>(alignment_bytes);
     const std::size_t bytes = static_cast<std::size_t>(rows_ * stride_) * sizeof(T);
     if (bytes) {
-      storage_.reset(static_cast<T*>(::operator new(bytes, std::align_val_t{align})));
+      storage_.reset(static_cast<T*>(::operator new (bytes, std::align_val_t{align})));
       storage_.get_deleter().align = align;
       for (std::size_t i = 0; i < bytes / sizeof(T); ++i) new (storage_.get() + i) T{};
     }
@@ -73,7 +88,7 @@ class logits_buffer {
     bool fits = true;
     if (per > 1) {
       fits = cols <= INT64_MAX - (per - 1);
-      if (fits) stride = (cols + per - 1) / per * per;
+      if (fits) stride = (cols + (per - 1)) / per * per;
     }
     fits = fits && !__builtin_mul_overflow(rows, stride, &bytes) &&
            !__builtin_mul_overflow(bytes, static_cast<std::int64_t>(sizeof(T)), &bytes);
@@ -85,7 +100,7 @@ class logits_buffer {
 
   struct aligned_delete {
     std::size_t align = alignof(T);
-    void operator()(T* p) const { ::operator delete(p, std::align_val_t{align}); }
+    void operator()(T* p) const { ::operator delete (p, std::align_val_t{align}); }
   };
   std::unique_ptr<T, aligned_delete> storage_;
   std::int64_t rows_ = 0, cols_ = 0, stride_ = 0;

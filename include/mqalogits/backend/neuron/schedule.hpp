@@ -40,6 +40,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -303,7 +304,10 @@ class kernel {
       transfer(B * sb, slots::every_slot,
                [&](auto& t, std::int64_t p, std::int64_t s, const key_ref& k) {
                  const float v = k.valid() ? Format::block_scale(k.scale, 0) : 0.0f;
-                 t.values_in(window(k_scale_row_), 0, p * B + s, &v, 1, dma_row::part_of_block);
+                 // An infinite scale times the codes is NaN element-wise (0 x inf, +inf - inf)
+                 // as the host decodes it, not sum(q c) x inf = +-inf.
+                 const float f = std::isinf(v) ? std::numeric_limits<float>::quiet_NaN() : v;
+                 t.values_in(window(k_scale_row_), 0, p * B + s, &f, 1, dma_row::part_of_block);
                });
     }
 
