@@ -521,3 +521,34 @@ TEMPLATE_TEST_CASE("neuron top-k: exact selection, ties, NaN, padding, cost", "[
         }).find("indices [") != std::string::npos);
   CHECK(idx3[0] == 9);
 }
+
+// k up to the row length: the selection streams the row through SBUF, so no k is refused.
+TEMPLATE_TEST_CASE("neuron top-k: k up to the row length", "[neuron]", trn1, trn2, trn3) {
+  rnd::engine rng(62);
+  const std::int64_t rows = 3, cols = 30000, k = GENERATE(22529, 29999, 30000);
+  INFO("k " << k);
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  for (float& v : x) v = static_cast<float>(rnd::uniform(rng, -3000, 3000)) * 0.25f;
+  std::vector<std::uint8_t> valid(x.size(), 1);
+  valid[5] = 0;  // row 0 has one column fewer than k = cols: its last index is -1
+  std::vector<std::int32_t> idx(static_cast<std::size_t>(rows * k), 7);
+  std::vector<float> val(static_cast<std::size_t>(rows * k), 7.0f);
+  nb::topk<TestType>(ml::matrix_view<const float>(x.data(), rows, cols),
+                     ml::matrix_view<const std::uint8_t>(valid.data(), rows, cols), k,
+                     ml::matrix_view<std::int32_t>(idx.data(), rows, k),
+                     ml::matrix_view<float>(val.data(), rows, k));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::vector<float> row(x.begin() + r * cols, x.begin() + (r + 1) * cols);
+    const std::vector<std::uint8_t> ok(valid.begin() + r * cols, valid.begin() + (r + 1) * cols);
+    const auto want = expected_topk(row, ok, k);
+    std::int64_t wrong = 0;
+    for (std::int64_t j = 0; j < k; ++j) {
+      const auto i = static_cast<std::size_t>(r * k + j);
+      const float v = val[i];
+      wrong += idx[i] != want[static_cast<std::size_t>(j)] ||
+               (want[j] < 0 ? !(std::isinf(v) && v < 0) : v != row[want[j]]);
+    }
+    INFO("row " << r);
+    CHECK(wrong == 0);
+  }
+}

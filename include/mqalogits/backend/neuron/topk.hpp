@@ -15,8 +15,11 @@
 // GpSimd (bf16, 8 rows per call, ~4n + k cycles) keeps the segment's k best; a last nisa.topk
 // over the segments' candidates gives each row's bf16 threshold; VectorE marks the columns at or
 // above it; GpSimd sorts those candidates exactly in fp32 (~c log2 c cycles for c candidates,
-// derived); DMA writes indices and values. Inside a kernel (an output policy) the segments come
-// from SBUF score tiles instead of HBM.
+// derived) in runs of at most 4096 (value, index) pairs, 32 KiB per partition; more candidates
+// than one run (a k of thousands, up to the whole row) go to HBM run by run and come back
+// through a merge on GpSimd (~c log2(runs) cycles, derived); DMA writes indices and values. So
+// SBUF never holds more than one segment and one run: any k up to the row length is taken.
+// Inside a kernel (an output policy) the segments come from SBUF score tiles instead of HBM.
 #pragma once
 
 #include <algorithm>
@@ -39,6 +42,8 @@ namespace neuron_backend {
 
 // Columns per top-k segment: 32 KiB of fp32 per partition.
 inline constexpr std::int64_t topk_segment = 8192;
+// Candidates per sorted run: 4096 fp32 values and their indices, 32 KiB per partition.
+inline constexpr std::int64_t topk_run = 4096;
 
 namespace detail_topk {
 // Ranking order: NaN first, then by value descending, ties by the lower column.
@@ -53,6 +58,38 @@ inline float bf16_key(float v) {
   return bf16::from_float(v).to_float();
 }
 }  // namespace detail_topk
+
+namespace detail_topk {
+inline std::int64_t ceil_log2(std::int64_t n) {
+  return static_cast<std::int64_t>(std::ceil(std::log2(std::max(2.0, static_cast<double>(n)))));
+}
+}  // namespace detail_topk
+
+// The exact fp32 sort of `candidates` (value, index) pairs per row of R rows: runs of at most
+// topk_run sorted on GpSimd in SBUF; with more than one run, each is written to HBM and a merge
+// streams them back.
+template <class Gen>
+void sort_candidates(core<Gen>& c, int R, std::int64_t candidates) {
+  const std::int64_t runs = (candidates + topk_run - 1) / topk_run;
+  const std::int64_t run = std::min(candidates, topk_run);
+  tile picked = c.sbuf("top-k sorted run (values, indices)", dtype::fp32, 128, 2 * run);
+  for (std::int64_t i = 0; i < runs; ++i) {
+    const std::int64_t m = std::min(run, candidates - i * run);
+    c.gpsimd_elementwise(m * detail_topk::ceil_log2(m), 1);
+    if (runs == 1) break;
+    auto t = c.dma();  // the run out to HBM
+    for (int r = 0; r < R; ++r) t.row(m * 8);
+  }
+  if (runs == 1) return;
+  for (std::int64_t i = 0; i < runs; ++i) {  // the runs back, merged
+    const std::int64_t m = std::min(run, candidates - i * run);
+    {
+      auto t = c.dma();
+      for (int r = 0; r < R; ++r) t.row(m * 8);
+    }
+    c.gpsimd_elementwise(m * detail_topk::ceil_log2(runs), 1);
+  }
+}
 
 // logits [rows, cols] fp32; valid: [rows, cols] 0/1 (data null: every column valid); k >= 1;
 // indices [rows, k]; values [rows, k] or data null. Adds its cost to the thread's capture.
@@ -97,7 +134,6 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
   const std::int64_t seg_cols = std::min(n, topk_segment);
   tile seg = c.sbuf("top-k segment", dtype::fp32, 128, seg_cols);
   tile keys = c.sbuf("top-k bf16 keys", dtype::bf16, 128, seg_cols);
-  tile picked = c.sbuf("top-k indices and values", dtype::fp32, 128, 2 * k);
   std::vector<std::int64_t> order;
   for (std::int64_t r0 = 0; r0 < logits.rows; r0 += 128) {
     const int R = static_cast<int>(std::min<std::int64_t>(128, logits.rows - r0));
@@ -151,13 +187,11 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
       }
     }
     // Threshold compare over every column (VectorE), exact fp32 sort of the candidates
-    // (GpSimd, the `picked` tile), indices and values out. The selection itself is computed
+    // (GpSimd, sort_candidates), indices and values out. The selection itself is computed
     // above on the host: these instructions carry its cost.
     for (std::int64_t s = 0; s < segs; ++s)
       c.vector_elementwise(std::min(topk_segment, n - s * topk_segment), 1);
-    const auto log2c = static_cast<std::int64_t>(
-        std::ceil(std::log2(std::max(2.0, static_cast<double>(most_candidates)))));
-    c.gpsimd_elementwise(most_candidates * log2c, 1);
+    sort_candidates(c, R, most_candidates);
     {
       auto t = c.dma();
       for (int r = 0; r < R; ++r) {
