@@ -786,6 +786,44 @@ class kernel {
   std::int64_t dq_row_begin_ = -1, dq_row_end_ = -1;
 };
 
+// The roofline of one call (report::roofline_*), from the plan and the documented rates.
+template <class Gen, class Format, class Plan, class W, class O>
+void add_roofline(report& r, const Plan& plan, std::int64_t heads) {
+  using tr = traits<Gen>;
+  constexpr bool mx = tr::mx_matmul && is_mx_format_v<Format>;
+  // No instruction takes the codes as they are: MX before trn3, e4m3fn before trn3.
+  constexpr bool decode_codes = is_mx_format_v<Format> ? !tr::mx_matmul : !tr::native_e4m3fn;
+  std::int64_t keys = 0, scores = 0, logits = 0;  // distinct keys, row x key pairs, logits
+  for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
+    const row_span span = plan.group_rows(g);
+    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = 0;
+    for (std::int64_t row = span.begin; row < span.end; ++row) {
+      const row_keys rk = plan.row(row);
+      if (rk.empty()) continue;
+      lo = std::min(lo, rk.key_begin);
+      hi = std::max(hi, rk.key_end);
+      for (std::int64_t k = rk.key_begin; k < rk.key_end; ++k) scores += plan.key(g, k).valid();
+    }
+    for (std::int64_t k = lo; k < hi; ++k) keys += plan.key(g, k).valid();
+  }
+  const std::int64_t rows = plan.num_rows();
+  logits = rows * plan.num_cols();
+  const std::int64_t token = Format::data_bytes + Format::scale_bytes;
+  const double bytes = static_cast<double>(rows * heads * (token + sizeof(W)) + keys * token +
+                                           logits * static_cast<std::int64_t>(sizeof(O)));
+  r.roofline_dma_s += bytes / tr::dma_bytes_per_s;
+  const double macs_per_cycle = 128.0 * 128.0 * (mx ? mx_pack : 1);
+  const double flops = 2.0 * static_cast<double>(scores * heads) * Format::head_dim;
+  r.roofline_tensor_s += flops / (2 * macs_per_cycle * tr::tensor_hz);
+  // Elements per second across the 128 partitions, at the widths for non-16-bit data.
+  const double scalar = 128.0 * tr::scalar_other_rate * tr::scalar_hz;
+  const double vector = 128.0 * tr::vector_other_rate * tr::vector_hz;
+  double t = static_cast<double>(scores * heads + logits) / (scalar + vector);
+  if constexpr (decode_codes)
+    t += static_cast<double>(keys * Format::head_dim) / (vector + 128.0 * tr::gpsimd_hz);
+  r.roofline_elementwise_s += t;
+}
+
 }  // namespace neuron_backend
 
 template <class Gen>
@@ -825,6 +863,7 @@ struct backend_kernels<backend::neuron<Gen>> {
     }
     if (compute) output.finish(executor_ref{});
     if (cap.target) {
+      neuron_backend::add_roofline<Gen, Format, Plan, W, O>(call, plan, w.cols);
       neuron_backend::report& r = *cap.target;
       neuron_backend::accumulate(r, call);
       r.calls += 1;
