@@ -93,11 +93,10 @@ void sort_candidates(core<Gen>& c, int R, std::int64_t candidates) {
 
 // logits [rows, cols] fp32; valid: [rows, cols] 0/1 (data null: every column valid); k >= 1;
 // indices [rows, k]; values [rows, k] or data null. Adds its cost to the thread's capture.
-template <class Gen>
-void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid, std::int64_t k,
-          matrix_view<std::int32_t> indices, matrix_view<float> values) {
-  using tr = traits<Gen>;
-  const std::string where = std::string("neuron_backend::topk (") + tr::name + ")";
+// Checks topk's arguments; a named error before anything is written.
+inline void check_topk_arguments(const std::string& where, matrix_view<const float> logits,
+                                 matrix_view<const std::uint8_t> valid, std::int64_t k,
+                                 matrix_view<std::int32_t> indices, matrix_view<float> values) {
   using mqalogits::detail::require;
   require(k >= 1, where, [&](auto& m) { m << "k = " << k << " must be >= 1"; });
   require(logits.rows >= 0 && logits.cols >= 1 && (logits.rows == 0 || logits.data) &&
@@ -126,7 +125,55 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
             m << "values [" << values.rows << ", " << values.cols << "] must be [" << logits.rows
               << ", " << k << "]";
           });
+}
 
+// Row `row` of the selection, exactly (a stable sort of its valid logits, NaN first), into
+// indices / values; returns how many columns reach the k-th best bf16 key (the candidates the
+// exact sort on GpSimd takes).
+inline std::int64_t select_row(matrix_view<const float> logits,
+                               matrix_view<const std::uint8_t> valid, std::int64_t k,
+                               std::int64_t row, matrix_view<std::int32_t> indices,
+                               matrix_view<float> values, std::vector<std::int64_t>& order) {
+  const std::int64_t n = logits.cols;
+  const float* x = logits.row(row);
+  auto ok = [&](std::int64_t i) { return !valid.data || valid(row, i) != 0; };
+  order.clear();
+  for (std::int64_t i = 0; i < n; ++i)
+    if (ok(i)) order.push_back(i);
+  const std::int64_t take = std::min<std::int64_t>(k, static_cast<std::int64_t>(order.size()));
+  std::int64_t cand = 0;
+  // Candidates: at or above the k-th best bf16 key (NaN counts as the best).
+  if (take > 0) {
+    std::vector<std::int64_t> by_key = order;
+    auto key_before = [&](std::int64_t a, std::int64_t b) {
+      return detail_topk::ranks_before(detail_topk::bf16_key(x[a]), 0, detail_topk::bf16_key(x[b]),
+                                       0);
+    };
+    std::nth_element(by_key.begin(), by_key.begin() + (take - 1), by_key.end(), key_before);
+    const float t = detail_topk::bf16_key(x[by_key[static_cast<std::size_t>(take - 1)]]);
+    for (std::int64_t i : order)
+      cand +=
+          std::isnan(t) ? std::isnan(x[i]) : (std::isnan(x[i]) || detail_topk::bf16_key(x[i]) >= t);
+  }
+  std::partial_sort(
+      order.begin(), order.begin() + take, order.end(),
+      [&](std::int64_t a, std::int64_t b) { return detail_topk::ranks_before(x[a], a, x[b], b); });
+  for (std::int64_t j = 0; j < k; ++j) {
+    const bool has = j < take;
+    indices(row, j) = has ? static_cast<std::int32_t>(order[static_cast<std::size_t>(j)]) : -1;
+    if (values.data)
+      values(row, j) =
+          has ? x[order[static_cast<std::size_t>(j)]] : -std::numeric_limits<float>::infinity();
+  }
+  return cand;
+}
+
+template <class Gen>
+void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid, std::int64_t k,
+          matrix_view<std::int32_t> indices, matrix_view<float> values) {
+  using tr = traits<Gen>;
+  check_topk_arguments(std::string("neuron_backend::topk (") + tr::name + ")", logits, valid, k,
+                       indices, values);
   const capture_state cap = current_capture();
   const bool compute = !(cap.target && cap.options.cost_only);
   core<Gen> c(compute);
@@ -152,39 +199,8 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
     std::int64_t most_candidates = k;
     for (int r = 0; r < R; ++r) {
       if (!compute) break;
-      const std::int64_t row = r0 + r;
-      const float* x = logits.row(row);
-      auto ok = [&](std::int64_t i) { return !valid.data || valid(row, i) != 0; };
-      order.clear();
-      for (std::int64_t i = 0; i < n; ++i)
-        if (ok(i)) order.push_back(i);
-      const std::int64_t take = std::min<std::int64_t>(k, static_cast<std::int64_t>(order.size()));
-      // Candidates: at or above the k-th best bf16 key (NaN counts as the best).
-      if (take > 0) {
-        std::vector<std::int64_t> by_key = order;
-        auto key_before = [&](std::int64_t a, std::int64_t b) {
-          return detail_topk::ranks_before(detail_topk::bf16_key(x[a]), 0,
-                                           detail_topk::bf16_key(x[b]), 0);
-        };
-        std::nth_element(by_key.begin(), by_key.begin() + (take - 1), by_key.end(), key_before);
-        const float t = detail_topk::bf16_key(x[by_key[static_cast<std::size_t>(take - 1)]]);
-        std::int64_t cand = 0;
-        for (std::int64_t i : order)
-          cand += std::isnan(t) ? std::isnan(x[i])
-                                : (std::isnan(x[i]) || detail_topk::bf16_key(x[i]) >= t);
-        most_candidates = std::max(most_candidates, cand);
-      }
-      std::partial_sort(order.begin(), order.begin() + take, order.end(),
-                        [&](std::int64_t a, std::int64_t b) {
-                          return detail_topk::ranks_before(x[a], a, x[b], b);
-                        });
-      for (std::int64_t j = 0; j < k; ++j) {
-        const bool has = j < take;
-        indices(row, j) = has ? static_cast<std::int32_t>(order[static_cast<std::size_t>(j)]) : -1;
-        if (values.data)
-          values(row, j) =
-              has ? x[order[static_cast<std::size_t>(j)]] : -std::numeric_limits<float>::infinity();
-      }
+      most_candidates =
+          std::max(most_candidates, select_row(logits, valid, k, r0 + r, indices, values, order));
     }
     // Threshold compare over every column (VectorE), exact fp32 sort of the candidates
     // (GpSimd, sort_candidates), indices and values out. The selection itself is computed
