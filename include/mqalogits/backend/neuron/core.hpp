@@ -268,7 +268,8 @@ enum class matmul_kind : std::uint8_t { score, head_sum, broadcast };
 // (x & 0x7F) == 0x7F and a predicated copy. e2m1: low and high nibbles (x & 0xF, x >> 4) to
 // even and odd elements, sign (n & 8) << 12 and magnitude (n & 7) << 6, OR, times 2^126, times
 // the scale. UE8M0 scales become bf16 2^(s - 127) by s << 7 plus fixes of s = 0 and s = 255
-// (three instructions over the 4 scales of a row, counted by the caller).
+// (three instructions over the 4 scales of a row, counted by the caller). Where VectorE and
+// GpSimd have separate SBUF ports (trn2), the one-input integer steps run on GpSimd.
 struct decode_step {
   int inputs;
   int num, den;
@@ -711,6 +712,12 @@ class core {
     for (std::size_t k = fp4 ? 2 : 0; k < 7; ++k) {
       const decode_step& st = fp4 ? e2m1_decode_steps[k] : e4m3_decode_steps[k];
       if (st.applies_scale && !exps) continue;
+      // One-input integer steps (masks, shifts, the NaN compare) read and write SBUF only, so
+      // GpSimd takes them where it does not share VectorE's SBUF port (trn2 on).
+      if (!traits_type::sbuf_vector_gpsimd_exclusive && st.inputs == 1 && !st.bf16_arith) {
+        gpsimd_elementwise(out.nc, 1);
+        continue;
+      }
       vector_instruction(out.nc, st.inputs, narrow && st.bf16_arith,
                          st.applies_scale && exps->space() == memory::psum);
     }
