@@ -1,7 +1,8 @@
 // The neuron backend's cost report for DeepSeek-V3.2's indexer shapes (H = 64, D = 128, page
 // 64) on each NeuronCore generation: one line per generation and shape,
-//   neuron <gen> <kernel> <shape> estimate <microseconds> us bound <engine>
-// then the full report of the 64 x 8192 MXFP8 decode, with its verdict. The numbers describe
+//   neuron <gen> <kernel> <shape> estimate <microseconds> us bound <engine> roofline <us> us
+// (the roofline: the least time any schedule needs at the documented rates, see
+// neuron_backend::report) then the full report of the 64 x 8192 MXFP8 decode, with its verdict. The numbers describe
 // the modelled schedule (tiles, DMA transfers, engine instructions, documented rates); nothing
 // here runs on a Neuron device.
 #include <cstdio>

@@ -29,31 +29,36 @@ using nb::dtype;
 
 namespace {
 
-// The documented figures, typed in independently of traits.hpp: clocks (TensorE, ScalarE,
-// VectorE), 16-bit elements per partition per cycle (VectorE, ScalarE), per-core DMA bandwidth,
-// fixed cost per DMA.
+// The documented figures, typed in independently of traits.hpp from the engine tables of the
+// architecture guides: clocks (TensorE, ScalarE, VectorE, GpSimd); elements per partition per
+// cycle: VectorE fp32 (other types), VectorE bf16 copy within SBUF (trn2's 4x performance
+// mode), VectorE bf16 two-input (trn2's 2x), ScalarE bf16; passes of a 32-bit TensorE
+// transpose; per-core DMA bandwidth and fixed cost per DMA; software DGE on GpSimd.
 struct documented {
-  double tensor_hz, scalar_hz, vector_hz, vector_bf16, scalar_bf16, dma_bw, dma_fixed;
+  double tensor_hz, scalar_hz, vector_hz, gpsimd_hz, vector_fp32, vector_bf16_copy, vector_bf16_tt,
+      scalar_bf16;
+  std::int64_t transpose32_passes;
+  double dma_bw, dma_fixed;
   bool gather_on_gpsimd, trn1_ports;
 };
 template <class G>
 documented facts();
 template <>
 documented facts<trn1>() {
-  return {2.8e9, 1.4e9, 1.12e9, 1, 1, 272e9, 1.3e-6, false, true};
+  return {2.8e9, 1.4e9, 1.12e9, 1.4e9, 1, 1, 1, 1, 4, 272e9, 1.3e-6, false, true};
 }
 template <>
 documented facts<trn2>() {
-  return {2.4e9, 1.2e9, 0.96e9, 2, 1, 368e9, 0.6e-6, true, false};
+  return {2.4e9, 1.2e9, 0.96e9, 1.2e9, 2, 4, 2, 1, 2, 368e9, 1.3e-6, true, false};
 }
 template <>
 documented facts<trn3>() {
-  return {2.4e9, 1.2e9, 1.2e9, 4, 2, 528e9, 0.6e-6, false, false};
+  return {2.4e9, 1.2e9, 1.2e9, 1.2e9, 2, 4, 4, 2, 2, 528e9, 1.3e-6, true, false};
 }
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("neuron cost rules: TensorE max(N, 64) cycles, fp32 4 passes, fp8 double row",
+TEMPLATE_TEST_CASE("neuron cost rules: TensorE max(N, 64) cycles, fp32 4 passes, fp8 as bf16",
                    "[neuron]", trn1, trn2, trn3) {
   using G = TestType;
   const documented d = facts<G>();
@@ -68,13 +73,14 @@ TEMPLATE_TEST_CASE("neuron cost rules: TensorE max(N, 64) cycles, fp32 4 passes,
   c.matmul(nb::window(out), st32, mv32);
   CHECK(c.counters().tensor.cycles == 364 + 4 * 300);
   CHECK(c.counters().tensor.seconds == Approx((364 + 1200) / d.tensor_hz));
-  // TensorE transposes: max(P, 64) cycles, 4 passes for 32-bit elements.
+  // TensorE transposes: max(P, 64) cycles; 32-bit elements 4 passes, 2 in trn2 / trn3's
+  // transpose mode.
   nb::tile t_in = c.sbuf("t in", dtype::bf16, 100, 128), t32 = c.sbuf("t32", dtype::fp32, 100, 128);
   nb::tile t_out = c.psum("t out", 128, 100);
   const std::int64_t before = c.counters().tensor.cycles;
   c.transpose(t_out, t_in);
   c.transpose(t_out, t32);
-  CHECK(c.counters().tensor.cycles - before == 100 + 400);
+  CHECK(c.counters().tensor.cycles - before == 100 + d.transpose32_passes * 100);
   // The moving free size: one fp32 PSUM bank on trn1 / trn2, 4096 fp32 on trn3.
   if constexpr (std::is_same_v<G, trn3>) {
     nb::core<G> c3;
@@ -83,13 +89,14 @@ TEMPLATE_TEST_CASE("neuron cost rules: TensorE max(N, 64) cycles, fp32 4 passes,
     nb::tile wide_out = c3.psum("wide out", 8, 4096);  // 8 PSUM banks
     CHECK_NOTHROW(c3.matmul(nb::window(wide_out), st3, wide));
     CHECK(c3.counters().tensor.cycles == 4096);
-    // fp8 (native e4m3fn) streams two moving rows per cycle.
+    // fp8 (native e4m3fn): double row doubles the contraction, not the columns, so a matmul
+    // contracting over 128 partitions costs what bf16 does.
     nb::tile s8 = c.sbuf("s8", dtype::fp8, 128, 8), m8 = c.sbuf("m8", dtype::fp8, 128, 300);
     const std::int64_t b8 = c.counters().tensor.cycles;
     c.matmul(nb::window(out), s8, m8);
-    CHECK(c.counters().tensor.cycles - b8 == 150);
-    c.matmul(nb::window(out, 0, 8, 0, 100), s8, nb::window(m8, 0, 128, 0, 100));
-    CHECK(c.counters().tensor.cycles - b8 == 150 + 64);
+    CHECK(c.counters().tensor.cycles - b8 == 300);
+    c.matmul(nb::window(out, 0, 8, 0, 10), s8, nb::window(m8, 0, 128, 0, 10));
+    CHECK(c.counters().tensor.cycles - b8 == 300 + 64);
   } else {
     nb::tile wide = c.sbuf("wide", dtype::bf16, 128, 513);
     CHECK(check::error_of([&] { (void)c.psum("wide out", 8, 513); }).find("2 KiB bank") !=
@@ -108,14 +115,25 @@ TEMPLATE_TEST_CASE("neuron cost rules: ScalarE / VectorE clocks, widths, two-inp
   nb::tile f = c.sbuf("f", dtype::fp32, 128, 1000), g = c.sbuf("g", dtype::fp32, 128, 1000);
   nb::tile b = c.sbuf("b", dtype::bf16, 128, 1000), b2 = c.sbuf("b2", dtype::bf16, 128, 1000);
   nb::tile s = c.sbuf("s", dtype::fp32, 128, 1);
-  c.copy(g, f);  // fp32: one element per lane per cycle on every generation
-  CHECK(c.counters().vector.cycles == 60 + 1000);
-  c.copy(b2, b);  // 16-bit: trn2's bf16 mode (2x), trn3's 512 elements per cycle (4 per lane)
-  const auto bf16_copy = 60 + static_cast<std::int64_t>(std::ceil(1000 / d.vector_bf16));
-  CHECK(c.counters().vector.cycles == 1060 + bf16_copy);
+  auto cycles = [](double n, double rate) {
+    return 60 + static_cast<std::int64_t>(std::ceil(n / rate));
+  };
+  c.copy(g, f);  // fp32: 128 (trn1) or 256 (trn2, trn3) elements per cycle
+  const auto fp32_copy = cycles(1000, d.vector_fp32);
+  CHECK(c.counters().vector.cycles == fp32_copy);
+  c.copy(b2, b);  // bf16 within SBUF: trn2's 4x performance mode, trn3's 512 per cycle
+  const auto bf16_copy = cycles(1000, d.vector_bf16_copy);
+  CHECK(c.counters().vector.cycles == fp32_copy + bf16_copy);
   c.scale_add(g, f, s, nb::write_mode::accumulate);  // scalar_tensor_tensor: two tensor inputs, ~2N
-  CHECK(c.counters().vector.cycles == 1060 + bf16_copy + 60 + 2000);
-  CHECK(c.counters().vector.seconds == Approx((1060 + bf16_copy + 2060) / d.vector_hz));
+  const auto fp32_tt = cycles(2000, d.vector_fp32);
+  CHECK(c.counters().vector.cycles == fp32_copy + bf16_copy + fp32_tt);
+  c.scale_add(b2, b, s, nb::write_mode::accumulate);  // bf16 tensor_tensor: trn2's 2x mode
+  const auto bf16_tt = cycles(2000, d.vector_bf16_tt);
+  const auto all = fp32_copy + bf16_copy + fp32_tt + bf16_tt;
+  CHECK(c.counters().vector.cycles == all);
+  CHECK(c.counters().vector.seconds == Approx(static_cast<double>(all) / d.vector_hz));
+  c.gpsimd_elementwise(1000, 1);  // GpSimd: 128 per cycle at its own clock
+  CHECK(c.counters().gpsimd.seconds == Approx(1060 / d.gpsimd_hz));
   c.activation(b2, b, nb::activation_fn::relu);
   c.activation(g, f, nb::activation_fn::relu);
   const auto bf16_act = 60 + static_cast<std::int64_t>(std::ceil(1000 / d.scalar_bf16));
@@ -153,7 +171,8 @@ TEMPLATE_TEST_CASE("neuron cost rules: DMA fixed cost + bytes / bandwidth, small
   const double small_s = d.dma_fixed / 16 + (128.0 * 4096 + 4096 * 512) / d.dma_bw;
   CHECK(c.counters().dma_seconds == Approx(big_s + small_s));
   CHECK(small_s > 3 * (big_s - d.dma_fixed / 16));
-  // An indirect gather of 10 blocks: on trn2 GpSimd writes its descriptors (software DGE).
+  // A gather of 10 blocks: on trn2 / trn3 one indirect DMA whose descriptors GpSimd writes
+  // (software DGE); trn1 has no indirect DMA, so each block is a DMA with its own fixed cost.
   {
     auto t = c.gather(10);
     for (int p = 0; p < 10; ++p) t.bytes_in(big, p, 0, src.data(), 4096);
@@ -161,6 +180,9 @@ TEMPLATE_TEST_CASE("neuron cost rules: DMA fixed cost + bytes / bandwidth, small
   CHECK(c.counters().dma_gathers == 1);
   CHECK(c.counters().dma_gathered_blocks == 10);
   CHECK(c.counters().gpsimd.cycles == (d.gather_on_gpsimd ? 60 + 16 * 10 : 0));
+  const double gather_s =
+      (d.gather_on_gpsimd ? 1 : 10) * d.dma_fixed / 16 + (10.0 * 4096 + 10 * 512) / d.dma_bw;
+  CHECK(c.counters().dma_seconds == Approx(big_s + small_s + gather_s));
 }
 
 TEMPLATE_TEST_CASE("neuron cost rules: trn1's shared PSUM and SBUF ports", "[neuron]", trn1, trn2,
@@ -172,16 +194,19 @@ TEMPLATE_TEST_CASE("neuron cost rules: trn1's shared PSUM and SBUF ports", "[neu
   nb::tile a = c.sbuf("a", dtype::fp32, 128, 500), b = c.sbuf("b", dtype::fp32, 128, 500);
   c.activation(nb::window(a, 0, 128, 0, 400), nb::window(ps, 0, 128, 0, 400),
                nb::activation_fn::relu);  // ScalarE reads PSUM: 460 cycles
-  c.copy(b, ps);                          // VectorE reads PSUM: 560 cycles
+  c.copy(b, ps);                          // VectorE reads PSUM: 60 + 500 / its fp32 width
+  const double vector_s = (60 + 500 / d.vector_fp32) / d.vector_hz, scalar_s = 460 / d.scalar_hz;
   const nb::report& r = c.counters();
-  CHECK(r.scalar_psum_seconds == Approx(460 / d.scalar_hz));
-  CHECK(r.vector_psum_seconds == Approx(560 / d.vector_hz));
+  CHECK(r.scalar_psum_seconds == Approx(scalar_s));
+  CHECK(r.vector_psum_seconds == Approx(vector_s));
   nb::report::limit l[nb::report::num_limits];
   r.limits(l);
-  const double serial = 460 / d.scalar_hz + 560 / d.vector_hz;
+  const double serial = scalar_s + vector_s;
   CHECK(l[5].seconds == Approx(d.trn1_ports ? serial : 0.0));
-  CHECK(r.estimated_seconds() == Approx(d.trn1_ports ? serial : 560 / d.vector_hz));
-  CHECK(std::string(r.bound_by()) == (d.trn1_ports ? "PSUM-read(ScalarE+VectorE)" : "VectorE"));
+  CHECK(r.estimated_seconds() == Approx(d.trn1_ports ? serial : std::max(scalar_s, vector_s)));
+  CHECK(std::string(r.bound_by()) == (d.trn1_ports          ? "PSUM-read(ScalarE+VectorE)"
+                                      : vector_s > scalar_s ? "VectorE"
+                                                            : "ScalarE"));
 }
 
 TEST_CASE("neuron model: trn3 MX matmul layout rules (x4 on 32 partitions, quadrant scales)",
@@ -265,7 +290,7 @@ template <class G>
 void check_lines(const std::vector<neuron_shapes::shape_line>& lines) {
   const documented d = facts<G>();
   const std::regex format(
-      R"(^neuron (trn1|trn2|trn3) ([a-z0-9-]+) ([A-Za-z0-9/x]+) estimate ([0-9]+\.[0-9]{2}) us bound (\S+)$)");
+      R"(^neuron (trn1|trn2|trn3) ([a-z0-9-]+) ([A-Za-z0-9/x]+) estimate ([0-9]+\.[0-9]{2}) us bound (\S+) roofline ([0-9]+\.[0-9]{2}) us$)");
   for (const auto& l : lines) {
     INFO(l.line);
     std::smatch m;
@@ -289,6 +314,20 @@ void check_lines(const std::vector<neuron_shapes::shape_line>& lines) {
                                       [](auto& a, auto& b) { return a.second < b.second; });
     CHECK(m[5] == top->first);
     CHECK(std::stod(m[4]) == Approx(top->second * 1e6).margin(0.006));
+    // The roofline: no schedule beats it, and it is at least the time to move the bytes every
+    // schedule must move and to run the score matmuls at TensorE's peak (typed in here: Q rows
+    // of 132 B and fp32 weights, each request's 8192 keys of 132 B once, bf16 logits out; per
+    // key and head 2 x 128 flops at 128 x 128 MACs per cycle, 4x for trn3's MX matmul).
+    const double roof = std::stod(m[6]);
+    CHECK(roof <= std::stod(m[4]) + 0.01);
+    if (l.line.find("paged-decode-mxfp8 64x8192") != std::string::npos) {
+      const double bytes = 64.0 * 64 * (132 + 4) + 64.0 * 8192 * 132 + 64.0 * 8192 * 2;
+      const double macs = 128.0 * 128 * (std::is_same_v<G, trn3> ? 4 : 1);
+      const double tensor = 64.0 * 8192 * 64 * 128 / (macs * d.tensor_hz);
+      const int cores = l.line.find("lnc2") != std::string::npos ? 2 : 1;
+      CHECK(roof * cores >= Approx(bytes / d.dma_bw * 1e6).epsilon(1e-3));
+      CHECK(roof * cores >= Approx(tensor * 1e6).epsilon(1e-3));
+    }
   }
 }
 
@@ -322,7 +361,12 @@ TEST_CASE("example 09: line format, implied bound, trn3 below trn2 for MX decode
   CHECK(deepgemm.matmul_transpose > 10 * native.matmul_transpose);
   CHECK(native.dma_descriptors > deepgemm.dma_descriptors);
   CHECK(native.matmul_score == deepgemm.matmul_score * 2);  // 128-column quadrant matmuls
-  CHECK(native.estimated_seconds() < deepgemm.estimated_seconds());
+  // Both gather by software DGE on GpSimd, one descriptor per partition row: the native
+  // layout's 32 rows per 128 tokens cost GpSimd more than one row per 64-token page, enough to
+  // make it the slower layout.
+  CHECK(native.gpsimd.seconds > 4 * deepgemm.gpsimd.seconds);
+  CHECK(std::string(native.bound_by()) == "GpSimd");
+  CHECK(native.estimated_seconds() > deepgemm.estimated_seconds());
 }
 
 TEST_CASE("neuron LNC = 2 splits the queries over two cores, trn1 has one", "[neuron]") {
@@ -400,16 +444,17 @@ TEST_CASE("neuron model: the instruction mix of AWS's indexer structure", "[neur
   CHECK(r.topk_calls == S / 8);
   // Cycles the structure implies: max(W, 64) per matmul; relu over W bf16 at 2 per lane per
   // cycle (ScalarE, 256 / 128 lanes); the first head's tensor_scalar N, the others' two-input
-  // 2N (fp32 accumulator: one element per lane per cycle); topk 4T + K per call.
+  // 2N (fp32 accumulator: 256 elements per cycle, 2 per lane); topk 4T + K per call.
   CHECK(r.tensor.cycles == per_head * W);
   CHECK(r.scalar.cycles == per_head * (60 + W / 2));
-  CHECK(r.vector.cycles == n_tiles * (T / W) * ((60 + W) + (H - 1) * (60 + 2 * W)));
+  CHECK(r.vector.cycles == n_tiles * (T / W) * ((60 + W / 2) + (H - 1) * (60 + W)));
   CHECK(r.gpsimd.cycles == (S / 8) * (60 + 4 * T + K));
   CHECK(r.dma_transfers == n_tiles * (T / W));
   CHECK(r.dma_inefficient_descriptors == 0);  // 8 KiB rows
-  // With H = 64, VectorE's fp32 accumulation (2N per head) binds; top-k on GpSimd comes second.
-  CHECK(std::string(r.bound_by()) == "VectorE");
-  CHECK(r.gpsimd.seconds > r.tensor.seconds);
+  // With H = 64, top-k on GpSimd (4T + K per 8 rows) binds; VectorE's fp32 accumulation (2N
+  // per head at 2 per lane) comes second.
+  CHECK(std::string(r.bound_by()) == "GpSimd");
+  CHECK(r.vector.seconds > r.tensor.seconds);
 
   // The library's own prefill on the same structure (MXFP8 K, trn3): per head and 1024 keys four
   // row-tiled MX matmuls and four relu evacuations into one scale_add.
@@ -520,4 +565,35 @@ TEMPLATE_TEST_CASE("neuron top-k: exact selection, ties, NaN, padding, cost", "[
                              {});
         }).find("indices [") != std::string::npos);
   CHECK(idx3[0] == 9);
+}
+
+// k up to the row length: the selection streams the row through SBUF, so no k is refused.
+TEMPLATE_TEST_CASE("neuron top-k: k up to the row length", "[neuron]", trn1, trn2, trn3) {
+  rnd::engine rng(62);
+  const std::int64_t rows = 3, cols = 30000, k = GENERATE(22529, 29999, 30000);
+  INFO("k " << k);
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  for (float& v : x) v = static_cast<float>(rnd::uniform(rng, -3000, 3000)) * 0.25f;
+  std::vector<std::uint8_t> valid(x.size(), 1);
+  valid[5] = 0;  // row 0 has one column fewer than k = cols: its last index is -1
+  std::vector<std::int32_t> idx(static_cast<std::size_t>(rows * k), 7);
+  std::vector<float> val(static_cast<std::size_t>(rows * k), 7.0f);
+  nb::topk<TestType>(ml::matrix_view<const float>(x.data(), rows, cols),
+                     ml::matrix_view<const std::uint8_t>(valid.data(), rows, cols), k,
+                     ml::matrix_view<std::int32_t>(idx.data(), rows, k),
+                     ml::matrix_view<float>(val.data(), rows, k));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::vector<float> row(x.begin() + r * cols, x.begin() + (r + 1) * cols);
+    const std::vector<std::uint8_t> ok(valid.begin() + r * cols, valid.begin() + (r + 1) * cols);
+    const auto want = expected_topk(row, ok, k);
+    std::int64_t wrong = 0;
+    for (std::int64_t j = 0; j < k; ++j) {
+      const auto i = static_cast<std::size_t>(r * k + j);
+      const float v = val[i];
+      wrong += idx[i] != want[static_cast<std::size_t>(j)] ||
+               (want[j] < 0 ? !(std::isinf(v) && v < 0) : v != row[want[j]]);
+    }
+    INFO("row " << r);
+    CHECK(wrong == 0);
+  }
 }

@@ -211,6 +211,20 @@ TEMPLATE_LIST_TEST_CASE("neuron paged: H = 128 and page sizes 128 / 256", "[neur
   paged_case<Gen, F, ml::bf16, ml::bf16>(rng, 2, 2, 128, page_kv, 600, true);
 }
 
+// Every page size from 1 to 1024 is allowed; a sample of them (odd sizes, sizes around the
+// 4-key groups of trn3's row-tiled MX matmul and around a 64-key page) on every format.
+TEMPLATE_TEST_CASE("neuron paged: page sizes 1..1024 on every format match ref and host",
+                   "[neuron]", ml::backend::trn1, ml::backend::trn2, ml::backend::trn3) {
+  using Gen = TestType;
+  const std::int32_t page_kv = GENERATE(1, 2, 3, 5, 7, 9, 63, 64, 65, 127, 1023, 1024);
+  const std::int64_t max_len = page_kv < 64 ? 300 : page_kv + 200;
+  INFO(ml::neuron_backend::traits<Gen>::name << " page_kv " << page_kv);
+  rnd::engine rng(3500 + page_kv);
+  paged_case<Gen, ml::mxfp8, ml::bf16, float>(rng, 2, 2, 32, page_kv, max_len, true);
+  paged_case<Gen, ml::mxfp4, ml::bf16, float>(rng, 2, 2, 32, page_kv, max_len, true);
+  paged_case<Gen, ml::fp8_per_token, float, ml::bf16>(rng, 2, 2, 32, page_kv, max_len, true);
+}
+
 TEMPLATE_LIST_TEST_CASE("neuron sparse (decode schedule, masked keys) matches ref and host",
                         "[neuron]", combos) {
   using Gen = typename TestType::gen;

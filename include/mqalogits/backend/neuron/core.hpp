@@ -50,15 +50,17 @@ constexpr int dtype_bits(dtype t) {
 constexpr int dtype_lanes(dtype t) {
   return t == dtype::fp8x4 || t == dtype::fp4x4 ? 4 : 1;
 }
-// 16-bit or narrower data: VectorE / ScalarE run their faster modes on it (trn2 / trn3).
 // Whether an instruction's result replaces its destination or adds to it (PSUM accumulation,
 // scale_add's running sum).
 enum class write_mode { overwrite, accumulate };
 // Whether a DMA row is its own descriptor or part of a block row() counts once.
 enum class dma_row { own_descriptor, part_of_block };
 
+// 16-bit float data (bf16; e4m3 values, whose engine type is fp8): the types VectorE /
+// ScalarE process at their 16-bit width (traits: vector_16bit_rate, scalar_16bit_rate). Raw
+// bytes, integers and packed words go at the width of other types.
 constexpr bool is_narrow(dtype t) {
-  return dtype_bits(t) <= 16;
+  return t == dtype::bf16 || t == dtype::fp8;
 }
 constexpr const char* dtype_name(dtype t) {
   return t == dtype::u8      ? "u8"
@@ -266,18 +268,22 @@ enum class matmul_kind : std::uint8_t { score, head_sum, broadcast };
 // (x & 0x7F) == 0x7F and a predicated copy. e2m1: low and high nibbles (x & 0xF, x >> 4) to
 // even and odd elements, sign (n & 8) << 12 and magnitude (n & 7) << 6, OR, times 2^126, times
 // the scale. UE8M0 scales become bf16 2^(s - 127) by s << 7 plus fixes of s = 0 and s = 255
-// (three instructions over the 4 scales of a row, counted by the caller).
+// (three instructions over the 4 scales of a row, counted by the caller). Where VectorE and
+// GpSimd have separate SBUF ports (trn2), the one-input integer steps run on GpSimd.
 struct decode_step {
   int inputs;
   int num, den;
   bool applies_scale;  // the step that multiplies by the row's scale (skipped without scales)
+  bool bf16_arith;     // bf16 arithmetic (the re-bias, the predicated copy); else integer bits
 };
 inline constexpr decode_step e4m3_decode_steps[] = {
-    {1, 1, 1, false}, {1, 1, 1, false}, {2, 1, 1, false}, {1, 1, 1, false},
-    {2, 1, 1, true},  {1, 1, 1, false}, {2, 1, 1, false}};
+    {1, 1, 1, false, false}, {1, 1, 1, false, false}, {2, 1, 1, false, false},
+    {1, 1, 1, false, true},  {2, 1, 1, true, false},  {1, 1, 1, false, false},
+    {2, 1, 1, false, true}};
 inline constexpr decode_step e2m1_decode_steps[] = {
-    {1, 1, 2, false}, {1, 1, 2, false}, {1, 1, 1, false}, {1, 1, 1, false},
-    {2, 1, 1, false}, {1, 1, 1, false}, {2, 1, 1, true}};
+    {1, 1, 2, false, false}, {1, 1, 2, false, false}, {1, 1, 1, false, false},
+    {1, 1, 1, false, false}, {2, 1, 1, false, false}, {1, 1, 1, false, true},
+    {2, 1, 1, true, false}};
 inline constexpr int scale_decode_instructions = 3;
 
 // One NeuronCore of generation Gen: its two memories and its engines. Every engine call checks
@@ -467,12 +473,9 @@ class core {
         }
       write_psum(out, acc, mode);
     }
-    const std::int64_t cycles =
-        t == dtype::fp32  ? traits_type::pe_fp32_passes * std::max(N, traits_type::pe_min_cycles)
-        : t == dtype::fp8 ? std::max((N + traits_type::pe_fp8_rows_per_cycle - 1) /
-                                         traits_type::pe_fp8_rows_per_cycle,
-                                     traits_type::pe_min_cycles)
-                          : std::max(N, traits_type::pe_min_cycles);
+    // fp8 costs what bf16 does: double row would need a contraction above 128 (traits).
+    const std::int64_t cycles = (t == dtype::fp32 ? traits_type::pe_fp32_passes : 1) *
+                                std::max(N, traits_type::pe_min_cycles);
     tensor_instruction(cycles);
     if (kind == matmul_kind::broadcast) {
       ++report_.matmul_broadcast;  // a partition broadcast, not arithmetic
@@ -534,9 +537,10 @@ class core {
   }
 
   // out [F, P] (PSUM) = in [P, F]^T on TensorE: a matmul of `in` (stationary, P <= 128,
-  // F <= 128) against the identity (moving, N = P), so max(P, 64) cycles, 4 passes for 32-bit
-  // elements (fp32, fp8x4 words). trn1's TensorE transpose is not bit-accurate on NaN / Inf,
-  // so there it refuses them (the schedule uses VectorE's transpose for such data).
+  // F <= 128) against the identity (moving, N = P), so max(P, 64) cycles, for 32-bit elements
+  // (fp32, fp8x4 words) 4 passes on trn1 and 2 in the transpose mode of trn2 / trn3. trn1's TensorE
+  // transpose is not bit-accurate on NaN / Inf, so there it refuses them (the schedule uses
+  // VectorE's transpose for such data).
   void transpose(const window& out, const window& in) {
     check(in.np <= traits_type::pe_max_contraction && in.nc <= traits_type::pe_max_stationary,
           "transpose input is at most [128 x 128]");
@@ -556,7 +560,8 @@ class core {
         for (std::int64_t f = 0; f < in.nc; ++f)
           for (int j = 0; j < lanes; ++j) out.at(f, p, j) = in.at(p, f, j);
     }
-    const std::int64_t passes = dtype_bits(in.type()) == 32 ? traits_type::pe_fp32_passes : 1;
+    const std::int64_t passes =
+        dtype_bits(in.type()) == 32 ? traits_type::pe_fp32_transpose_passes : 1;
     tensor_instruction(passes * std::max<std::int64_t>(in.np, traits_type::pe_min_cycles));
     ++report_.matmul_transpose;
   }
@@ -580,7 +585,7 @@ class core {
       }
     const bool narrow = is_narrow(in.type()) && is_narrow(out.type());
     scalar_instruction(in.nc,
-                       narrow ? traits_type::scalar_bf16_rate : traits_type::scalar_fp32_rate,
+                       narrow ? traits_type::scalar_16bit_rate : traits_type::scalar_other_rate,
                        in.space() == memory::psum);
   }
 
@@ -665,7 +670,7 @@ class core {
             float& c = codes.at(p, i);
             c = codes.type() == dtype::u8 ? static_cast<float>(static_cast<int>(c) ^ 0x80) : -c;
           }
-    vector_instruction(codes.nc, 2, true, false);
+    vector_instruction(codes.nc, 2, is_narrow(codes.type()), false);
   }
   // Low and high nibbles of [P, m] bytes into [P, 2m] e2m1 codes (x & 0xF to the even elements,
   // x >> 4 to the odd ones: two tensor_scalar instructions).
@@ -682,8 +687,8 @@ class core {
           out.at(p, 2 * i) = static_cast<float>(b & 0xF);
           out.at(p, 2 * i + 1) = static_cast<float>(b >> 4);
         }
-    vector_instruction(in.nc, 1, true, false);
-    vector_instruction(in.nc, 1, true, false);
+    vector_instruction(in.nc, 1, false, false);  // integer bytes
+    vector_instruction(in.nc, 1, false, false);  // integer bytes
   }
   // Decodes codes (e4m3fn bytes, or e2m1 nibbles when Format is MXFP4) held as integers into
   // their values in out's type, times 2^(e - 127) for the UE8M0 exponents `exps` (integers of
@@ -707,7 +712,13 @@ class core {
     for (std::size_t k = fp4 ? 2 : 0; k < 7; ++k) {
       const decode_step& st = fp4 ? e2m1_decode_steps[k] : e4m3_decode_steps[k];
       if (st.applies_scale && !exps) continue;
-      vector_instruction(out.nc, st.inputs, narrow && !st.applies_scale,
+      // One-input integer steps (masks, shifts, the NaN compare) read and write SBUF only, so
+      // GpSimd takes them where it does not share VectorE's SBUF port (trn2 on).
+      if (!traits_type::sbuf_vector_gpsimd_exclusive && st.inputs == 1 && !st.bf16_arith) {
+        gpsimd_elementwise(out.nc, 1);
+        continue;
+      }
+      vector_instruction(out.nc, st.inputs, narrow && st.bf16_arith,
                          st.applies_scale && exps->space() == memory::psum);
     }
     if (exps)  // 2^(e - 127) from the exponent integers: e << 7, fixes of e = 0 and e = 255
@@ -822,8 +833,10 @@ class core {
     ++report_.dma_transfers;
     report_.dma_descriptors += descriptors;
     report_.dma_bytes += bytes;
+    // Without indirect DMA (trn1) every gathered block is a DMA of its own.
+    const std::int64_t starts = blocks > 0 && !traits_type::indirect_dma ? blocks : 1;
     report_.dma_seconds +=
-        traits_type::dma_fixed_s / traits_type::dma_queues +
+        static_cast<double>(starts) * traits_type::dma_fixed_s / traits_type::dma_queues +
         static_cast<double>(bytes + descriptors * traits_type::dma_descriptor_overhead_bytes) /
             traits_type::dma_bytes_per_s;
     if (blocks > 0) {
@@ -849,8 +862,11 @@ class core {
     if (reads_psum) report_.scalar_psum_seconds += static_cast<double>(c) / traits_type::scalar_hz;
   }
   void vector_instruction(std::int64_t elements, int inputs, bool narrow, bool reads_psum) {
-    const std::int64_t c = engine_cycles(
-        elements, inputs, narrow ? traits_type::vector_bf16_rate : traits_type::vector_fp32_rate);
+    // 16-bit: the fast mode for one-input instructions within SBUF, else the 16-bit width.
+    const double rate = !narrow                      ? traits_type::vector_other_rate
+                        : inputs == 1 && !reads_psum ? traits_type::vector_fast_16bit_rate
+                                                     : traits_type::vector_16bit_rate;
+    const std::int64_t c = engine_cycles(elements, inputs, rate);
     add(report_.vector, c, traits_type::vector_hz);
     if (reads_psum) report_.vector_psum_seconds += static_cast<double>(c) / traits_type::vector_hz;
   }
@@ -897,6 +913,9 @@ inline void accumulate(report& into, const report& call) {
     a->cycles += b->cycles;
     a->seconds += b->seconds;
   }
+  into.roofline_dma_s += call.roofline_dma_s;
+  into.roofline_tensor_s += call.roofline_tensor_s;
+  into.roofline_elementwise_s += call.roofline_elementwise_s;
   into.peak_sbuf_bytes = std::max(into.peak_sbuf_bytes, call.peak_sbuf_bytes);
   into.peak_psum_bytes = std::max(into.peak_psum_bytes, call.peak_psum_bytes);
 }

@@ -72,6 +72,16 @@ struct report {
   std::int64_t peak_sbuf_bytes = 0;
   std::int64_t peak_psum_bytes = 0;
 
+  // The roofline: what any schedule of these calls needs at the documented rates, summed over
+  // the calls. DMA: the bytes the kernel must move (Q, each group's distinct valid keys once,
+  // the weights, the output rows) over the per-core bandwidth, no fixed costs. TensorE: the
+  // score matmuls' flops at the peak rate of their operands (bf16 / fp8 128 x 128 MACs per
+  // cycle, MX 4x that). Elementwise: the relu of every fp32 score, the cast of every logit
+  // and, where no instruction decodes the codes (trn1 / trn2), one pass over every key element,
+  // spread over ScalarE and VectorE (and GpSimd for the decode) at their widths for non-16-bit
+  // data. Two cores (LNC = 2) halve it.
+  double roofline_dma_s = 0.0, roofline_tensor_s = 0.0, roofline_elementwise_s = 0.0;
+
   // The busiest core's estimate when the calls ran on two cores (LNC = 2); 0: one core.
   double lnc_core_seconds = 0.0;
   const char* lnc_core_bound = "";
@@ -117,12 +127,22 @@ struct report {
     return logical_cores > 1 ? lnc_core_seconds : single_core_seconds();
   }
   const char* bound_by() const { return logical_cores > 1 ? lnc_core_bound : single_core_bound(); }
+  double roofline_seconds() const {
+    return std::max({roofline_dma_s, roofline_tensor_s, roofline_elementwise_s}) /
+           std::max(logical_cores, 1);
+  }
+  const char* roofline_bound() const {
+    return roofline_dma_s >= std::max(roofline_tensor_s, roofline_elementwise_s) ? "DMA"
+           : roofline_tensor_s >= roofline_elementwise_s                         ? "TensorE"
+                                                                                 : "elementwise";
+  }
 
-  // `neuron <gen> <kernel> <shape> estimate <microseconds> us bound <engine>`
+  // `neuron <gen> <kernel> <shape> estimate <us> us bound <engine> roofline <us> us`
   std::string line(const std::string& kernel, const std::string& shape) const {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "neuron %s %s %s estimate %.2f us bound %s", generation,
-                  kernel.c_str(), shape.c_str(), estimated_seconds() * 1e6, bound_by());
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "neuron %s %s %s estimate %.2f us bound %s roofline %.2f us",
+                  generation, kernel.c_str(), shape.c_str(), estimated_seconds() * 1e6, bound_by(),
+                  roofline_seconds() * 1e6);
     return buf;
   }
 
@@ -179,6 +199,9 @@ struct report {
           logical_cores, lnc_core_seconds * 1e6, lnc_core_bound);
     add("  estimate %.2f us (bound by %s, engines overlapped)\n", estimated_seconds() * 1e6,
         bound_by());
+    add("  roofline %.2f us (%s: DMA %.2f us, TensorE %.2f us, elementwise %.2f us)\n",
+        roofline_seconds() * 1e6, roofline_bound(), roofline_dma_s * 1e6, roofline_tensor_s * 1e6,
+        roofline_elementwise_s * 1e6);
     add("  verdict: %s\n", verdict().c_str());
     return s;
   }

@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -156,6 +157,7 @@ class kernel {
         block_(plan.gather_block() > 0 ? plan.gather_block() : contiguous_block),
         chunk_(chunk_keys(block_)),
         rows_(chunk_ / block_),
+        slots_(mx ? (block_ + mx_pack - 1) / mx_pack * mx_pack : block_),
         // Streaming tiles of constant shape: an overflow is a compile error (fits_sbuf_v /
         // fits_psum_v).
         relu_(c.template sbuf<shape<dtype::fp32, 128, score_step>>("relu(scores)")),
@@ -175,11 +177,11 @@ class kernel {
       c.memset(window(ones_), 1.0f);
     }
     if constexpr (mx) {
-      kt_ = c.sbuf("K^T", word_type, 128, chunk_ / mx_pack);
-      kt_scales_ = c.sbuf("K^T scales", dtype::u8, 128, chunk_ / mx_pack);
+      kt_ = c.sbuf("K^T", word_type, 128, rows_ * slots_ / mx_pack);
+      kt_scales_ = c.sbuf("K^T scales", dtype::u8, 128, rows_ * slots_ / mx_pack);
       stage_ = c.sbuf("scale staging", dtype::u8, 128, 128);
       tpx_ = c.psum("transpose (words)", 128, 128, word_type);
-      if constexpr (!native && words < mx_quadrant)
+      if (!native && (words < mx_quadrant || slots_ != block_))
         stage_words_ = c.sbuf("word staging", word_type, rows_, 128);
     } else {
       if constexpr (fp4) codes_ = c.sbuf("K codes", dtype::u8, rows_, block_ * D);
@@ -312,36 +314,7 @@ class kernel {
     }
 
     if constexpr (mx) {
-      // Words of keys p x B + 4g + j (j = 0..3) side by side: one transpose puts them in the four
-      // quadrants; the copy writes column p x B / 4 + g, so quadrant j column c is key 4c + j.
-      // Rows of fewer than 32 words first go through a staging tile that pads each to 32.
-      const std::int64_t groups = B / mx_pack;
-      std::vector<std::int32_t> map(128), word_map(128);
-      std::vector<unsigned char> is_scale(128), is_word(128);
-      for (std::int64_t gq = 0; gq < groups; ++gq) {
-        if constexpr (words == mx_quadrant) {
-          c_.transpose(window(tpx_, 0, 128, 0, r), window(raw_, 0, r, gq * 128, 128));
-        } else {
-          for (int i = 0; i < 128; ++i) {
-            is_word[static_cast<std::size_t>(i)] = i % mx_quadrant < words;
-            word_map[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(
-                (gq * mx_pack + i / mx_quadrant) * words + std::min(i % mx_quadrant, words - 1));
-          }
-          c_.select(window(stage_words_, 0, r, 0, 128), window(raw_, 0, r, 0, B * words),
-                    word_map.data(), is_word.data(), 0.0f);
-          c_.transpose(window(tpx_, 0, 128, 0, r), window(stage_words_, 0, r, 0, 128));
-        }
-        c_.copy(window(kt_, 0, 128, gq, r, groups), window(tpx_, 0, 128, 0, r));
-        for (int i = 0; i < 128; ++i) {
-          is_scale[static_cast<std::size_t>(i)] = i % mx_quadrant < used_scales;
-          map[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(
-              (gq * mx_pack + i / mx_quadrant) * sb + std::min(i % mx_quadrant, sb - 1));
-        }
-        c_.select(window(stage_, 0, r, 0, 128), window(exps_, 0, r, 0, B * sb), map.data(),
-                  is_scale.data(), 0.0f);
-        c_.transpose(window(tp_, 0, 128, 0, r), window(stage_, 0, r, 0, 128));
-        c_.copy(window(kt_scales_, 0, 128, gq, r, groups), window(tp_, 0, 128, 0, r));
-      }
+      transpose_mx_keys(r, B);
     } else {
       window codes(raw_, 0, r, 0, B * db);
       if constexpr (fp4) {
@@ -353,6 +326,43 @@ class kernel {
           codes, mx_format ? &exps_ : nullptr, r, B, fp8_operands ? kt_ : codes_t_,
           [&](std::int64_t s) { return s; }, B);
       if constexpr (!fp8_operands) decode_operand(kt_, R * B);
+    }
+  }
+
+  // Words of slots 4g .. 4g + 3 of each block side by side: one transpose puts them in the four
+  // quadrants, and the copy writes column p x slots_ / 4 + g, so quadrant j column c holds slot
+  // 4c + j of the padded order (block p, slot s at p x slots_ + s). Blocks whose size is not a
+  // multiple of 4 end in a group whose missing slots are zero words (the staging copy's
+  // predicate), and rows of fewer than 32 words are padded to one quadrant the same way.
+  void transpose_mx_keys(int r, std::int64_t B) {
+    const std::int64_t groups = slots_ / mx_pack;
+    std::vector<std::int32_t> map(128), word_map(128);
+    std::vector<unsigned char> is_scale(128), is_word(128);
+    for (std::int64_t gq = 0; gq < groups; ++gq) {
+      const bool whole = (gq + 1) * mx_pack <= B;  // the group's four slots are keys
+      for (int i = 0; i < 128; ++i) {
+        const std::int64_t slot = gq * mx_pack + i / mx_quadrant;
+        const int lane = i % mx_quadrant;
+        const std::int64_t key = std::min(slot, B - 1);
+        is_word[static_cast<std::size_t>(i)] = slot < B && lane < words;
+        word_map[static_cast<std::size_t>(i)] =
+            static_cast<std::int32_t>(key * words + std::min(lane, words - 1));
+        is_scale[static_cast<std::size_t>(i)] = slot < B && lane < used_scales;
+        map[static_cast<std::size_t>(i)] =
+            static_cast<std::int32_t>(key * sb + std::min(lane, sb - 1));
+      }
+      if (words == mx_quadrant && whole) {
+        c_.transpose(window(tpx_, 0, 128, 0, r), window(raw_, 0, r, gq * 128, 128));
+      } else {
+        c_.select(window(stage_words_, 0, r, 0, 128), window(raw_, 0, r, 0, B * words),
+                  word_map.data(), is_word.data(), 0.0f);
+        c_.transpose(window(tpx_, 0, 128, 0, r), window(stage_words_, 0, r, 0, 128));
+      }
+      c_.copy(window(kt_, 0, 128, gq, r, groups), window(tpx_, 0, 128, 0, r));
+      c_.select(window(stage_, 0, r, 0, 128), window(exps_, 0, r, 0, B * sb), map.data(),
+                is_scale.data(), 0.0f);
+      c_.transpose(window(tp_, 0, 128, 0, r), window(stage_, 0, r, 0, 128));
+      c_.copy(window(kt_scales_, 0, 128, gq, r, groups), window(tp_, 0, 128, 0, r));
     }
   }
 
@@ -637,16 +647,23 @@ class kernel {
     load_decode_q(item.row_begin, item.row_end);
     const std::int64_t kcols =
         native ? (nk + 4 * quadrant_step - 1) / (4 * quadrant_step) * quadrant_step
-        : mx   ? (nk + mx_pack - 1) / mx_pack
+        : mx   ? (padded(nk - 1) + mx_pack) / mx_pack
                : nk;
     const std::int64_t step = mx ? quadrant_step : key_tile;
+    std::vector<std::int32_t> cols;  // padded column of each key (blocks of slots_ != block_)
     for (decode_pass& pass : passes_) {
       const int P = static_cast<int>(pass.partitions), Ps = static_cast<int>(pass.stride);
       const int rows = static_cast<int>(pass.row_end - pass.row_begin);
       for (std::int64_t c0 = 0; c0 < kcols; c0 += step) {
         const std::int64_t n = std::min(step, kcols - c0), keys = mx ? mx_pack * n : n;
-        const std::int64_t first = mx ? mx_pack * c0 : c0;  // the tile's first key
-        const std::int64_t written = std::min(keys, nk - first);
+        // The tile's first key and the keys it holds (slots past a block's end hold none).
+        const std::int64_t first = mx ? natural(mx_pack * c0) : c0;
+        const std::int64_t written =
+            std::min(mx ? natural(mx_pack * c0 + keys) : c0 + keys, nk) - first;
+        cols.clear();
+        if (slots_ != block_)
+          for (std::int64_t i = 0; i < written; ++i)
+            cols.push_back(static_cast<std::int32_t>(padded(first + i) - mx_pack * c0));
         if constexpr (mx) {
           for (int j = 0; j < mx_pack; ++j) {
             const int q0 = j * mx_quadrant;
@@ -684,10 +701,18 @@ class kernel {
           c_.multiply_abs(dst, sum, b);
           epilogue(window(logits_, 0, rows, 0, written), pass.row_begin, rows, k0 + first, first);
         } else {  // straight from PSUM
-          epilogue(window(head_, 0, rows, 0, written), pass.row_begin, rows, k0 + first, first);
+          epilogue(window(head_, 0, rows, 0, cols.empty() ? written : keys), pass.row_begin, rows,
+                   k0 + first, first, cols);
         }
       }
     }
+  }
+
+  // A chunk's key o at its column in K^T's padded order, and the first key at or after a padded
+  // column (the identity unless slots_ != block_).
+  std::int64_t padded(std::int64_t o) const { return o / block_ * slots_ + o % block_; }
+  std::int64_t natural(std::int64_t col) const {
+    return col / slots_ * block_ + std::min(col % slots_, block_);
   }
 
   // ---- the epilogue ----
@@ -698,25 +723,36 @@ class kernel {
   // identity activation (the cast evacuations alternate engines, as AWS's decode kernels do);
   // then one DMA with a row per output row over its candidate columns. The values themselves
   // reach the caller through the output policy (its consume), fed the same fp32 scores; this
-  // function carries their cost.
+  // function carries their cost. `cols` (empty: the identity) gives key i's column in `logits`
+  // when it holds padding slots: the cast copy reads through it and skips them (VectorE).
   void epilogue(const window& logits, std::int64_t r0, std::int64_t R, std::int64_t k0,
-                std::int64_t first) {
-    const std::int64_t nk = logits.nc;
+                std::int64_t first, std::span<const std::int32_t> cols = {}) {
+    const std::int64_t nk = cols.empty() ? logits.nc : static_cast<std::int64_t>(cols.size());
     const unsigned char* valid = valid_.data() + first;
     const window o(out_tile_, 0, static_cast<int>(R), 0, nk);
-    if (clean_ && std::find(valid, valid + nk, 0) != valid + nk)
-      c_.select(o, logits, nullptr, valid, minus_inf);
+    const bool masked = clean_ && std::find(valid, valid + nk, 0) != valid + nk;
+    if (masked || !cols.empty())
+      c_.select(o, logits, cols.empty() ? nullptr : cols.data(), masked ? valid : nullptr,
+                minus_inf);
     else
       c_.activation(o, logits, activation_fn::identity);
+    std::vector<float> row;  // a row's fp32 scores in key order, for the output policy
     auto t = c_.dma();
     for (std::int64_t r = 0; r < R; ++r) {
       const row_keys rk = plan_.row(r0 + r);
       const std::int64_t lo = std::max(k0, rk.key_begin), hi = std::min(k0 + nk, rk.key_end);
       if (lo >= hi) continue;
       t.row((hi - lo) * static_cast<std::int64_t>(sizeof(O)));
-      if (c_.computes())
-        output_.consume(0, r0 + r, lo - rk.col_offset, &logits.at(r, lo - k0), valid + (lo - k0),
-                        hi - lo);
+      if (!c_.computes()) continue;
+      const float* scores = &logits.at(r, lo - k0);
+      if (!cols.empty()) {
+        row.resize(static_cast<std::size_t>(hi - lo));
+        for (std::int64_t i = lo; i < hi; ++i)
+          row[static_cast<std::size_t>(i - lo)] =
+              logits.at(r, cols[static_cast<std::size_t>(i - k0)]);
+        scores = row.data();
+      }
+      output_.consume(0, r0 + r, lo - rk.col_offset, scores, valid + (lo - k0), hi - lo);
     }
   }
 
@@ -749,7 +785,9 @@ class kernel {
   Output& output_;
   bool clean_;
   int part_, parts_;
-  std::int64_t heads_, block_, chunk_, rows_;
+  // slots_: key slots per block in K^T, the block rounded up to the 4 keys of one x4 column
+  // on trn3's MX matmul (the extra slots hold zero words); block_ elsewhere.
+  std::int64_t heads_, block_, chunk_, rows_, slots_;
   tile relu_, scores_, head_;
   tile raw_, exps_, codes_, k_scale_, k_scale_row_, ones_, kt_, kt_scales_, stage_, tpx_;
   tile stage_words_;  // trn3 MX rows of fewer than 32 words, padded to a quadrant
@@ -760,6 +798,44 @@ class kernel {
   std::vector<decode_pass> passes_;
   std::int64_t dq_row_begin_ = -1, dq_row_end_ = -1;
 };
+
+// The roofline of one call (report::roofline_*), from the plan and the documented rates.
+template <class Gen, class Format, class Plan, class W, class O>
+void add_roofline(report& r, const Plan& plan, std::int64_t heads) {
+  using tr = traits<Gen>;
+  constexpr bool mx = tr::mx_matmul && is_mx_format_v<Format>;
+  // No instruction takes the codes as they are: MX before trn3, e4m3fn before trn3.
+  constexpr bool decode_codes = is_mx_format_v<Format> ? !tr::mx_matmul : !tr::native_e4m3fn;
+  std::int64_t keys = 0, scores = 0, logits = 0;  // distinct keys, row x key pairs, logits
+  for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
+    const row_span span = plan.group_rows(g);
+    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = 0;
+    for (std::int64_t row = span.begin; row < span.end; ++row) {
+      const row_keys rk = plan.row(row);
+      if (rk.empty()) continue;
+      lo = std::min(lo, rk.key_begin);
+      hi = std::max(hi, rk.key_end);
+      for (std::int64_t k = rk.key_begin; k < rk.key_end; ++k) scores += plan.key(g, k).valid();
+    }
+    for (std::int64_t k = lo; k < hi; ++k) keys += plan.key(g, k).valid();
+  }
+  const std::int64_t rows = plan.num_rows();
+  logits = rows * plan.num_cols();
+  const std::int64_t token = Format::data_bytes + Format::scale_bytes;
+  const double bytes = static_cast<double>(rows * heads * (token + sizeof(W)) + keys * token +
+                                           logits * static_cast<std::int64_t>(sizeof(O)));
+  r.roofline_dma_s += bytes / tr::dma_bytes_per_s;
+  const double macs_per_cycle = 128.0 * 128.0 * (mx ? mx_pack : 1);
+  const double flops = 2.0 * static_cast<double>(scores * heads) * Format::head_dim;
+  r.roofline_tensor_s += flops / (2 * macs_per_cycle * tr::tensor_hz);
+  // Elements per second across the 128 partitions, at the widths for non-16-bit data.
+  const double scalar = 128.0 * tr::scalar_other_rate * tr::scalar_hz;
+  const double vector = 128.0 * tr::vector_other_rate * tr::vector_hz;
+  double t = static_cast<double>(scores * heads + logits) / (scalar + vector);
+  if constexpr (decode_codes)
+    t += static_cast<double>(keys * Format::head_dim) / (vector + 128.0 * tr::gpsimd_hz);
+  r.roofline_elementwise_s += t;
+}
 
 }  // namespace neuron_backend
 
@@ -800,6 +876,7 @@ struct backend_kernels<backend::neuron<Gen>> {
     }
     if (compute) output.finish(executor_ref{});
     if (cap.target) {
+      neuron_backend::add_roofline<Gen, Format, Plan, W, O>(call, plan, w.cols);
       neuron_backend::report& r = *cap.target;
       neuron_backend::accumulate(r, call);
       r.calls += 1;

@@ -15,8 +15,11 @@
 // GpSimd (bf16, 8 rows per call, ~4n + k cycles) keeps the segment's k best; a last nisa.topk
 // over the segments' candidates gives each row's bf16 threshold; VectorE marks the columns at or
 // above it; GpSimd sorts those candidates exactly in fp32 (~c log2 c cycles for c candidates,
-// derived); DMA writes indices and values. Inside a kernel (an output policy) the segments come
-// from SBUF score tiles instead of HBM.
+// derived) in runs of at most 4096 (value, index) pairs, 32 KiB per partition; more candidates
+// than one run (a k of thousands, up to the whole row) go to HBM run by run and come back
+// through a merge on GpSimd (~c log2(runs) cycles, derived); DMA writes indices and values. So
+// SBUF never holds more than one segment and one run: any k up to the row length is taken.
+// Inside a kernel (an output policy) the segments come from SBUF score tiles instead of HBM.
 #pragma once
 
 #include <algorithm>
@@ -39,6 +42,8 @@ namespace neuron_backend {
 
 // Columns per top-k segment: 32 KiB of fp32 per partition.
 inline constexpr std::int64_t topk_segment = 8192;
+// Candidates per sorted run: 4096 fp32 values and their indices, 32 KiB per partition.
+inline constexpr std::int64_t topk_run = 4096;
 
 namespace detail_topk {
 // Ranking order: NaN first, then by value descending, ties by the lower column.
@@ -54,13 +59,44 @@ inline float bf16_key(float v) {
 }
 }  // namespace detail_topk
 
+namespace detail_topk {
+inline std::int64_t ceil_log2(std::int64_t n) {
+  return static_cast<std::int64_t>(std::ceil(std::log2(std::max(2.0, static_cast<double>(n)))));
+}
+}  // namespace detail_topk
+
+// The exact fp32 sort of `candidates` (value, index) pairs per row of R rows: runs of at most
+// topk_run sorted on GpSimd in SBUF; with more than one run, each is written to HBM and a merge
+// streams them back.
+template <class Gen>
+void sort_candidates(core<Gen>& c, int R, std::int64_t candidates) {
+  const std::int64_t runs = (candidates + topk_run - 1) / topk_run;
+  const std::int64_t run = std::min(candidates, topk_run);
+  tile picked = c.sbuf("top-k sorted run (values, indices)", dtype::fp32, 128, 2 * run);
+  for (std::int64_t i = 0; i < runs; ++i) {
+    const std::int64_t m = std::min(run, candidates - i * run);
+    c.gpsimd_elementwise(m * detail_topk::ceil_log2(m), 1);
+    if (runs == 1) break;
+    auto t = c.dma();  // the run out to HBM
+    for (int r = 0; r < R; ++r) t.row(m * 8);
+  }
+  if (runs == 1) return;
+  for (std::int64_t i = 0; i < runs; ++i) {  // the runs back, merged
+    const std::int64_t m = std::min(run, candidates - i * run);
+    {
+      auto t = c.dma();
+      for (int r = 0; r < R; ++r) t.row(m * 8);
+    }
+    c.gpsimd_elementwise(m * detail_topk::ceil_log2(runs), 1);
+  }
+}
+
 // logits [rows, cols] fp32; valid: [rows, cols] 0/1 (data null: every column valid); k >= 1;
 // indices [rows, k]; values [rows, k] or data null. Adds its cost to the thread's capture.
-template <class Gen>
-void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid, std::int64_t k,
-          matrix_view<std::int32_t> indices, matrix_view<float> values) {
-  using tr = traits<Gen>;
-  const std::string where = std::string("neuron_backend::topk (") + tr::name + ")";
+// Checks topk's arguments; a named error before anything is written.
+inline void check_topk_arguments(const std::string& where, matrix_view<const float> logits,
+                                 matrix_view<const std::uint8_t> valid, std::int64_t k,
+                                 matrix_view<std::int32_t> indices, matrix_view<float> values) {
   using mqalogits::detail::require;
   require(k >= 1, where, [&](auto& m) { m << "k = " << k << " must be >= 1"; });
   require(logits.rows >= 0 && logits.cols >= 1 && (logits.rows == 0 || logits.data) &&
@@ -89,7 +125,55 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
             m << "values [" << values.rows << ", " << values.cols << "] must be [" << logits.rows
               << ", " << k << "]";
           });
+}
 
+// Row `row` of the selection, exactly (a stable sort of its valid logits, NaN first), into
+// indices / values; returns how many columns reach the k-th best bf16 key (the candidates the
+// exact sort on GpSimd takes).
+inline std::int64_t select_row(matrix_view<const float> logits,
+                               matrix_view<const std::uint8_t> valid, std::int64_t k,
+                               std::int64_t row, matrix_view<std::int32_t> indices,
+                               matrix_view<float> values, std::vector<std::int64_t>& order) {
+  const std::int64_t n = logits.cols;
+  const float* x = logits.row(row);
+  auto ok = [&](std::int64_t i) { return !valid.data || valid(row, i) != 0; };
+  order.clear();
+  for (std::int64_t i = 0; i < n; ++i)
+    if (ok(i)) order.push_back(i);
+  const std::int64_t take = std::min<std::int64_t>(k, static_cast<std::int64_t>(order.size()));
+  std::int64_t cand = 0;
+  // Candidates: at or above the k-th best bf16 key (NaN counts as the best).
+  if (take > 0) {
+    std::vector<std::int64_t> by_key = order;
+    auto key_before = [&](std::int64_t a, std::int64_t b) {
+      return detail_topk::ranks_before(detail_topk::bf16_key(x[a]), 0, detail_topk::bf16_key(x[b]),
+                                       0);
+    };
+    std::nth_element(by_key.begin(), by_key.begin() + (take - 1), by_key.end(), key_before);
+    const float t = detail_topk::bf16_key(x[by_key[static_cast<std::size_t>(take - 1)]]);
+    for (std::int64_t i : order)
+      cand +=
+          std::isnan(t) ? std::isnan(x[i]) : (std::isnan(x[i]) || detail_topk::bf16_key(x[i]) >= t);
+  }
+  std::partial_sort(
+      order.begin(), order.begin() + take, order.end(),
+      [&](std::int64_t a, std::int64_t b) { return detail_topk::ranks_before(x[a], a, x[b], b); });
+  for (std::int64_t j = 0; j < k; ++j) {
+    const bool has = j < take;
+    indices(row, j) = has ? static_cast<std::int32_t>(order[static_cast<std::size_t>(j)]) : -1;
+    if (values.data)
+      values(row, j) =
+          has ? x[order[static_cast<std::size_t>(j)]] : -std::numeric_limits<float>::infinity();
+  }
+  return cand;
+}
+
+template <class Gen>
+void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid, std::int64_t k,
+          matrix_view<std::int32_t> indices, matrix_view<float> values) {
+  using tr = traits<Gen>;
+  check_topk_arguments(std::string("neuron_backend::topk (") + tr::name + ")", logits, valid, k,
+                       indices, values);
   const capture_state cap = current_capture();
   const bool compute = !(cap.target && cap.options.cost_only);
   core<Gen> c(compute);
@@ -97,7 +181,6 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
   const std::int64_t seg_cols = std::min(n, topk_segment);
   tile seg = c.sbuf("top-k segment", dtype::fp32, 128, seg_cols);
   tile keys = c.sbuf("top-k bf16 keys", dtype::bf16, 128, seg_cols);
-  tile picked = c.sbuf("top-k indices and values", dtype::fp32, 128, 2 * k);
   std::vector<std::int64_t> order;
   for (std::int64_t r0 = 0; r0 < logits.rows; r0 += 128) {
     const int R = static_cast<int>(std::min<std::int64_t>(128, logits.rows - r0));
@@ -116,48 +199,15 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
     std::int64_t most_candidates = k;
     for (int r = 0; r < R; ++r) {
       if (!compute) break;
-      const std::int64_t row = r0 + r;
-      const float* x = logits.row(row);
-      auto ok = [&](std::int64_t i) { return !valid.data || valid(row, i) != 0; };
-      order.clear();
-      for (std::int64_t i = 0; i < n; ++i)
-        if (ok(i)) order.push_back(i);
-      const std::int64_t take = std::min<std::int64_t>(k, static_cast<std::int64_t>(order.size()));
-      // Candidates: at or above the k-th best bf16 key (NaN counts as the best).
-      if (take > 0) {
-        std::vector<std::int64_t> by_key = order;
-        auto key_before = [&](std::int64_t a, std::int64_t b) {
-          return detail_topk::ranks_before(detail_topk::bf16_key(x[a]), 0,
-                                           detail_topk::bf16_key(x[b]), 0);
-        };
-        std::nth_element(by_key.begin(), by_key.begin() + (take - 1), by_key.end(), key_before);
-        const float t = detail_topk::bf16_key(x[by_key[static_cast<std::size_t>(take - 1)]]);
-        std::int64_t cand = 0;
-        for (std::int64_t i : order)
-          cand += std::isnan(t) ? std::isnan(x[i])
-                                : (std::isnan(x[i]) || detail_topk::bf16_key(x[i]) >= t);
-        most_candidates = std::max(most_candidates, cand);
-      }
-      std::partial_sort(order.begin(), order.begin() + take, order.end(),
-                        [&](std::int64_t a, std::int64_t b) {
-                          return detail_topk::ranks_before(x[a], a, x[b], b);
-                        });
-      for (std::int64_t j = 0; j < k; ++j) {
-        const bool has = j < take;
-        indices(row, j) = has ? static_cast<std::int32_t>(order[static_cast<std::size_t>(j)]) : -1;
-        if (values.data)
-          values(row, j) =
-              has ? x[order[static_cast<std::size_t>(j)]] : -std::numeric_limits<float>::infinity();
-      }
+      most_candidates =
+          std::max(most_candidates, select_row(logits, valid, k, r0 + r, indices, values, order));
     }
     // Threshold compare over every column (VectorE), exact fp32 sort of the candidates
-    // (GpSimd, the `picked` tile), indices and values out. The selection itself is computed
+    // (GpSimd, sort_candidates), indices and values out. The selection itself is computed
     // above on the host: these instructions carry its cost.
     for (std::int64_t s = 0; s < segs; ++s)
       c.vector_elementwise(std::min(topk_segment, n - s * topk_segment), 1);
-    const auto log2c = static_cast<std::int64_t>(
-        std::ceil(std::log2(std::max(2.0, static_cast<double>(most_candidates)))));
-    c.gpsimd_elementwise(most_candidates * log2c, 1);
+    sort_candidates(c, R, most_candidates);
     {
       auto t = c.dma();
       for (int r = 0; r < R; ++r) {

@@ -36,6 +36,10 @@ struct common_traits {
   static constexpr std::int64_t pe_min_cycles = 64;
   // fp32 operands run at 1/4 of the bf16 rate [arch-v2, "TensorE"].
   static constexpr std::int64_t pe_fp32_passes = 4;
+  // fp8 "double row" (v3 and later) doubles the contraction of one matmul to 256 ([128, 2, N]
+  // operands) at the time of a bf16 matmul of contraction 128 [arch-v3, "Double FP8 Matmul
+  // Performance"]. This model's matmuls contract over one head dimension (<= 128), so an fp8
+  // matmul costs what a bf16 one does on every generation.
   // ~60 cycles of fixed overhead per SBUF access of an ScalarE / VectorE / GpSimd instruction
   // [arch-v2, perf]; the model charges it once per instruction.
   static constexpr std::int64_t engine_fixed_cycles = 60;
@@ -57,10 +61,19 @@ struct common_traits {
   // [isa topk, indexer].
   static constexpr int topk_rows_per_call = 8;
   static constexpr std::int64_t topk_cycles_per_element = 4;
-  // Software DMA (descriptor generation on GpSimd, used by indirect gathers on trn2): cycles
-  // per descriptor written (derived: GpSimd writes one 16-byte descriptor per partition row;
-  // the documents give no rate).
+  // Software DGE (descriptor generation on GpSimd, the only form of indirect DMA): cycles per
+  // descriptor written (derived: GpSimd writes one 16-byte descriptor per partition row; the
+  // documents give no rate).
   static constexpr std::int64_t gpsimd_cycles_per_descriptor = 16;
+  // ~1.3 us of fixed cost per DMA transfer when it is overhead-bound [dma-bw]; one
+  // hardware-DGE instruction issues in ~0.6 us on v3 [arch-v3]. The fixed cost of a transfer
+  // overlaps with up to dma_queues others in flight (derived).
+  static constexpr double dma_fixed_s = 1.3e-6;
+  // VectorE / ScalarE elements per partition per cycle (the data-path widths / 128 partitions),
+  // for 16-bit float (bf16 / fp16, and fp8 where a table lists it) and for every other type
+  // (fp32, integers, raw bytes). `vector_fast_16bit_rate` applies to one-input instructions
+  // (tensor_copy, tensor_scalar) whose 16-bit operands are all in SBUF; `vector_16bit_rate` to the
+  // other 16-bit instructions.
 };
 
 template <class Gen>
@@ -75,21 +88,22 @@ struct traits<backend::trn1> : common_traits {
   static constexpr const char* name = "trn1";
   // SBUF 24 MiB = 128 partitions x 192 KiB [arch-v2].
   static constexpr std::int64_t sbuf_partition_bytes = 192 * 1024;
-  // Clocks: TensorE 2.8 GHz, ScalarE 1.4 GHz, VectorE 1.12 GHz [arch-v2]. GpSimd: derived, the
-  // VectorE clock (no figure is published).
+  // Clocks: TensorE 2.8 GHz, VectorE 1.12 GHz, ScalarE 1.4 GHz, GpSimd 1.4 GHz [arch-v2, the
+  // engine table].
   static constexpr double tensor_hz = 2.8e9;
   static constexpr double scalar_hz = 1.4e9;
   static constexpr double vector_hz = 1.12e9;
-  static constexpr double gpsimd_hz = 1.12e9;
-  // Elements per partition per cycle, fp32 and 16-bit data: one element per lane [arch-v2].
-  static constexpr double vector_fp32_rate = 1, vector_bf16_rate = 1;
-  static constexpr double scalar_fp32_rate = 1, scalar_bf16_rate = 1;
+  static constexpr double gpsimd_hz = 1.4e9;
+  // 128 elements per cycle for every type: one per partition [arch-v2, the engine table].
+  static constexpr double vector_other_rate = 1, vector_16bit_rate = 1, vector_fast_16bit_rate = 1;
+  static constexpr double scalar_other_rate = 1, scalar_16bit_rate = 1;
+  static constexpr bool vector_fp8_is_16bit = false;
   // Moving free size of one matmul: one 2 KiB PSUM bank of fp32 [isa nc_matmul].
   static constexpr std::int64_t pe_max_moving_fp32 = 512;
   static constexpr std::int64_t pe_max_moving_bf16 = 512;
   static constexpr bool psum_bf16_output = false;  // PSUM holds fp32 only [arch-v2]
-  // fp8 "double row" (two moving rows per cycle): not on NeuronCore-v2 [arch-v3 introduces it].
-  static constexpr std::int64_t pe_fp8_rows_per_cycle = 1;
+  // 32-bit TensorE transposes take the fp32 matmul's 4 passes (no transpose mode) [arch-v2].
+  static constexpr std::int64_t pe_fp32_transpose_passes = 4;
   // OCP e4m3fn (max 448) is not a usable dtype (compiler error EVRF051), and there is no fp4
   // type: codes are decoded with integer instructions on VectorE [isa, EVRF051].
   static constexpr bool native_e4m3fn = false;
@@ -102,9 +116,9 @@ struct traits<backend::trn1> : common_traits {
   static constexpr bool sbuf_vector_gpsimd_exclusive = true;
   // Per-core DMA aggregate ~272 GB/s (device HBM 820 GB/s, 2 cores) [dma-bw].
   static constexpr double dma_bytes_per_s = 272e9;
-  // ~1.3 us per transfer when overhead-bound [dma-bw].
-  static constexpr double dma_fixed_s = 1.3e-6;
-  // Hardware descriptor generation handles indirect (gather) DMA [dma-bw].
+  // No indirect DMA: software DGE arrives with v3 [arch-v3]. A gather is one DMA per block,
+  // its address from a register the sequencer loads, each with a transfer's fixed cost.
+  static constexpr bool indirect_dma = false;
   static constexpr bool gather_on_gpsimd = false;
   static constexpr int max_logical_cores = 1;  // one NeuronCore per logical core [arch-v2]
 };
@@ -115,30 +129,32 @@ struct traits<backend::trn2> : common_traits {
   static constexpr const char* name = "trn2";
   // SBUF 28 MiB = 128 partitions x 224 KiB [arch-v3].
   static constexpr std::int64_t sbuf_partition_bytes = 224 * 1024;
-  // Clocks: TensorE 2.4 GHz, ScalarE 1.2 GHz, VectorE 0.96 GHz [arch-v3]; GpSimd derived as
-  // the VectorE clock.
+  // Clocks: TensorE 2.4 GHz, VectorE 0.96 GHz, ScalarE 1.2 GHz, GpSimd 1.2 GHz [arch-v3, the
+  // engine table].
   static constexpr double tensor_hz = 2.4e9;
   static constexpr double scalar_hz = 1.2e9;
   static constexpr double vector_hz = 0.96e9;
-  static constexpr double gpsimd_hz = 0.96e9;
-  // VectorE bf16 performance modes run 2-4x the fp32 rate [arch-v3]; the model takes the low
-  // end, 2x, for instructions whose operands are all 16-bit (derived: the mode that applies to
-  // every such instruction).
-  static constexpr double vector_fp32_rate = 1, vector_bf16_rate = 2;
-  static constexpr double scalar_fp32_rate = 1, scalar_bf16_rate = 1;
+  static constexpr double gpsimd_hz = 1.2e9;
+  // VectorE: 512 bf16 / fp16 elements per cycle, 256 for other types [arch-v3, the engine
+  // table]. The performance mode: 4x NeuronCore-v2 for tensor_copy / tensor_scalar with bf16 /
+  // fp16 operands all in SBUF, 2x for those reading PSUM and for bf16 tensor_tensor [arch-v3,
+  // "Vector Engine Performance Mode"]. ScalarE 128 per cycle.
+  static constexpr double vector_other_rate = 2, vector_16bit_rate = 2, vector_fast_16bit_rate = 4;
+  static constexpr double scalar_other_rate = 1, scalar_16bit_rate = 1;
+  static constexpr bool vector_fp8_is_16bit = false;
   static constexpr std::int64_t pe_max_moving_fp32 = 512;  // one PSUM bank [isa nc_matmul]
   static constexpr std::int64_t pe_max_moving_bf16 = 512;
   static constexpr bool psum_bf16_output = false;  // only transposes may write bf16 [arch-v3]
-  // fp8 "double row": fp8 matmuls stream two moving rows per cycle, 2x bf16 [arch-v3, isa].
-  static constexpr std::int64_t pe_fp8_rows_per_cycle = 2;
+  // Transpose mode: 2x speedup in fp32 transposes [arch-v3, "Built-in Transpose Support"].
+  static constexpr std::int64_t pe_fp32_transpose_passes = 2;
   static constexpr bool native_e4m3fn = false;  // EVRF051: e4m3fn not usable on v3 [isa]
   static constexpr bool mx_matmul = false;
   static constexpr bool exact_pe_transpose = true;    // [isa nc_transpose]
   static constexpr bool psum_read_exclusive = false;  // lifted on v3 [arch-v3]
   static constexpr bool sbuf_vector_gpsimd_exclusive = false;
   static constexpr double dma_bytes_per_s = 368e9;  // per-core DMA ~368 GB/s [dma-bw]
-  static constexpr double dma_fixed_s = 0.6e-6;     // ~0.6 us per hardware-DGE DMA [arch-v3]
-  // Hardware DGE has no indirect DMA: gathers are software DMA on GpSimd [arch-v3].
+  // Hardware DGE has no indirect DMA: gathers are software DGE on GpSimd [arch-v3].
+  static constexpr bool indirect_dma = true;
   static constexpr bool gather_on_gpsimd = true;
   static constexpr int max_logical_cores = 2;  // LNC = 2: two physical cores [arch-v3]
 };
@@ -150,20 +166,22 @@ struct traits<backend::trn3> : common_traits {
   // SBUF 32 MiB [arch-v4]; 128 partitions x 256 KiB is its arithmetic split (derived; AWS's
   // indexer budgets ~245 KB per partition [indexer]).
   static constexpr std::int64_t sbuf_partition_bytes = 256 * 1024;
-  // Clocks: TensorE 2.4 GHz, ScalarE 1.2 GHz, VectorE 1.2 GHz [arch-v4]; GpSimd derived.
+  // Clocks: TensorE, VectorE, ScalarE and GpSimd 2.4 / 1.2 / 1.2 / 1.2 GHz [arch-v4, the engine
+  // table].
   static constexpr double tensor_hz = 2.4e9;
   static constexpr double scalar_hz = 1.2e9;
   static constexpr double vector_hz = 1.2e9;
   static constexpr double gpsimd_hz = 1.2e9;
-  // VectorE 512 and ScalarE 256 bf16 elements per cycle across 128 partitions: 4 and 2 per
-  // partition [arch-v4]; fp32 at one per lane (derived: the published figures are bf16).
-  static constexpr double vector_fp32_rate = 1, vector_bf16_rate = 4;
-  static constexpr double scalar_fp32_rate = 1, scalar_bf16_rate = 2;
+  // VectorE 512 bf16 / fp16 / fp8 elements per cycle, 256 for other types; ScalarE 256 and 128
+  // [arch-v4, the engine table] (no condition is stated for the 16-bit width).
+  static constexpr double vector_other_rate = 2, vector_16bit_rate = 4, vector_fast_16bit_rate = 4;
+  static constexpr double scalar_other_rate = 1, scalar_16bit_rate = 2;
+  static constexpr bool vector_fp8_is_16bit = true;
   // Moving free size up to 4096 fp32 / 8192 bf16 of PSUM output [isa nc_matmul].
   static constexpr std::int64_t pe_max_moving_fp32 = 4096;
   static constexpr std::int64_t pe_max_moving_bf16 = 8192;
   static constexpr bool psum_bf16_output = true;  // matmul may write bf16 to PSUM [arch-v4]
-  static constexpr std::int64_t pe_fp8_rows_per_cycle = 2;  // fp8 double row [arch-v4, isa]
+  static constexpr std::int64_t pe_fp32_transpose_passes = 2;  // transpose mode [arch-v3]
   // e4m3fn is native; fp4 exists only as the x4-packed MX type of nc_matmul_mx [arch-v4, isa].
   static constexpr bool native_e4m3fn = true;
   static constexpr bool mx_matmul = true;
@@ -171,10 +189,11 @@ struct traits<backend::trn3> : common_traits {
   static constexpr bool psum_read_exclusive = false;
   static constexpr bool sbuf_vector_gpsimd_exclusive = false;
   static constexpr double dma_bytes_per_s = 528e9;  // per-core DMA ~528 GB/s [dma-bw]
-  // Derived: the NeuronCore-v3 hardware-DGE figure (none is published for v4).
-  static constexpr double dma_fixed_s = 0.6e-6;
-  static constexpr bool gather_on_gpsimd = false;  // derived: v4's DGE does indirect DMA [mx-tkg]
-  static constexpr int max_logical_cores = 2;      // LNC <= 2 [arch-v4, indexer]
+  // Indirect DMA is software DGE on GpSimd, as on v3; AWS's trn3 MXFP8 decode gathers its
+  // cache blocks with it [arch-v3, mx-tkg].
+  static constexpr bool indirect_dma = true;
+  static constexpr bool gather_on_gpsimd = true;
+  static constexpr int max_logical_cores = 2;  // LNC <= 2 [arch-v4, indexer]
 };
 
 // nc_matmul_mx (trn3): the contraction is packed 4 codes per partition element, so a 128-wide
