@@ -2,9 +2,9 @@
 // 64) on each NeuronCore generation: one line per generation and shape,
 //   neuron <gen> <kernel> <shape> estimate <microseconds> us bound <engine> roofline <us> us
 // (the roofline: the least time any schedule needs at the documented rates, see
-// neuron_backend::report) then the full report of the 64 x 8192 MXFP8 decode, with its verdict. The numbers describe
-// the modelled schedule (tiles, DMA transfers, engine instructions, documented rates); nothing
-// here runs on a Neuron device.
+// neuron_backend::report) then the full report of the 64 x 8192 MXFP8 decode, with its verdict. The
+// numbers describe the modelled schedule (tiles, DMA transfers, engine instructions, documented
+// rates); nothing here runs on a Neuron device.
 #include <cstdio>
 
 #include "shapes.hpp"

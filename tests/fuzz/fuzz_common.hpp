@@ -1,8 +1,9 @@
 // What the four fuzz targets share: a reader that turns the fuzz input into a case, exact-size
 // buffers (so ASan flags the first byte read or written past a view), an output buffer with a
-// sentinel, the value generators and the two oracles (valid: equal to ref:: within the accuracy bound and
-// nothing outside the columns written; invalid: mqalogits::error and the output bit-for-bit
-// unchanged). A finding prints what it saw and aborts, which libFuzzer records as a crash.
+// sentinel, the value generators and the two oracles (valid: equal to ref:: within the accuracy
+// bound and nothing outside the columns written; invalid: mqalogits::error and the output
+// bit-for-bit unchanged). A finding prints what it saw and aborts, which libFuzzer records as a
+// crash.
 #pragma once
 
 #include <algorithm>
@@ -120,8 +121,8 @@ class content {
     if (e4m3 && !nan_codes_ && (b & 0x7F) == 0x7F) return b ^ 1;
     return b;
   }
-  // A UE8M0 scale in 2^-10..2^10 so no fp32 sum over- or underflows (the accuracy bound holds for values
-  // fp32 represents), 255 (NaN) in cases that allow it.
+  // A UE8M0 scale in 2^-10..2^10 so no fp32 sum over- or underflows (the accuracy bound holds for
+  // values fp32 represents), 255 (NaN) in cases that allow it.
   std::uint8_t scale() {
     const std::uint8_t b = raw();
     if (nan_scales_ && b >= 252) return 255;
@@ -326,8 +327,8 @@ void expect_rejected(const out_buf<O>& out, const std::string& context, const ch
   if (!out.all_untouched()) finding(context + ": rejected call wrote the output (" + err + ")");
 }
 
-// Valid input: no error, every column equal to the reference within the accuracy bound (invalid columns
-// -inf when clean_logits, otherwise unspecified), stride padding untouched.
+// Valid input: no error, every column equal to the reference within the accuracy bound (invalid
+// columns -inf when clean_logits, otherwise unspecified), stride padding untouched.
 template <class O>
 void expect_matches(const out_buf<O>& out, const ref::result& exact, bool clean,
                     const std::string& context) {

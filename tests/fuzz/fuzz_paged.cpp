@@ -50,8 +50,8 @@ void run(input& in, const char* combo) {
   defect d = pick_defect<defect>(in);
   const ml::options opt = pick_options(in);
 
-  // Context lengths, and the table slots each request reads (the kernel reads only those below its longest
-  // row's valid range; slots past it are never read).
+  // Context lengths, and the table slots each request reads (the kernel reads only those below its
+  // longest row's valid range; slots past it are never read).
   ints_buf lens(B, next_n, pick_stride(in, next_n, 2));
   std::vector<i64> read_slots(static_cast<std::size_t>(B), 0);
   for (i64 b = 0; b < B; ++b)
@@ -176,7 +176,8 @@ void run(input& in, const char* combo) {
   expect_matches(out, ref::paged(q.ref_view(), cv, wv, lv, tv, max_context_len), opt.clean_logits,
                  context);
 
-  // Another schedule and executor: the same bits (results never depend on the schedule or thread count).
+  // Another schedule and executor: the same bits (results never depend on the schedule or thread
+  // count).
   if (in.one_in(2)) {
     const out_buf<O> again(out.rows, out.cols, out.stride);
     const auto other = ml::get_paged_mqa_logits_metadata(lv, page_kv, workers % 5 + 1);

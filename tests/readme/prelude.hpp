@@ -54,7 +54,7 @@ extern std::uint8_t *data, *scales, *bytes;
 extern std::int64_t data_stride, scale_stride, num_pages, page_stride;
 extern const float* k_new;
 extern std::vector<std::int64_t> slot_mapping;  // vLLM's slot_mapping (int64)
-extern bool use_ue8m0;  // vLLM's scale_fmt == "ue8m0"
+extern bool use_ue8m0;                          // vLLM's scale_fmt == "ue8m0"
 }  // namespace formats_and_byte_layouts
 
 namespace top_k {

@@ -31,9 +31,10 @@ using combos = std::tuple<combo<ml::backend::trn1, ml::mxfp8>, combo<ml::backend
                           combo<ml::backend::trn2, ml::mxfp8>, combo<ml::backend::trn2, ml::mxfp4>,
                           combo<ml::backend::trn3, ml::mxfp8>, combo<ml::backend::trn3, ml::mxfp4>>;
 
-// Checks neuron output against the exact reference (the accuracy bound, exact -inf mask) and against the
-// host backend (each within the accuracy bound of the exact value, so within twice the bound of each
-// other, with the same -inf and NaN positions). clean = false: only valid columns are compared.
+// Checks neuron output against the exact reference (the accuracy bound, exact -inf mask) and
+// against the host backend (each within the accuracy bound of the exact value, so within twice the
+// bound of each other, with the same -inf and NaN positions). clean = false: only valid columns are
+// compared.
 template <class O>
 void check_against(const ml::logits_buffer<O>& neuron, const ml::logits_buffer<O>& host,
                    const ref::result& exact, bool clean) {

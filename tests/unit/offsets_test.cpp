@@ -1,6 +1,7 @@
-// 64-bit safety (bad sizes never overflow an offset): every byte offset is computed in 64 bits, offsets past 2^31 (and past
-// 2^32) address the right bytes, and sizes whose byte extents overflow int64 are rejected with an
-// error before anything is read or written (no signed overflow on the way: run under UBSan).
+// 64-bit safety (bad sizes never overflow an offset): every byte offset is computed in 64 bits,
+// offsets past 2^31 (and past 2^32) address the right bytes, and sizes whose byte extents overflow
+// int64 are rejected with an error before anything is read or written (no signed overflow on the
+// way: run under UBSan).
 #include <catch2/catch.hpp>
 
 #include <chrono>

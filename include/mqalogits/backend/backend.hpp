@@ -34,8 +34,9 @@ struct neuron {
 // template fails loudly, so an unsupported backend is a compile error, not a silent fallback.
 template <class Backend>
 struct backend_kernels {
-  static_assert(dependent_false<Backend>,
-                "mqalogits: no kernels for this backend (backend::neuron needs <mqalogits/neuron.hpp>)");
+  static_assert(
+      dependent_false<Backend>,
+      "mqalogits: no kernels for this backend (backend::neuron needs <mqalogits/neuron.hpp>)");
 };
 
 template <class B>

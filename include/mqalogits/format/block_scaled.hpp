@@ -96,7 +96,9 @@ concept head_dim_rebindable = requires {
 
 // The head dim this build compiles kernels for (MQALOGITS_ONLY_HEAD_DIM), 0 for every one.
 inline constexpr int only_head_dim = MQALOGITS_ONLY_HEAD_DIM;
-constexpr bool head_dim_compiled(int d) { return only_head_dim == 0 || d == only_head_dim; }
+constexpr bool head_dim_compiled(int d) {
+  return only_head_dim == 0 || d == only_head_dim;
+}
 
 // Whether rows of d elements can be read as Format: a head dim it has kernels for in this build.
 template <class F>

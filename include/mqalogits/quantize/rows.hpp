@@ -122,8 +122,8 @@ void check_quantize_source(const char* where, const matrix_view<T>& x) {
               x.stride >= x.cols,
           where, [&](auto& m) {
             m << "x shape [" << x.rows << ", " << x.cols << "] (stride " << x.stride
-              << ") must be [rows, head_dim] with head_dim " << head_dims_text<Format>()
-              << " for " << Format::name;
+              << ") must be [rows, head_dim] with head_dim " << head_dims_text<Format>() << " for "
+              << Format::name;
           });
   check_matrix(where, "x", x, x.rows, x.cols);
 }

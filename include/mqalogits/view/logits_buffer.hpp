@@ -14,8 +14,8 @@
 MQALOGITS_NAMESPACE_BEGIN
 
 // Row stride in elements for `cols` columns with rows aligned to `alignment_bytes` (512 by
-// default as DeepGEMM-Ascend, 1024 upstream). cols >= 0, alignment_bytes >= 1 and a multiple of sizeof(T), and a
-// stride that fits in int64; else mqalogits::error.
+// default as DeepGEMM-Ascend, 1024 upstream). cols >= 0, alignment_bytes >= 1 and a multiple of
+// sizeof(T), and a stride that fits in int64; else mqalogits::error.
 template <class T>
 constexpr std::int64_t logits_row_stride(std::int64_t cols, std::int64_t alignment_bytes = 512) {
   constexpr auto size = static_cast<std::int64_t>(sizeof(T));
