@@ -8,7 +8,7 @@
 #include <sstream>
 #include <vector>
 
-#include <mqalogits/mqalogits.hpp>
+#include <mqalogits/neuron.hpp>
 
 #include "unit.hpp"
 
