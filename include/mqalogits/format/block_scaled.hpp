@@ -100,13 +100,20 @@ constexpr bool head_dim_compiled(int d) {
   return only_head_dim == 0 || d == only_head_dim;
 }
 
+// Whether rows of d elements are a layout of Format (whatever kernels this build compiles): what
+// size helpers such as page_bytes accept.
+template <class F>
+constexpr bool is_head_dim_of(int d) {
+  if constexpr (head_dim_rebindable<F>)
+    return F::supports_head_dim(d);
+  else
+    return d == F::head_dim;
+}
+
 // Whether rows of d elements can be read as Format: a head dim it has kernels for in this build.
 template <class F>
 constexpr bool has_head_dim(int d) {
-  if constexpr (head_dim_rebindable<F>)
-    return F::supports_head_dim(d) && head_dim_compiled(d);
-  else
-    return d == F::head_dim;
+  return is_head_dim_of<F>(d) && (!head_dim_rebindable<F> || head_dim_compiled(d));
 }
 
 // The head dims has_head_dim accepts, for error messages.

@@ -27,14 +27,14 @@ MQALOGITS_NAMESPACE_BEGIN
 namespace detail {
 template <class Format>
 constexpr void check_page_head_dim(const char* where, int head_dim) {
-  if (!has_head_dim<Format>(head_dim))
+  if (!is_head_dim_of<Format>(head_dim))
     require(false, where, [&](auto& m) {
       m << "head_dim = " << head_dim << " is not supported by " << Format::name;
     });
 }
 }  // namespace detail
 
-// A head dim the format has no kernels for is an error.
+// A head dim the format has no layout for is an error (whatever kernels the build compiles).
 template <class Format>
 constexpr std::int64_t page_bytes(std::int32_t page_kv, head_dim_t dim = {Format::head_dim}) {
   detail::check_page_head_dim<Format>("page_bytes", dim.value);
