@@ -822,8 +822,10 @@ void add_roofline(report& r, const Plan& plan, std::int64_t heads) {
   const std::int64_t rows = plan.num_rows();
   logits = rows * plan.num_cols();
   const std::int64_t token = Format::data_bytes + Format::scale_bytes;
-  const double bytes = static_cast<double>(rows * heads * (token + sizeof(W)) + keys * token +
-                                           logits * static_cast<std::int64_t>(sizeof(O)));
+  const std::int64_t w_bytes = static_cast<std::int64_t>(sizeof(W));
+  const std::int64_t o_bytes = static_cast<std::int64_t>(sizeof(O));
+  const double bytes =
+      static_cast<double>(rows * heads * (token + w_bytes) + keys * token + logits * o_bytes);
   r.roofline_dma_s += bytes / tr::dma_bytes_per_s;
   const double macs_per_cycle = 128.0 * 128.0 * (mx ? mx_pack : 1);
   const double flops = 2.0 * static_cast<double>(scores * heads) * Format::head_dim;
