@@ -97,8 +97,9 @@ void run(input& in) {
                                           : ml::matrix_view<float>();
   auto qv = q.view();
   switch (d) {
-    case defect::indices_over_values:  // values start inside the indices
-      vv.data = reinterpret_cast<float*>(idx.data() + in.range(0, rows * ki_stride - 1));
+    case defect::indices_over_values:  // values start inside the indices' written rows (not in
+                                       // the last row's padding, past the last index written)
+      vv.data = reinterpret_cast<float*>(idx.data() + in.range(0, (rows - 1) * ki_stride + k - 1));
       break;
     case defect::indices_over_weights:
       iv.data = reinterpret_cast<std::int32_t*>(w.data() + in.range(0, rows * H - 1));
