@@ -98,7 +98,7 @@ struct inputs {
     std::vector<i64> keys;
     for (i64 r = 0; r < rows; ++r) {
       // At least half of the positions the indices can select (N / blk blocks), so every row
-      // has valid columns whatever the seed.
+      // has valid columns whatever the random draw.
       plens.push_back(static_cast<i32>(ref::rand::uniform(rng, N / 2, max_blocks * page_kv)));
       keys.push_back(max_blocks * page_kv);
     }
