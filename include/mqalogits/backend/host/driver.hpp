@@ -1,8 +1,9 @@
 // The one kernel driver of the host backend, shared by all four variants: it walks the plan's
 // work items; per item it decodes the query rows (once per row and thread: consecutive items
 // of the same rows reuse them), decodes each key tile once for every row of the item, scores
-// key groups with the micro-kernel of the chosen instruction set and hands the fp32 scores to
-// the call's output policy (output/), which decides what is kept of them.
+// key groups with the kernels of the path it is given (a table, kernel_abi.hpp: the unit's own
+// path, or the one picked at run time, dispatch.hpp) and hands the fp32 scores to the call's
+// output policy (output/), which decides what is kept of them.
 #pragma once
 
 #include <algorithm>
@@ -18,7 +19,9 @@
 #include "../../view/rows_view.hpp"
 #include "../backend.hpp"
 #include "decode.hpp"
-#include "isa/ladder.hpp"
+#include "dispatch.hpp"
+#include "kernel_abi.hpp"
+#include "kernel_table.hpp"
 #include "microkernel.hpp"
 #include "workspace.hpp"
 
@@ -46,61 +49,49 @@ void reserve_rows(workspace& ws, std::int64_t rows, int hp) {
   }
 }
 
+// Heads rounded up to the path's vector width.
+inline int padded_heads(const host_abi::format_kernels& kernels, int heads) {
+  return (heads + kernels.lanes - 1) / kernels.lanes * kernels.lanes;
+}
+
+template <class Format>
+host_abi::rows_ref rows_of(const rows_view<Format>& q) {
+  return {q.data, q.scales, q.data_stride, q.scale_stride};
+}
+
 // Decoded query rows of one item, in the workspace.
-template <class I, class Format, class W>
-void decode_rows(const rows_view<Format>& q, const matrix_view<const W>& w, std::int64_t r0,
-                 std::int64_t r1, std::uint64_t call, workspace& ws) {
+template <class Format, class W>
+void decode_rows(const host_abi::format_kernels& kernels, const rows_view<Format>& q,
+                 const matrix_view<const W>& w, std::int64_t r0, std::int64_t r1,
+                 std::uint64_t call, workspace& ws) {
   if (ws.call == call && ws.row_begin == r0 && ws.row_end == r1) return;
   const int heads = static_cast<int>(w.cols);
-  const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
+  const int hp = padded_heads(kernels, heads);
   const std::int64_t rows = r1 - r0;
   reserve_rows<Format>(ws, rows, hp);
-  float* wd = ws.w.data();
+  const host_abi::rows_ref qr = rows_of(q);
   constexpr int head_dim = Format::head_dim;
   if constexpr (int8_path<Format>) {
     constexpr int blocks = Format::blocks;
-    std::int32_t* data = ws.q_i8.data();
-    std::int32_t* bias = ws.q_bias.data();
-    float* scale = ws.q_scale.data();
-    std::int32_t* fold = ws.q_fold.data();
-    std::int32_t* fold_start = ws.q_fold_start.data();
-    float* fold_scale = ws.q_fold_scale.data();
-    unsigned char* folds = ws.q_folds.data();
     for (std::int64_t r = 0; r < rows; ++r) {
-      decode_q_i8<I>(q, (r0 + r) * heads, heads, hp, data + r * hp * head_dim / 4,
-                     bias + r * hp * blocks, scale + r * hp * blocks);
-      folds[r] = I::fold_rows &&
-                 decode_q_i8_fold<I>(q, (r0 + r) * heads, heads, hp, fold + r * hp * head_dim / 4,
-                                     fold_start + r * hp, fold_scale + r * hp);
+      kernels.decode_q_i8(qr, (r0 + r) * heads, heads, hp, ws.q_i8.data() + r * hp * head_dim / 4,
+                          ws.q_bias.data() + r * hp * blocks, ws.q_scale.data() + r * hp * blocks);
+      ws.q_folds.data()[r] =
+          kernels.fold_rows && kernels.decode_q_i8_fold(qr, (r0 + r) * heads, heads, hp,
+                                                        ws.q_fold.data() + r * hp * head_dim / 4,
+                                                        ws.q_fold_start.data() + r * hp,
+                                                        ws.q_fold_scale.data() + r * hp);
     }
   } else {
-    float* qt = ws.q_f32.data();
     for (std::int64_t r = 0; r < rows; ++r)
-      decode_q_f32<I>(q, (r0 + r) * heads, heads, hp, qt + r * hp * head_dim);
+      kernels.decode_q_f32(qr, (r0 + r) * heads, heads, hp, ws.q_f32.data() + r * hp * head_dim);
   }
+  float* wd = ws.w.data();
   for (std::int64_t r = 0; r < rows; ++r)
     for (int h = 0; h < hp; ++h) wd[r * hp + h] = h < heads ? to_float(w(r0 + r, h)) : 0.0f;
   ws.call = call;
   ws.row_begin = r0;
   ws.row_end = r1;
-}
-
-// Keys [k0, k0 + n) of group g into the workspace tile; masked keys decode as zeros. The key
-// addresses are looked up first (plan.key once per key; paged keys sit wherever their pages
-// are), then each key is decoded while the one `prefetch_keys` ahead is fetched, so the decode
-// does not wait on memory.
-inline constexpr std::int64_t prefetch_keys = 32;
-
-template <class Format>
-inline void prefetch_key(const key_ref& key) {
-#if defined(__GNUC__) || defined(__clang__)
-  if (!key.valid()) return;
-  // Into L2 (prefetcht1): L1 stays for the query row and the tile being written.
-  for (int b = 0; b < Format::data_bytes; b += 64) __builtin_prefetch(key.data + b, 0, 2);
-  __builtin_prefetch(key.scale, 0, 2);
-#else
-  (void)key;
-#endif
 }
 
 // The buffers of one decoded key tile, and the scores of one row over it (plus a key group's
@@ -125,156 +116,142 @@ void reserve_tile(workspace& ws) {
   ws.scores.reserve(score_slots);
 }
 
-// Which query rows of a work item take the folded MXFP4 kernel (decode_q_i8_fold).
-enum class rows_folding { none, some, all };
-
-// MXFP4 keys are decoded in the int8 forms the item's query rows read: the per-block form
-// alone when no row folds; else both, except that a key that folds skips its per-block form
-// when every row folds: it is then written as a masked key, which the per-block kernel may
-// still read for a group that mixes both forms, and whose score there is dropped.
-template <class I, class Format, class Plan>
-void decode_tile(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t n,
-                 rows_folding folding, workspace& ws) {
-  constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
-  constexpr int i8_key_bytes = host_backend::i8_key_bytes<head_dim>;
+// Keys [k0, k0 + n) of group g into the workspace tile; masked keys decode as zeros. The key
+// addresses are looked up first (plan.key once per key), then the path decodes them.
+template <class Format, class Plan>
+void decode_tile(const host_abi::format_kernels& kernels, const Plan& plan, std::int64_t g,
+                 std::int64_t k0, std::int64_t n, host_abi::rows_folding folding, workspace& ws) {
   reserve_tile<Format>(ws);
-  unsigned char* valid = ws.key_valid.data();
-  key_ref* refs = ws.refs.data();
-  for (std::int64_t i = 0; i < n; ++i) refs[i] = plan.key(g, k0 + i);
-  for (std::int64_t i = 0; i < std::min(n, prefetch_keys); ++i) prefetch_key<Format>(refs[i]);
-  std::uint8_t* const k_i8 = ws.k_i8.data();
-  float* const k_scale = ws.k_scale.data();
-  float* const k_f32 = ws.k_f32.data();
-  std::uint8_t* const k_fold = ws.k_fold.data();
-  float* const k_fold_scale = ws.k_fold_scale.data();
-  unsigned char* const k_folds = ws.k_folds.data();
+  host_abi::key_ptrs* refs = ws.refs.data();
   for (std::int64_t i = 0; i < n; ++i) {
-    if (i + prefetch_keys < n) prefetch_key<Format>(refs[i + prefetch_keys]);
-    const key_ref key = refs[i];
-    valid[i] = key.valid();
-    if constexpr (int8_path<Format>) {
-      std::uint8_t* k = k_i8 + i * i8_key_bytes;
-      float* ks = k_scale + i * blocks;
-      std::uint8_t* kf = k_fold + i * i8_key_bytes;
-      if (folding != rows_folding::none) {
-        if (key.valid()) {
-          k_folds[i] = decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, k_fold_scale + i);
-        } else {
-          masked_key_i8_fold<I, head_dim>(kf, k_fold_scale + i);
-          k_folds[i] = 1;
-        }
-      }
-      if (key.valid() && !(folding == rows_folding::all && k_folds[i]))
-        decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
-      else
-        masked_key_i8<I, head_dim>(k, ks);
-    } else {
-      float* k = k_f32 + i * head_dim;
-      if (key.valid())
-        decode_key_f32<I, Format>(key.data, key.scale, k);
-      else
-        std::fill(k, k + head_dim, 0.0f);
-    }
+    const key_ref key = plan.key(g, k0 + i);
+    refs[i] = {key.data, key.scale};
   }
+  kernels.decode_keys(refs, n, folding,
+                      {ws.key_valid.data(), ws.k_f32.data(), ws.k_i8.data(), ws.k_scale.data(),
+                       ws.k_fold.data(), ws.k_fold_scale.data(), ws.k_folds.data()});
 }
 
-template <class I, class Format, class Plan, class W, class Output>
-void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-              Output& output, std::int64_t task, const work_item& item, std::uint64_t call,
-              workspace& ws) {
-  constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
-  constexpr int i8_key_bytes = host_backend::i8_key_bytes<head_dim>;
-  using f32_path = host_backend::f32_path<head_dim>;
-  using i8_path = host_backend::i8_path<head_dim>;
-  using i8_fold_path = host_backend::i8_fold_path<head_dim>;
-  const int heads = static_cast<int>(w.cols);
-  const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
-  decode_rows<I>(q, w, item.row_begin, item.row_end, call, ws);
-  rows_folding folding = rows_folding::none;
-  if constexpr (int8_path<Format>) {
+// Which of an item's query rows take the folded MXFP4 kernel.
+template <class Format>
+host_abi::rows_folding item_folding(const work_item& item, const workspace& ws) {
+  if constexpr (!int8_path<Format>) {
+    return host_abi::rows_folding::none;
+  } else {
     const unsigned char* const folds = ws.q_folds.data();
     const std::int64_t rows = item.row_end - item.row_begin;
     const auto folded = std::count_if(folds, folds + rows, [](unsigned char f) { return f != 0; });
-    folding = folded == 0      ? rows_folding::none
-              : folded == rows ? rows_folding::all
-                               : rows_folding::some;
+    return folded == 0      ? host_abi::rows_folding::none
+           : folded == rows ? host_abi::rows_folding::all
+                            : host_abi::rows_folding::some;
   }
-  float* scores = ws.scores.reserve(score_slots);
-  [[maybe_unused]] float* block_scores = scores + key_tile + max_group_keys;
+}
 
+// Where a row's scores over a tile go: the score of key t at scores[t - first_key].
+struct row_scores {
+  float* scores;
+  std::int64_t first_key;
+  float* at(std::int64_t t) const { return scores + (t - first_key); }
+};
+
+// Scores of keys [lo, hi) of the decoded tile starting at key k0, for the fp32 path's query row
+// `row` (its index among the workspace's decoded rows).
+template <class Format>
+void score_row_f32(const host_abi::format_kernels& kernels, const workspace& ws, std::int64_t row,
+                   int heads, std::int64_t k0, std::int64_t lo, std::int64_t hi, row_scores out) {
+  constexpr int head_dim = Format::head_dim;
+  const int hp = padded_heads(kernels, heads);
+  const host_abi::f32_query query{ws.q_f32.data() + row * hp * head_dim, ws.w.data() + row * hp,
+                                  heads, hp};
+  const auto kernel = kernels.f32_kernel(hp / kernels.lanes);
+  for (std::int64_t t = lo; t < hi; t += kernel.keys)
+    kernel.fn(query, {ws.k_f32.data() + (t - k0) * head_dim}, out.at(t));
+}
+
+// The same for the int8 path: per-block kernel, or for a row that folds, the folded kernel on
+// the keys that fold and the per-block one on the others. A group mixing both runs both and
+// keeps each key's own, so which of the two a logit comes from depends only on its query and
+// key rows, never on its neighbours.
+template <class Format>
+void score_row_i8(const host_abi::format_kernels& kernels, const workspace& ws, std::int64_t row,
+                  int heads, std::int64_t k0, std::int64_t lo, std::int64_t hi, row_scores out) {
+  constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
+  constexpr int key_bytes = host_backend::i8_key_bytes<head_dim>;
+  const int hp = padded_heads(kernels, heads);
+  const host_abi::i8_query block_query{ws.q_i8.data() + row * hp * head_dim / 4,
+                                       ws.q_bias.data() + row * hp * blocks,
+                                       ws.q_scale.data() + row * hp * blocks,
+                                       ws.w.data() + row * hp,
+                                       heads,
+                                       hp};
+  const auto block_kernel = kernels.i8_kernel(hp / kernels.lanes);
+  auto per_block = [&](std::int64_t from, std::int64_t to, row_scores into) {
+    for (std::int64_t t = from; t < to; t += block_kernel.keys)
+      block_kernel.fn(
+          block_query,
+          {ws.k_i8.data() + (t - k0) * key_bytes, ws.k_scale.data() + (t - k0) * blocks},
+          into.at(t));
+  };
+  if (!kernels.fold_rows || !ws.q_folds.data()[row]) {
+    per_block(lo, hi, out);
+    return;
+  }
+  const host_abi::i8_query fold_query{ws.q_fold.data() + row * hp * head_dim / 4,
+                                      ws.q_fold_start.data() + row * hp,
+                                      ws.q_fold_scale.data() + row * hp,
+                                      ws.w.data() + row * hp,
+                                      heads,
+                                      hp};
+  const auto fold_kernel = kernels.fold_kernel(hp / kernels.lanes);
+  const unsigned char* key_folds = ws.k_folds.data();
+  // Per-block scores of a group that mixes both forms: after the row's tile and its padding.
+  float* const mixed = out.scores + key_tile + max_group_keys;
+  for (std::int64_t t = lo; t < hi; t += fold_kernel.keys) {
+    const std::int64_t count = std::min<std::int64_t>(fold_kernel.keys, hi - t);
+    int folded = 0;
+    for (std::int64_t i = 0; i < count; ++i) folded += key_folds[t - k0 + i];
+    if (folded == 0) {
+      per_block(t, t + count, out);
+      continue;
+    }
+    fold_kernel.fn(fold_query,
+                   {ws.k_fold.data() + (t - k0) * key_bytes, ws.k_fold_scale.data() + (t - k0)},
+                   out.at(t));
+    if (folded < count)
+      for (std::int64_t u = t; u < t + count; u += block_kernel.keys) {
+        per_block(u, u + 1, {mixed, u});
+        for (std::int64_t i = u; i < std::min(u + block_kernel.keys, t + count); ++i)
+          if (!key_folds[i - k0]) *out.at(i) = mixed[i - u];
+      }
+  }
+}
+
+// One work item: its query rows decoded (or reused), then per key tile the keys decoded once
+// and each row's scores over them handed to the output.
+template <class Format, class Plan, class W, class Output>
+void run_item(const host_abi::format_kernels& kernels, const rows_view<Format>& q, const Plan& plan,
+              const matrix_view<const W>& w, Output& output, std::int64_t task,
+              const work_item& item, std::uint64_t call, workspace& ws) {
+  const int heads = static_cast<int>(w.cols);
+  decode_rows(kernels, q, w, item.row_begin, item.row_end, call, ws);
+  const host_abi::rows_folding folding = item_folding<Format>(item, ws);
+  float* scores = ws.scores.reserve(score_slots);
   for (std::int64_t k0 = item.key_begin; k0 < item.key_end; k0 += key_tile) {
     const std::int64_t n = std::min(key_tile, item.key_end - k0);
-    decode_tile<I, Format>(plan, item.group, k0, n, folding, ws);
+    decode_tile<Format>(kernels, plan, item.group, k0, n, folding, ws);
     const unsigned char* valid = ws.key_valid.data();
     for (std::int64_t r = item.row_begin; r < item.row_end; ++r) {
       const row_keys rk = plan.row(r);
       const std::int64_t lo = std::max(k0, rk.key_begin), hi = std::min(k0 + n, rk.key_end);
       if (lo >= hi) continue;
-      const std::int64_t ri = r - ws.row_begin;
-      // The row's scores over the tile are gathered (key t at scores[t - lo]) and handed to the
-      // output once: the scores of keys [lo, hi) are columns lo - col_offset on of row r. (Once
-      // per key group would cost a selecting output its per-call work every 4-14 keys.)
-      auto at = [&](std::int64_t t) { return scores + (t - lo); };
-      if constexpr (int8_path<Format>) {
-        const typename i8_path::query qr{ws.q_i8.data() + ri * hp * head_dim / 4,
-                                         ws.q_bias.data() + ri * hp * blocks,
-                                         ws.q_scale.data() + ri * hp * blocks,
-                                         ws.w.data() + ri * hp,
-                                         heads,
-                                         hp};
-        const auto kern = select_kernel<I, i8_path>(hp / I::lanes);
-        auto per_block = [&](std::int64_t from, std::int64_t to) {
-          for (std::int64_t t = from; t < to; t += kern.keys)
-            kern.fn(
-                qr,
-                {ws.k_i8.data() + (t - k0) * i8_key_bytes, ws.k_scale.data() + (t - k0) * blocks},
-                at(t));
-        };
-        if constexpr (!I::fold_rows) {
-          per_block(lo, hi);  // (no row folds: the folded kernel is not compiled)
-        } else if (!ws.q_folds.data()[ri]) {
-          per_block(lo, hi);
-        } else {
-          // A folded query row: keys that fold take the one-sum kernel, the others the per-block
-          // one. A group mixing both runs both and keeps each key's own, so which of the two a
-          // logit comes from depends only on its query and key rows, never on its neighbours.
-          const typename i8_fold_path::query qf{ws.q_fold.data() + ri * hp * head_dim / 4,
-                                                ws.q_fold_start.data() + ri * hp,
-                                                ws.q_fold_scale.data() + ri * hp,
-                                                ws.w.data() + ri * hp,
-                                                heads,
-                                                hp};
-          const auto fold_kern = select_kernel<I, i8_fold_path>(hp / I::lanes);
-          const unsigned char* folds = ws.k_folds.data();
-          for (std::int64_t t = lo; t < hi; t += fold_kern.keys) {
-            const std::int64_t count = std::min<std::int64_t>(fold_kern.keys, hi - t);
-            int folded = 0;
-            for (std::int64_t i = 0; i < count; ++i) folded += folds[t - k0 + i];
-            if (folded == 0) {
-              per_block(t, t + count);
-              continue;
-            }
-            fold_kern.fn(
-                qf, {ws.k_fold.data() + (t - k0) * i8_key_bytes, ws.k_fold_scale.data() + (t - k0)},
-                at(t));
-            if (folded < count)
-              for (std::int64_t u = t; u < t + count; u += kern.keys) {
-                kern.fn(qr,
-                        {ws.k_i8.data() + (u - k0) * i8_key_bytes,
-                         ws.k_scale.data() + (u - k0) * blocks},
-                        block_scores);
-                for (std::int64_t i = u; i < std::min(u + kern.keys, t + count); ++i)
-                  if (!folds[i - k0]) *at(i) = block_scores[i - u];
-              }
-          }
-        }
-      } else {
-        const typename f32_path::query qr{ws.q_f32.data() + ri * hp * head_dim,
-                                          ws.w.data() + ri * hp, heads, hp};
-        const auto kern = select_kernel<I, f32_path>(hp / I::lanes);
-        for (std::int64_t t = lo; t < hi; t += kern.keys)
-          kern.fn(qr, {ws.k_f32.data() + (t - k0) * head_dim}, at(t));
-      }
+      // The row's scores over the tile are gathered and handed to the output once: the scores
+      // of keys [lo, hi) are columns lo - col_offset on of row r. (Once per key group would
+      // cost a selecting output its per-call work every 4-14 keys.)
+      const std::int64_t row = r - ws.row_begin;
+      if constexpr (int8_path<Format>)
+        score_row_i8<Format>(kernels, ws, row, heads, k0, lo, hi, {scores, lo});
+      else
+        score_row_f32<Format>(kernels, ws, row, heads, k0, lo, hi, {scores, lo});
       output.consume(task, r, lo - rk.col_offset, scores, valid + (lo - k0), hi - lo);
     }
   }
@@ -288,11 +265,11 @@ void run_item(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
 inline constexpr std::int64_t tasks_per_thread = 4;
 
 // Reserves one workspace per task that runs at once, for items of up to max_rows rows.
-template <class I, class Format, class W>
-void reserve_workspaces(const scoped_call_scratch& scratch, const matrix_view<const W>& w,
-                        std::int64_t tasks, std::int64_t max_rows, const options& opt) {
-  const int heads = static_cast<int>(w.cols);
-  const int hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
+template <class Format, class W>
+void reserve_workspaces(const host_abi::format_kernels& kernels, const scoped_call_scratch& scratch,
+                        const matrix_view<const W>& w, std::int64_t tasks, std::int64_t max_rows,
+                        const options& opt) {
+  const int hp = padded_heads(kernels, static_cast<int>(w.cols));
   const std::int64_t running =
       std::min<std::int64_t>(tasks, std::max(1, opt.executor.concurrency()));
   scratch.reserve(static_cast<std::size_t>(running), [&](workspace& ws) {
@@ -301,16 +278,17 @@ void reserve_workspaces(const scoped_call_scratch& scratch, const matrix_view<co
   });
 }
 
-template <class I, class Format, class Plan, class W, class Output>
-void run_grouped(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-                 Output& output, const options& opt, const scoped_call_scratch& scratch,
-                 std::int64_t max_rows, std::uint64_t call) {
+template <class Format, class Plan, class W, class Output>
+void run_grouped(const host_abi::format_kernels& kernels, const rows_view<Format>& q,
+                 const Plan& plan, const matrix_view<const W>& w, Output& output,
+                 const options& opt, const scoped_call_scratch& scratch, std::int64_t max_rows,
+                 std::uint64_t call) {
   const work_list& work = scratch.work();
   const auto items = static_cast<std::int64_t>(work.items.size());
   const std::int64_t tasks =
       std::min(items, tasks_per_thread * std::max(1, opt.executor.concurrency()));
   // Every allocation of the call before its first output write.
-  reserve_workspaces<I, Format>(scratch, w, tasks, max_rows, opt);
+  reserve_workspaces<Format>(kernels, scratch, w, tasks, max_rows, opt);
   output.begin(plan, tasks, opt.executor, max_rows);
   auto item = [&](std::int64_t i) -> const work_item& {
     return work.items[static_cast<std::size_t>(i)];
@@ -328,17 +306,18 @@ void run_grouped(const rows_view<Format>& q, const Plan& plan, const matrix_view
                             (last < items && same_rows(i, last - 1) && same_rows(last - 1, last));
         output.open_rows(t, item(i).row_begin, item(i).row_end, shared);
       }
-      run_item<I>(q, plan, w, output, t, item(i), call, ws);
+      run_item(kernels, q, plan, w, output, t, item(i), call, ws);
     }
     output.close_task(t);
   };
   detail::checked_parallel_for(opt.executor, tasks, task);
 }
 
-// The whole call on instruction set I (tests run every compiled one; the backend the best).
-template <class I, class Format, class Plan, class W, class Output>
-void run_with(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-              Output& output, const options& opt, const tiling& cut) {
+// The whole call on the given kernels.
+template <class Format, class Plan, class W, class Output>
+void run_call(const host_abi::format_kernels& kernels, const rows_view<Format>& q, const Plan& plan,
+              const matrix_view<const W>& w, Output& output, const options& opt,
+              const tiling& cut) {
   const scoped_call_scratch scratch;
   work_list& work = scratch.work();
   plan.fill_work(cut, work);
@@ -357,22 +336,29 @@ void run_with(const rows_view<Format>& q, const Plan& plan, const matrix_view<co
     };
     if (!std::is_sorted(work.items.begin(), work.items.end(), by_block))
       std::sort(work.items.begin(), work.items.end(), by_block);
-    run_grouped<I>(q, plan, w, output, opt, scratch, max_rows, call);
+    run_grouped(kernels, q, plan, w, output, opt, scratch, max_rows, call);
   } else {
     // Every allocation of the call before its first output write.
-    reserve_workspaces<I, Format>(scratch, w, items, max_rows, opt);
+    reserve_workspaces<Format>(kernels, scratch, w, items, max_rows, opt);
     output.begin(plan, items, opt.executor);
     // One executor task per work item, in the plan's order (the paged schedule's balanced runs,
     // back to back): a pool handing out indices dynamically then balances even when a core is
     // shared, and a thread's consecutive items mostly share their query rows (decoded once).
     auto task = [&](std::int64_t i) {
       const scoped_call_scratch::lease leased(scratch);
-      run_item<I>(q, plan, w, output, i, work.items[static_cast<std::size_t>(i)], call,
-                  leased.get());
+      run_item(kernels, q, plan, w, output, i, work.items[static_cast<std::size_t>(i)], call,
+               leased.get());
     };
     detail::checked_parallel_for(opt.executor, items, task);
   }
   output.finish(opt.executor);
+}
+
+// The whole call on instruction set I (the tests run every compiled one).
+template <class I, class Format, class Plan, class W, class Output>
+void run_with(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
+              Output& output, const options& opt, const tiling& cut) {
+  run_call(kernels_of<I, Format>, q, plan, w, output, opt, cut);
 }
 
 }  // namespace host_backend
@@ -388,7 +374,8 @@ struct backend_kernels<backend::host> {
     static_assert(host_backend::runs_scale_codec_v<typename Format::scale_type>,
                   "mqalogits host backend: no kernel for this scale codec (its scales must read "
                   "as fp32 values, see format/scale_codec.hpp)");
-    host_backend::run_with<host_backend::isa_best>(q, plan, w, output, opt, work_tiling);
+    host_backend::run_call(host_backend::host_kernels<Format>(), q, plan, w, output, opt,
+                           work_tiling);
   }
 };
 

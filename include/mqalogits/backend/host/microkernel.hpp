@@ -19,6 +19,7 @@
 
 #include "../../config.hpp"
 #include "isa/ladder.hpp"
+#include "kernel_abi.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
@@ -101,15 +102,9 @@ template <int D>
 struct f32_path {
   // One decoded query row: qt[d * padded_heads + h] (heads rounded up to the vector width,
   // padded heads hold zeros) and w[h] (zero on padding).
-  struct query {
-    const float* qt;
-    const float* w;
-    int heads, padded_heads;
-  };
+  using query = host_abi::f32_query;
   // `keys` rows of D fp32 (rows past the caller's count may hold anything readable).
-  struct keys {
-    const float* values;
-  };
+  using keys = host_abi::f32_keys;
   template <class I>
   static constexpr const auto& blocks() {
     return I::f32_blocks;
@@ -136,17 +131,8 @@ struct f32_path {
 // ---- the int8 paths' operands ----
 //
 // Both int8 paths take a query row and a key group in these shapes (each path says its layout).
-struct i8_query {
-  const std::int32_t* data;   // 4 code bytes (s8) per int32, in i8_query_word order
-  const std::int32_t* start;  // accumulator starts (the ISA's int8 encoding)
-  const float* scale;         // scales over 4 (the doubling)
-  const float* w;             // head weights
-  int heads, padded_heads;
-};
-struct i8_keys {
-  const std::uint8_t* codes;  // i8_key_bytes<D> bytes per key
-  const float* scales;
-};
+using i8_query = host_abi::i8_query;
+using i8_keys = host_abi::i8_keys;
 
 // Where word `step` (elements 4 step .. 4 step + 3) of head h sits among a run of `steps` words
 // of every head: head vectors of Lanes heads, each with its steps back to back. The kernels then
@@ -328,10 +314,7 @@ void score_keys(const typename Path::query& q, const typename Path::keys& k, flo
 }
 
 template <class Path>
-struct keys_kernel {
-  void (*fn)(const typename Path::query&, const typename Path::keys&, float*);
-  int keys;  // keys per call
-};
+using keys_kernel = host_abi::keys_kernel<typename Path::query, typename Path::keys>;
 
 // The kernel of ISA I's first blocking that takes rows of `head_vectors` head vectors (heads
 // rounded up to the vector width, over the width).

@@ -17,6 +17,7 @@
 #include "../../config.hpp"
 #include "../../exec/thread_scratch.hpp"
 #include "../../variant/plan.hpp"
+#include "kernel_abi.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
@@ -36,7 +37,9 @@ class aligned_buffer {
       assert(!sealed_ && "mqalogits: a task grew a workspace buffer its call did not reserve");
       release();
       data_ = static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
-      std::fill(data_, data_ + n, T{});
+      // (A loop, not std::fill: T may be a type of kernel_abi.hpp, which has one name in every
+      // build, and a standard template instantiated on it would be too.)
+      for (std::size_t i = 0; i < n; ++i) data_[i] = T{};
       size_ = n;
     }
     return data_;
@@ -73,7 +76,7 @@ struct workspace {
   aligned_buffer<float> k_fold_scale;
   aligned_buffer<unsigned char> k_folds;
   aligned_buffer<unsigned char> key_valid;
-  aligned_buffer<key_ref> refs;
+  aligned_buffer<host_abi::key_ptrs> refs;
   aligned_buffer<float> scores;
 
   // Sealed while a call's tasks run: every buffer was reserved for the call before it.

@@ -22,6 +22,12 @@ namespace host_backend {
 struct isa_avx2 : plain_decoders {
   using plain_decoders::decode_row_f32;
   static constexpr const char* name = "avx2";
+  // The path's full name (target.hpp's tag): the ISA and its int8 extension.
+#if defined(MQALOGITS_HOST_VNNI256)
+  static constexpr const char* path = "avx2_vnni";
+#else
+  static constexpr const char* path = "avx2";
+#endif
   static constexpr int lanes = 8;
   using vf = __m256;
   using vi = __m256i;

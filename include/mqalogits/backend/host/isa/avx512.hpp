@@ -21,6 +21,12 @@ namespace host_backend {
 
 struct isa_avx512 {
   static constexpr const char* name = "avx512";
+  // The path's full name (target.hpp's tag): the ISA and its int8 extension.
+#if defined(MQALOGITS_HOST_VNNI512)
+  static constexpr const char* path = "avx512_vnni";
+#else
+  static constexpr const char* path = "avx512";
+#endif
   static constexpr int lanes = 16;
   using vf = __m512;
   using vi = __m512i;

@@ -35,11 +35,4 @@ using isa_best = std::tuple_element_t<std::tuple_size_v<compiled_isas> - 1, comp
 
 }  // namespace host_backend
 
-// The host path this translation unit was compiled for: "avx512", "avx2", "neon" or "portable".
-// Each unit answers for itself (the name lives in the unit's ISA-tagged namespace), so an engine
-// that builds one hot file with -march=native can check what that file runs.
-constexpr const char* host_isa_name() noexcept {
-  return host_backend::isa_best::name;
-}
-
 MQALOGITS_NAMESPACE_END

@@ -19,6 +19,12 @@ namespace host_backend {
 
 struct isa_neon : plain_decoders, scalar_topk {
   static constexpr const char* name = "neon";
+  // The path's full name (target.hpp's tag): the ISA and its int8 extension.
+#if defined(MQALOGITS_HOST_DOTPROD)
+  static constexpr const char* path = "neon_dotprod";
+#else
+  static constexpr const char* path = "neon";
+#endif
   static constexpr int lanes = 4;
   using vf = float32x4_t;
   using vi = int32x4_t;
@@ -34,11 +40,21 @@ struct isa_neon : plain_decoders, scalar_topk {
   static constexpr bool fold_rows = true;  // the driver takes the folded kernel for rows that fold
   using int8 = int8_signed_keys;
 
-  static vf zero() { return vdupq_n_f32(0.0f); }
-  static vf load(const float* p) { return vld1q_f32(p); }
-  static vf broadcast(const float* p) { return vld1q_dup_f32(p); }
-  static vf fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }  // c + a * b, one rounding
-  static vf mul(vf a, vf b) { return vmulq_f32(a, b); }
+  static vf zero() {
+    return vdupq_n_f32(0.0f);
+  }
+  static vf load(const float* p) {
+    return vld1q_f32(p);
+  }
+  static vf broadcast(const float* p) {
+    return vld1q_dup_f32(p);
+  }
+  static vf fma(vf a, vf b, vf c) {
+    return vfmaq_f32(c, a, b);
+  }  // c + a * b, one rounding
+  static vf mul(vf a, vf b) {
+    return vmulq_f32(a, b);
+  }
   // fmin returns NaN when either operand is NaN: NaN is kept.
   static vf cap_infinity(vf a) {
     return vminq_f32(a, vdupq_n_f32(std::numeric_limits<float>::max()));
@@ -56,8 +72,12 @@ struct isa_neon : plain_decoders, scalar_topk {
     return vget_lane_f32(vpadd_f32(h, h), 0);
   }
 
-  static vi zeroi() { return vdupq_n_s32(0); }
-  static vi loadi(const std::int32_t* p) { return vld1q_s32(p); }
+  static vi zeroi() {
+    return vdupq_n_s32(0);
+  }
+  static vi loadi(const std::int32_t* p) {
+    return vld1q_s32(p);
+  }
   static vi broadcast4(const std::uint8_t* p) {
     std::int32_t x;
     std::memcpy(&x, p, 4);

@@ -15,6 +15,7 @@ namespace host_backend {
 // the data's position.
 struct isa_portable : plain_decoders, scalar_topk {
   static constexpr const char* name = "portable";
+  static constexpr const char* path = "portable";  // the path's full name (target.hpp's tag)
   static constexpr int lanes = 8;
   struct vf {
     float v[lanes];

@@ -1,0 +1,130 @@
+// What the host kernel driver hands to the instruction-set-specific code, and what that code
+// gives back: plain operands and one table of function pointers per format, head dim and ISA.
+//
+// The driver (driver.hpp) never names an ISA: it runs whatever table it is given. A unit built
+// for one ISA builds its table from its own code (kernel_table.hpp); a unit built for the
+// baseline with runtime dispatch (dispatch.hpp) asks the mqalogits_dispatch library for the
+// table of the fastest path the CPU runs. Both sides of that call are compiled with different
+// flags, so everything here lives outside the ISA-tagged namespace of config.hpp, with one
+// definition for every build: aggregates and function-pointer types only, no code (a member
+// function here would be compiled per unit, under one name). For the same reason no standard
+// template may be instantiated on these types (std::fill over key_ptrs would be one weak symbol
+// compiled differently in every unit): the headers use plain loops on them.
+#pragma once
+
+#include <cstdint>
+
+#include "../../config.hpp"
+
+#define MQALOGITS_HOST_ABI_NAMESPACE host_abi_v0_1
+
+namespace mqalogits::MQALOGITS_HOST_ABI_NAMESPACE {
+
+// Rows of a view: row r's codes at data + r * data_stride, its scales at scales + r *
+// scale_stride (no scales: null).
+struct rows_ref {
+  const std::uint8_t* data;
+  const std::uint8_t* scales;
+  std::int64_t data_stride, scale_stride;
+};
+
+// One key's bytes; a masked key has null data.
+struct key_ptrs {
+  const std::uint8_t* data;
+  const std::uint8_t* scale;
+};
+
+// The fp32 path's operands: one decoded query row (qt[d * padded_heads + h], heads rounded up
+// to the vector width, padded heads zero; w[h], zero on padding) and a group of decoded keys
+// (rows of D fp32).
+struct f32_query {
+  const float* qt;
+  const float* w;
+  int heads, padded_heads;
+};
+struct f32_keys {
+  const float* values;
+};
+
+// The int8 paths' operands (microkernel.hpp's i8_path and i8_fold_path give their layouts).
+struct i8_query {
+  const std::int32_t* data;   // 4 code bytes (s8) per int32, in i8_query_word order
+  const std::int32_t* start;  // accumulator starts (the ISA's int8 encoding)
+  const float* scale;         // scales over 4 (the doubling)
+  const float* w;             // head weights
+  int heads, padded_heads;
+};
+struct i8_keys {
+  const std::uint8_t* codes;  // i8_key_bytes<D> bytes per key
+  const float* scales;
+};
+
+// A score kernel for one register blocking: scores `keys` keys of a group against every head
+// of a query row, out[t] = sum_h relu(dot(q[h], k[t])) * w[h].
+template <class Query, class Keys>
+struct keys_kernel {
+  void (*fn)(const Query&, const Keys&, float*);
+  int keys;  // keys per call
+};
+
+// Which query rows of a work item take the folded MXFP4 kernel.
+enum class rows_folding : int { none, some, all };
+
+// Where decode_keys writes a tile of n keys (each buffer sized for the format's path).
+struct tile_buffers {
+  unsigned char* valid;  // [n] 1 for a key, 0 for a masked one
+  float* f32;            // fp32 path: [n][D]
+  std::uint8_t* i8;      // int8 path: [n][D] codes, per-block form
+  float* i8_scales;      // [n][D/32]
+  std::uint8_t* fold;    // [n][D] codes, folded form
+  float* fold_scales;    // [n]
+  unsigned char* folds;  // [n] whether the key folds
+};
+
+// The kernels of one format at one head dim, compiled for one ISA. A format runs either the
+// fp32 path (decode_q_f32, f32_kernel) or the int8 path (the others); the other's pointers are
+// null.
+struct format_kernels {
+  const char* isa;  // the path's name (target.hpp's tag): "avx512_vnni", "avx2", "portable", ...
+  int lanes;        // heads per vector: query rows are padded to a multiple
+  bool fold_rows;   // whether the folded int8 kernel exists on this path
+
+  // Query rows first_row .. first_row + heads - 1 (one query token) in the path's layout.
+  void (*decode_q_f32)(const rows_ref&, std::int64_t first_row, int heads, int padded_heads,
+                       float* qt);
+  void (*decode_q_i8)(const rows_ref&, std::int64_t first_row, int heads, int padded_heads,
+                      std::int32_t* data, std::int32_t* start, float* scale);
+  bool (*decode_q_i8_fold)(const rows_ref&, std::int64_t first_row, int heads, int padded_heads,
+                           std::int32_t* data, std::int32_t* start, float* scale);
+  // n keys into a tile, prefetching ahead; masked keys decode as keys that score 0.
+  void (*decode_keys)(const key_ptrs* keys, std::int64_t n, rows_folding folding,
+                      const tile_buffers& out);
+  // The score kernel for rows of `head_vectors` vectors of heads.
+  keys_kernel<f32_query, f32_keys> (*f32_kernel)(int head_vectors);
+  keys_kernel<i8_query, i8_keys> (*i8_kernel)(int head_vectors);
+  keys_kernel<i8_query, i8_keys> (*fold_kernel)(int head_vectors);
+};
+
+// The two streaming steps of the fused top-k (topk_key.hpp's keys).
+struct topk_steps {
+  std::int64_t (*admit_keys)(const float* scores, const unsigned char* valid, std::int64_t n,
+                             std::int64_t col, std::uint64_t floor, float bar, std::uint64_t* out);
+  std::int64_t (*compact_at_least)(std::uint64_t* keys, std::int64_t n, std::uint64_t t);
+};
+
+// The formats the dispatch library is compiled for (each at every head dim it supports).
+enum class format_id : int { mxfp8, mxfp4, fp8_per_token };
+
+// Everything one compiled path offers.
+struct isa_kernels {
+  const char* name;
+  // The kernels of a format at a head dim; null when not compiled.
+  const format_kernels* (*find)(format_id, int head_dim);
+  topk_steps topk;
+};
+
+}  // namespace mqalogits::MQALOGITS_HOST_ABI_NAMESPACE
+
+MQALOGITS_NAMESPACE_BEGIN
+namespace host_abi = ::mqalogits::MQALOGITS_HOST_ABI_NAMESPACE;
+MQALOGITS_NAMESPACE_END

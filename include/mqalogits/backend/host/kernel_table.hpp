@@ -1,0 +1,146 @@
+// The table of kernels (kernel_abi.hpp) of one format at its head dim on instruction set I:
+// the decoders of decode.hpp and the score kernels of microkernel.hpp behind plain operands.
+// kernels_of<I, Format> is what the driver runs: a unit's own path, a test's choice of path,
+// or (through the dispatch library) the path picked at run time.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "../../config.hpp"
+#include "../../view/rows_view.hpp"
+#include "decode.hpp"
+#include "kernel_abi.hpp"
+#include "microkernel.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+namespace host_backend {
+
+// Keys are decoded while the one `prefetch_keys` ahead is fetched, so the decode does not wait
+// on memory (paged keys sit wherever their pages are).
+inline constexpr std::int64_t prefetch_keys = 32;
+
+template <class Format>
+inline void prefetch_key(const host_abi::key_ptrs& key) {
+#if defined(__GNUC__) || defined(__clang__)
+  if (!key.data) return;
+  // Into L2 (prefetcht1): L1 stays for the query row and the tile being written.
+  for (int b = 0; b < Format::data_bytes; b += 64) __builtin_prefetch(key.data + b, 0, 2);
+  __builtin_prefetch(key.scale, 0, 2);
+#else
+  (void)key;
+#endif
+}
+
+template <class I, class Format>
+struct table_entries {
+  static constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
+
+  static rows_view<Format> view(const host_abi::rows_ref& r) {
+    rows_view<Format> v;
+    v.data = r.data;
+    v.scales = r.scales;
+    v.data_stride = r.data_stride;
+    v.scale_stride = r.scale_stride;
+    return v;
+  }
+  static void decode_q_f32(const host_abi::rows_ref& q, std::int64_t first_row, int heads, int hp,
+                           float* qt) {
+    host_backend::decode_q_f32<I>(view(q), first_row, heads, hp, qt);
+  }
+  static void decode_q_i8(const host_abi::rows_ref& q, std::int64_t first_row, int heads, int hp,
+                          std::int32_t* data, std::int32_t* start, float* scale) {
+    host_backend::decode_q_i8<I>(view(q), first_row, heads, hp, data, start, scale);
+  }
+  static bool decode_q_i8_fold(const host_abi::rows_ref& q, std::int64_t first_row, int heads,
+                               int hp, std::int32_t* data, std::int32_t* start, float* scale) {
+    return host_backend::decode_q_i8_fold<I>(view(q), first_row, heads, hp, data, start, scale);
+  }
+
+  // One int8 key in the forms the item's query rows read: the per-block form alone when no row
+  // folds; else both, except that a key that folds skips its per-block form when every row
+  // folds: it is then written as a masked key, which the per-block kernel may still read for a
+  // group that mixes both forms, and whose score there is dropped.
+  static void decode_key_i8_forms(const host_abi::key_ptrs& key, std::int64_t i,
+                                  host_abi::rows_folding folding,
+                                  const host_abi::tile_buffers& out) {
+    constexpr int key_bytes = i8_key_bytes<head_dim>;
+    std::uint8_t* k = out.i8 + i * key_bytes;
+    float* ks = out.i8_scales + i * blocks;
+    if (folding != host_abi::rows_folding::none) {
+      std::uint8_t* kf = out.fold + i * key_bytes;
+      if (key.data) {
+        out.folds[i] =
+            decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, out.fold_scales + i);
+      } else {
+        masked_key_i8_fold<I, head_dim>(kf, out.fold_scales + i);
+        out.folds[i] = 1;
+      }
+    }
+    if (key.data && !(folding == host_abi::rows_folding::all && out.folds[i]))
+      decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
+    else
+      masked_key_i8<I, head_dim>(k, ks);
+  }
+
+  static void decode_keys(const host_abi::key_ptrs* keys, std::int64_t n,
+                          host_abi::rows_folding folding, const host_abi::tile_buffers& out) {
+    for (std::int64_t i = 0; i < std::min(n, prefetch_keys); ++i) prefetch_key<Format>(keys[i]);
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (i + prefetch_keys < n) prefetch_key<Format>(keys[i + prefetch_keys]);
+      const host_abi::key_ptrs key = keys[i];
+      out.valid[i] = key.data != nullptr;
+      if constexpr (int8_path<Format>) {
+        decode_key_i8_forms(key, i, folding, out);
+      } else {
+        float* k = out.f32 + i * head_dim;
+        if (key.data)
+          decode_key_f32<I, Format>(key.data, key.scale, k);
+        else
+          std::fill(k, k + head_dim, 0.0f);
+      }
+    }
+  }
+
+  static host_abi::keys_kernel<host_abi::f32_query, host_abi::f32_keys> f32_kernel(
+      int head_vectors) {
+    return select_kernel<I, f32_path<head_dim>>(head_vectors);
+  }
+  static host_abi::keys_kernel<i8_query, i8_keys> i8_kernel(int head_vectors) {
+    return select_kernel<I, i8_path<head_dim>>(head_vectors);
+  }
+  static host_abi::keys_kernel<i8_query, i8_keys> fold_kernel(int head_vectors) {
+    if constexpr (I::fold_rows)
+      return select_kernel<I, i8_fold_path<head_dim>>(head_vectors);
+    else
+      return {nullptr, 0};
+  }
+};
+
+// The kernels of Format (at its head dim) on path I.
+template <class I, class Format>
+inline constexpr host_abi::format_kernels kernels_of = [] {
+  using e = table_entries<I, Format>;
+  host_abi::format_kernels k{};
+  k.isa = I::path;
+  k.lanes = I::lanes;
+  k.fold_rows = I::fold_rows;
+  k.decode_keys = &e::decode_keys;
+  if constexpr (int8_path<Format>) {
+    k.decode_q_i8 = &e::decode_q_i8;
+    k.decode_q_i8_fold = &e::decode_q_i8_fold;
+    k.i8_kernel = &e::i8_kernel;
+    k.fold_kernel = &e::fold_kernel;
+  } else {
+    k.decode_q_f32 = &e::decode_q_f32;
+    k.f32_kernel = &e::f32_kernel;
+  }
+  return k;
+}();
+
+// The fused top-k's streaming steps of path I.
+template <class I>
+inline constexpr host_abi::topk_steps topk_steps_of = {&I::admit_keys, &I::compact_at_least};
+
+}  // namespace host_backend
+MQALOGITS_NAMESPACE_END
