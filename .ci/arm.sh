@@ -73,7 +73,8 @@ run_full() {  # name, -march value
   stamp "$name: build the test binary and the ABI test programs"
   local abi=()
   [ -n "$(cmake --build "$dir" --target help | grep -o 'abi_odr_ab')" ] && abi=(abi_odr_ab abi_odr_ba)
-  cmake --build "$dir" -j "$JOBS" --target mqalogits_tests "${abi[@]}"
+  # (The dispatch tests are built so that ctest knows them; they run in the armv8-a job.)
+  cmake --build "$dir" -j "$JOBS" --target mqalogits_tests mqalogits_dispatch_tests "${abi[@]}"
 
   stamp "$name: registered test count"
   local listed registered
@@ -82,8 +83,9 @@ run_full() {  # name, -march value
   n_listed=$(printf '%s\n' "$listed" | grep -c . || true)
   # ctest's tests less those that are not the binary's: consumer projects, ABI programs, the
   # format-axis compile-time refusal, readme and python.
+  # (The runtime-dispatch binary's tests run in the armv8-a job, told which path to expect.)
   registered=$(ctest --test-dir "$dir" -N | sed -nE 's/^ *Test +#[0-9]+: //p' |
-                 grep -vE '^(consumer|abi|format_axis)\.|^(readme|python)$' || true)
+                 grep -vE '^(consumer|abi|format_axis)\.|^(readme|python)$|^dispatch: ' || true)
   n_registered=$(printf '%s\n' "$registered" | grep -c . || true)
   echo "$name: $n_listed tests in the binary (under qemu), $n_registered registered with ctest"
   [ "$n_listed" -gt 0 ] || fail "$name: the test binary lists no tests under qemu (dies at start-up?)"
@@ -96,7 +98,8 @@ run_full() {  # name, -march value
   check_paths "$name" "$listed"
 
   stamp "$name: ctest under qemu-aarch64"
-  ctest --test-dir "$dir" -j "$JOBS" --output-on-failure
+  ctest --test-dir "$dir" -j "$JOBS" --output-on-failure -E '^dispatch: '
+
   stamp "$name: done"
 }
 
@@ -114,6 +117,22 @@ run_isa_tests() {  # name, -march value
   check_paths "$name" "$listed"
   stamp "$name: $(printf '%s\n' "$listed" | grep -c .) tests under qemu-aarch64"
   qemu-aarch64 -L "$SYSROOT" "$dir/tests/mqalogits_tests" --reporter compact
+  # Runtime dispatch: the baseline-built binary picks neon without the dot-product extension
+  # and neon_dotprod with it, and passes every test case on both.
+  stamp "$name: runtime dispatch under qemu-aarch64 -cpu cortex-a53 and -cpu max"
+  cmake --build "$dir" -j "$JOBS" --target mqalogits_dispatch_tests
+  local cases out cpu expect
+  cases=$(qemu-aarch64 -L "$SYSROOT" "$dir/tests/mqalogits_dispatch_tests" --list-test-names-only |
+            grep -c '^dispatch: ' || true)
+  [ "$cases" -ge 3 ] || fail "$name: the dispatch test binary lists $cases test cases"
+  for cpu in cortex-a53:neon max:neon_dotprod; do
+    expect=${cpu#*:}
+    out=$(MQALOGITS_EXPECT_PATH=$expect qemu-aarch64 -cpu "${cpu%%:*}" -L "$SYSROOT" \
+            "$dir/tests/mqalogits_dispatch_tests" 2>&1 || true)
+    printf '%s\n' "$out" | tail -n 2
+    printf '%s\n' "$out" | grep -Eq "^All tests passed \([0-9]+ assertions in $cases test cases\)" ||
+      fail "$name: runtime dispatch on ${cpu%%:*} (expects $expect) did not pass all $cases test cases"
+  done
   stamp "$name: done"
 }
 

@@ -35,3 +35,16 @@ function(mqalogits_strict target)
     target_compile_options(${target} PRIVATE ${MQALOGITS_NATIVE_FLAG})
   endif()
 endfunction()
+
+# What ships (examples, benchmarks, the Python module): built for the baseline with runtime
+# dispatch when MQALOGITS_DISPATCH is ON, else like the tests.
+function(mqalogits_shipped target)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(${target} PRIVATE -Wall -Wextra -Werror)
+  endif()
+  if(MQALOGITS_DISPATCH)
+    target_link_libraries(${target} PRIVATE mqalogits::dispatch)
+  elseif(MQALOGITS_NATIVE AND MQALOGITS_NATIVE_FLAG)
+    target_compile_options(${target} PRIVATE ${MQALOGITS_NATIVE_FLAG})
+  endif()
+endfunction()

@@ -32,12 +32,26 @@
 #if !defined(MQALOGITS_ONLY_HEAD_DIM)
 #define MQALOGITS_ONLY_HEAD_DIM 0
 #endif
+//
+// MQALOGITS_RUNTIME_DISPATCH (defined by the mqalogits::dispatch CMake target) makes the host
+// kernels come from the dispatch library's path picked at run time (backend/host/dispatch.hpp):
+// the entry points then do something else than in a header-only unit of the same flags, so it
+// is part of the namespace as well (suffix _rt). The dispatch library's own copies of the paths
+// have a suffix of their own (_lib): a consumer unit built for the same path with other flags
+// (-march=native adds instructions the library's copy must not use) never shares their names.
+#if defined(MQALOGITS_RUNTIME_DISPATCH)
+#define MQALOGITS_ABI_ISA_ MQALOGITS_CONCAT(MQALOGITS_ISA_TAG, _rt)
+#elif defined(MQALOGITS_DISPATCH_PATH)
+#define MQALOGITS_ABI_ISA_ MQALOGITS_CONCAT(MQALOGITS_ISA_TAG, _lib)
+#else
+#define MQALOGITS_ABI_ISA_ MQALOGITS_ISA_TAG
+#endif
 #if MQALOGITS_ONLY_HEAD_DIM == 0
-#define MQALOGITS_ABI_NAMESPACE MQALOGITS_CONCAT(v0_1_, MQALOGITS_ISA_TAG)
+#define MQALOGITS_ABI_NAMESPACE MQALOGITS_CONCAT(v0_1_, MQALOGITS_ABI_ISA_)
 #elif MQALOGITS_ONLY_HEAD_DIM == 128 || MQALOGITS_ONLY_HEAD_DIM == 64 || \
     MQALOGITS_ONLY_HEAD_DIM == 32
-#define MQALOGITS_ABI_NAMESPACE                                \
-  MQALOGITS_CONCAT(MQALOGITS_CONCAT(v0_1_, MQALOGITS_ISA_TAG), \
+#define MQALOGITS_ABI_NAMESPACE                                 \
+  MQALOGITS_CONCAT(MQALOGITS_CONCAT(v0_1_, MQALOGITS_ABI_ISA_), \
                    MQALOGITS_CONCAT(_hd, MQALOGITS_ONLY_HEAD_DIM))
 #else
 #error "mqalogits: MQALOGITS_ONLY_HEAD_DIM must be 128, 64 or 32 (or 0: every head dim)"

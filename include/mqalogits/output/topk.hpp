@@ -385,7 +385,7 @@ class topk_output {
 
   // The host instruction set the selection steps run on (the scores may come from either
   // backend).
-  using select_isa = host_backend::isa_best;
+  using select_isa = host_backend::topk_isa;
 
   matrix_view<std::int32_t> indices_;
   matrix_view<float> values_;

@@ -15,7 +15,7 @@
 #include <span>
 #include <utility>
 
-#include "../backend/host/isa/ladder.hpp"
+#include "../backend/host/dispatch.hpp"
 #include "../config.hpp"
 #include "topk_key.hpp"
 
@@ -42,7 +42,7 @@ void partition_keys(std::uint64_t* keys, std::int64_t lo, std::int64_t n, Pred p
 // keys below that bucket are dropped, those above it move to the front and only the bucket is
 // searched further. A few linear passes, against nth_element's data-dependent branches, which
 // mispredict on scores that arrive in random order.
-template <class I = host_backend::isa_best>
+template <class I = host_backend::topk_isa>
 std::uint64_t keep_best(std::uint64_t* keys, std::int64_t n, std::int64_t k) {
   constexpr int digit_bits = 8;
   constexpr std::int64_t buckets = std::int64_t{1} << digit_bits;
@@ -109,7 +109,7 @@ constexpr std::int64_t keep_at_least_bound(std::int64_t n, std::int64_t k) {
 // compacting pass, both branch-free. When the sample misleads (too few or too many keys at or
 // above its threshold: rare, since the threshold sits 2.5 standard deviations of the
 // sample's quantile below the k-th best) it falls back to keep_best.
-template <class I = host_backend::isa_best>
+template <class I = host_backend::topk_isa>
 kept_keys keep_at_least(std::uint64_t* keys, std::int64_t n, std::int64_t k) {
   constexpr std::int64_t max_samples = 512;
   const std::int64_t samples = std::min(max_samples, n / 8);

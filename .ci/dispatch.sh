@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runtime dispatch on every CPU this machine can emulate. The dispatch test binary is built for
+# the baseline CPU with mqalogits::dispatch (tests/dispatch); it is run natively and under
+# qemu-x86_64 as older CPUs, each run told which path it must choose:
+#   native     the fastest path of this CPU (read from /proc/cpuinfo by the test)
+#   Haswell    avx2      (AVX2 + FMA, no AVX-512, no VNNI)
+#   Nehalem    portable  (SSE4.2 only)
+# and every run must pass all of the binary's test cases. The ARM64 side (cortex-a53: neon, max:
+# neon_dotprod) runs in .ci/arm.sh.
+#
+#   bash .ci/dispatch.sh                       # after the Quick start build
+#   DISPATCH_TESTS=<binary> bash .ci/dispatch.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bin=${DISPATCH_TESTS:-build/tests/mqalogits_dispatch_tests}
+fail() { echo "dispatch.sh: $*" >&2; exit 1; }
+[ -x "$bin" ] || fail "no $bin (build the Quick start first)"
+if ! command -v qemu-x86_64 > /dev/null; then
+  { [ "$(id -u)" = 0 ] && S= || S=sudo; } && $S apt-get install -y qemu-user
+fi
+
+cases=$("$bin" --list-test-names-only | grep -c '^dispatch: ' || true)
+[ "$cases" -ge 3 ] || fail "$bin lists $cases dispatch test cases"
+
+run() {  # label, expected path ('' = the test reads /proc/cpuinfo), command prefix...
+  local label=$1 expect=$2 out
+  shift 2
+  echo "== dispatch: $label (expects ${expect:-this CPU's fastest path})"
+  out=$(env ${expect:+MQALOGITS_EXPECT_PATH=$expect} "$@" "$bin" 2>&1 | grep -v '^qemu-x86_64: warning' || true)
+  printf '%s\n' "$out" | tail -n 3
+  printf '%s\n' "$out" | grep -Eq "^All tests passed \([0-9]+ assertions in $cases test cases\)" ||
+    fail "$label: not every one of the $cases test cases passed"
+}
+
+run native ''
+run "qemu-x86_64 -cpu Haswell" avx2 qemu-x86_64 -cpu Haswell
+run "qemu-x86_64 -cpu Nehalem" portable qemu-x86_64 -cpu Nehalem
+echo "== dispatch: every CPU chose its path and passed"

@@ -1,0 +1,52 @@
+# mqalogits::dispatch: runtime dispatch of the host kernels (include/mqalogits/backend/host/
+# dispatch.hpp). A small static library beside the header-only target: src/dispatch/path.cpp
+# compiled once per host path with that path's flags, and src/dispatch/select.cpp, which picks
+# the fastest path the CPU runs. Linking it defines MQALOGITS_RUNTIME_DISPATCH for the consumer,
+# whose own units can then be built for the baseline (x86-64, armv8-a) and still run every CPU's
+# best path. Built only when something links it.
+include(CheckCXXCompilerFlag)
+
+# Each path: its name (target.hpp's tag) and its flags.
+set(_mqalogits_paths portable)
+set(_mqalogits_flags_portable -DMQALOGITS_HOST_PORTABLE=1)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  list(APPEND _mqalogits_paths avx2 avx512 avx512_vnni)
+  set(_mqalogits_flags_avx2 -mavx2 -mfma)
+  set(_mqalogits_flags_avx512 -mavx2 -mfma -mavx512f -mavx512bw -mavx512vl -mavx512dq)
+  set(_mqalogits_flags_avx512_vnni ${_mqalogits_flags_avx512} -mavx512vnni)
+  check_cxx_compiler_flag(-mavxvnni MQALOGITS_HAS_MAVXVNNI)
+  if(MQALOGITS_HAS_MAVXVNNI)
+    list(APPEND _mqalogits_paths avx2_vnni)
+    set(_mqalogits_flags_avx2_vnni -mavx2 -mfma -mavxvnni)
+  endif()
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+  list(APPEND _mqalogits_paths neon neon_dotprod)
+  set(_mqalogits_flags_neon -march=armv8-a)
+  set(_mqalogits_flags_neon_dotprod -march=armv8.2-a+dotprod)
+endif()
+
+add_library(mqalogits_dispatch STATIC EXCLUDE_FROM_ALL ${PROJECT_SOURCE_DIR}/src/dispatch/select.cpp)
+add_library(mqalogits::dispatch ALIAS mqalogits_dispatch)
+target_link_libraries(mqalogits_dispatch PUBLIC mqalogits)
+target_compile_definitions(mqalogits_dispatch PUBLIC MQALOGITS_RUNTIME_DISPATCH=1)
+set_target_properties(mqalogits_dispatch PROPERTIES POSITION_INDEPENDENT_CODE ON)
+foreach(path IN LISTS _mqalogits_paths)
+  add_library(mqalogits_dispatch_${path} OBJECT EXCLUDE_FROM_ALL
+              ${PROJECT_SOURCE_DIR}/src/dispatch/path.cpp)
+  # Not mqalogits::mqalogits: its definitions are the consumer's (one default backend, no
+  # MQALOGITS_RUNTIME_DISPATCH); a path is plain host kernels.
+  target_include_directories(mqalogits_dispatch_${path} PRIVATE ${PROJECT_SOURCE_DIR}/include)
+  target_compile_features(mqalogits_dispatch_${path} PRIVATE cxx_std_20)
+  target_compile_definitions(mqalogits_dispatch_${path} PRIVATE MQALOGITS_DISPATCH_PATH=${path})
+  target_compile_options(mqalogits_dispatch_${path} PRIVATE ${_mqalogits_flags_${path}})
+  set_target_properties(mqalogits_dispatch_${path} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  if(PROJECT_IS_TOP_LEVEL AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(mqalogits_dispatch_${path} PRIVATE -Wall -Wextra -Werror)
+  endif()
+  target_sources(mqalogits_dispatch PRIVATE $<TARGET_OBJECTS:mqalogits_dispatch_${path}>)
+  target_compile_definitions(mqalogits_dispatch PRIVATE MQALOGITS_DISPATCH_HAS_${path}=1)
+endforeach()
+if(PROJECT_IS_TOP_LEVEL AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  target_compile_options(mqalogits_dispatch PRIVATE -Wall -Wextra -Werror)
+endif()
+set(MQALOGITS_DISPATCH_PATHS ${_mqalogits_paths} CACHE INTERNAL "the host paths of mqalogits::dispatch")

@@ -1,0 +1,135 @@
+// Which host path a call runs.
+//
+// Header-only (the default), a unit runs the widest path its compiler flags allow (target.hpp,
+// isa/ladder.hpp): a build for the machine it runs on (-march=native) is fast, a build for
+// baseline x86-64 or armv8-a runs the portable or plain NEON path.
+//
+// With runtime dispatch (link the mqalogits::dispatch CMake target, which defines
+// MQALOGITS_RUNTIME_DISPATCH), the kernels come from a small compiled library that holds every
+// path, each compiled with its own flags, and picks at run time the fastest one the CPU runs:
+// x86-64 avx512_vnni, avx512, avx2_vnni, avx2, portable; ARM64 neon_dotprod, neon, portable.
+// The unit itself can then be built for the baseline, and calls the same entry points.
+// MQALOGITS_HOST_ISA=<path> in the environment, or limit_host_isa(), caps the choice.
+// A format the library is not compiled for (one defined by the caller) runs the unit's own path.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "../../config.hpp"
+#include "../../error.hpp"
+#include "../../format/fp8_per_token.hpp"
+#include "../../format/mx.hpp"
+#include "isa/ladder.hpp"
+#include "kernel_abi.hpp"
+#include "kernel_table.hpp"
+
+#if defined(MQALOGITS_RUNTIME_DISPATCH)
+// Defined by the dispatch library (src/dispatch/select.cpp).
+namespace mqalogits::MQALOGITS_HOST_ABI_NAMESPACE {
+// The path chosen for this process (the first call reads MQALOGITS_HOST_ISA).
+const isa_kernels& runtime_isa() noexcept;
+// Caps the choice at `name` (a path name, or "native" for no cap) and returns the path now
+// chosen; null when `name` names no path.
+const char* limit_runtime_isa(const char* name) noexcept;
+}  // namespace mqalogits::MQALOGITS_HOST_ABI_NAMESPACE
+#endif
+
+MQALOGITS_NAMESPACE_BEGIN
+namespace host_backend {
+
+// The dispatch library's id of a format, if it has one.
+template <class Format>
+struct dispatch_format {
+  static constexpr bool compiled = false;
+};
+template <int D>
+struct dispatch_format<mxfp8_format<D>> {
+  static constexpr bool compiled = true;
+  static constexpr host_abi::format_id id = host_abi::format_id::mxfp8;
+};
+template <int D>
+struct dispatch_format<mxfp4_format<D>> {
+  static constexpr bool compiled = true;
+  static constexpr host_abi::format_id id = host_abi::format_id::mxfp4;
+};
+template <int D>
+struct dispatch_format<fp8_per_token_format<D>> {
+  static constexpr bool compiled = true;
+  static constexpr host_abi::format_id id = host_abi::format_id::fp8_per_token;
+};
+
+#if defined(MQALOGITS_RUNTIME_DISPATCH)
+inline constexpr bool runtime_dispatch = true;
+
+// The kernels a call on Format runs: the dispatch library's for the path chosen at run time.
+template <class Format>
+const host_abi::format_kernels& host_kernels() {
+  if constexpr (dispatch_format<Format>::compiled) {
+    const host_abi::format_kernels* k =
+        host_abi::runtime_isa().find(dispatch_format<Format>::id, Format::head_dim);
+    if (!k)
+      throw error("mqalogits: the dispatch library has no kernel for this format and head dim");
+    return *k;
+  } else {
+    return kernels_of<isa_best, Format>;
+  }
+}
+
+// The fused top-k's steps on the path chosen at run time.
+struct topk_isa {
+  static std::int64_t admit_keys(const float* scores, const unsigned char* valid, std::int64_t n,
+                                 std::int64_t col, std::uint64_t floor, float bar,
+                                 std::uint64_t* out) {
+    return host_abi::runtime_isa().topk.admit_keys(scores, valid, n, col, floor, bar, out);
+  }
+  static std::int64_t compact_at_least(std::uint64_t* keys, std::int64_t n, std::uint64_t t) {
+    return host_abi::runtime_isa().topk.compact_at_least(keys, n, t);
+  }
+};
+#else
+inline constexpr bool runtime_dispatch = false;
+
+template <class Format>
+const host_abi::format_kernels& host_kernels() {
+  return kernels_of<isa_best, Format>;
+}
+using topk_isa = isa_best;
+#endif
+
+}  // namespace host_backend
+
+// Whether this unit's host kernels are chosen at run time (linked with mqalogits::dispatch) or
+// fixed by its compiler flags.
+inline constexpr bool host_runtime_dispatch = host_backend::runtime_dispatch;
+
+#if defined(MQALOGITS_RUNTIME_DISPATCH)
+// The host path calls run on: the one picked at run time (see above).
+inline const char* host_isa_name() noexcept {
+  return host_abi::runtime_isa().name;
+}
+
+// Caps the host path at `path` ("avx512_vnni", "avx512", "avx2_vnni", "avx2", "neon_dotprod",
+// "neon", "portable"; "native" lifts the cap): the fastest path the CPU runs at or below it
+// serves every later call. Returns the path chosen; an unknown name is an error. For tests and
+// for comparing paths; MQALOGITS_HOST_ISA does the same for a whole process.
+inline const char* limit_host_isa(std::string_view path) {
+  const std::string name(path);
+  const char* chosen = host_abi::limit_runtime_isa(name.c_str());
+  if (!chosen)
+    throw error("mqalogits: limit_host_isa: '" + name +
+                "' names no host path (avx512_vnni, avx512, avx2_vnni, avx2, neon_dotprod, neon, "
+                "portable or native)");
+  return chosen;
+}
+#else
+// The host path this translation unit was compiled for (target.hpp's tag: "avx512_vnni",
+// "avx512", "avx2_vnni", "avx2", "neon_dotprod", "neon" or "portable"). Each unit answers for
+// itself (the name lives in the unit's ISA-tagged namespace), so an engine that builds one hot
+// file with -march=native can check what that file runs.
+constexpr const char* host_isa_name() noexcept {
+  return host_backend::isa_best::path;
+}
+#endif
+
+MQALOGITS_NAMESPACE_END

@@ -1,0 +1,169 @@
+// The dispatch library's choice of host path: the fastest compiled path the CPU and the OS run,
+// capped by MQALOGITS_HOST_ISA (read once, at the first call) or limit_runtime_isa(). Compiled
+// for the baseline, like the units that call it.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <mqalogits/backend/host/kernel_abi.hpp>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
+namespace mqalogits::MQALOGITS_HOST_ABI_NAMESPACE {
+
+// Every path's table (path.cpp); CMake defines MQALOGITS_DISPATCH_HAS_<path> for the ones this
+// library holds.
+const isa_kernels& isa_kernels_portable() noexcept;
+const isa_kernels& isa_kernels_avx2() noexcept;
+const isa_kernels& isa_kernels_avx2_vnni() noexcept;
+const isa_kernels& isa_kernels_avx512() noexcept;
+const isa_kernels& isa_kernels_avx512_vnni() noexcept;
+const isa_kernels& isa_kernels_neon() noexcept;
+const isa_kernels& isa_kernels_neon_dotprod() noexcept;
+
+namespace {
+
+// What the CPU (and the OS, which must save the registers) supports.
+struct cpu_features {
+  bool avx2_fma = false, avx_vnni = false, avx512 = false, avx512_vnni = false;
+  bool neon = false, dotprod = false;
+};
+
+cpu_features detect() {
+  cpu_features f;
+#if defined(__x86_64__) || defined(_M_X64)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12);
+  if (!osxsave || !avx) return f;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  const bool ymm_state = (xcr0_lo & 0x6u) == 0x6u;    // SSE and AVX registers
+  const bool zmm_state = (xcr0_lo & 0xE6u) == 0xE6u;  // and opmask, ZMM0-15 upper, ZMM16-31
+  if (!ymm_state || __get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  const bool avx2 = b & (1u << 5);
+  const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
+             avx512vl = b & (1u << 31), avx512vnni = c & (1u << 11);
+  __cpuid_count(7, 1, a, b, c, d);
+  const bool avxvnni = a & (1u << 4);
+  f.avx2_fma = avx2 && fma;
+  f.avx_vnni = f.avx2_fma && avxvnni;
+  f.avx512 = f.avx2_fma && zmm_state && avx512f && avx512dq && avx512bw && avx512vl;
+  f.avx512_vnni = f.avx512 && avx512vnni;
+#elif defined(__aarch64__)
+  f.neon = true;  // every ARM64 core has Advanced SIMD
+#if defined(__linux__) && defined(HWCAP_ASIMDDP)
+  f.dotprod = getauxval(AT_HWCAP) & HWCAP_ASIMDDP;
+#endif
+#endif
+  return f;
+}
+
+struct path {
+  const char* name;
+  const isa_kernels& (*kernels)() noexcept;
+  bool (*runs)(const cpu_features&);
+};
+
+// From the most portable to the fastest.
+constexpr path paths[] = {
+    {"portable", &isa_kernels_portable, [](const cpu_features&) { return true; }},
+#if defined(MQALOGITS_DISPATCH_HAS_avx2)
+    {"avx2", &isa_kernels_avx2, [](const cpu_features& f) { return f.avx2_fma; }},
+#endif
+#if defined(MQALOGITS_DISPATCH_HAS_avx2_vnni)
+    {"avx2_vnni", &isa_kernels_avx2_vnni, [](const cpu_features& f) { return f.avx_vnni; }},
+#endif
+#if defined(MQALOGITS_DISPATCH_HAS_avx512)
+    {"avx512", &isa_kernels_avx512, [](const cpu_features& f) { return f.avx512; }},
+#endif
+#if defined(MQALOGITS_DISPATCH_HAS_avx512_vnni)
+    {"avx512_vnni", &isa_kernels_avx512_vnni, [](const cpu_features& f) { return f.avx512_vnni; }},
+#endif
+#if defined(MQALOGITS_DISPATCH_HAS_neon)
+    {"neon", &isa_kernels_neon, [](const cpu_features& f) { return f.neon; }},
+#endif
+#if defined(MQALOGITS_DISPATCH_HAS_neon_dotprod)
+    {"neon_dotprod", &isa_kernels_neon_dotprod, [](const cpu_features& f) { return f.dotprod; }},
+#endif
+};
+constexpr int path_count = static_cast<int>(sizeof paths / sizeof paths[0]);
+
+// The path names of this architecture, in ladder order (whether or not this build holds each):
+// a cap at a path the library lacks is a cap at the paths below it.
+#if defined(__aarch64__)
+constexpr const char* ladder[] = {"portable", "neon", "neon_dotprod"};
+#else
+constexpr const char* ladder[] = {"portable", "avx2", "avx2_vnni", "avx512", "avx512_vnni"};
+#endif
+
+int ladder_index(const char* name) {
+  for (int i = 0; i < static_cast<int>(sizeof ladder / sizeof ladder[0]); ++i)
+    if (std::strcmp(ladder[i], name) == 0) return i;
+  return -1;
+}
+
+// The fastest path the CPU runs whose ladder position is at most cap (-1: no cap).
+const isa_kernels* choose(int cap) {
+  static const cpu_features cpu = detect();
+  const isa_kernels* best = &paths[0].kernels();
+  for (int i = 0; i < path_count; ++i)
+    if (paths[i].runs(cpu) && (cap < 0 || ladder_index(paths[i].name) <= cap))
+      best = &paths[i].kernels();
+  return best;
+}
+
+// The cap a name sets: -1 for "native" (none), -2 for an unknown name.
+int cap_of(const char* name) {
+  if (std::strcmp(name, "native") == 0) return -1;
+  const int i = ladder_index(name);
+  return i < 0 ? -2 : i;
+}
+
+std::atomic<const isa_kernels*> chosen{nullptr};
+
+const isa_kernels* from_environment() {
+  const char* env = std::getenv("MQALOGITS_HOST_ISA");
+  int cap = -1;
+  if (env && *env) {
+    cap = cap_of(env);
+    if (cap == -2) {
+      std::fprintf(stderr,
+                   "mqalogits: MQALOGITS_HOST_ISA=%s names no host path of this CPU architecture "
+                   "(avx512_vnni, avx512, avx2_vnni, avx2, portable; neon_dotprod, neon, "
+                   "portable on ARM64; or native); ignored\n",
+                   env);
+      cap = -1;
+    }
+  }
+  return choose(cap);
+}
+
+}  // namespace
+
+const isa_kernels& runtime_isa() noexcept {
+  const isa_kernels* k = chosen.load(std::memory_order_acquire);
+  if (!k) {
+    const isa_kernels* fresh = from_environment();
+    // The first caller's choice stands (a racing limit_runtime_isa wins over the environment).
+    chosen.compare_exchange_strong(k, fresh, std::memory_order_acq_rel);
+    k = chosen.load(std::memory_order_acquire);
+  }
+  return *k;
+}
+
+const char* limit_runtime_isa(const char* name) noexcept {
+  const int cap = name ? cap_of(name) : -2;
+  if (cap == -2) return nullptr;
+  const isa_kernels* k = choose(cap);
+  chosen.store(k, std::memory_order_release);
+  return k->name;
+}
+
+}  // namespace mqalogits::MQALOGITS_HOST_ABI_NAMESPACE

@@ -1,0 +1,210 @@
+// Runtime dispatch (mqalogits::dispatch): this file is compiled for the baseline CPU, so every
+// fast path it runs comes from the dispatch library. It checks that the path chosen is the
+// fastest one the CPU runs (MQALOGITS_EXPECT_PATH names it where /proc/cpuinfo cannot, e.g. under
+// qemu), that limit_host_isa caps the choice, and that every path the CPU runs computes the four
+// kernels, on the three formats, and the fused top-k, as the scalar reference does.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <mqalogits/mqalogits.hpp>
+
+#include "reference/random_inputs.hpp"
+#include "reference/reference.hpp"
+#include "support/kernel_check.hpp"
+
+namespace ml = mqalogits;
+namespace rnd = ref::rand;
+
+static_assert(ml::host_backend::runtime_dispatch, "this test is built with mqalogits::dispatch");
+
+namespace {
+
+#if defined(__aarch64__)
+const std::vector<std::string> ladder = {"portable", "neon", "neon_dotprod"};
+#else
+const std::vector<std::string> ladder = {"portable", "avx2", "avx2_vnni", "avx512", "avx512_vnni"};
+#endif
+
+std::set<std::string> cpuinfo_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  std::set<std::string> flags;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0 && line.rfind("Features", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string w; words >> w;) flags.insert(w);
+    break;
+  }
+  return flags;
+}
+
+// The paths this CPU runs, from /proc/cpuinfo (or, under emulation, every path up to
+// MQALOGITS_EXPECT_PATH except the AVX-VNNI one, which no emulated CPU model has).
+std::set<std::string> runnable_paths() {
+  std::set<std::string> paths = {"portable"};
+  if (const char* expect = std::getenv("MQALOGITS_EXPECT_PATH")) {
+    for (const std::string& p : ladder) {
+      if (p != "avx2_vnni" || p == expect) paths.insert(p);
+      if (p == expect) break;
+    }
+    return paths;
+  }
+  const auto f = cpuinfo_flags();
+  const auto has = [&](const char* flag) { return f.count(flag) > 0; };
+#if defined(__aarch64__)
+  paths.insert("neon");
+  if (has("asimddp")) paths.insert("neon_dotprod");
+#else
+  const bool avx2 = has("avx2") && has("fma");
+  const bool avx512 =
+      avx2 && has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq");
+  if (avx2) paths.insert("avx2");
+  if (avx2 && has("avx_vnni")) paths.insert("avx2_vnni");
+  if (avx512) paths.insert("avx512");
+  if (avx512 && has("avx512_vnni")) paths.insert("avx512_vnni");
+#endif
+  return paths;
+}
+
+// The fastest runnable path at or below `cap` on the ladder.
+std::string best_at_most(const std::string& cap) {
+  const auto runnable = runnable_paths();
+  std::string best = "portable";
+  for (const std::string& p : ladder) {
+    if (runnable.count(p)) best = p;
+    if (p == cap) break;
+  }
+  return best;
+}
+
+// Puts the process back on its own choice when a test ends.
+struct uncapped {
+  ~uncapped() { ml::limit_host_isa("native"); }
+};
+
+template <class F>
+void check_kernels_on_this_path(rnd::engine& rng, std::int64_t H) {
+  using O = float;
+  INFO(F::name << ", H " << H << ", path " << ml::host_isa_name());
+  ml::thread_pool pool(2);
+  const std::int64_t num_q = 5, N = 300;
+  const auto q = rnd::rows<F>(rng, num_q * H);
+  const auto kv = rnd::rows<F>(rng, N);
+  const auto w = rnd::weights<float>(rng, num_q, H);
+
+  // Dense, causal-style windows.
+  std::vector<std::int32_t> ks = {0, 3, 100, 250, 299}, ke = {1, 200, 300, 300, 300};
+  {
+    const ref::result expected =
+        ref::dense(q.view(), kv.view(), w.view(), std::span(ks), std::span(ke), 0);
+    ml::logits_buffer<O> out(num_q, N);
+    ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), std::span<const std::int32_t>(ks),
+                           std::span<const std::int32_t>(ke), 0, out.view(), {.executor = pool});
+    CHECK(check::against(out, expected) == "");
+    // The fused top-k: the best 37 columns of each row, in the logits' order.
+    const std::int64_t k = 37;
+    std::vector<std::int32_t> idx(static_cast<std::size_t>(num_q * k), -7);
+    std::vector<float> val(idx.size());
+    ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), std::span<const std::int32_t>(ks),
+                           std::span<const std::int32_t>(ke), 0,
+                           ml::topk(ml::matrix_view<std::int32_t>(idx.data(), num_q, k),
+                                    ml::matrix_view<float>(val.data(), num_q, k)),
+                           {.executor = pool});
+    for (std::int64_t r = 0; r < num_q; ++r) {
+      std::vector<std::int32_t> cols;
+      for (std::int32_t c = ks[static_cast<std::size_t>(r)]; c < ke[static_cast<std::size_t>(r)];
+           ++c)
+        cols.push_back(c);
+      std::stable_sort(cols.begin(), cols.end(),
+                       [&](std::int32_t a, std::int32_t b) { return out(r, a) > out(r, b); });
+      for (std::int64_t i = 0; i < k; ++i) {
+        const auto expect = i < static_cast<std::int64_t>(cols.size())
+                                ? cols[static_cast<std::size_t>(i)]
+                                : std::int32_t{-1};
+        INFO("row " << r << ", rank " << i);
+        CHECK(idx[static_cast<std::size_t>(r * k + i)] == expect);
+      }
+    }
+  }
+  // Paged: two requests, next_n 2, page 16.
+  {
+    const std::int32_t page_kv = 16;
+    const auto cache = rnd::paged_cache<F>(rng, 24, page_kv, 0, {});
+    auto lens = rnd::matrix<std::int32_t>(2, 2);
+    lens.data = {70, 71, 150, 151};
+    const auto table = rnd::block_table(rng, lens, 12, page_kv, 24);
+    const auto pq = rnd::rows<F>(rng, 4 * H);
+    const auto pw = rnd::weights<float>(rng, 4, H);
+    const ref::result expected =
+        ref::paged(pq.view(), cache.view(), pw.view(), lens.view(), table.view(), 192);
+    const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 3);
+    ml::logits_buffer<O> out(4, 192);
+    ml::fp8_fp4_paged_mqa_logits(pq.view(), cache.view(), pw.view(), lens.view(), table.view(),
+                                 schedule, 192, out.view(), {.executor = pool});
+    CHECK(check::against(out, expected) == "");
+  }
+  // Sparse: selected blocks of 8 keys, some -1.
+  {
+    const std::int64_t B = 8, cap = 16;
+    const auto idx = rnd::sparse_indices(rng, num_q, cap, N / B);
+    const ref::result expected = ref::sparse(q.view(), kv.view(), w.view(), std::span(ks),
+                                             std::span(ke), N, idx.view(), B, false);
+    const auto meta = ml::get_sparse_mqa_logits_metadata(std::span<const std::int32_t>(ks),
+                                                         std::span<const std::int32_t>(ke), N,
+                                                         idx.view(), B, false);
+    ml::logits_buffer<O> out(num_q, cap * B);
+    ml::fp8_fp4_sparse_mqa_logits(q.view(), kv.view(), w.view(), meta, out.view(),
+                                  {.executor = pool});
+    CHECK(check::against(out, expected) == "");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("dispatch: the path chosen at run time is the fastest this CPU runs", "[dispatch]") {
+  // MQALOGITS_HOST_ISA caps the choice for the process (an unknown name is ignored).
+  const char* expect = std::getenv("MQALOGITS_EXPECT_PATH");
+  const char* cap = std::getenv("MQALOGITS_HOST_ISA");
+  const std::string want = expect ? expect : best_at_most(cap && *cap ? cap : ladder.back());
+  INFO("chosen " << ml::host_isa_name() << ", expected " << want);
+  CHECK(std::string(ml::host_isa_name()) == want);
+}
+
+TEST_CASE("dispatch: limit_host_isa caps the path, native lifts the cap", "[dispatch]") {
+  const uncapped restore;
+  const std::string chosen = ml::host_isa_name();
+  for (const std::string& cap : ladder) {
+    INFO("cap " << cap);
+    const std::string got = ml::limit_host_isa(cap);
+    CHECK(got == best_at_most(cap));
+    CHECK(std::string(ml::host_isa_name()) == got);
+  }
+  CHECK(std::string(ml::limit_host_isa("native")) == best_at_most(ladder.back()));
+  CHECK_THROWS_AS(ml::limit_host_isa("avx1024"), ml::error);
+  CHECK_THROWS_AS(ml::limit_host_isa(""), ml::error);
+}
+
+TEST_CASE("dispatch: every path this CPU runs matches the reference", "[dispatch]") {
+  const uncapped restore;
+  const auto runnable = runnable_paths();
+  int paths = 0;
+  for (const std::string& path : ladder) {
+    if (!runnable.count(path)) continue;
+    REQUIRE(std::string(ml::limit_host_isa(path)) == path);
+    ++paths;
+    rnd::engine rng(static_cast<std::uint64_t>(paths));
+    for (std::int64_t H : {5, 64}) {
+      check_kernels_on_this_path<ml::mxfp8>(rng, H);
+      check_kernels_on_this_path<ml::mxfp4>(rng, H);
+      check_kernels_on_this_path<ml::fp8_per_token>(rng, H);
+    }
+  }
+  CHECK(paths == static_cast<int>(runnable.size()));
+}
