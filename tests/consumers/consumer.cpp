@@ -43,7 +43,9 @@ int main() {
       return 1;
     }
   }
-  std::printf("mqalogits consumer ok: backend=%s version=%d.%d.%d\n", backend_name,
-              ml::version_major, ml::version_minor, ml::version_patch);
+  std::printf("mqalogits consumer ok: backend=%s version=%d.%d.%d host path %s (%s)\n",
+              backend_name, ml::version_major, ml::version_minor, ml::version_patch,
+              ml::host_isa_name(),
+              ml::host_runtime_dispatch ? "path chosen at run time" : "fixed at compile time");
   return 0;
 }

@@ -236,6 +236,23 @@ def add_subdirectory_block(c, line, text):
     c.covered_by_test(line, "consumer.add_subdirectory", "add_subdirectory, built and run")
 
 
+def dispatch_block(c, line, text):
+    clone = c.clone()
+    if not clone:
+        c.not_checked.append(f"line {line}: mqalogits::dispatch: no clone to vendor")
+        return
+    project = os.path.join(c.work, f"cmake_block_{line}")
+    os.makedirs(os.path.join(project, "third_party"))
+    os.symlink(clone, os.path.join(project, "third_party", "mqalogits"))
+    with open(os.path.join(project, "my_engine.cpp"), "w") as f:
+        f.write("int main() {}\n")
+    with open(os.path.join(project, "CMakeLists.txt"), "w") as f:
+        f.write("cmake_minimum_required(VERSION 3.21)\nproject(my_engine LANGUAGES CXX)\n"
+                "add_executable(my_engine my_engine.cpp)\n" + text)
+    c.configure(line, project, "add_subdirectory + mqalogits::dispatch", [])
+    c.covered_by_test(line, "consumer.dispatch", "mqalogits::dispatch, built and run")
+
+
 def fetchcontent_block(c, line, text):
     clone = c.clone()
     if not clone:
@@ -325,6 +342,7 @@ RULES = [
     ("quick_start", r"ctest --test-dir build", quick_start_tests),
     ("install", r"add_subdirectory\(third_party/mqalogits\)", add_subdirectory_block),
     ("install", r"FetchContent_Declare\(mqalogits GIT_REPOSITORY", fetchcontent_block),
+    ("building_for_distribution", r"mqalogits::dispatch", dispatch_block),
     ("install", r"-S examples/06_fetchcontent_consumer", example_06_commands),
     ("install", r"cmake --install build-install", install_block),
     ("install", r"find_package\(mqalogits", find_package_block),
