@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""What runtime dispatch costs: the paired benchmark built with mqalogits::dispatch (for the
+baseline CPU) against the same file built header-only with -march=native, run alternately in
+fresh processes so that both see the same machine, at one and at two threads.
+
+  python3 bench/dispatch_cost.py [--build build] [--pairs 5] [--rounds 5] [--threads 1 2]
+
+Per shape and format it prints the median over the pairs of each binary's median % of the fp32
+FMA peak (measured in the same process), and dispatched / native.
+"""
+import argparse
+import re
+import statistics
+import subprocess
+
+LINE = re.compile(r"^(?P<shape>\S.*?)\s+MXFP8 best\s+\d+% median\s+(?P<m8>\d+)% of fp32 FMA peak"
+                  r" \| MXFP4 best\s+\d+% median\s+(?P<m4>\d+)%")
+
+
+def run(binary, rounds, threads):
+    out = subprocess.run([binary, str(rounds), "", str(threads)], check=True,
+                         capture_output=True, text=True).stdout
+    head = out.splitlines()[0]
+    rows = {}
+    for line in out.splitlines()[1:]:
+        m = LINE.match(line)
+        if m:
+            rows[m["shape"].strip()] = (int(m["m8"]), int(m["m4"]))
+    return head, rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    a = ap.parse_args()
+    binaries = {"dispatch": f"{a.build}/bench/mqalogits_paired",
+                "native": f"{a.build}/bench/mqalogits_paired_native"}
+    for threads in a.threads:
+        seen = {k: {} for k in binaries}
+        for _ in range(a.pairs):
+            for name, binary in binaries.items():
+                head, rows = run(binary, a.rounds, threads)
+                print(f"# {name}: {head}", flush=True)
+                for shape, v in rows.items():
+                    seen[name].setdefault(shape, []).append(v)
+        print(f"\n{threads} thread(s): median over {a.pairs} pairs of each process's median "
+              f"({a.rounds} rounds), % of the fp32 FMA peak")
+        print("| shape | MXFP8 dispatch | MXFP8 native | ratio | MXFP4 dispatch | MXFP4 native | ratio |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for shape in seen["native"]:
+            d, n = seen["dispatch"][shape], seen["native"][shape]
+            d8, n8 = statistics.median(x[0] for x in d), statistics.median(x[0] for x in n)
+            d4, n4 = statistics.median(x[1] for x in d), statistics.median(x[1] for x in n)
+            print(f"| {shape} | {d8:.0f}% | {n8:.0f}% | {d8 / n8:.3f} | {d4:.0f}% | {n4:.0f}% | "
+                  f"{d4 / n4:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
