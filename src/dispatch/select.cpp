@@ -2,16 +2,22 @@
 // capped by MQALOGITS_HOST_ISA (read once, at the first call) or limit_runtime_isa(). Compiled
 // for the baseline, like the units that call it.
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include <mqalogits/backend/host/kernel_abi.hpp>
 
-#if defined(__x86_64__) || defined(_M_X64)
+// Feature detection for GCC and Clang (cpuid.h, inline xgetbv); another compiler gets the
+// portable path on x86-64 (a cap the CPU always meets).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MQALOGITS_DISPATCH_X86_CPUID 1
 #include <cpuid.h>
 #elif defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
 #endif
 
 namespace mqalogits::MQALOGITS_HOST_ABI_NAMESPACE {
@@ -36,7 +42,7 @@ struct cpu_features {
 
 cpu_features detect() {
   cpu_features f;
-#if defined(__x86_64__) || defined(_M_X64)
+#if defined(MQALOGITS_DISPATCH_X86_CPUID)
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12);
@@ -60,6 +66,11 @@ cpu_features detect() {
   f.neon = true;  // every ARM64 core has Advanced SIMD
 #if defined(__linux__) && defined(HWCAP_ASIMDDP)
   f.dotprod = getauxval(AT_HWCAP) & HWCAP_ASIMDDP;
+#elif defined(__APPLE__)
+  int dotprod = 0;
+  std::size_t size = sizeof dotprod;
+  f.dotprod = sysctlbyname("hw.optional.arm.FEAT_DotProd", &dotprod, &size, nullptr, 0) == 0 &&
+              dotprod != 0;
 #endif
 #endif
   return f;
