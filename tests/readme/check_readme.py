@@ -219,10 +219,12 @@ def quick_start_tests(c, line, text):
     c.covered_by_ci(line, ".ci/run", "Quick start, build and test (the whole suite)")
 
 
-def add_subdirectory_block(c, line, text):
+def vendored_block(c, line, text, what, test, test_what):
+    """Configures the block as a project vendoring a clone at third_party/mqalogits; `test`
+    builds and runs the same."""
     clone = c.clone()
     if not clone:
-        c.not_checked.append(f"line {line}: add_subdirectory: no clone to vendor")
+        c.not_checked.append(f"line {line}: {what}: no clone to vendor")
         return
     project = os.path.join(c.work, f"cmake_block_{line}")
     os.makedirs(os.path.join(project, "third_party"))
@@ -232,25 +234,18 @@ def add_subdirectory_block(c, line, text):
     with open(os.path.join(project, "CMakeLists.txt"), "w") as f:
         f.write("cmake_minimum_required(VERSION 3.21)\nproject(my_engine LANGUAGES CXX)\n"
                 "add_executable(my_engine my_engine.cpp)\n" + text)
-    c.configure(line, project, "add_subdirectory(third_party/mqalogits)", [])
-    c.covered_by_test(line, "consumer.add_subdirectory", "add_subdirectory, built and run")
+    c.configure(line, project, what, [])
+    c.covered_by_test(line, test, test_what)
+
+
+def add_subdirectory_block(c, line, text):
+    vendored_block(c, line, text, "add_subdirectory(third_party/mqalogits)",
+                   "consumer.add_subdirectory", "add_subdirectory, built and run")
 
 
 def dispatch_block(c, line, text):
-    clone = c.clone()
-    if not clone:
-        c.not_checked.append(f"line {line}: mqalogits::dispatch: no clone to vendor")
-        return
-    project = os.path.join(c.work, f"cmake_block_{line}")
-    os.makedirs(os.path.join(project, "third_party"))
-    os.symlink(clone, os.path.join(project, "third_party", "mqalogits"))
-    with open(os.path.join(project, "my_engine.cpp"), "w") as f:
-        f.write("int main() {}\n")
-    with open(os.path.join(project, "CMakeLists.txt"), "w") as f:
-        f.write("cmake_minimum_required(VERSION 3.21)\nproject(my_engine LANGUAGES CXX)\n"
-                "add_executable(my_engine my_engine.cpp)\n" + text)
-    c.configure(line, project, "add_subdirectory + mqalogits::dispatch", [])
-    c.covered_by_test(line, "consumer.dispatch", "mqalogits::dispatch, built and run")
+    vendored_block(c, line, text, "add_subdirectory + mqalogits::dispatch", "consumer.dispatch",
+                   "mqalogits::dispatch, built and run")
 
 
 def fetchcontent_block(c, line, text):
