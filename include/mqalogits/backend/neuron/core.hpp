@@ -186,7 +186,7 @@ class pool {
   tile allocate(const char* name, dtype type, std::int64_t partitions, std::int64_t free,
                 int buffers = 1) {
     const char* mem = space_ == memory::sbuf ? "SBUF" : "PSUM";
-    const auto where = std::string("neuron model (") + generation_ + ")";
+    const detail::where3 where{"neuron model (", generation_, ")"};
     detail::require(partitions >= 1 && partitions <= common_traits::partitions && free >= 1, where,
                     [&](auto& m) {
                       m << mem << " tile " << name << " [" << partitions << " x " << free
@@ -779,7 +779,7 @@ class core {
 
  private:
   void check(bool ok, const char* what) const {
-    detail::require(ok, std::string("neuron model (") + traits_type::name + ")",
+    detail::require(ok, detail::where3{"neuron model (", traits_type::name, ")"},
                     [&](auto& m) { m << what; });
   }
   // An instruction's partition range: more than 64 partitions start at 0; 33..64 at 0 or 64;
@@ -788,7 +788,7 @@ class core {
     check(w.inside(), "an access pattern reaches past the end of its tile");
     const bool ok = w.np > 64 ? w.p0 == 0 : w.np > 32 ? (w.p0 == 0 || w.p0 == 64) : w.p0 % 32 == 0;
     detail::require(ok && w.p0 + w.np <= traits_type::partitions,
-                    std::string("neuron model (") + traits_type::name + ")", [&](auto& m) {
+                    detail::where3{"neuron model (", traits_type::name, ")"}, [&](auto& m) {
                       m << "an access of " << w.np << " partitions cannot start at partition "
                         << w.p0;
                     });
@@ -803,7 +803,7 @@ class core {
     const std::int64_t K = st.np, M = st.nc, N = mv.nc;
     detail::require(K == mv.np && K <= traits_type::pe_max_contraction &&
                         M <= traits_type::pe_max_stationary && N <= max_moving,
-                    std::string("neuron model (") + traits_type::name + ")", [&](auto& m) {
+                    detail::where3{"neuron model (", traits_type::name, ")"}, [&](auto& m) {
                       m << "matmul stationary [" << K << " x " << M << "], moving [" << mv.np
                         << " x " << N
                         << "]: contraction must match and be <= 128, stationary free <= 128, "

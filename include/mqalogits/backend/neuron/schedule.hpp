@@ -854,7 +854,7 @@ struct backend_kernels<backend::neuron<Gen>> {
     const neuron_backend::capture_state cap = neuron_backend::current_capture();
     const int cores = cap.target ? cap.options.logical_cores : 1;
     detail::require(cores >= 1 && cores <= tr::max_logical_cores,
-                    std::string("neuron model (") + tr::name + ")", [&](auto& m) {
+                    detail::where3{"neuron model (", tr::name, ")"}, [&](auto& m) {
                       m << "capture_options::logical_cores = " << cores << " is not supported (1.."
                         << tr::max_logical_cores << " on " << tr::name << ")";
                     });

@@ -94,10 +94,11 @@ void sort_candidates(core<Gen>& c, int R, std::int64_t candidates) {
 // logits [rows, cols] fp32; valid: [rows, cols] 0/1 (data null: every column valid); k >= 1;
 // indices [rows, k]; values [rows, k] or data null. Adds its cost to the thread's capture.
 // Checks topk's arguments; a named error before anything is written.
-inline void check_topk_arguments(const std::string& where, matrix_view<const float> logits,
+inline void check_topk_arguments(const char* generation, matrix_view<const float> logits,
                                  matrix_view<const std::uint8_t> valid, std::int64_t k,
                                  matrix_view<std::int32_t> indices, matrix_view<float> values) {
   using mqalogits::detail::require;
+  const mqalogits::detail::where3 where{"neuron_backend::topk (", generation, ")"};
   require(k >= 1, where, [&](auto& m) { m << "k = " << k << " must be >= 1"; });
   require(logits.rows >= 0 && logits.cols >= 1 && (logits.rows == 0 || logits.data) &&
               logits.stride >= logits.cols,
@@ -172,8 +173,7 @@ template <class Gen>
 void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid, std::int64_t k,
           matrix_view<std::int32_t> indices, matrix_view<float> values) {
   using tr = traits<Gen>;
-  check_topk_arguments(std::string("neuron_backend::topk (") + tr::name + ")", logits, valid, k,
-                       indices, values);
+  check_topk_arguments(tr::name, logits, valid, k, indices, values);
   const capture_state cap = current_capture();
   const bool compute = !(cap.target && cap.options.cost_only);
   core<Gen> c(compute);
