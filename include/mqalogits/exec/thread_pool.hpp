@@ -15,6 +15,7 @@
 
 #include "../config.hpp"
 #include "../error.hpp"
+#include "../std_abi.hpp"
 #include "executor.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -210,7 +211,7 @@ class thread_pool {
 
   int size_;
   std::chrono::microseconds spin_;
-  std::vector<std::thread> workers_;
+  detail::vector<std::thread> workers_;
   std::mutex call_mutex_;
   std::mutex mutex_;
   std::condition_variable wake_, done_, idle_;

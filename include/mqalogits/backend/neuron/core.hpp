@@ -30,6 +30,7 @@
 #include "../../error.hpp"
 #include "../../format/bf16.hpp"
 #include "../../format/mx.hpp"
+#include "../../std_abi.hpp"
 #include "report.hpp"
 #include "traits.hpp"
 
@@ -135,7 +136,7 @@ class tile {
   std::int64_t free_ = 0;
   std::int64_t reserved_ = 0;  // bytes per partition held in the pool
   pool* owner_ = nullptr;
-  std::vector<float> values_;
+  detail::vector<float> values_;
 };
 
 // A window of a tile: partitions [p0, p0 + np), elements [c0, c0 + nc). Engines read and write
@@ -464,7 +465,7 @@ class core {
           "matmul operands are both bf16, both fp32 or both fp8 (e4m3fn is native on trn3 only; "
           "MX codes go through matmul_mx)");
     if (compute_) {
-      std::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f);
+      detail::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f);
       for (std::int64_t k = 0; k < K; ++k)
         for (std::int64_t m = 0; m < M; ++m) {
           const float a = stationary.at(k, m);
@@ -510,7 +511,7 @@ class core {
               st_scales.nc == M && mv_scales.nc == N,
           "matmul_mx scales are u8 [np / 8, M] and [np / 8, N] in the operands' quadrant rows");
     if (compute_) {
-      std::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f), block(acc.size());
+      detail::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f), block(acc.size());
       constexpr int parts_per_block = scale_block / mx_pack;  // 8 partitions per scale block
       for (int b = 0; b < rows; ++b) {
         std::fill(block.begin(), block.end(), 0.0f);
@@ -821,7 +822,7 @@ class core {
     check_partition_start(mv);
     check_partition_start(out);
   }
-  void write_psum(const window& out, const std::vector<float>& acc, write_mode mode) {
+  void write_psum(const window& out, const detail::vector<float>& acc, write_mode mode) {
     for (std::int64_t m = 0; m < out.np; ++m)
       for (std::int64_t n = 0; n < out.nc; ++n) {
         const float a = acc[static_cast<std::size_t>(m * out.nc + n)];

@@ -33,6 +33,7 @@
 #include "../../config.hpp"
 #include "../../error.hpp"
 #include "../../format/bf16.hpp"
+#include "../../std_abi.hpp"
 #include "../../view/matrix_view.hpp"
 #include "core.hpp"
 #include "report.hpp"
@@ -134,7 +135,7 @@ inline void check_topk_arguments(const char* generation, matrix_view<const float
 inline std::int64_t select_row(matrix_view<const float> logits,
                                matrix_view<const std::uint8_t> valid, std::int64_t k,
                                std::int64_t row, matrix_view<std::int32_t> indices,
-                               matrix_view<float> values, std::vector<std::int64_t>& order) {
+                               matrix_view<float> values, detail::vector<std::int64_t>& order) {
   const std::int64_t n = logits.cols;
   const float* x = logits.row(row);
   auto ok = [&](std::int64_t i) { return !valid.data || valid(row, i) != 0; };
@@ -145,7 +146,7 @@ inline std::int64_t select_row(matrix_view<const float> logits,
   std::int64_t cand = 0;
   // Candidates: at or above the k-th best bf16 key (NaN counts as the best).
   if (take > 0) {
-    std::vector<std::int64_t> by_key = order;
+    detail::vector<std::int64_t> by_key = order;
     auto key_before = [&](std::int64_t a, std::int64_t b) {
       return detail_topk::ranks_before(detail_topk::bf16_key(x[a]), 0, detail_topk::bf16_key(x[b]),
                                        0);
@@ -181,7 +182,7 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
   const std::int64_t seg_cols = std::min(n, topk_segment);
   tile seg = c.sbuf("top-k segment", dtype::fp32, 128, seg_cols);
   tile keys = c.sbuf("top-k bf16 keys", dtype::bf16, 128, seg_cols);
-  std::vector<std::int64_t> order;
+  detail::vector<std::int64_t> order;
   for (std::int64_t r0 = 0; r0 < logits.rows; r0 += 128) {
     const int R = static_cast<int>(std::min<std::int64_t>(128, logits.rows - r0));
     // The schedule's costs: segments in, bf16 keys, nisa.topk per segment and over candidates.
