@@ -23,7 +23,7 @@
 #include "isa_mix.hpp"
 
 #if !defined(ISA_MIX_ENTRY) || !defined(ISA_MIX_EXPECT)
-#error "define ISA_MIX_ENTRY (the entry's name) and ISA_MIX_EXPECT (its host path, e.g. \"avx2\")"
+#error "define ISA_MIX_ENTRY (the entry's name) and ISA_MIX_EXPECT (its ISA tag, e.g. \"avx2\")"
 #endif
 #define ISA_MIX_STR_(x) #x
 #define ISA_MIX_STR(x) ISA_MIX_STR_(x)
@@ -418,8 +418,9 @@ void ISA_MIX_ENTRY(isa_mix_result& result) {
   result.isa = ml::host_isa_name();
   result.tag = ISA_MIX_STR(MQALOGITS_ISA_TAG);
   recorder rec(result);
-  rec.check(std::strcmp(result.isa, ISA_MIX_EXPECT) == 0, "host path %s, built for %s", result.isa,
-            ISA_MIX_EXPECT);
+  rec.check(
+      std::strcmp(result.tag, ISA_MIX_EXPECT) == 0 && isa_mix_same_path(result.isa, ISA_MIX_EXPECT),
+      "host path %s, namespace tag %s, built for %s", result.isa, result.tag, ISA_MIX_EXPECT);
   const problem p;
   ml::thread_pool pool(3);
   run_format<ml::mxfp8>(rec, p, pool);
