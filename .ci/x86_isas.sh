@@ -1,5 +1,16 @@
 #!/usr/bin/env bash
-# x86 CI: the int8 paths that the native (-march=native) build does not compile. On a CPU with
+# x86 CI, after the native build (README's Quick start, in NATIVE_BUILD):
+#
+# 1. The instruction-set mix under qemu-x86_64 (Debian's qemu-user). The native build's
+#    isa_mix_<order> programs link one unit built for the baseline, one with -mavx2 -mfma and one
+#    with -march=native (tests/abi/CMakeLists.txt), in every order; natively ctest ran them all
+#    (abi.isa_mix_*). Here each runs again on emulated CPUs that lack the other units'
+#    instructions: -cpu Nehalem (SSE4.2) runs the baseline unit, -cpu Haswell (AVX2 + FMA) the
+#    baseline and AVX2 units. If the linker had kept another unit's copy of any code they run
+#    (a library function, or a standard-library instantiation under a shared name), it would be
+#    SIGILL. First, a control: the AVX2 unit forced to run under Nehalem must be SIGILL.
+#
+# 2. The int8 paths that the native (-march=native) build does not compile. On a CPU with
 # VNNI the native build runs vpdpbusd only, so the ISA-dependent tests (the micro-kernels, every
 # compiled path against the scalar reference and each other, and the dense kernel end to end)
 # are built again without VNNI: the vpmaddubsw paths of AVX-512 and AVX2 (an AVX-512 build
@@ -7,13 +18,52 @@
 # without VNNI already ran those paths in the native build, and cannot run the VNNI ones.
 #
 #   bash .ci/x86_isas.sh            # in build-x86-novnni
+#   NATIVE_BUILD=build bash .ci/x86_isas.sh   # the native build holding tests/abi/isa_mix_*
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 JOBS=${JOBS:-2}
+NATIVE_BUILD=${NATIVE_BUILD:-build}
 dir=build-x86-novnni
 has() { grep -qw "$1" /proc/cpuinfo; }
 fail() { echo "x86_isas.sh: $*" >&2; exit 1; }
+
+# 1. The instruction-set mix under qemu.
+mix=()
+for p in "$NATIVE_BUILD"/tests/abi/isa_mix_*; do
+  [ -f "$p" ] && [ -x "$p" ] && mix+=("$p")
+done
+if [ ${#mix[@]} -eq 0 ]; then
+  if has avx2 && has fma; then
+    fail "no $NATIVE_BUILD/tests/abi/isa_mix_* programs: build the native suite first"
+  fi
+  echo "x86_isas.sh: no AVX2 + FMA on this CPU: no instruction-set mix programs to emulate"
+else
+  if ! command -v qemu-x86_64 > /dev/null; then
+    { [ "$(id -u)" = 0 ] && S= || S=sudo; } && $S apt-get install -y qemu-user
+  fi
+  # Haswell less the features TCG does not emulate (it warns about each, and runs without them).
+  haswell=Haswell-noTSX,-pcid,-x2apic,-tsc-deadline,-invpcid
+  echo "== instruction-set mix under qemu-x86_64: ${#mix[@]} programs"
+  # The control: qemu must refuse AVX2 on Nehalem, or the runs below prove nothing.
+  if "${mix[0]}" --list | grep -qx avx2; then
+    rc=0
+    qemu-x86_64 -cpu Nehalem "${mix[0]}" --unchecked avx2 > /dev/null 2>&1 || rc=$?
+    [ "$rc" -eq 132 ] || fail "the AVX2 unit under -cpu Nehalem ended with $rc, not SIGILL (132)"
+    echo "control: the AVX2 unit under -cpu Nehalem is SIGILL, as it must be"
+  fi
+  for p in "${mix[@]}"; do
+    echo "-- $(basename "$p"), -cpu Nehalem: base"
+    qemu-x86_64 -cpu Nehalem "$p" base || fail "$(basename "$p") under -cpu Nehalem"
+    units=(base)
+    "$p" --list | grep -qx avx2 && units+=(avx2)
+    echo "-- $(basename "$p"), -cpu Haswell: ${units[*]}"
+    qemu-x86_64 -cpu "$haswell" "$p" "${units[@]}" || fail "$(basename "$p") under -cpu Haswell"
+  done
+  echo "== instruction-set mix under qemu-x86_64: every unit ran its own path"
+fi
+
+# 2. The int8 paths without VNNI.
 
 if ! has avx512_vnni && ! has avx_vnni; then
   echo "x86_isas.sh: no VNNI on this CPU: the native build already ran the vpmaddubsw paths"

@@ -115,7 +115,7 @@ template <class Gen>
 std::vector<shape_line> lines() {
   std::vector<shape_line> out;
   auto add = [&](ml::neuron_backend::report r, const std::string& kernel, const std::string& s) {
-    out.push_back({r.line(kernel, s), r});
+    out.push_back({std::string(r.line(kernel, s)), r});
   };
   add(paged_decode<Gen, ml::mxfp8>(64, 8192), "paged-decode-mxfp8", "64x8192/H64/page64");
   add(paged_decode<Gen, ml::mxfp4>(64, 8192), "paged-decode-mxfp4", "64x8192/H64/page64");

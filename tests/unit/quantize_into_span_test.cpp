@@ -3,6 +3,7 @@
 // untouched) when the span is not whole rows.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <span>
@@ -36,8 +37,8 @@ TEMPLATE_LIST_TEST_CASE("quantize_rows_into: a span gives the matrix_view form's
   const auto q = ml::quantize_rows<F>(std::span<const float>(x));
   std::vector<std::uint8_t> data_c(rows * F::data_bytes), scales_c(rows * F::scale_bytes);
   ml::quantize_rows_into<F>(std::span<const float>(x), data_c.data(), scales_c.data());
-  CHECK(data_c == q.data);
-  CHECK(scales_c == q.scales);
+  CHECK(std::ranges::equal(data_c, q.data));
+  CHECK(std::ranges::equal(scales_c, q.scales));
   // Padding between rows is never written.
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t i = F::data_bytes; i < data_stride; ++i)

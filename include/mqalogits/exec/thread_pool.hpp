@@ -15,6 +15,7 @@
 
 #include "../config.hpp"
 #include "../error.hpp"
+#include "../std_abi.hpp"
 #include "executor.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -23,6 +24,19 @@ namespace detail {
 // For tests only: when >= 1, the pool constructor's start of that worker (1 = the first) fails
 // as an exhausted system does (std::system_error, EAGAIN). -1: never.
 inline std::atomic<int> thread_pool_fail_start_at{-1};
+
+// What std::thread throws when the system cannot start one: std::system_error (EAGAIN). With
+// libstdc++ through its own out-of-line thrower, as std::thread does: std::system_error's inline
+// constructor builds a std::string, instantiations of a name shared with units built for other
+// instruction sets (std_abi.hpp).
+[[noreturn]] inline void throw_thread_start_error() {
+#if defined(__GLIBCXX__)
+  std::__throw_system_error(EAGAIN);
+#else
+  throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                          "thread_pool: cannot start a worker thread");
+#endif
+}
 
 // now + spin, or the clock's last time point when that is later than the clock can say (a spin
 // of microseconds::max() means "spin until the next call"; now + spin would overflow).
@@ -64,8 +78,7 @@ class thread_pool {
       workers_.reserve(static_cast<std::size_t>(size_ - 1));
       for (int i = 1; i < size_; ++i) {
         if (i == detail::thread_pool_fail_start_at.load(std::memory_order_relaxed))
-          throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
-                                  "thread_pool: cannot start a worker thread");
+          detail::throw_thread_start_error();
         workers_.emplace_back([this] { worker_loop(); });
       }
     } catch (...) {
@@ -210,7 +223,7 @@ class thread_pool {
 
   int size_;
   std::chrono::microseconds spin_;
-  std::vector<std::thread> workers_;
+  detail::vector<std::thread> workers_;
   std::mutex call_mutex_;
   std::mutex mutex_;
   std::condition_variable wake_, done_, idle_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../config.hpp"
+#include "../std_abi.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace detail {
@@ -38,7 +39,7 @@ class thread_scratch {
 
  private:
   struct in_use {
-    std::vector<std::unique_ptr<T>> items;
+    detail::vector<std::unique_ptr<T>> items;
     std::size_t depth = 0;
   };
   static in_use& stack() {

@@ -13,7 +13,6 @@
 
 #include <concepts>
 #include <cstdint>
-#include <string>
 
 #include "../config.hpp"
 #include "scale_codec.hpp"
@@ -116,18 +115,25 @@ constexpr bool has_head_dim(int d) {
   return is_head_dim_of<F>(d) && (!head_dim_rebindable<F> || head_dim_compiled(d));
 }
 
-// The head dims has_head_dim accepts, for error messages.
+// The head dims has_head_dim accepts, for error messages: m << head_dims_text<F>().
 template <class F>
-std::string head_dims_text() {
-  if constexpr (!head_dim_rebindable<F>)
-    return std::to_string(F::head_dim);
-  else if constexpr (only_head_dim != 0)
-    return F::supports_head_dim(only_head_dim)
-               ? std::to_string(only_head_dim) + " in this build (MQALOGITS_ONLY_HEAD_DIM)"
-               : std::string("none in this build (MQALOGITS_ONLY_HEAD_DIM = ") +
-                     std::to_string(only_head_dim) + ")";
-  else
-    return F::supports_head_dim(32) ? "128, 64 or 32" : "128 or 64";
+struct head_dims_text_of {
+  template <class Message>
+  void write_to(Message& m) const {
+    if constexpr (!head_dim_rebindable<F>)
+      m << F::head_dim;
+    else if constexpr (only_head_dim != 0) {
+      if (F::supports_head_dim(only_head_dim))
+        m << only_head_dim << " in this build (MQALOGITS_ONLY_HEAD_DIM)";
+      else
+        m << "none in this build (MQALOGITS_ONLY_HEAD_DIM = " << only_head_dim << ")";
+    } else
+      m << (F::supports_head_dim(32) ? "128, 64 or 32" : "128 or 64");
+  }
+};
+template <class F>
+constexpr head_dims_text_of<F> head_dims_text() {
+  return {};
 }
 
 // Calls fn.template operator()<Format::with_head_dim<d>>() for the head dim d of a call's rows

@@ -50,6 +50,7 @@
 #include "../exec/executor.hpp"
 #include "../exec/options.hpp"
 #include "../exec/thread_scratch.hpp"
+#include "../std_abi.hpp"
 #include "../view/matrix_view.hpp"
 #include "output.hpp"
 #include "topk_select.hpp"
@@ -104,31 +105,31 @@ struct alignas(64) topk_task {
   };
   std::int64_t row_begin = 0, row_end = 0;
   bool shared = false;
-  std::vector<std::uint64_t> candidates;  // [rows of the block, capacity]
-  std::vector<std::int64_t> count;        // candidates held per row
-  std::vector<std::uint64_t> floor;       // per row: a key must exceed it to enter
-  std::vector<float> floor_value;         // its score (-inf until the buffer first fills)
-  std::vector<std::uint64_t> spill;
-  std::vector<spilled_row> spilled;
-  std::vector<std::uint64_t> sort_scratch;  // capacity keys (task 0's also serves finish())
+  detail::vector<std::uint64_t> candidates;  // [rows of the block, capacity]
+  detail::vector<std::int64_t> count;        // candidates held per row
+  detail::vector<std::uint64_t> floor;       // per row: a key must exceed it to enter
+  detail::vector<float> floor_value;         // its score (-inf until the buffer first fills)
+  detail::vector<std::uint64_t> spill;
+  detail::vector<spilled_row> spilled;
+  detail::vector<std::uint64_t> sort_scratch;  // capacity keys (task 0's also serves finish())
 };
 
 struct topk_scratch {
   struct part {
     std::int64_t row = 0, task = 0, begin = 0, count = 0;
   };
-  std::vector<topk_task> tasks;
-  std::vector<part> parts;  // the spilled rows of every task, by row
-  std::vector<std::uint64_t> merge;
+  detail::vector<topk_task> tasks;
+  detail::vector<part> parts;  // the spilled rows of every task, by row
+  detail::vector<std::uint64_t> merge;
   // Per output row, the highest threshold any task has reached on it: a task that holds k keys
   // above a key proves that key is not among the row's k best, so the other tasks of a row
   // split across tasks drop it too (a later task of a long decode row starts near the final
   // threshold instead of refilling its buffer from nothing). Only raised; only a hint: the
   // result is the exact top k whichever task publishes first.
-  std::unique_ptr<std::atomic<std::uint64_t>[]> row_floor;
+  std::unique_ptr<std::atomic<std::uint64_t>[], detail::array_delete> row_floor;
   std::size_t row_floor_rows = 0;
   // Per output row, whether it has been written (finish() pads the others).
-  std::vector<unsigned char> written;
+  detail::vector<unsigned char> written;
 };
 
 // Column -> what `indices` holds.
@@ -216,7 +217,7 @@ class topk_output {
     }
     const auto out_rows = static_cast<std::size_t>(indices_.rows);
     if (scratch_->row_floor_rows < out_rows) {
-      scratch_->row_floor = std::make_unique<std::atomic<std::uint64_t>[]>(out_rows);
+      scratch_->row_floor.reset(new std::atomic<std::uint64_t>[out_rows]());
       scratch_->row_floor_rows = out_rows;
     }
     for (std::size_t r = 0; r < out_rows; ++r)
@@ -303,7 +304,7 @@ class topk_output {
     std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) {
       return a.row != b.row ? a.row < b.row : a.task < b.task;
     });
-    std::vector<std::uint64_t>& merge = scratch_->merge;
+    detail::vector<std::uint64_t>& merge = scratch_->merge;
     for (std::size_t i = 0; i < parts.size();) {
       const std::int64_t row = parts[i].row;
       merge.clear();

@@ -17,6 +17,7 @@
 
 #include "../backend/host/dispatch.hpp"
 #include "../config.hpp"
+#include "../std_abi.hpp"
 #include "topk_key.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -59,7 +60,8 @@ std::uint64_t keep_best(std::uint64_t* keys, std::int64_t n, std::int64_t k) {
     const std::int64_t need = k - lo;
     if (span == 0 || need == n - lo) {
       // All equal, or all needed: any of them, the smallest at k - 1.
-      std::iter_swap(std::find(keys + lo, keys + n, base), keys + (k - 1));
+      std::iter_swap(std::find_if(keys + lo, keys + n, [&](auto x) { return x == base; }),
+                     keys + (k - 1));
       return keys[k - 1];
     }
     const int shift = std::max(0, static_cast<int>(std::bit_width(span)) - digit_bits);
@@ -87,7 +89,7 @@ std::uint64_t keep_best(std::uint64_t* keys, std::int64_t n, std::int64_t k) {
     lo += above;
     n = lo + count(bucket);  // at least one key fewer than before: span has two buckets
   }
-  std::nth_element(keys + lo, keys + (k - 1), keys + n, std::greater<>());
+  std::nth_element(keys + lo, keys + (k - 1), keys + n, detail::greater());
   return keys[k - 1];
 }
 
@@ -140,7 +142,7 @@ kept_keys keep_at_least(std::uint64_t* keys, std::int64_t n, std::int64_t k) {
 // in mispredicted branches (about 6x slower at k = 2048).
 inline void sort_descending(std::uint64_t* keys, std::int64_t n, std::uint64_t* tmp) {
   if (n < 64) {
-    std::sort(keys, keys + n, std::greater<>());
+    std::sort(keys, keys + n, detail::greater());
     return;
   }
   // (Plain min/max loops vectorise.)
@@ -197,7 +199,7 @@ inline void sort_descending(std::uint64_t* keys, std::int64_t n, std::uint64_t* 
       std::int64_t end = i + 1;
       while (end < n && lead(keys[end]) == l) ++end;
       if (end - i > 1) {
-        std::sort(keys + i, keys + end, std::greater<>());
+        std::sort(keys + i, keys + end, detail::greater());
         ties -= std::min(end, e + 1) - i - 1;  // the tied pairs of this run inside the block
       }
       i = end;

@@ -28,6 +28,7 @@
 #include "../format/bf16.hpp"
 #include "../format/fp8_per_token.hpp"
 #include "../format/mx.hpp"
+#include "../std_abi.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
 #include "encode.hpp"
@@ -181,13 +182,18 @@ void quantize_rows_into(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scal
   });
 }
 
-// Quantised rows that own their bytes (packed: strides = row sizes).
+// Quantised rows that own their bytes (packed: strides = row sizes). data and scales are
+// std::vector<std::uint8_t, A> with A the library's allocator (detail::vector, std_abi.hpp: a
+// std::vector<std::uint8_t> filled here would be a standard instantiation shared with units built
+// for other instruction sets): data(), size(), indexing, iterators and ranges work as for a
+// std::vector; a std::vector of them is a copy, std::vector<std::uint8_t>(q.data.begin(),
+// q.data.end()).
 template <class Format>
 struct quantized_rows {
   std::int64_t rows = 0;
-  int head_dim = Format::head_dim;   // elements per row
-  std::vector<std::uint8_t> data;    // [rows, data_bytes_for(head_dim)]
-  std::vector<std::uint8_t> scales;  // [rows, scale_bytes]
+  int head_dim = Format::head_dim;      // elements per row
+  detail::vector<std::uint8_t> data;    // [rows, data_bytes_for(head_dim)]
+  detail::vector<std::uint8_t> scales;  // [rows, scale_bytes]
 
   rows_view<Format> view() const {
     return rows_view<Format>(data.data(), scales.data(), rows, head_dim_t{head_dim});
@@ -282,9 +288,10 @@ inline void fold_q_scales(std::span<const float> q_scales, matrix_view<float> we
       weights(q, h) *= q_scales[static_cast<std::size_t>(q * weights.cols + h)];
 }
 
-// The fp32 scales of fp8_per_token rows, e.g. to fold Q's into the weights.
-inline std::vector<float> token_scales(const quantized_rows<fp8_per_token>& rows) {
-  std::vector<float> s(static_cast<std::size_t>(rows.rows));
+// The fp32 scales of fp8_per_token rows, e.g. to fold Q's into the weights (a std::vector<float,
+// A> with the library's allocator, as quantized_rows' bytes).
+inline detail::vector<float> token_scales(const quantized_rows<fp8_per_token>& rows) {
+  detail::vector<float> s(static_cast<std::size_t>(rows.rows));
   for (std::int64_t r = 0; r < rows.rows; ++r) s[static_cast<std::size_t>(r)] = rows.token_scale(r);
   return s;
 }

@@ -12,6 +12,7 @@
 
 #include "../config.hpp"
 #include "../error.hpp"
+#include "../std_abi.hpp"
 #include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
@@ -77,11 +78,11 @@ class paged_mqa_schedule {
   std::int64_t request_units(std::int64_t b) const {
     return (request_keys(b) + keys_per_unit_ - 1) / keys_per_unit_;
   }
-  const std::vector<position>& start() const { return start_; }
-  const std::vector<std::int32_t>& context_lens() const { return lens_; }
+  const detail::vector<position>& start() const { return start_; }
+  const detail::vector<std::int32_t>& context_lens() const { return lens_; }
   // Varlen: made with `indices` (one entry per row, int32 or int64 as given; empty otherwise).
   bool varlen() const { return varlen_; }
-  const std::vector<std::int64_t>& indices() const { return indices_; }
+  const detail::vector<std::int64_t>& indices() const { return indices_; }
   // The query rows of request b: [first, first + count).
   std::int64_t request_first_row(std::int64_t b) const {
     return request_begin_[static_cast<std::size_t>(b)];
@@ -104,15 +105,15 @@ class paged_mqa_schedule {
                                                         const std::span<const I>*);
 
  private:
-  std::vector<std::int32_t> lens_;  // [B * next_n], the lengths this schedule was built for
-  std::vector<std::int64_t> request_begin_;  // [requests + 1]: first row of each request
-  std::vector<std::int64_t> indices_;        // varlen: the indices it was made with
+  detail::vector<std::int32_t> lens_;  // [B * next_n], the lengths this schedule was built for
+  detail::vector<std::int64_t> request_begin_;  // [requests + 1]: first row of each request
+  detail::vector<std::int64_t> indices_;        // varlen: the indices it was made with
   std::int64_t next_n_ = 0;
   std::int32_t page_kv_ = 0;
   std::int64_t keys_per_unit_ = 0;
   std::int64_t total_units_ = 0;
   bool varlen_ = false;
-  std::vector<position> start_;  // [num_workers + 1]
+  detail::vector<position> start_;  // [num_workers + 1]
 };
 
 // The most runs a paged schedule may be cut into: far above any core count (upstream passes the
@@ -140,7 +141,7 @@ void check_varlen_indices(const char* where, std::span<const I> indices, std::in
   });
   check_index_span(where, "indices", indices);
   // (value, first row) of every run of equal values: a value with two runs is not consecutive.
-  std::vector<std::pair<I, std::size_t>> runs;
+  detail::vector<std::pair<I, std::size_t>> runs;
   for (std::size_t r = 0; r < indices.size(); ++r)
     if (r == 0 || indices[r] != indices[r - 1]) runs.emplace_back(indices[r], r);
   std::sort(runs.begin(), runs.end());
@@ -224,7 +225,7 @@ paged_mqa_schedule detail::make_paged_schedule(matrix_view<const I> context_lens
   }
 
   const std::int64_t B = s.num_requests();
-  std::vector<std::int64_t> units(static_cast<std::size_t>(B));
+  detail::vector<std::int64_t> units(static_cast<std::size_t>(B));
   for (std::int64_t b = 0; b < B; ++b) {
     units[static_cast<std::size_t>(b)] = s.request_units(b);
     s.total_units_ += units[static_cast<std::size_t>(b)];

@@ -25,6 +25,7 @@
 
 #include "../config.hpp"
 #include "../error.hpp"
+#include "../std_abi.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
 #include "metadata_checks.hpp"
@@ -162,8 +163,8 @@ class paged_sparse_mqa_metadata {
     int head_dim = 0;
     std::int64_t data_bytes = 0;
     std::size_t token_bytes = 0;
-    std::vector<std::int64_t> block_slot;  // [rows, cap] the used block's place in bytes, or -1
-    std::vector<std::uint8_t> bytes;       // [distinct used blocks * sparse_block_kv, token_bytes]
+    detail::vector<std::int64_t> block_slot;  // [rows, cap] the used block's place in bytes, or -1
+    detail::vector<std::uint8_t> bytes;  // [distinct used blocks * sparse_block_kv, token_bytes]
   };
   struct page_entry {  // a block-table entry the selection reads; row -1: none
     std::int64_t row = -1, slot = 0, page = 0;
@@ -176,7 +177,7 @@ class paged_sparse_mqa_metadata {
     // never by rows x entries, however often a selection repeats a block. Which of its tokens a
     // row sees is decided when reading (position()), as with the reread protocol.
     const std::int64_t B = f_->block, per_page = f_->page_kv / B;
-    std::vector<std::pair<std::int64_t, std::int64_t>> used;  // (cache block, r * cap + b)
+    detail::vector<std::pair<std::int64_t, std::int64_t>> used;  // (cache block, r * cap + b)
     for (std::int64_t r = 0; r < f_->rows; ++r)
       for (std::int64_t b = 0; b < num_blocks(r); ++b)
         if (block_used(r, b)) {
@@ -216,11 +217,11 @@ class paged_sparse_mqa_metadata {
     std::int64_t rows = 0, cap = 0, block = 0, max_blocks = 0;
     std::int32_t page_kv = 0;
     paged_sparse_protocol protocol = paged_sparse_protocol::reread;
-    std::vector<std::int64_t> lens;        // bounded (see detail::bounded)
-    std::vector<std::int64_t> block_page;  // [rows, cap] the page of each used block, else 0
-    std::vector<std::int64_t> idx;         // bounded (see detail::bounded_block)
-    page_entry lowest, highest;            // the smallest and largest page the selection reads
-    std::unique_ptr<snapshot> snap;        // snapshot protocol only
+    detail::vector<std::int64_t> lens;        // bounded (see detail::bounded)
+    detail::vector<std::int64_t> block_page;  // [rows, cap] the page of each used block, else 0
+    detail::vector<std::int64_t> idx;         // bounded (see detail::bounded_block)
+    page_entry lowest, highest;               // the smallest and largest page the selection reads
+    std::unique_ptr<snapshot> snap;           // snapshot protocol only
   };
   reset_on_move<fields> f_;  // a moved-from metadata is empty: the kernel rejects it
 };
@@ -237,7 +238,7 @@ void check_request_indices(const char* where, std::span<const I> indices,
       << block_table.rows << ")";
   });
   check_index_span(where, "indices", indices);
-  std::vector<I> closed;  // requests whose rows have ended
+  detail::vector<I> closed;  // requests whose rows have ended
   for (std::size_t r = 1; r <= indices.size(); ++r) {
     if (r < indices.size() && indices[r] == indices[r - 1]) {
       const auto row = static_cast<std::int64_t>(r);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../config.hpp"
+#include "../std_abi.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
@@ -47,8 +48,8 @@ struct work_item {
 
 // Work items grouped into tasks (one task = one executor index).
 struct work_list {
-  std::vector<work_item> items;
-  std::vector<std::int64_t> task_begin{0};  // task t runs items [task_begin[t], task_begin[t+1])
+  detail::vector<work_item> items;
+  detail::vector<std::int64_t> task_begin{0};  // task t runs items [task_begin[t], task_begin[t+1])
 
   std::int64_t num_tasks() const { return static_cast<std::int64_t>(task_begin.size()) - 1; }
   void close_task() { task_begin.push_back(static_cast<std::int64_t>(items.size())); }

@@ -13,6 +13,7 @@
 
 #include "../config.hpp"
 #include "../error.hpp"
+#include "../std_abi.hpp"
 #include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
@@ -76,8 +77,8 @@ constexpr std::int64_t bounded_start(std::int64_t ks, std::int64_t block) {
 
 // A copy of the rows of m, each entry through `bound`.
 template <index_value I, class Bound>
-std::vector<std::int64_t> copy_rows(matrix_view<const I> m, Bound bound) {
-  std::vector<std::int64_t> out;
+detail::vector<std::int64_t> copy_rows(matrix_view<const I> m, Bound bound) {
+  detail::vector<std::int64_t> out;
   out.reserve(static_cast<std::size_t>(m.rows * m.cols));
   for (std::int64_t r = 0; r < m.rows; ++r)
     for (std::int64_t c = 0; c < m.cols; ++c) out.push_back(bound(std::int64_t{m(r, c)}));
@@ -141,7 +142,7 @@ class sparse_mqa_metadata {
   struct fields {
     std::int64_t rows = 0, cap = 0, block = 0, num_kv = 0;
     bool unaligned = false;
-    std::vector<std::int64_t> ks, ke, idx, nb;
+    detail::vector<std::int64_t> ks, ke, idx, nb;
   };
   reset_on_move<fields> f_;  // a moved-from metadata is empty: the kernel rejects it
 };

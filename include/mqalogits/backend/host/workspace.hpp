@@ -16,6 +16,7 @@
 
 #include "../../config.hpp"
 #include "../../exec/thread_scratch.hpp"
+#include "../../std_abi.hpp"
 #include "../../variant/plan.hpp"
 #include "kernel_abi.hpp"
 
@@ -100,7 +101,7 @@ class scoped_call_scratch {
   };
   struct scratch {
     work_list work;
-    std::vector<std::unique_ptr<slot>> slots;
+    detail::vector<std::unique_ptr<slot>> slots;
     std::size_t active = 0;  // slots reserved for the current call
   };
 
@@ -165,7 +166,7 @@ class scoped_call_scratch {
       thread_local std::size_t at = 0;
       return at;
     }
-    const std::vector<std::unique_ptr<slot>>& slots_;
+    const detail::vector<std::unique_ptr<slot>>& slots_;
     slot* slot_ = nullptr;
   };
 

@@ -30,6 +30,7 @@
 #include "../../error.hpp"
 #include "../../format/bf16.hpp"
 #include "../../format/mx.hpp"
+#include "../../std_abi.hpp"
 #include "report.hpp"
 #include "traits.hpp"
 
@@ -135,7 +136,7 @@ class tile {
   std::int64_t free_ = 0;
   std::int64_t reserved_ = 0;  // bytes per partition held in the pool
   pool* owner_ = nullptr;
-  std::vector<float> values_;
+  detail::vector<float> values_;
 };
 
 // A window of a tile: partitions [p0, p0 + np), elements [c0, c0 + nc). Engines read and write
@@ -186,7 +187,7 @@ class pool {
   tile allocate(const char* name, dtype type, std::int64_t partitions, std::int64_t free,
                 int buffers = 1) {
     const char* mem = space_ == memory::sbuf ? "SBUF" : "PSUM";
-    const auto where = std::string("neuron model (") + generation_ + ")";
+    const detail::where3 where{"neuron model (", generation_, ")"};
     detail::require(partitions >= 1 && partitions <= common_traits::partitions && free >= 1, where,
                     [&](auto& m) {
                       m << mem << " tile " << name << " [" << partitions << " x " << free
@@ -464,7 +465,7 @@ class core {
           "matmul operands are both bf16, both fp32 or both fp8 (e4m3fn is native on trn3 only; "
           "MX codes go through matmul_mx)");
     if (compute_) {
-      std::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f);
+      detail::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f);
       for (std::int64_t k = 0; k < K; ++k)
         for (std::int64_t m = 0; m < M; ++m) {
           const float a = stationary.at(k, m);
@@ -510,7 +511,7 @@ class core {
               st_scales.nc == M && mv_scales.nc == N,
           "matmul_mx scales are u8 [np / 8, M] and [np / 8, N] in the operands' quadrant rows");
     if (compute_) {
-      std::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f), block(acc.size());
+      detail::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f), block(acc.size());
       constexpr int parts_per_block = scale_block / mx_pack;  // 8 partitions per scale block
       for (int b = 0; b < rows; ++b) {
         std::fill(block.begin(), block.end(), 0.0f);
@@ -779,7 +780,7 @@ class core {
 
  private:
   void check(bool ok, const char* what) const {
-    detail::require(ok, std::string("neuron model (") + traits_type::name + ")",
+    detail::require(ok, detail::where3{"neuron model (", traits_type::name, ")"},
                     [&](auto& m) { m << what; });
   }
   // An instruction's partition range: more than 64 partitions start at 0; 33..64 at 0 or 64;
@@ -788,7 +789,7 @@ class core {
     check(w.inside(), "an access pattern reaches past the end of its tile");
     const bool ok = w.np > 64 ? w.p0 == 0 : w.np > 32 ? (w.p0 == 0 || w.p0 == 64) : w.p0 % 32 == 0;
     detail::require(ok && w.p0 + w.np <= traits_type::partitions,
-                    std::string("neuron model (") + traits_type::name + ")", [&](auto& m) {
+                    detail::where3{"neuron model (", traits_type::name, ")"}, [&](auto& m) {
                       m << "an access of " << w.np << " partitions cannot start at partition "
                         << w.p0;
                     });
@@ -803,7 +804,7 @@ class core {
     const std::int64_t K = st.np, M = st.nc, N = mv.nc;
     detail::require(K == mv.np && K <= traits_type::pe_max_contraction &&
                         M <= traits_type::pe_max_stationary && N <= max_moving,
-                    std::string("neuron model (") + traits_type::name + ")", [&](auto& m) {
+                    detail::where3{"neuron model (", traits_type::name, ")"}, [&](auto& m) {
                       m << "matmul stationary [" << K << " x " << M << "], moving [" << mv.np
                         << " x " << N
                         << "]: contraction must match and be <= 128, stationary free <= 128, "
@@ -821,7 +822,7 @@ class core {
     check_partition_start(mv);
     check_partition_start(out);
   }
-  void write_psum(const window& out, const std::vector<float>& acc, write_mode mode) {
+  void write_psum(const window& out, const detail::vector<float>& acc, write_mode mode) {
     for (std::int64_t m = 0; m < out.np; ++m)
       for (std::int64_t n = 0; n < out.nc; ++n) {
         const float a = acc[static_cast<std::size_t>(m * out.nc + n)];

@@ -28,6 +28,7 @@
 #include "../../config.hpp"
 #include "../../error.hpp"
 #include "../../output/logits_row.hpp"
+#include "../../std_abi.hpp"
 #include "../../variant/plan.hpp"
 #include "../../view/checks.hpp"
 #include "../../view/matrix_view.hpp"
@@ -48,9 +49,9 @@ struct native_paged_cache {
   static constexpr std::int64_t row_bytes = block_tokens * word_bytes + block_tokens;
   static constexpr std::int64_t block_bytes = rows * row_bytes;
 
-  std::vector<std::uint8_t> bytes;  // [num_blocks, 32, row_bytes]
-  std::vector<std::int32_t> table;  // [requests, max_blocks], -1 past a request's blocks
-  std::vector<std::int64_t> keys;   // [requests] positions converted per request
+  detail::vector<std::uint8_t> bytes;  // [num_blocks, 32, row_bytes]
+  detail::vector<std::int32_t> table;  // [requests, max_blocks], -1 past a request's blocks
+  detail::vector<std::int64_t> keys;   // [requests] positions converted per request
   std::int64_t requests = 0, max_blocks = 0, num_blocks = 0;
 
   const std::uint8_t* block(std::int64_t i) const { return bytes.data() + i * block_bytes; }
@@ -77,7 +78,7 @@ native_paged_cache<Format> to_native_paged_cache(const paged_cache_view<Format>&
   mqalogits::detail::check_matrix_extent(where, "block_table", block_table);
   const std::int64_t B = context_lens.rows,
                      capacity = block_table.cols * std::int64_t{cache.page_kv};
-  std::vector<std::int64_t> keys(static_cast<std::size_t>(B));
+  detail::vector<std::int64_t> keys(static_cast<std::size_t>(B));
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t j = 0; j < context_lens.cols; ++j) {
       require(context_lens(b, j) >= 0, where, [&](auto& m) {

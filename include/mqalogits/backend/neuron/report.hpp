@@ -11,6 +11,11 @@
 //   }
 //   std::puts(rep.summary().c_str());
 //
+// summary(), verdict() and line() return a std::basic_string with the library's allocator
+// (detail::string, see std_abi.hpp: a std::string built here would be a standard instantiation
+// shared with units built for other instruction sets): read it with c_str(), compare it, stream
+// it, or make a std::string of it, std::string(rep.summary()).
+//
 // Captures nest (the innermost one receives the counts) and calls with no capture open cost
 // nothing to report. The counts are of the modelled schedule, not of a device run.
 //
@@ -23,9 +28,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <string_view>
 
 #include "../../config.hpp"
+#include "../../std_abi.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace neuron_backend {
@@ -138,28 +146,32 @@ struct report {
   }
 
   // `neuron <gen> <kernel> <shape> estimate <us> us bound <engine> roofline <us> us`
-  std::string line(const std::string& kernel, const std::string& shape) const {
+  detail::string line(std::string_view kernel, std::string_view shape) const {
     char buf[320];
-    std::snprintf(buf, sizeof buf, "neuron %s %s %s estimate %.2f us bound %s roofline %.2f us",
-                  generation, kernel.c_str(), shape.c_str(), estimated_seconds() * 1e6, bound_by(),
-                  roofline_seconds() * 1e6);
+    std::snprintf(buf, sizeof buf, "neuron %s %.*s %.*s estimate %.2f us bound %s roofline %.2f us",
+                  generation, static_cast<int>(kernel.size()), kernel.data(),
+                  static_cast<int>(shape.size()), shape.data(), estimated_seconds() * 1e6,
+                  bound_by(), roofline_seconds() * 1e6);
     return buf;
   }
 
   // What binds, in one sentence.
-  std::string verdict() const {
-    const std::string b = bound_by();
-    const char* why = b == "DMA"       ? "moving the operands from HBM is the limit"
-                      : b == "TensorE" ? "the matmuls are the limit: the schedule is compute-bound"
-                      : b == "ScalarE" ? "evacuating PSUM through the relu is the limit"
-                      : b == "VectorE" ? "VectorE's decode, copies and epilogue are the limit"
-                      : b == "GpSimd"  ? "GpSimd (gather descriptors, top-k) is the limit"
-                                       : "two engines sharing one port on trn1 are the limit";
-    return std::string(generation) + ": bound by " + b + ", " + why;
+  detail::string verdict() const {
+    const char* b = bound_by();
+    const auto is = [&](const char* engine) { return std::strcmp(b, engine) == 0; };
+    const char* why = is("DMA")       ? "moving the operands from HBM is the limit"
+                      : is("TensorE") ? "the matmuls are the limit: the schedule is compute-bound"
+                      : is("ScalarE") ? "evacuating PSUM through the relu is the limit"
+                      : is("VectorE") ? "VectorE's decode, copies and epilogue are the limit"
+                      : is("GpSimd")  ? "GpSimd (gather descriptors, top-k) is the limit"
+                                      : "two engines sharing one port on trn1 are the limit";
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "%s: bound by %s, %s", generation, b, why);
+    return buf;
   }
 
-  std::string summary() const {
-    std::string s;
+  detail::string summary() const {
+    detail::string s;
     char line_buf[320];
     auto add = [&](auto... args) {
       std::snprintf(line_buf, sizeof line_buf, args...);

@@ -55,6 +55,7 @@
 #include "../../format/bf16.hpp"
 #include "../../format/mx.hpp"
 #include "../../output/logits_row.hpp"
+#include "../../std_abi.hpp"
 #include "../../variant/dense.hpp"
 #include "../../variant/paged.hpp"
 #include "../../variant/paged_sparse.hpp"
@@ -209,7 +210,7 @@ class kernel {
     work_list work;
     plan_.fill_work(tiling{Plan::prefill ? prefill_rows : 8, chunk_}, work);
     // Consecutive items of one group, rows and contiguous keys form one chunk.
-    std::vector<work_item> chunks;
+    detail::vector<work_item> chunks;
     for (const work_item& it : work.items) {
       if (!chunks.empty()) {
         work_item& last = chunks.back();
@@ -260,7 +261,7 @@ class kernel {
       if constexpr (per_token) c_.memset(window(k_scale_, 0, r, 0, B), 0.0f);
     }
     // Blocks with at least one valid key are read whole, one per partition row.
-    std::vector<unsigned char> read(static_cast<std::size_t>(R), 0);
+    detail::vector<unsigned char> read(static_cast<std::size_t>(R), 0);
     std::int64_t blocks = 0;
     for (std::int64_t p = 0; p < R; ++p) {
       for (std::int64_t s = 0; s < B; ++s)
@@ -336,8 +337,8 @@ class kernel {
   // predicate), and rows of fewer than 32 words are padded to one quadrant the same way.
   void transpose_mx_keys(int r, std::int64_t B) {
     const std::int64_t groups = slots_ / mx_pack;
-    std::vector<std::int32_t> map(128), word_map(128);
-    std::vector<unsigned char> is_scale(128), is_word(128);
+    detail::vector<std::int32_t> map(128), word_map(128);
+    detail::vector<unsigned char> is_scale(128), is_word(128);
     for (std::int64_t gq = 0; gq < groups; ++gq) {
       const bool whole = (gq + 1) * mx_pack <= B;  // the group's four slots are keys
       for (int i = 0; i < 128; ++i) {
@@ -481,9 +482,9 @@ class kernel {
         c_.memset(window(qsc), 0.0f);
       }
       tile stage_w = c_.sbuf("Q staging", word_type, np, 128);
-      std::vector<std::int32_t> map(128);
-      std::vector<unsigned char> is_scale(128);
-      std::vector<unsigned char> is_word(128);
+      detail::vector<std::int32_t> map(128);
+      detail::vector<unsigned char> is_scale(128);
+      detail::vector<unsigned char> is_word(128);
       for (int i = 0; i < 128; ++i) is_word[static_cast<std::size_t>(i)] = i % mx_quadrant < words;
       for (std::int64_t s = 0; s < S; ++s) {
         for (int i = 0; i < 128; ++i)
@@ -650,7 +651,7 @@ class kernel {
         : mx   ? (padded(nk - 1) + mx_pack) / mx_pack
                : nk;
     const std::int64_t step = mx ? quadrant_step : key_tile;
-    std::vector<std::int32_t> cols;  // padded column of each key (blocks of slots_ != block_)
+    detail::vector<std::int32_t> cols;  // padded column of each key (blocks of slots_ != block_)
     for (decode_pass& pass : passes_) {
       const int P = static_cast<int>(pass.partitions), Ps = static_cast<int>(pass.stride);
       const int rows = static_cast<int>(pass.row_end - pass.row_begin);
@@ -730,13 +731,14 @@ class kernel {
     const std::int64_t nk = cols.empty() ? logits.nc : static_cast<std::int64_t>(cols.size());
     const unsigned char* valid = valid_.data() + first;
     const window o(out_tile_, 0, static_cast<int>(R), 0, nk);
-    const bool masked = clean_ && std::find(valid, valid + nk, 0) != valid + nk;
+    const bool masked =
+        clean_ && std::find_if(valid, valid + nk, [](auto v) { return v == 0; }) != valid + nk;
     if (masked || !cols.empty())
       c_.select(o, logits, cols.empty() ? nullptr : cols.data(), masked ? valid : nullptr,
                 minus_inf);
     else
       c_.activation(o, logits, activation_fn::identity);
-    std::vector<float> row;  // a row's fp32 scores in key order, for the output policy
+    detail::vector<float> row;  // a row's fp32 scores in key order, for the output policy
     auto t = c_.dma();
     for (std::int64_t r = 0; r < R; ++r) {
       const row_keys rk = plan_.row(r0 + r);
@@ -792,10 +794,10 @@ class kernel {
   tile raw_, exps_, codes_, k_scale_, k_scale_row_, ones_, kt_, kt_scales_, stage_, tpx_;
   tile stage_words_;  // trn3 MX rows of fewer than 32 words, padded to a quadrant
   tile codes_t_, exps_t_, spread_, bcast_, tp_, logits_, out_tile_;
-  std::vector<key_ref> keys_;
-  std::vector<unsigned char> valid_;
+  detail::vector<key_ref> keys_;
+  detail::vector<unsigned char> valid_;
   prefill_q pq_;
-  std::vector<decode_pass> passes_;
+  detail::vector<decode_pass> passes_;
   std::int64_t dq_row_begin_ = -1, dq_row_end_ = -1;
 };
 
@@ -854,7 +856,7 @@ struct backend_kernels<backend::neuron<Gen>> {
     const neuron_backend::capture_state cap = neuron_backend::current_capture();
     const int cores = cap.target ? cap.options.logical_cores : 1;
     detail::require(cores >= 1 && cores <= tr::max_logical_cores,
-                    std::string("neuron model (") + tr::name + ")", [&](auto& m) {
+                    detail::where3{"neuron model (", tr::name, ")"}, [&](auto& m) {
                       m << "capture_options::logical_cores = " << cores << " is not supported (1.."
                         << tr::max_logical_cores << " on " << tr::name << ")";
                     });
@@ -899,13 +901,13 @@ struct backend_kernels<backend::neuron<Gen>> {
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
                   Output& output, const options& opt) {
     const std::int64_t rows = plan.num_rows(), cols = plan.num_cols();
-    std::vector<float> logits(static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)));
+    detail::vector<float> logits(static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)));
     logits_row_output<float> full(matrix_view<float>(logits.data(), rows, cols), true);
     run(q, plan, w, full, opt);
     const neuron_backend::capture_state cap = neuron_backend::current_capture();
     const bool compute = !(cap.target && cap.options.cost_only);
     // valid[r][c]: whether column c of row r is a key of the plan.
-    std::vector<std::uint8_t> valid(
+    detail::vector<std::uint8_t> valid(
         static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)));
     for (std::int64_t g = 0; g < plan.num_groups() && compute; ++g) {
       const row_span span = plan.group_rows(g);
@@ -924,7 +926,7 @@ struct backend_kernels<backend::neuron<Gen>> {
     if constexpr (requires { output.k(); }) {
       const std::int64_t k = output.k();
       if (rows > 0 && cols > 0) {
-        std::vector<std::int32_t> picked(static_cast<std::size_t>(rows * k));
+        detail::vector<std::int32_t> picked(static_cast<std::size_t>(rows * k));
         neuron_backend::topk<Gen>(matrix_view<const float>(logits.data(), rows, cols),
                                   matrix_view<const std::uint8_t>(valid.data(), rows, cols), k,
                                   matrix_view<std::int32_t>(picked.data(), rows, k), {});

@@ -33,6 +33,7 @@
 #include "../../config.hpp"
 #include "../../error.hpp"
 #include "../../format/bf16.hpp"
+#include "../../std_abi.hpp"
 #include "../../view/matrix_view.hpp"
 #include "core.hpp"
 #include "report.hpp"
@@ -94,10 +95,11 @@ void sort_candidates(core<Gen>& c, int R, std::int64_t candidates) {
 // logits [rows, cols] fp32; valid: [rows, cols] 0/1 (data null: every column valid); k >= 1;
 // indices [rows, k]; values [rows, k] or data null. Adds its cost to the thread's capture.
 // Checks topk's arguments; a named error before anything is written.
-inline void check_topk_arguments(const std::string& where, matrix_view<const float> logits,
+inline void check_topk_arguments(const char* generation, matrix_view<const float> logits,
                                  matrix_view<const std::uint8_t> valid, std::int64_t k,
                                  matrix_view<std::int32_t> indices, matrix_view<float> values) {
   using mqalogits::detail::require;
+  const mqalogits::detail::where3 where{"neuron_backend::topk (", generation, ")"};
   require(k >= 1, where, [&](auto& m) { m << "k = " << k << " must be >= 1"; });
   require(logits.rows >= 0 && logits.cols >= 1 && (logits.rows == 0 || logits.data) &&
               logits.stride >= logits.cols,
@@ -133,7 +135,7 @@ inline void check_topk_arguments(const std::string& where, matrix_view<const flo
 inline std::int64_t select_row(matrix_view<const float> logits,
                                matrix_view<const std::uint8_t> valid, std::int64_t k,
                                std::int64_t row, matrix_view<std::int32_t> indices,
-                               matrix_view<float> values, std::vector<std::int64_t>& order) {
+                               matrix_view<float> values, detail::vector<std::int64_t>& order) {
   const std::int64_t n = logits.cols;
   const float* x = logits.row(row);
   auto ok = [&](std::int64_t i) { return !valid.data || valid(row, i) != 0; };
@@ -144,7 +146,7 @@ inline std::int64_t select_row(matrix_view<const float> logits,
   std::int64_t cand = 0;
   // Candidates: at or above the k-th best bf16 key (NaN counts as the best).
   if (take > 0) {
-    std::vector<std::int64_t> by_key = order;
+    detail::vector<std::int64_t> by_key = order;
     auto key_before = [&](std::int64_t a, std::int64_t b) {
       return detail_topk::ranks_before(detail_topk::bf16_key(x[a]), 0, detail_topk::bf16_key(x[b]),
                                        0);
@@ -172,8 +174,7 @@ template <class Gen>
 void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid, std::int64_t k,
           matrix_view<std::int32_t> indices, matrix_view<float> values) {
   using tr = traits<Gen>;
-  check_topk_arguments(std::string("neuron_backend::topk (") + tr::name + ")", logits, valid, k,
-                       indices, values);
+  check_topk_arguments(tr::name, logits, valid, k, indices, values);
   const capture_state cap = current_capture();
   const bool compute = !(cap.target && cap.options.cost_only);
   core<Gen> c(compute);
@@ -181,7 +182,7 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
   const std::int64_t seg_cols = std::min(n, topk_segment);
   tile seg = c.sbuf("top-k segment", dtype::fp32, 128, seg_cols);
   tile keys = c.sbuf("top-k bf16 keys", dtype::bf16, 128, seg_cols);
-  std::vector<std::int64_t> order;
+  detail::vector<std::int64_t> order;
   for (std::int64_t r0 = 0; r0 < logits.rows; r0 += 128) {
     const int R = static_cast<int>(std::min<std::int64_t>(128, logits.rows - r0));
     // The schedule's costs: segments in, bf16 keys, nisa.topk per segment and over candidates.
