@@ -114,12 +114,15 @@ inline const char* host_isa_name() noexcept {
 // serves every later call. Returns the path chosen; an unknown name is an error. For tests and
 // for comparing paths; MQALOGITS_HOST_ISA does the same for a whole process.
 inline const char* limit_host_isa(std::string_view path) {
-  const std::string name(path);
-  const char* chosen = host_abi::limit_runtime_isa(name.c_str());
-  if (!chosen)
-    throw error("mqalogits: limit_host_isa: '" + name +
-                "' names no host path (avx512_vnni, avx512, avx2_vnni, avx2, neon_dotprod, neon, "
-                "portable or native)");
+  char name[32] = {};  // every path name is shorter: a longer one names no path
+  const bool fits = path.size() < sizeof name;
+  for (std::size_t i = 0; fits && i < path.size(); ++i) name[i] = path[i];
+  const char* chosen = fits ? host_abi::limit_runtime_isa(name) : nullptr;
+  detail::require(chosen != nullptr, "limit_host_isa", [&](detail::message& m) {
+    m << "'" << path
+      << "' names no host path (avx512_vnni, avx512, avx2_vnni, avx2, portable; neon_dotprod, "
+         "neon, portable on ARM64; or native)";
+  });
   return chosen;
 }
 #else
