@@ -1,0 +1,963 @@
+// The Python side of the module `mqalogits` (see bindings_common.hpp for its units): DeepGEMM's
+// indexer-logits API (deep_gemm.fp8_fp4_mqa_logits and the rest) with upstream's names, argument
+// names, order and defaults, over numpy arrays.
+//
+// Inputs are viewed in place, never copied: an array with the wrong dtype or a layout the view
+// cannot describe is refused with ValueError instead of being converted. Outputs are new numpy
+// arrays whose rows are padded as upstream pads them (a row stride that is a multiple of 1024
+// bytes, the first row on a 1024-byte boundary). Library errors (mqalogits::error, a
+// std::invalid_argument) reach Python as ValueError with the library's message. Kernels release the
+// GIL and run on a process-wide pool of `num_threads` threads (default: every core), on the host
+// backend whatever the build's default backend is.
+#include "bindings.hpp"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "bindings_common.hpp"
+
+namespace mqalogits_python {
+
+namespace py = pybind11;
+
+namespace {
+
+[[noreturn]] void fail(const char* where, const std::string& what) {
+  throw py::value_error(std::string(where) + ": " + what);
+}
+
+std::string dtype_name(const py::array& a) {
+  return py::str(a.dtype()).cast<std::string>();
+}
+
+std::string shape_of(const py::array& a) {
+  std::string s = "[";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + "]";
+}
+
+// The argument as a numpy array, without a conversion that would copy it. Its elements must be
+// in the machine's byte order: the views read them in place.
+py::array as_array(const char* where, const char* name, const py::handle& obj) {
+  if (!py::isinstance<py::array>(obj))
+    fail(where, std::string(name) + " must be a numpy array, not " +
+                    py::str(py::type::of(obj)).cast<std::string>() +
+                    " (a CPU torch tensor: t.numpy(); float8 / bfloat16 tensors: "
+                    "t.view(torch.uint8) / t.view(torch.int16).numpy())");
+  auto a = py::reinterpret_borrow<py::array>(obj);
+  if (!a.dtype().attr("isnative").cast<bool>())
+    fail(where, std::string(name) + " has dtype " + dtype_name(a) +
+                    " in the other byte order (big-endian); convert it with "
+                    ".astype(a.dtype.newbyteorder('='))");
+  return a;
+}
+
+template <class T>
+bool has_dtype(const py::array& a) {
+  return a.dtype().is(py::dtype::of<T>());
+}
+
+template <class T>
+void require_dtype(const char* where, const char* name, const py::array& a, const char* want) {
+  if (!has_dtype<T>(a))
+    fail(where, std::string(name) + " has dtype " + dtype_name(a) + ", expected " + want);
+}
+
+void require_ndim(const char* where, const char* name, const py::array& a, int ndim,
+                  const char* shape) {
+  if (a.ndim() != ndim)
+    fail(where, std::string(name) + " has shape " + shape_of(a) + ", expected " + shape);
+}
+
+// Trailing dimensions dense in memory (upstream's is_contiguous), leading one any stride.
+bool inner_contiguous(const py::array& a) {
+  py::ssize_t expect = a.itemsize();
+  for (py::ssize_t i = a.ndim() - 1; i >= 1; --i) {
+    if (a.shape(i) != 1 && a.strides(i) != expect) return false;
+    expect *= a.shape(i);
+  }
+  return true;
+}
+bool contiguous(const py::array& a) {
+  return inner_contiguous(a) &&
+         (a.ndim() == 0 || a.shape(0) <= 1 || a.strides(0) == a.itemsize() * [&] {
+           py::ssize_t n = 1;
+           for (py::ssize_t i = 1; i < a.ndim(); ++i) n *= a.shape(i);
+           return n;
+         }());
+}
+void require_contiguous(const char* where, const char* name, const py::array& a) {
+  if (!contiguous(a))
+    fail(where, std::string(name) + " must be C-contiguous (views are built without copies)");
+}
+
+// A 1-D int32 array as a span.
+std::span<const i32> int_span(const char* where, const char* name, const py::handle& obj) {
+  const py::array a = as_array(where, name, obj);
+  require_dtype<i32>(where, name, a, "int32");
+  require_ndim(where, name, a, 1, "1-D");
+  require_contiguous(where, name, a);
+  return {static_cast<const i32*>(a.data()), static_cast<std::size_t>(a.shape(0))};
+}
+
+// The row stride, in elements of `item` bytes, of a 2-D array whose rows are dense: any stride,
+// in whole elements, that keeps the rows apart. A stride of 0 (np.broadcast_to), one below the
+// row's bytes (overlapping rows, np.lib.stride_tricks) or a negative one (a[::-1]) is refused:
+// the view would describe rows x cols elements of smaller storage, or storage before the first
+// row.
+i64 dense_rows_stride(const char* where, const char* name, const py::array& a, py::ssize_t item) {
+  require_ndim(where, name, a, 2, "2-D");
+  if (a.shape(1) > 1 && a.strides(1) != item)
+    fail(where, std::string(name) + " has column stride " + std::to_string(a.strides(1)) +
+                    " bytes: its rows must be dense (stride(1) == itemsize " +
+                    std::to_string(item) + ")");
+  const i64 row_bytes = a.shape(1) * item;
+  if (a.shape(0) > 1 && (a.strides(0) < row_bytes || a.strides(0) % item != 0))
+    fail(where, std::string(name) + " has row stride " + std::to_string(a.strides(0)) +
+                    " bytes for rows of " + std::to_string(row_bytes) +
+                    " bytes: rows must not overlap or run backwards (no broadcast or negative "
+                    "strides; np.ascontiguousarray copies it), and the stride must be whole "
+                    "elements");
+  return a.shape(0) > 1 ? a.strides(0) / item : a.shape(1);
+}
+
+// That array as a matrix_view of T (stored as Storage: bf16 as uint16 bits).
+template <class T, class Storage = T>
+ml::matrix_view<const T> matrix(const char* where, const char* name, const py::array& a) {
+  const i64 stride = dense_rows_stride(where, name, a, static_cast<py::ssize_t>(sizeof(Storage)));
+  return ml::matrix_view<const T>(reinterpret_cast<const T*>(a.data()), a.shape(0), a.shape(1),
+                                  stride);
+}
+
+ml::matrix_view<const i32> int_matrix(const char* where, const char* name, const py::handle& obj) {
+  const py::array a = as_array(where, name, obj);
+  require_dtype<i32>(where, name, a, "int32");
+  if (a.ndim() == 1) {  // [B] is [B, 1]
+    require_contiguous(where, name, a);
+    return {static_cast<const i32*>(a.data()), a.shape(0), 1};
+  }
+  return matrix<i32>(where, name, a);
+}
+
+// ---- formats ----
+
+const char* format_label(qk_format f) {
+  switch (f) {
+    case qk_format::mxfp8:
+      return "FP8 e4m3 with UE8M0 int32 scales";
+    case qk_format::mxfp4:
+      return "packed FP4 e2m1 (int8) with UE8M0 int32 scales";
+    default:
+      return "FP8 e4m3 with fp32 per-token K scales";
+  }
+}
+
+// The codes of Q or K: uint8 [..., D] FP8 e4m3 codes (a float8 tensor viewed as uint8) or int8
+// [..., D / 2] packed FP4 (DeepGEMM's kPackedFP4 dtype). Head dim D = 128 or 64, or 32 for FP8,
+// as upstream; the library checks that Q and K agree.
+bool is_fp4_codes(const char* where, const char* name, const py::array& a) {
+  const bool fp4 = has_dtype<std::int8_t>(a);
+  if (!fp4 && !has_dtype<std::uint8_t>(a))
+    fail(where, std::string(name) + " has dtype " + dtype_name(a) +
+                    ", expected uint8 (FP8 e4m3 codes) or int8 (packed FP4, two e2m1 per byte)");
+  const i64 last = a.ndim() < 1 ? 0 : a.shape(a.ndim() - 1);
+  const bool ok = fp4 ? last == 64 || last == 32 : last == 128 || last == 64 || last == 32;
+  if (!ok)
+    fail(where, std::string(name) + " has shape " + shape_of(a) + ": its last dimension must be " +
+                    (fp4 ? "64 or 32 (head dim 128 or 64, two e2m1 per int8)"
+                         : "128, 64 or 32 (the head dim, e4m3 codes)") +
+                    "; packed FP4 must be int8, uint8 is read as FP8 codes");
+  return fp4;
+}
+
+// The head dim of codes whose last dimension is `last` bytes.
+int head_dim_of(i64 last, bool fp4) {
+  return static_cast<int>(fp4 ? 2 * last : last);
+}
+
+q_input q_of(const char* where, const py::handle& q, int ndim) {
+  py::tuple t;
+  if (py::isinstance<py::tuple>(q) || py::isinstance<py::list>(q))
+    t = py::reinterpret_borrow<py::object>(q).cast<py::tuple>();
+  else
+    fail(where, "q must be a tuple (q_codes, q_scales or None)");
+  if (t.size() != 2) fail(where, "q must be a tuple (q_codes, q_scales or None)");
+  const py::array codes = as_array(where, "q[0]", t[0]);
+  const bool fp4 = is_fp4_codes(where, "q[0]", codes);
+  if (codes.ndim() != ndim)
+    fail(where, "q[0] has shape " + shape_of(codes) + ", expected " +
+                    (ndim == 3 ? "[num_q, num_heads, head_dim]"
+                               : "[batch_size, next_n, num_heads, head_dim]"));
+  require_contiguous(where, "q[0]", codes);
+  q_input in{};
+  in.data = static_cast<const std::uint8_t*>(codes.data());
+  in.head_dim = head_dim_of(codes.shape(codes.ndim() - 1), fp4);
+  in.rows = 1;
+  for (py::ssize_t i = 0; i + 1 < codes.ndim(); ++i) {
+    in.dims.push_back(codes.shape(i));
+    in.rows *= codes.shape(i);
+  }
+  if (t[1].is_none()) {
+    if (fp4) fail(where, "packed FP4 q needs its UE8M0 scales (q[1] is None)");
+    in.format = qk_format::fp8_per_token;
+    in.scales = nullptr;
+    return in;
+  }
+  const py::array sf = as_array(where, "q[1]", t[1]);
+  require_dtype<i32>(where, "q[1]", sf, "int32 (four UE8M0 exponents per row)");
+  bool same = sf.ndim() == codes.ndim() - 1;
+  for (py::ssize_t i = 0; same && i < sf.ndim(); ++i) same = sf.shape(i) == codes.shape(i);
+  if (!same)
+    fail(where, "q[1] has shape " + shape_of(sf) + ", q[0] is " + shape_of(codes) +
+                    ": one int32 of scales per (token, head) row");
+  require_contiguous(where, "q[1]", sf);
+  in.format = fp4 ? qk_format::mxfp4 : qk_format::mxfp8;
+  in.scales = sf.data();
+  return in;
+}
+
+// Token-major K: (codes [N, D], scales [N]: int32 UE8M0 with MX Q, float32 with per-token Q).
+kv_input kv_of(const char* where, const py::handle& kv, qk_format format) {
+  if (!(py::isinstance<py::tuple>(kv) || py::isinstance<py::list>(kv)) || py::len(kv) != 2)
+    fail(where, "kv must be a tuple (kv_codes, kv_scales)");
+  const py::tuple t = py::reinterpret_borrow<py::object>(kv).cast<py::tuple>();
+  const py::array codes = as_array(where, "kv[0]", t[0]);
+  const bool fp4 = is_fp4_codes(where, "kv[0]", codes);
+  if (fp4 != (format == qk_format::mxfp4))
+    fail(where, std::string("kv[0] is ") + (fp4 ? "packed FP4" : "FP8") + ", q is " +
+                    format_label(format));
+  require_ndim(where, "kv[0]", codes, 2, "[num_kv_tokens, head_dim]");
+  if (codes.strides(1) != 1 || codes.strides(0) < codes.shape(1))
+    fail(where, "kv[0] rows must be dense (stride(1) == 1)");
+  const py::array sf = as_array(where, "kv[1]", t[1]);
+  if (format == qk_format::fp8_per_token)
+    require_dtype<float>(where, "kv[1]", sf, "float32 (one scale per token, as q has no scales)");
+  else
+    require_dtype<i32>(where, "kv[1]", sf, "int32 (four UE8M0 exponents per token)");
+  require_ndim(where, "kv[1]", sf, 1, "[num_kv_tokens]");
+  if (sf.shape(0) != codes.shape(0))
+    fail(where, "kv[1] has " + std::to_string(sf.shape(0)) + " scales for " +
+                    std::to_string(codes.shape(0)) + " kv rows");
+  return {static_cast<const std::uint8_t*>(codes.data()),
+          static_cast<const std::uint8_t*>(sf.data()),
+          codes.shape(0),
+          codes.shape(0) > 1 ? codes.strides(0) : codes.shape(1),
+          sf.shape(0) > 1 ? sf.strides(0) : 4,
+          head_dim_of(codes.shape(1), fp4)};
+}
+
+// The fused paged cache, uint8 [num_blocks, block_kv, 1, head_dim_with_sf]: per block, block_kv
+// code rows then block_kv scale rows (vLLM's and sglang's indexer cache). head_dim_with_sf is
+// the code bytes of the head dim + 4 (132 for FP8 at D = 128, 68 for MXFP4 at D = 128).
+// The cache's blocks must not overlap: a block stride of 0 (every block the same bytes), below
+// a block's bytes or negative would make the view describe num_blocks blocks of smaller
+// storage (and a view's page stride of 0 means "packed").
+void require_block_stride(const char* where, const py::array& c, i64 block_bytes) {
+  if (c.shape(0) > 1 && c.strides(0) < block_bytes)
+    fail(where, "kv_cache has block stride " + std::to_string(c.strides(0)) +
+                    " bytes for blocks of " + std::to_string(block_bytes) +
+                    " bytes: blocks must not overlap or run backwards");
+}
+
+cache_input cache_of(const char* where, const py::handle& obj, qk_format format) {
+  const py::array c = as_array(where, "kv_cache", obj);
+  require_dtype<std::uint8_t>(where, "kv_cache", c, "uint8");
+  require_ndim(where, "kv_cache", c, 4, "[num_blocks, block_kv, 1, head_dim_with_sf]");
+  const bool fp4 = format == qk_format::mxfp4;
+  const i64 token_bytes = c.shape(3);
+  const int head_dim = head_dim_of(token_bytes - 4, fp4);
+  const bool known = head_dim == 128 || head_dim == 64 || (head_dim == 32 && !fp4);
+  if (c.shape(2) != 1 || !known)
+    fail(where, "kv_cache has shape " + shape_of(c) + ", expected [num_blocks, block_kv, 1, " +
+                    (fp4 ? "68 or 36" : "132, 68 or 36") + "] (head dim " +
+                    (fp4 ? "128 or 64" : "128, 64 or 32") + " + 4 scale bytes) for " +
+                    format_label(format));
+  if (c.strides(3) != 1 || (c.shape(1) > 1 && c.strides(1) != token_bytes))
+    fail(where, "kv_cache blocks must be dense (stride(1) == head_dim_with_sf, stride(3) == 1)");
+  const i64 used = c.shape(1) * token_bytes;
+  require_block_stride(where, c, used);
+  return {static_cast<const std::uint8_t*>(c.data()), c.shape(0),
+          c.shape(0) > 1 ? i64{c.strides(0)} : used, static_cast<i32>(c.shape(1)), head_dim};
+}
+
+// Weights [rows, H]: float32, float16 (upstream SM100), or bfloat16 as uint16 bits (a bf16
+// tensor's .view(torch.int16) is accepted as int16 too).
+struct weights_input {
+  py::array array;
+  weights_type type;
+};
+
+weights_input weights_of(const char* where, const py::handle& obj) {
+  const py::array a = as_array(where, "weights", obj);
+  const bool f32 = has_dtype<float>(a);
+  const bool b16 = has_dtype<std::uint16_t>(a) || has_dtype<std::int16_t>(a);
+  const bool f16 = a.dtype().kind() == 'f' && a.dtype().itemsize() == 2;
+  if (!f32 && !b16 && !f16)
+    fail(where, "weights has dtype " + dtype_name(a) +
+                    ", expected float32, float16 or bfloat16 bits as uint16 / int16");
+  require_ndim(where, "weights", a, 2, "[num_q, num_heads]");
+  return {a, f32 ? weights_type::f32 : f16 ? weights_type::f16 : weights_type::bf16};
+}
+
+// ---- outputs ----
+
+logits_type logits_dtype_of(const char* where, const py::handle& obj) {
+  const std::string s = py::str(obj).cast<std::string>();
+  if (s == "torch.float32" || s == "torch.float" || s == "float32" ||
+      s == "<class 'numpy.float32'>")
+    return logits_type::f32;
+  if (s == "torch.bfloat16" || s == "bfloat16") return logits_type::bf16;
+  fail(where, "logits_dtype = " + s + " is not supported (float32 or bfloat16)");
+}
+
+i64 align_up(i64 x, i64 a) {
+  return (x + a - 1) / a * a;
+}
+
+// A new [rows, cols] array of T (float, or uint16: bf16 bits) whose rows start `stride` elements
+// apart, the first on a 1024-byte boundary (upstream allocates [rows, stride] and returns the
+// [:, :cols] slice).
+template <class T>
+py::array new_logits(i64 rows, i64 cols, i64 stride) {
+  constexpr i64 align_elems = 1024 / static_cast<i64>(sizeof(T));
+  py::array_t<T> storage(std::max<i64>(rows * stride + align_elems, 1));
+  T* base = storage.mutable_data();
+  const auto misalign = reinterpret_cast<std::uintptr_t>(base) % 1024;
+  T* first = base + (misalign ? (1024 - misalign) / sizeof(T) : 0);
+  return py::array(py::dtype::of<T>(), {rows, cols},
+                   {stride * static_cast<i64>(sizeof(T)), static_cast<i64>(sizeof(T))}, first,
+                   storage);
+}
+
+// ---- threads ----
+
+int threads_of(const char* where, std::optional<int> n) {
+  const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!n) return all;
+  if (*n < 1) fail(where, "num_threads = " + std::to_string(*n) + " must be >= 1");
+  return *n;
+}
+
+// One pool per thread count, made on first use and kept for the life of the process (engines
+// call these kernels every decode step; a pool per call would spawn threads per call).
+ml::thread_pool& pool_of(int n) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<ml::thread_pool>> pools;
+  std::lock_guard lock(mutex);
+  auto& p = pools[n];
+  if (!p) p = std::make_unique<ml::thread_pool>(n);
+  return *p;
+}
+
+// Upstream's row strides: SM90 / SM100 tile KV by 256 and pad rows to 1024 bytes.
+constexpr i64 upstream_block_kv = 256;
+i64 upstream_stride(i64 cols_to_cover, logits_type t) {
+  return align_up(cols_to_cover, 1024 / (t == logits_type::f32 ? 4 : 2));
+}
+
+// ---- fused top-k: the kernels' keyword-only topk= ----
+//
+// kernel(..., topk=k) returns, instead of the logits, the int32 [rows, k] columns of each row's
+// k largest valid logits (ranked by the fp32 logit, descending, ties to the lower column, -1
+// padding: ml::topk), and with topk_values=True the tuple (indices, float32 values [rows, k]).
+// The paged kernel's topk_index="slot" writes cache slots (block_table[b, pos // block_kv] *
+// block_kv + pos % block_kv, what vLLM's and sglang's topk_transform make of the positions).
+// The [rows, cols] logits are never materialised; logits_dtype and clean_logits do not apply.
+
+struct topk_request {
+  i64 k = 0;
+  bool values = false, slots = false;
+};
+
+// The request of a call's topk / topk_values / topk_index keywords (paged: whether slots are
+// allowed); nullopt when topk is None.
+std::optional<topk_request> topk_of(const char* where, const py::object& topk, bool topk_values,
+                                    const std::string& topk_index, bool paged) {
+  if (topk_index != "column" && !(paged && topk_index == "slot"))
+    fail(where, "topk_index = '" + topk_index + "' is not supported (" +
+                    (paged ? "'column' or 'slot'" : "'column'; 'slot' is the paged kernel's") +
+                    ")");
+  if (topk.is_none()) {
+    if (topk_values || topk_index != "column")
+      fail(where, "topk_values / topk_index need topk = k");
+    return std::nullopt;
+  }
+  if (!py::isinstance<py::int_>(topk) || py::isinstance<py::bool_>(topk))
+    fail(where, "topk must be an int (the k of the selection), not " +
+                    py::str(py::type::of(topk)).cast<std::string>());
+  const i64 k = topk.cast<i64>();
+  if (k < 1) fail(where, "topk = " + std::to_string(k) + " must be >= 1");
+  return topk_request{k, topk_values, topk_index == "slot"};
+}
+
+// ---- the Python half of every kernel call ----
+
+// A kernel's q, k (kv_input or cache_input) and weights, checked in that order.
+template <class K>
+struct kernel_inputs {
+  q_input q;
+  K k;
+  weights_input w;
+};
+
+template <class K>
+kernel_inputs<K> inputs_of(const char* where, q_input q, const py::handle& k,
+                           const py::handle& weights) {
+  const K ki = [&] {
+    if constexpr (std::is_same_v<K, kv_input>)
+      return kv_of(where, k, q.format);
+    else
+      return cache_of(where, k, q.format);
+  }();
+  weights_input wi = weights_of(where, weights);
+  return {std::move(q), ki, std::move(wi)};
+}
+
+// What a kernel call returns: new logits [rows, cols] of `type` with rows `stride` elements
+// apart, or with `topk` the top-k of each of the rows (cols, stride and type do not apply).
+struct output_request {
+  i64 rows = 0, cols = 0, stride = 0;
+  logits_type type = logits_type::f32;
+  std::optional<topk_request> topk{};
+  bool clean_logits = true;  // ml::options::clean_logits
+};
+
+// The one skeleton of every kernel binding: with the inputs checked and the output decided by
+// the binding, it takes the thread pool of `num_threads`, checks the weights' layout, makes the
+// output array(s) and runs kernel(args, views, output, options) with the GIL released (the kernel
+// units' run_* functions: bindings_common.hpp). A binding states only what differs: its
+// arguments' checks, its output's size, its kernel.
+template <class K, class Args>
+py::object run_kernel(const char* where, const kernel_inputs<K>& in, const output_request& out,
+                      std::optional<int> num_threads,
+                      void (*kernel)(const Args&, const kernel_views<K>&, const output_view&,
+                                     const ml::options&),
+                      const Args& args) {
+  const ml::options opt{.executor = pool_of(threads_of(where, num_threads)),
+                        .clean_logits = out.clean_logits};
+  const py::array& wa = in.w.array;
+  const py::ssize_t item = in.w.type == weights_type::f32 ? 4 : 2;  // bf16 / fp16 as uint16
+  const kernel_views<K> views{in.q,
+                              in.k,
+                              {wa.data(), wa.shape(0), wa.shape(1),
+                               dense_rows_stride(where, "weights", wa, item), in.w.type}};
+  output_view ov{.rows = out.rows, .cols = out.cols, .stride = out.stride, .type = out.type};
+  py::object result;
+  if (out.topk) {
+    const topk_request& t = *out.topk;
+    py::array_t<i32> indices({out.rows, t.k});
+    py::array_t<float> values(t.values ? std::vector<i64>{out.rows, t.k} : std::vector<i64>{0, 0});
+    ov.topk_indices = indices.mutable_data();
+    ov.topk_values = t.values ? values.mutable_data() : nullptr;
+    ov.k = t.k;
+    ov.slots = t.slots;
+    result = t.values ? py::object(py::make_tuple(indices, values)) : py::object(indices);
+  } else {
+    py::array logits = out.type == logits_type::f32
+                           ? new_logits<float>(out.rows, out.cols, out.stride)
+                           : new_logits<std::uint16_t>(out.rows, out.cols, out.stride);
+    ov.logits = logits.mutable_data();
+    result = logits;
+  }
+  {
+    py::gil_scoped_release release;
+    kernel(args, views, ov, opt);
+  }
+  return result;
+}
+
+// m.def of one of the four fp8_fp4_* kernels: its arguments, then the keyword-only ones they
+// share (num_threads, topk, topk_values, topk_index).
+template <class Fn, class... Args>
+void def_kernel(py::module_& m, const char* name, Fn&& fn, const Args&... args) {
+  m.def(name, std::forward<Fn>(fn), args..., py::kw_only(), py::arg("num_threads") = py::none(),
+        py::arg("topk") = py::none(), py::arg("topk_values") = false,
+        py::arg("topk_index") = "column");
+}
+
+// ---- metadata objects ----
+
+// get_mqa_logits_metadata: upstream's SM100 dense schedule. Here the dense kernel needs none;
+// the object records what it was made for so a call with other lengths is refused, as a stale
+// upstream schedule would be wrong.
+struct mqa_logits_metadata {
+  std::vector<i32> ks, ke;
+  i64 num_kv_tokens = 0, num_heads = 0;
+};
+
+// The schedule knows whether it was made with varlen indices, and which.
+struct paged_mqa_logits_metadata {
+  ml::paged_mqa_schedule schedule;
+};
+
+struct sparse_mqa_logits_metadata {
+  ml::sparse_mqa_metadata meta;
+  bool fp4 = false, use_unaligned_ks = false;
+};
+
+// Upstream's paged-sparse metadata resolves blocks once and every kernel call reads the cache it
+// is given (vLLM and sglang reuse one metadata across indexer layers, each with its own cache):
+// the library's reread protocol.
+struct paged_sparse_mqa_logits_metadata {
+  ml::paged_sparse_mqa_metadata meta;
+  bool fp4 = false;
+};
+
+bool qk_dtype_is_fp4(const char* where, const py::handle& obj) {
+  const std::string s = py::str(obj).cast<std::string>();
+  if (s == "torch.int8" || s == "int8" || s == "<class 'numpy.int8'>" || s == "float4_e2m1fn_x2" ||
+      s == "torch.float4_e2m1fn_x2")
+    return true;
+  if (s == "torch.float8_e4m3fn" || s == "float8_e4m3fn" || s == "uint8" ||
+      s == "<class 'numpy.uint8'>" || s == "torch.uint8")
+    return false;
+  fail(where, "qk_dtype = " + s +
+                  " is not supported: torch.float8_e4m3fn / numpy.uint8 (FP8) or torch.int8 / "
+                  "numpy.int8 (packed FP4)");
+}
+
+// ---- metadata objects' makers ----
+
+mqa_logits_metadata get_mqa_logits_metadata(const py::object& cu_seq_len_k_start,
+                                            const py::object& cu_seq_len_k_end, i64 num_kv_tokens,
+                                            i64 num_heads) {
+  constexpr const char* where = "get_mqa_logits_metadata";
+  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
+  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
+  if (ks.size() != ke.size() || ks.empty())
+    fail(where, "cu_seq_len_k_start has " + std::to_string(ks.size()) +
+                    " entries and cu_seq_len_k_end " + std::to_string(ke.size()) +
+                    " (both num_q > 0)");
+  if (num_kv_tokens <= 0)
+    fail(where, "num_kv_tokens = " + std::to_string(num_kv_tokens) + " must be > 0");
+  if (num_heads < 1 || num_heads > 128)
+    fail(where, "num_heads = " + std::to_string(num_heads) + " must be in 1..128");
+  return {std::vector<i32>(ks.begin(), ks.end()), std::vector<i32>(ke.begin(), ke.end()),
+          num_kv_tokens, num_heads};
+}
+
+paged_mqa_logits_metadata get_paged_mqa_logits_metadata(const py::object& context_lens,
+                                                        i32 block_kv, int num_sms,
+                                                        const py::object& indices) {
+  constexpr const char* where = "get_paged_mqa_logits_metadata";
+  const auto lens = int_matrix(where, "context_lens", context_lens);
+  if (indices.is_none()) return {ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms)};
+  return {ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms,
+                                            int_span(where, "indices", indices))};
+}
+
+sparse_mqa_logits_metadata get_sparse_mqa_logits_metadata(
+    const py::object& cu_seq_len_k_start, const py::object& cu_seq_len_k_end, i64 num_kv_tokens,
+    const py::object& sparse_kv_block_indices, const py::object& qk_dtype, i64 sparse_block_kv,
+    bool use_unaligned_ks) {
+  constexpr const char* where = "get_sparse_mqa_logits_metadata";
+  const bool fp4 = qk_dtype_is_fp4(where, qk_dtype);
+  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
+  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
+  const auto idx = int_matrix(where, "sparse_kv_block_indices", sparse_kv_block_indices);
+  return {ml::get_sparse_mqa_logits_metadata(ks, ke, num_kv_tokens, idx, sparse_block_kv,
+                                             use_unaligned_ks),
+          fp4, use_unaligned_ks};
+}
+
+paged_sparse_mqa_logits_metadata get_paged_sparse_mqa_logits_metadata(
+    const py::object& context_lens, const py::object& block_table, const py::object& indices,
+    i32 page_kv, const py::object& sparse_kv_block_indices, const py::object& qk_dtype,
+    i64 sparse_block_kv) {
+  constexpr const char* where = "get_paged_sparse_mqa_logits_metadata";
+  paged_sparse_mqa_logits_metadata m;
+  m.fp4 = qk_dtype_is_fp4(where, qk_dtype);
+  const auto lens = int_span(where, "context_lens", context_lens);
+  const auto table = int_matrix(where, "block_table", block_table);
+  const auto idx = int_span(where, "indices", indices);
+  const auto sel = int_matrix(where, "sparse_kv_block_indices", sparse_kv_block_indices);
+  // The library checks indices against the table (consecutive runs, identical rows) after
+  // checking the shapes, so it never reads past an array.
+  m.meta =
+      ml::get_paged_sparse_mqa_logits_metadata(lens, table, idx, page_kv, sel, sparse_block_kv);
+  return m;
+}
+
+// ---- the kernels ----
+
+// Dense.
+// A get_mqa_logits_metadata result passed to the dense kernel must describe the call.
+void check_dense_schedule(const char* where, const py::object& schedule_meta, const q_input& qi,
+                          const kv_input& ki, std::span<const i32> ks, std::span<const i32> ke) {
+  if (schedule_meta.is_none()) return;
+  const auto& m = schedule_meta.cast<const mqa_logits_metadata&>();
+  if (!std::equal(ks.begin(), ks.end(), m.ks.begin(), m.ks.end()) ||
+      !std::equal(ke.begin(), ke.end(), m.ke.begin(), m.ke.end()) || m.num_kv_tokens != ki.rows ||
+      (qi.dims.size() == 2 && m.num_heads != qi.dims[1]))
+    fail(where,
+         "schedule_meta was made for other cu_seq_len_k_start / cu_seq_len_k_end / "
+         "num_kv_tokens / num_heads (regenerate it with get_mqa_logits_metadata)");
+}
+
+// Logits [num_q, max_seqlen_k or N] of type t, rows padded as upstream's.
+output_request dense_output(const char* where, i64 rows, i64 num_kv, i64 max_seqlen_k,
+                            logits_type t, bool clean_logits) {
+  if (max_seqlen_k < 0)
+    fail(where, "max_seqlen_k = " + std::to_string(max_seqlen_k) + " must be >= 0");
+  return {.rows = rows,
+          .cols = max_seqlen_k == 0 ? num_kv : max_seqlen_k,
+          .stride = max_seqlen_k == 0
+                        ? upstream_stride(num_kv + upstream_block_kv, t)
+                        : upstream_stride(align_up(max_seqlen_k, upstream_block_kv), t),
+          .type = t,
+          .clean_logits = clean_logits};
+}
+
+py::object fp8_fp4_mqa_logits(const py::object& q, const py::object& kv, const py::object& weights,
+                              const py::object& cu_seq_len_k_start,
+                              const py::object& cu_seq_len_k_end, bool clean_logits,
+                              i64 max_seqlen_k, const py::object& logits_dtype,
+                              const py::object& schedule_meta, std::optional<int> num_threads,
+                              const py::object& topk, bool topk_values,
+                              const std::string& topk_index) {
+  constexpr const char* where = "fp8_fp4_mqa_logits";
+  const auto t = topk_of(where, topk, topk_values, topk_index, false);
+  const auto in = inputs_of<kv_input>(where, q_of(where, q, 3), kv, weights);
+  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
+  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
+  // The top-k takes no logits_dtype, and leaves max_seqlen_k to the library.
+  const logits_type lt = t ? logits_type::f32 : logits_dtype_of(where, logits_dtype);
+  check_dense_schedule(where, schedule_meta, in.q, in.k, ks, ke);
+  const output_request out =
+      t ? output_request{.rows = in.q.dims[0], .topk = t}
+        : dense_output(where, in.q.dims[0], in.k.rows, max_seqlen_k, lt, clean_logits);
+  return run_kernel(where, in, out, num_threads, &run_dense,
+                    dense_args{ks, ke, max_seqlen_k, clean_logits});
+}
+
+// Legacy names, through the library's legacy wrappers: Q is a bare FP8 array [.., H, D] (no
+// scales), K per-token FP8 (fp32 scales), fp32 logits.
+q_input bare_q(const char* where, const py::object& q, int ndim) {
+  if (py::isinstance<py::tuple>(q) || py::isinstance<py::list>(q))
+    fail(where, "q is a bare FP8 array here (no scales); the fp8_fp4_* names take (q, q_scales)");
+  const py::array codes = as_array(where, "q", q);
+  if (is_fp4_codes(where, "q", codes)) fail(where, "q must be FP8 codes (uint8), not packed FP4");
+  return q_of(where, py::make_tuple(q, py::none()), ndim);
+}
+
+py::array fp8_mqa_logits(const py::object& q, const py::object& kv, const py::object& weights,
+                         const py::object& cu_seq_len_k_start, const py::object& cu_seq_len_k_end,
+                         bool clean_logits, i64 max_seqlen_k, std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_mqa_logits";
+  const auto in = inputs_of<kv_input>(where, bare_q(where, q, 3), kv, weights);
+  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
+  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
+  const output_request out =
+      dense_output(where, in.q.dims[0], in.k.rows, max_seqlen_k, logits_type::f32, clean_logits);
+  return run_kernel(where, in, out, num_threads, &run_legacy_dense,
+                    dense_args{ks, ke, max_seqlen_k, clean_logits})
+      .cast<py::array>();
+}
+
+// Paged.
+// The library checks the indices against the schedule and the block table.
+void check_paged_call(const char* where, const q_input& qi, ml::matrix_view<const i32> lens,
+                      i64 max_context_len) {
+  if (qi.dims[0] != lens.rows || qi.dims[1] != lens.cols)
+    fail(where, "q is [" + std::to_string(qi.dims[0]) + ", " + std::to_string(qi.dims[1]) +
+                    ", ...] but context_lens is [" + std::to_string(lens.rows) + ", " +
+                    std::to_string(lens.cols) + "]: expected [batch_size, next_n]");
+  if (max_context_len <= 0)
+    fail(where, "max_context_len = " + std::to_string(max_context_len) + " must be > 0");
+}
+
+std::optional<std::span<const i32>> indices_of(const char* where, const py::object& indices) {
+  if (indices.is_none()) return std::nullopt;
+  return int_span(where, "indices", indices);
+}
+
+// Logits [batch_size * next_n, max_context_len] of type t, rows padded as upstream's.
+output_request paged_output(ml::matrix_view<const i32> lens, i64 max_context_len, logits_type t,
+                            bool clean_logits) {
+  return {.rows = lens.rows * lens.cols,
+          .cols = max_context_len,
+          .stride = upstream_stride(align_up(max_context_len, upstream_block_kv), t),
+          .type = t,
+          .clean_logits = clean_logits};
+}
+
+py::object fp8_fp4_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
+                                    const py::object& weights, const py::object& context_lens,
+                                    const py::object& block_table,
+                                    const paged_mqa_logits_metadata& schedule_meta,
+                                    i64 max_context_len, bool clean_logits,
+                                    const py::object& logits_dtype, const py::object& indices,
+                                    std::optional<int> num_threads, const py::object& topk,
+                                    bool topk_values, const std::string& topk_index) {
+  constexpr const char* where = "fp8_fp4_paged_mqa_logits";
+  const auto t = topk_of(where, topk, topk_values, topk_index, true);
+  const auto in = inputs_of<cache_input>(where, q_of(where, q, 4), kv_cache, weights);
+  const auto lens = int_matrix(where, "context_lens", context_lens);
+  const auto table = int_matrix(where, "block_table", block_table);
+  // The top-k takes no logits_dtype.
+  const logits_type lt = t ? logits_type::f32 : logits_dtype_of(where, logits_dtype);
+  check_paged_call(where, in.q, lens, max_context_len);
+  const auto idx = indices_of(where, indices);
+  const output_request out = t ? output_request{.rows = lens.rows * lens.cols, .topk = t}
+                               : paged_output(lens, max_context_len, lt, clean_logits);
+  // The top-k is a unit of its own (paged_topk_kernels.cpp).
+  return run_kernel(
+      where, in, out, num_threads, t ? &run_paged_topk : &run_paged,
+      paged_args{lens, table, schedule_meta.schedule, max_context_len, idx, clean_logits});
+}
+
+py::array fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
+                               const py::object& weights, const py::object& context_lens,
+                               const py::object& block_table,
+                               const paged_mqa_logits_metadata& schedule_meta, i64 max_context_len,
+                               bool clean_logits, const py::object& indices,
+                               std::optional<int> num_threads) {
+  constexpr const char* where = "fp8_paged_mqa_logits";
+  const auto in = inputs_of<cache_input>(where, bare_q(where, q, 4), kv_cache, weights);
+  const auto lens = int_matrix(where, "context_lens", context_lens);
+  const auto table = int_matrix(where, "block_table", block_table);
+  check_paged_call(where, in.q, lens, max_context_len);
+  const auto idx = indices_of(where, indices);
+  const output_request out = paged_output(lens, max_context_len, logits_type::f32, clean_logits);
+  return run_kernel(
+             where, in, out, num_threads, &run_legacy_paged,
+             paged_args{lens, table, schedule_meta.schedule, max_context_len, idx, clean_logits})
+      .cast<py::array>();
+}
+
+// Sparse and paged-sparse: bf16 logits, as upstream.
+void check_cap(const char* where, i64 num_max_sparse_blocks, i64 sparse_block_kv, i64 cap,
+               i64 block) {
+  if (num_max_sparse_blocks != cap)
+    fail(where, "num_max_sparse_blocks = " + std::to_string(num_max_sparse_blocks) +
+                    " but the metadata has " + std::to_string(cap) + " blocks per row");
+  if (sparse_block_kv != block)
+    fail(where, "sparse_block_kv = " + std::to_string(sparse_block_kv) +
+                    " but the metadata was made with " + std::to_string(block));
+}
+
+void check_fp4(const char* where, qk_format f, bool meta_fp4) {
+  if ((f == qk_format::mxfp4) != meta_fp4)
+    fail(where, std::string("q is ") + format_label(f) +
+                    " but the metadata was made for qk_dtype " + (meta_fp4 ? "packed FP4" : "FP8"));
+}
+
+// The sparse kernel's arguments must agree with its metadata.
+void check_sparse_call(const char* where, const q_input& qi,
+                       const sparse_mqa_logits_metadata& metadata, i64 num_max_sparse_blocks,
+                       i64 sparse_block_kv, bool use_unaligned_ks) {
+  check_fp4(where, qi.format, metadata.fp4);
+  check_cap(where, num_max_sparse_blocks, sparse_block_kv, metadata.meta.capacity(),
+            metadata.meta.sparse_block_kv());
+  if (use_unaligned_ks != metadata.use_unaligned_ks)
+    fail(where, std::string("use_unaligned_ks = ") + (use_unaligned_ks ? "True" : "False") +
+                    " but the metadata was made with " +
+                    (metadata.use_unaligned_ks ? "True" : "False"));
+}
+
+py::object fp8_fp4_sparse_mqa_logits(const py::object& q, const py::object& kv,
+                                     const py::object& weights,
+                                     const sparse_mqa_logits_metadata& metadata,
+                                     i64 num_max_sparse_blocks, i64 sparse_block_kv,
+                                     bool use_unaligned_ks, std::optional<int> num_threads,
+                                     const py::object& topk, bool topk_values,
+                                     const std::string& topk_index) {
+  constexpr const char* where = "fp8_fp4_sparse_mqa_logits";
+  const auto t = topk_of(where, topk, topk_values, topk_index, false);
+  const auto in = inputs_of<kv_input>(where, q_of(where, q, 3), kv, weights);
+  check_sparse_call(where, in.q, metadata, num_max_sparse_blocks, sparse_block_kv,
+                    use_unaligned_ks);
+  const auto& meta = metadata.meta;
+  const output_request out{.rows = meta.num_rows(),
+                           .cols = meta.num_cols(),
+                           .stride = upstream_stride(meta.num_cols(), logits_type::bf16),
+                           .type = logits_type::bf16,
+                           .topk = t};
+  return run_kernel(where, in, out, num_threads, &run_sparse, meta);
+}
+
+// The paged-sparse Q: [num_q, H, D] or decode's [num_q, 1, H, D].
+q_input paged_sparse_q(const char* where, const py::object& q) {
+  const py::tuple t = py::isinstance<py::tuple>(q) ? py::tuple(q) : py::tuple();
+  const bool four_d = t.size() == 2 && py::isinstance<py::array>(t[0]) &&
+                      py::reinterpret_borrow<py::array>(t[0]).ndim() == 4;
+  q_input qi = q_of(where, q, four_d ? 4 : 3);
+  if (four_d) {
+    if (qi.dims[1] != 1)
+      fail(where, "q has next_n = " + std::to_string(qi.dims[1]) + ", expected 1");
+    qi.dims.erase(qi.dims.begin() + 1);
+  }
+  return qi;
+}
+
+// The paged-sparse kernel's arguments must agree with its metadata.
+void check_paged_sparse_call(const char* where, const q_input& qi, const cache_input& ci,
+                             const paged_sparse_mqa_logits_metadata& metadata,
+                             i64 num_max_sparse_blocks, i64 sparse_block_kv) {
+  check_fp4(where, qi.format, metadata.fp4);
+  const auto& meta = metadata.meta;
+  check_cap(where, num_max_sparse_blocks, sparse_block_kv, meta.capacity(), meta.sparse_block_kv());
+  if (ci.page_kv != meta.page_kv())
+    fail(where, "kv_cache has block_kv = " + std::to_string(ci.page_kv) +
+                    " but the metadata was made with page_kv = " + std::to_string(meta.page_kv()));
+}
+
+py::object fp8_fp4_paged_sparse_mqa_logits(const py::object& q, const py::object& kv_cache,
+                                           const py::object& weights,
+                                           const paged_sparse_mqa_logits_metadata& metadata,
+                                           i64 num_max_sparse_blocks, i64 sparse_block_kv,
+                                           std::optional<int> num_threads, const py::object& topk,
+                                           bool topk_values, const std::string& topk_index) {
+  constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
+  const auto t = topk_of(where, topk, topk_values, topk_index, false);
+  const auto in = inputs_of<cache_input>(where, paged_sparse_q(where, q), kv_cache, weights);
+  check_paged_sparse_call(where, in.q, in.k, metadata, num_max_sparse_blocks, sparse_block_kv);
+  const auto& meta = metadata.meta;
+  const output_request out{.rows = meta.num_rows(),
+                           .cols = meta.num_cols(),
+                           .stride = upstream_stride(meta.num_cols(), logits_type::bf16),
+                           .type = logits_type::bf16,
+                           .topk = t};
+  return run_kernel(where, in, out, num_threads, &run_paged_sparse, meta);
+}
+
+// ---- the cache writer ----
+
+// vLLM's indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, scale_fmt): k
+// [num_tokens, 128] float32 or bfloat16 bits, quantised to FP8 with one fp32 scale per token as
+// vLLM computes it (amax clamped at 1e-4, / 448, a power of two with scale_fmt "ue8m0") into
+// kv_cache uint8 [num_blocks, block_size, 132] (or [..., 1, 132]) in place, token t at slot
+// slot_mapping[t] (int64 or int32; negative skips).
+void indexer_k_quant_and_cache(const py::object& k, const py::object& kv_cache,
+                               const py::object& slot_mapping, i64 quant_block_size,
+                               const py::object& scale_fmt) {
+  constexpr const char* where = "indexer_k_quant_and_cache";
+  if (quant_block_size != ml::head_dim)
+    fail(where, "quant_block_size = " + std::to_string(quant_block_size) +
+                    " is not supported (128: one scale per token)");
+  const std::string fmt = scale_fmt.is_none() ? "" : py::str(scale_fmt).cast<std::string>();
+  if (fmt != "" && fmt != "ue8m0")
+    fail(where, "scale_fmt = " + fmt + " is not supported (\"ue8m0\" or None)");
+  const py::array ka = as_array(where, "k", k);
+  py::array c = as_array(where, "kv_cache", kv_cache);
+  require_dtype<std::uint8_t>(where, "kv_cache", c, "uint8");
+  if (!c.writeable()) fail(where, "kv_cache is read-only (the tokens are written into it)");
+  const bool four = c.ndim() == 4;
+  if ((c.ndim() != 3 && !four) || (four && c.shape(2) != 1) || c.shape(c.ndim() - 1) != 132)
+    fail(where, "kv_cache has shape " + shape_of(c) +
+                    ", expected [num_blocks, block_size, 132] (or [num_blocks, block_size, 1, "
+                    "132])");
+  if (c.strides(c.ndim() - 1) != 1 || (c.shape(1) > 1 && c.strides(1) != 132) || c.strides(0) < 0)
+    fail(where, "kv_cache blocks must be dense (stride(1) == 132, stride(-1) == 1)");
+  const auto block_size = static_cast<i32>(c.shape(1));
+  require_block_stride(where, c, i64{block_size} * 132);
+  const i64 stride = c.shape(0) > 1 ? i64{c.strides(0)} : i64{block_size} * 132;
+  const ml::mutable_paged_cache<ml::fp8_per_token> cache(
+      static_cast<std::uint8_t*>(c.mutable_data()), c.shape(0), block_size, stride);
+  const ml::per_token_scaling scaling = ml::vllm_indexer_k_scaling(fmt == "ue8m0");
+  const py::array sa = as_array(where, "slot_mapping", slot_mapping);
+  require_ndim(where, "slot_mapping", sa, 1, "[num_tokens]");
+  require_contiguous(where, "slot_mapping", sa);
+  const auto store = [&](auto kv) {
+    if (has_dtype<std::int64_t>(sa))
+      ml::store_into_pages(
+          kv,
+          std::span<const std::int64_t>(static_cast<const std::int64_t*>(sa.data()),
+                                        static_cast<std::size_t>(sa.shape(0))),
+          cache, scaling);
+    else if (has_dtype<i32>(sa))
+      ml::store_into_pages(kv,
+                           std::span<const i32>(static_cast<const i32*>(sa.data()),
+                                                static_cast<std::size_t>(sa.shape(0))),
+                           cache, scaling);
+    else
+      fail(where, "slot_mapping has dtype " + dtype_name(sa) + ", expected int64 or int32");
+  };
+  if (has_dtype<float>(ka))
+    store(matrix<float>(where, "k", ka));
+  else if (has_dtype<std::uint16_t>(ka) || has_dtype<std::int16_t>(ka))
+    store(matrix<ml::bf16, std::uint16_t>(where, "k", ka));
+  else
+    fail(where, "k has dtype " + dtype_name(ka) + ", expected float32 or bfloat16 bits as uint16");
+}
+
+}  // namespace
+
+// ---- each part's functions, in the module (module.cpp calls these) ----
+
+// The classes come first: the kernels' signatures name them.
+void register_metadata(py::module_& m) {
+  using py::arg;
+  py::class_<mqa_logits_metadata>(m, "MqaLogitsMetadata");
+  py::class_<paged_mqa_logits_metadata>(m, "PagedMqaLogitsMetadata")
+      .def_property_readonly("num_workers", [](const paged_mqa_logits_metadata& s) {
+        return s.schedule.num_workers();
+      });
+  py::class_<sparse_mqa_logits_metadata>(m, "SparseMqaLogitsMetadata");
+  py::class_<paged_sparse_mqa_logits_metadata>(m, "PagedSparseMqaLogitsMetadata");
+
+  m.def("get_mqa_logits_metadata", &get_mqa_logits_metadata, arg("cu_seq_len_k_start"),
+        arg("cu_seq_len_k_end"), arg("num_kv_tokens"), arg("num_heads"));
+  m.def("get_paged_mqa_logits_metadata", &get_paged_mqa_logits_metadata, arg("context_lens"),
+        arg("block_kv"), arg("num_sms"), arg("indices") = py::none());
+  m.def("get_sparse_mqa_logits_metadata", &get_sparse_mqa_logits_metadata,
+        arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("num_kv_tokens"),
+        arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"),
+        arg("use_unaligned_ks") = false);
+  m.def("get_paged_sparse_mqa_logits_metadata", &get_paged_sparse_mqa_logits_metadata,
+        arg("context_lens"), arg("block_table"), arg("indices"), arg("page_kv"),
+        arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"));
+}
+
+void register_dense(py::module_& m) {
+  using py::arg;
+  def_kernel(m, "fp8_fp4_mqa_logits", &fp8_fp4_mqa_logits, arg("q"), arg("kv"), arg("weights"),
+             arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("clean_logits") = true,
+             arg("max_seqlen_k") = 0, arg("logits_dtype") = "float32",
+             arg("schedule_meta") = py::none());
+  m.def("fp8_mqa_logits", &fp8_mqa_logits, arg("q"), arg("kv"), arg("weights"),
+        arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("clean_logits") = true,
+        arg("max_seqlen_k") = 0, py::kw_only(), arg("num_threads") = py::none());
+}
+
+void register_paged(py::module_& m) {
+  using py::arg;
+  def_kernel(m, "fp8_fp4_paged_mqa_logits", &fp8_fp4_paged_mqa_logits, arg("q"), arg("kv_cache"),
+             arg("weights"), arg("context_lens"), arg("block_table"), arg("schedule_meta"),
+             arg("max_context_len"), arg("clean_logits") = false, arg("logits_dtype") = "float32",
+             arg("indices") = py::none());
+  m.def("fp8_paged_mqa_logits", &fp8_paged_mqa_logits, arg("q"), arg("kv_cache"), arg("weights"),
+        arg("context_lens"), arg("block_table"), arg("schedule_meta"), arg("max_context_len"),
+        arg("clean_logits") = false, arg("indices") = py::none(), py::kw_only(),
+        arg("num_threads") = py::none());
+}
+
+void register_sparse(py::module_& m) {
+  using py::arg;
+  def_kernel(m, "fp8_fp4_sparse_mqa_logits", &fp8_fp4_sparse_mqa_logits, arg("q"), arg("kv"),
+             arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"), arg("sparse_block_kv"),
+             arg("use_unaligned_ks") = false);
+  def_kernel(m, "fp8_fp4_paged_sparse_mqa_logits", &fp8_fp4_paged_sparse_mqa_logits, arg("q"),
+             arg("kv_cache"), arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"),
+             arg("sparse_block_kv"));
+}
+
+void register_quantize(py::module_& m) {
+  using py::arg;
+  m.def("indexer_k_quant_and_cache", &indexer_k_quant_and_cache, arg("k"), arg("kv_cache"),
+        arg("slot_mapping"), arg("quant_block_size"), arg("scale_fmt") = py::none());
+}
+
+}  // namespace mqalogits_python

@@ -1,0 +1,15 @@
+// The Python side's parts of the module (bindings.cpp), each adding its functions and classes to
+// the module; module.cpp calls them in this order.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace mqalogits_python {
+
+void register_metadata(pybind11::module_& m);  // first: the kernels' signatures name its classes
+void register_dense(pybind11::module_& m);
+void register_paged(pybind11::module_& m);
+void register_sparse(pybind11::module_& m);  // and paged-sparse
+void register_quantize(pybind11::module_& m);
+
+}  // namespace mqalogits_python
