@@ -232,8 +232,8 @@ int main(int argc, char** argv) {
       r4.push_back(k4.flop / t4 / 1e9 / (threads * (p1 + p2) / 2));
     }
     std::printf(
-        "%-24s MXFP8 best %3.0f%% median %3.0f%% of fp32 FMA peak | MXFP4 best %3.0f%% median "
-        "%3.0f%% | MXFP4/MXFP8 best %.2fx median %.2fx (peak %.0f GFLOP/s per thread)\n",
+        "%-24s MXFP8 best %5.1f%% median %5.1f%% of fp32 FMA peak | MXFP4 best %5.1f%% median "
+        "%5.1f%% | MXFP4/MXFP8 best %.2fx median %.2fx (peak %.0f GFLOP/s per thread)\n",
         k8.name.c_str(), 100 * *std::max_element(r8.begin(), r8.end()), 100 * median(r8),
         100 * *std::max_element(r4.begin(), r4.end()), 100 * median(r4),
         *std::max_element(r4.begin(), r4.end()) / *std::max_element(r8.begin(), r8.end()),
