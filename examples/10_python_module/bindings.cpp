@@ -908,6 +908,16 @@ void register_metadata(py::module_& m) {
   py::class_<sparse_mqa_logits_metadata>(m, "SparseMqaLogitsMetadata");
   py::class_<paged_sparse_mqa_logits_metadata>(m, "PagedSparseMqaLogitsMetadata");
 
+  // The host path the kernels run: in the default build, the one chosen at run time for this
+  // CPU (runtime dispatch), which limit_host_isa caps.
+  m.def("host_isa_name", [] { return std::string(mqalogits::host_isa_name()); });
+#if defined(MQALOGITS_RUNTIME_DISPATCH)
+  m.def(
+      "limit_host_isa",
+      [](const std::string& path) { return std::string(mqalogits::limit_host_isa(path)); },
+      arg("path"));
+#endif
+
   m.def("get_mqa_logits_metadata", &get_mqa_logits_metadata, arg("cu_seq_len_k_start"),
         arg("cu_seq_len_k_end"), arg("num_kv_tokens"), arg("num_heads"));
   m.def("get_paged_mqa_logits_metadata", &get_paged_mqa_logits_metadata, arg("context_lens"),

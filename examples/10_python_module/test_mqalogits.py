@@ -277,6 +277,23 @@ class Checks(unittest.TestCase):
         self.assertEqual(out.strides[1], out.itemsize)
 
 
+class HostPath(unittest.TestCase):
+    PATHS = {"avx512_vnni", "avx512", "avx2_vnni", "avx2", "neon_dotprod", "neon", "portable"}
+
+    def test_names_the_path_and_caps_it(self):
+        chosen = ml.host_isa_name()
+        self.assertIn(chosen, self.PATHS)
+        if not hasattr(ml, "limit_host_isa"):  # a header-only build (MQALOGITS_DISPATCH=OFF)
+            return
+        try:
+            self.assertEqual(ml.limit_host_isa("portable"), "portable")
+            self.assertEqual(ml.host_isa_name(), "portable")
+            with self.assertRaisesRegex(ValueError, "names no host path"):
+                ml.limit_host_isa("avx1024")
+        finally:
+            self.assertEqual(ml.limit_host_isa("native"), chosen)
+
+
 class Signatures(unittest.TestCase):
     def test_upstream_names_order_and_defaults(self):
         # DeepGEMM's register_apis, argument for argument; num_threads is keyword-only, extra.
