@@ -26,7 +26,7 @@ cases=$("$bin" --list-test-names-only | grep -c '^dispatch: ' || true)
 run() {  # label, expected path ('' = the test reads /proc/cpuinfo), command prefix...
   local label=$1 expect=$2 out
   shift 2
-  echo "== dispatch: $label (expects ${expect:-this CPU's fastest path})"
+  echo "== dispatch: $label (expects ${expect:-the fastest path of this CPU})"
   out=$(env ${expect:+MQALOGITS_EXPECT_PATH=$expect} "$@" "$bin" 2>&1 | grep -v '^qemu-x86_64: warning' || true)
   printf '%s\n' "$out" | tail -n 3
   printf '%s\n' "$out" | grep -Eq "^All tests passed \([0-9]+ assertions in $cases test cases\)" ||
