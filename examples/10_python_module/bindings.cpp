@@ -103,13 +103,46 @@ void require_contiguous(const char* where, const char* name, const py::array& a)
     fail(where, std::string(name) + " must be C-contiguous (views are built without copies)");
 }
 
-// A 1-D int32 array as a span.
+// Index arrays (lengths, block tables, ks / ke, indices) are int32 or int64 (torch's default
+// integer type, and what vLLM's and sglang's CPU kernels take). int32 is read in place; int64 is
+// narrowed (each value checked to fit) into one of a few per-thread buffers reused across calls,
+// so a warm call allocates nothing: the kernels are compiled for int32 indices only, which keeps
+// the module's build time at half of what a second index type would cost. The buffers are
+// O(rows) integers, read once; the logits the kernels compute are O(rows x keys x heads).
+// int64 [rows, cols] with rows `stride` elements apart -> a dense int32 [rows, cols] buffer.
+const i32* narrowed(const char* where, const char* name, const std::int64_t* v, i64 rows, i64 cols,
+                    i64 stride) {
+  constexpr std::size_t ring = 16;  // more index arrays than any call takes
+  thread_local std::vector<i32> buffers[ring];
+  thread_local std::size_t next = 0;
+  std::vector<i32>& b = buffers[next++ % ring];
+  b.resize(static_cast<std::size_t>(std::max<i64>(rows * cols, 1)));
+  for (i64 r = 0; r < rows; ++r)
+    for (i64 c = 0; c < cols; ++c) {
+      const std::int64_t x = v[r * stride + c];
+      if (x < INT32_MIN || x > INT32_MAX)
+        fail(where, std::string(name) + " (int64) holds " + std::to_string(x) + " at [" +
+                        std::to_string(r) + "][" + std::to_string(c) + "], outside int32");
+      b[static_cast<std::size_t>(r * cols + c)] = static_cast<i32>(x);
+    }
+  return b.data();
+}
+
+void require_index_dtype(const char* where, const char* name, const py::array& a) {
+  if (!has_dtype<i32>(a) && !has_dtype<std::int64_t>(a))
+    fail(where, std::string(name) + " has dtype " + dtype_name(a) + ", expected int32 or int64");
+}
+
+// A 1-D int32 or int64 array as an int32 span.
 std::span<const i32> int_span(const char* where, const char* name, const py::handle& obj) {
   const py::array a = as_array(where, name, obj);
-  require_dtype<i32>(where, name, a, "int32");
+  require_index_dtype(where, name, a);
   require_ndim(where, name, a, 1, "1-D");
   require_contiguous(where, name, a);
-  return {static_cast<const i32*>(a.data()), static_cast<std::size_t>(a.shape(0))};
+  const auto n = static_cast<std::size_t>(a.shape(0));
+  if (has_dtype<std::int64_t>(a))
+    return {narrowed(where, name, static_cast<const std::int64_t*>(a.data()), 1, a.shape(0), 0), n};
+  return {static_cast<const i32*>(a.data()), n};
 }
 
 // The row stride, in elements of `item` bytes, of a 2-D array whose rows are dense: any stride,
@@ -143,12 +176,20 @@ ml::matrix_view<const T> matrix(const char* where, const char* name, const py::a
 
 ml::matrix_view<const i32> int_matrix(const char* where, const char* name, const py::handle& obj) {
   const py::array a = as_array(where, name, obj);
-  require_dtype<i32>(where, name, a, "int32");
+  require_index_dtype(where, name, a);
+  const bool wide = has_dtype<std::int64_t>(a);
   if (a.ndim() == 1) {  // [B] is [B, 1]
     require_contiguous(where, name, a);
+    if (wide)
+      return {narrowed(where, name, static_cast<const std::int64_t*>(a.data()), 1, a.shape(0), 0),
+              a.shape(0), 1};
     return {static_cast<const i32*>(a.data()), a.shape(0), 1};
   }
-  return matrix<i32>(where, name, a);
+  if (!wide) return matrix<i32>(where, name, a);
+  const i64 stride = dense_rows_stride(where, name, a, 8);
+  return {narrowed(where, name, static_cast<const std::int64_t*>(a.data()), a.shape(0), a.shape(1),
+                   stride),
+          a.shape(0), a.shape(1)};
 }
 
 // ---- formats ----
@@ -292,8 +333,8 @@ cache_input cache_of(const char* where, const py::handle& obj, qk_format format)
           c.shape(0) > 1 ? i64{c.strides(0)} : used, static_cast<i32>(c.shape(1)), head_dim};
 }
 
-// Weights [rows, H]: float32, float16 (upstream SM100), or bfloat16 as uint16 bits (a bf16
-// tensor's .view(torch.int16) is accepted as int16 too).
+// Weights [rows, H]: float32, float16, or bfloat16 as uint16 bits (a bf16 tensor's
+// .view(torch.int16) is accepted as int16 too).
 struct weights_input {
   py::array array;
   weights_type type;
@@ -307,7 +348,14 @@ weights_input weights_of(const char* where, const py::handle& obj) {
   if (!f32 && !b16 && !f16)
     fail(where, "weights has dtype " + dtype_name(a) +
                     ", expected float32, float16 or bfloat16 bits as uint16 / int16");
-  require_ndim(where, "weights", a, 2, "[num_q, num_heads]");
+  // [num_q, num_heads, 1] (sglang's weights before its squeeze) is read as [num_q, num_heads].
+  if (a.ndim() == 3 && a.shape(2) == 1)
+    return {
+        py::array(a.dtype(), {a.shape(0), a.shape(1)}, {a.strides(0), a.strides(1)}, a.data(), a),
+        f32   ? weights_type::f32
+        : f16 ? weights_type::f16
+              : weights_type::bf16};
+  require_ndim(where, "weights", a, 2, "[num_q, num_heads] (or [num_q, num_heads, 1])");
   return {a, f32 ? weights_type::f32 : f16 ? weights_type::f16 : weights_type::bf16};
 }
 
@@ -350,15 +398,32 @@ int threads_of(const char* where, std::optional<int> n) {
   return *n;
 }
 
-// One pool per thread count, made on first use and kept for the life of the process (engines
-// call these kernels every decode step; a pool per call would spawn threads per call).
-ml::thread_pool& pool_of(int n) {
+// The pools of the last few thread counts used, made on first use and kept while in use
+// (engines call these kernels every decode step; a pool per call would spawn threads per call).
+// A count not among them replaces the least recently used pool, which ends once no running call
+// holds it: however many distinct counts a process passes, at most max_pools idle pools (and
+// the pools of calls still running) hold threads.
+constexpr std::size_t max_pools = 4;
+
+std::shared_ptr<ml::thread_pool> pool_of(int n) {
   static std::mutex mutex;
-  static std::map<int, std::unique_ptr<ml::thread_pool>> pools;
+  static std::vector<std::pair<int, std::shared_ptr<ml::thread_pool>>> pools;  // most recent last
+  std::shared_ptr<ml::thread_pool> evicted;  // ends (joins its threads) after the lock
   std::lock_guard lock(mutex);
-  auto& p = pools[n];
-  if (!p) p = std::make_unique<ml::thread_pool>(n);
-  return *p;
+  auto it = std::find_if(pools.begin(), pools.end(), [&](const auto& p) { return p.first == n; });
+  std::shared_ptr<ml::thread_pool> pool;
+  if (it != pools.end()) {
+    pool = it->second;
+    pools.erase(it);
+  } else {
+    if (pools.size() == max_pools) {
+      evicted = std::move(pools.front().second);
+      pools.erase(pools.begin());
+    }
+    pool = std::make_shared<ml::thread_pool>(n);
+  }
+  pools.emplace_back(n, pool);
+  return pool;
 }
 
 // Upstream's row strides: SM90 / SM100 tile KV by 256 and pad rows to 1024 bytes.
@@ -383,8 +448,21 @@ struct topk_request {
 
 // The request of a call's topk / topk_values / topk_index keywords (paged: whether slots are
 // allowed); nullopt when topk is None.
-std::optional<topk_request> topk_of(const char* where, const py::object& topk, bool topk_values,
-                                    const std::string& topk_index, bool paged) {
+// topk_out / topk_values_out (the caller's buffers) imply the selection: k is topk_out's
+// width when topk is None, and topk_values_out asks for the values.
+struct kernel_outputs {
+  py::object out, topk_out, topk_values_out;
+};
+
+std::optional<topk_request> topk_of(const char* where, py::object topk, bool topk_values,
+                                    const std::string& topk_index, bool paged,
+                                    const kernel_outputs& outs) {
+  if (topk.is_none() && !outs.topk_out.is_none()) {
+    const py::array a = as_array(where, "topk_out", outs.topk_out);
+    if (a.ndim() != 2) fail(where, "topk_out has shape " + shape_of(a) + ", expected [rows, k]");
+    topk = py::int_(a.shape(1));
+  }
+  topk_values = topk_values || !outs.topk_values_out.is_none();
   if (topk_index != "column" && !(paged && topk_index == "slot"))
     fail(where, "topk_index = '" + topk_index + "' is not supported (" +
                     (paged ? "'column' or 'slot'" : "'column'; 'slot' is the paged kernel's") +
@@ -397,8 +475,12 @@ std::optional<topk_request> topk_of(const char* where, const py::object& topk, b
   if (!py::isinstance<py::int_>(topk) || py::isinstance<py::bool_>(topk))
     fail(where, "topk must be an int (the k of the selection), not " +
                     py::str(py::type::of(topk)).cast<std::string>());
-  const i64 k = topk.cast<i64>();
-  if (k < 1) fail(where, "topk = " + std::to_string(k) + " must be >= 1");
+  int overflow = 0;
+  const long long k = PyLong_AsLongLongAndOverflow(topk.ptr(), &overflow);
+  if (overflow < 0 || (overflow == 0 && k < 1))
+    fail(where, "topk = " + py::str(topk).cast<std::string>() + " must be >= 1");
+  if (overflow > 0 || k > INT32_MAX)
+    fail(where, "topk = " + py::str(topk).cast<std::string>() + " must be at most 2^31 - 1");
   return topk_request{k, topk_values, topk_index == "slot"};
 }
 
@@ -432,21 +514,40 @@ struct output_request {
   logits_type type = logits_type::f32;
   std::optional<topk_request> topk{};
   bool clean_logits = true;  // ml::options::clean_logits
+  // The caller's buffers (None: new arrays): out for the logits, topk_out / topk_values_out for
+  // the top-k's indices / values.
+  py::object out = py::none(), topk_out = py::none(), topk_values_out = py::none();
 };
 
+// A caller's output buffer: a writeable 2-D array of `rows` x `cols` elements whose rows are
+// dense and do not overlap (any row stride at or above the row, as a slice of a larger buffer
+// has); the library checks that it shares no byte with an input or another output.
+py::array out_array(const char* where, const char* name, const py::object& obj, i64 rows, i64 cols,
+                    bool dtype_ok, const char* want) {
+  const py::array a = as_array(where, name, obj);
+  if (!dtype_ok)
+    fail(where, std::string(name) + " has dtype " + dtype_name(a) + ", expected " + want);
+  if (a.ndim() != 2 || a.shape(0) != rows || a.shape(1) != cols)
+    fail(where, std::string(name) + " has shape " + shape_of(a) + ", expected [" +
+                    std::to_string(rows) + ", " + std::to_string(cols) + "]");
+  if (!a.writeable()) fail(where, std::string(name) + " is read-only");
+  return a;
+}
+
 // The one skeleton of every kernel binding: with the inputs checked and the output decided by
-// the binding, it takes the thread pool of `num_threads`, checks the weights' layout, makes the
-// output array(s) and runs kernel(args, views, output, options) with the GIL released (the kernel
-// units' run_* functions: bindings_common.hpp). A binding states only what differs: its
-// arguments' checks, its output's size, its kernel.
+// the binding, it takes the thread pool of `num_threads`, checks the weights' layout, takes the
+// caller's output buffers or makes new arrays, and runs kernel(args, views, output, options) with
+// the GIL released (the kernel units' run_* functions: bindings_common.hpp). A binding states
+// only what differs: its arguments' checks, its output's size, its kernel. It returns the
+// output arrays (the caller's own when given).
 template <class K, class Args>
 py::object run_kernel(const char* where, const kernel_inputs<K>& in, const output_request& out,
                       std::optional<int> num_threads,
                       void (*kernel)(const Args&, const kernel_views<K>&, const output_view&,
                                      const ml::options&),
                       const Args& args) {
-  const ml::options opt{.executor = pool_of(threads_of(where, num_threads)),
-                        .clean_logits = out.clean_logits};
+  const std::shared_ptr<ml::thread_pool> pool = pool_of(threads_of(where, num_threads));
+  const ml::options opt{.executor = *pool, .clean_logits = out.clean_logits};
   const py::array& wa = in.w.array;
   const py::ssize_t item = in.w.type == weights_type::f32 ? 4 : 2;  // bf16 / fp16 as uint16
   const kernel_views<K> views{in.q,
@@ -457,17 +558,51 @@ py::object run_kernel(const char* where, const kernel_inputs<K>& in, const outpu
   py::object result;
   if (out.topk) {
     const topk_request& t = *out.topk;
-    py::array_t<i32> indices({out.rows, t.k});
-    py::array_t<float> values(t.values ? std::vector<i64>{out.rows, t.k} : std::vector<i64>{0, 0});
-    ov.topk_indices = indices.mutable_data();
-    ov.topk_values = t.values ? values.mutable_data() : nullptr;
+    if (!out.out.is_none())
+      fail(where,
+           "out is the logits' buffer; with topk the buffers are topk_out / topk_values_out");
+    py::array indices, values;
+    if (out.topk_out.is_none()) {
+      indices = py::array_t<i32>({out.rows, t.k});
+    } else {
+      indices = out_array(where, "topk_out", out.topk_out, out.rows, t.k,
+                          has_dtype<i32>(as_array(where, "topk_out", out.topk_out)), "int32");
+    }
+    ov.topk_indices = static_cast<i32*>(indices.mutable_data());
+    ov.topk_stride = dense_rows_stride(where, "topk_out", indices, 4);
+    if (t.values) {
+      if (out.topk_values_out.is_none()) {
+        values = py::array_t<float>({out.rows, t.k});
+      } else {
+        values = out_array(
+            where, "topk_values_out", out.topk_values_out, out.rows, t.k,
+            has_dtype<float>(as_array(where, "topk_values_out", out.topk_values_out)), "float32");
+      }
+      ov.topk_values = static_cast<float*>(values.mutable_data());
+      ov.values_stride = dense_rows_stride(where, "topk_values_out", values, 4);
+    }
     ov.k = t.k;
     ov.slots = t.slots;
     result = t.values ? py::object(py::make_tuple(indices, values)) : py::object(indices);
   } else {
-    py::array logits = out.type == logits_type::f32
-                           ? new_logits<float>(out.rows, out.cols, out.stride)
-                           : new_logits<std::uint16_t>(out.rows, out.cols, out.stride);
+    if (!out.topk_out.is_none() || !out.topk_values_out.is_none())
+      fail(where, "topk_out / topk_values_out need topk = k (out is the logits' buffer)");
+    py::array logits;
+    if (out.out.is_none()) {
+      logits = out.type == logits_type::f32
+                   ? new_logits<float>(out.rows, out.cols, out.stride)
+                   : new_logits<std::uint16_t>(out.rows, out.cols, out.stride);
+    } else {
+      const py::array a = as_array(where, "out", out.out);
+      const bool f32 = out.type == logits_type::f32;
+      // bf16 logits are uint16 bits (a bf16 tensor's int16 view passes too).
+      const bool ok =
+          f32 ? has_dtype<float>(a) : has_dtype<std::uint16_t>(a) || has_dtype<std::int16_t>(a);
+      logits = out_array(where, "out", out.out, out.rows, out.cols, ok,
+                         f32 ? "float32 (logits_dtype float32)"
+                             : "bfloat16 bits as uint16 / int16 (logits_dtype bfloat16)");
+      ov.stride = dense_rows_stride(where, "out", logits, f32 ? 4 : 2);
+    }
     ov.logits = logits.mutable_data();
     result = logits;
   }
@@ -478,13 +613,14 @@ py::object run_kernel(const char* where, const kernel_inputs<K>& in, const outpu
   return result;
 }
 
-// m.def of one of the four fp8_fp4_* kernels: its arguments, then the keyword-only ones they
-// share (num_threads, topk, topk_values, topk_index).
+// m.def of a kernel: its arguments, then the keyword-only ones every kernel shares (num_threads,
+// topk, topk_values, topk_index, and the caller's output buffers out, topk_out, topk_values_out).
 template <class Fn, class... Args>
 void def_kernel(py::module_& m, const char* name, Fn&& fn, const Args&... args) {
   m.def(name, std::forward<Fn>(fn), args..., py::kw_only(), py::arg("num_threads") = py::none(),
         py::arg("topk") = py::none(), py::arg("topk_values") = false,
-        py::arg("topk_index") = "column");
+        py::arg("topk_index") = "column", py::arg("out") = py::none(),
+        py::arg("topk_out") = py::none(), py::arg("topk_values_out") = py::none());
 }
 
 // ---- metadata objects ----
@@ -495,11 +631,6 @@ void def_kernel(py::module_& m, const char* name, Fn&& fn, const Args&... args) 
 struct mqa_logits_metadata {
   std::vector<i32> ks, ke;
   i64 num_kv_tokens = 0, num_heads = 0;
-};
-
-// The schedule knows whether it was made with varlen indices, and which.
-struct paged_mqa_logits_metadata {
-  ml::paged_mqa_schedule schedule;
 };
 
 struct sparse_mqa_logits_metadata {
@@ -548,14 +679,81 @@ mqa_logits_metadata get_mqa_logits_metadata(const py::object& cu_seq_len_k_start
           num_kv_tokens, num_heads};
 }
 
-paged_mqa_logits_metadata get_paged_mqa_logits_metadata(const py::object& context_lens,
-                                                        i32 block_kv, int num_sms,
-                                                        const py::object& indices) {
+// get_paged_mqa_logits_metadata returns upstream's schedule table, int32 [num_workers + 1, 2]:
+// row w is where worker w starts, (request, unit of its context), the last row the end. The
+// paged kernels take it back (or a copy of it in the engine's own buffer) and check it against
+// the call: they rebuild the schedule from the call's context_lens, block_kv (the cache's),
+// indices and the table's worker count, and refuse a table that differs (stale lengths, another
+// block_kv, another call's table), naming the first differing row; the kernel then runs the
+// rebuilt schedule, so no table makes it read outside the call's contexts.
+ml::paged_mqa_schedule make_schedule(const char* where, ml::matrix_view<const i32> lens,
+                                     i32 block_kv, int workers,
+                                     std::optional<std::span<const i32>> indices) {
+  try {
+    if (indices) return ml::get_paged_mqa_logits_metadata(lens, block_kv, workers, *indices);
+    return ml::get_paged_mqa_logits_metadata(lens, block_kv, workers);
+  } catch (const std::invalid_argument& e) {
+    // The library names get_paged_mqa_logits_metadata; the caller called `where`.
+    if (std::string(where) == "get_paged_mqa_logits_metadata") throw;
+    fail(where, std::string("schedule_meta: ") + e.what());
+  }
+}
+
+py::array get_paged_mqa_logits_metadata(const py::object& context_lens, i32 block_kv, int num_sms,
+                                        const py::object& indices) {
   constexpr const char* where = "get_paged_mqa_logits_metadata";
   const auto lens = int_matrix(where, "context_lens", context_lens);
-  if (indices.is_none()) return {ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms)};
-  return {ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms,
-                                            int_span(where, "indices", indices))};
+  const auto idx =
+      indices.is_none() ? std::nullopt : std::optional(int_span(where, "indices", indices));
+  const ml::paged_mqa_schedule s = make_schedule(where, lens, block_kv, num_sms, idx);
+  py::array_t<i32> table({static_cast<i64>(s.start().size()), i64{2}});
+  auto t = table.mutable_unchecked<2>();
+  for (std::size_t w = 0; w < s.start().size(); ++w) {
+    // Requests and units are below 2^31: rows and lengths are int32.
+    t(w, 0) = static_cast<i32>(s.start()[w].request);
+    t(w, 1) = static_cast<i32>(s.start()[w].unit);
+  }
+  return table;
+}
+
+// The schedule of a paged kernel call, from its schedule_meta table (see above).
+ml::paged_mqa_schedule schedule_of(const char* where, const py::object& schedule_meta,
+                                   ml::matrix_view<const i32> lens, i32 block_kv,
+                                   std::optional<std::span<const i32>> indices) {
+  if (!py::isinstance<py::array>(schedule_meta))
+    fail(where,
+         "schedule_meta must be the int32 [num_workers + 1, 2] array of "
+         "get_paged_mqa_logits_metadata, not " +
+             py::str(py::type::of(schedule_meta)).cast<std::string>());
+  const py::array a = as_array(where, "schedule_meta", schedule_meta);
+  require_index_dtype(where, "schedule_meta", a);
+  if (a.ndim() != 2 || a.shape(1) != 2 || a.shape(0) < 2 || a.shape(0) > ml::max_paged_workers + 1)
+    fail(where, "schedule_meta has shape " + shape_of(a) +
+                    ", expected [num_workers + 1, 2] (get_paged_mqa_logits_metadata's, 1 <= "
+                    "num_workers <= " +
+                    std::to_string(ml::max_paged_workers) + ")");
+  const int workers = static_cast<int>(a.shape(0) - 1);
+  ml::paged_mqa_schedule s = make_schedule(where, lens, block_kv, workers, indices);
+  const bool wide = has_dtype<std::int64_t>(a);
+  const auto* base = static_cast<const char*>(a.data());
+  const auto at = [&](py::ssize_t r, py::ssize_t c) -> std::int64_t {
+    const char* p = base + r * a.strides(0) + c * a.strides(1);
+    if (wide) return *reinterpret_cast<const std::int64_t*>(p);
+    return *reinterpret_cast<const i32*>(p);
+  };
+  for (std::size_t w = 0; w < s.start().size(); ++w) {
+    const auto r = static_cast<py::ssize_t>(w);
+    const auto& want = s.start()[w];
+    if (at(r, 0) != want.request || at(r, 1) != want.unit)
+      fail(where, "schedule_meta is stale or another call's: row " + std::to_string(w) + " is (" +
+                      std::to_string(at(r, 0)) + ", " + std::to_string(at(r, 1)) +
+                      "), but this call's context_lens" + (indices ? ", indices" : "") +
+                      " and block_kv " + std::to_string(block_kv) + " over " +
+                      std::to_string(workers) + " workers start it at (" +
+                      std::to_string(want.request) + ", " + std::to_string(want.unit) +
+                      ") (regenerate it with get_paged_mqa_logits_metadata)");
+  }
+  return s;
 }
 
 sparse_mqa_logits_metadata get_sparse_mqa_logits_metadata(
@@ -592,12 +790,31 @@ paged_sparse_mqa_logits_metadata get_paged_sparse_mqa_logits_metadata(
 
 // ---- the kernels ----
 
+// A metadata object of the kernel's own kind (a wrong object is a named error, not pybind11's
+// cast failure).
+template <class M>
+const M& metadata_of(const char* where, const char* name, const py::object& obj,
+                     const char* maker) {
+  if (!py::isinstance<M>(obj))
+    fail(where, std::string(name) + " must be what " + maker + " returns, not " +
+                    py::str(py::type::of(obj)).cast<std::string>());
+  return obj.cast<const M&>();
+}
+
+output_request with_outputs(output_request r, const kernel_outputs& o) {
+  r.out = o.out;
+  r.topk_out = o.topk_out;
+  r.topk_values_out = o.topk_values_out;
+  return r;
+}
+
 // Dense.
 // A get_mqa_logits_metadata result passed to the dense kernel must describe the call.
 void check_dense_schedule(const char* where, const py::object& schedule_meta, const q_input& qi,
                           const kv_input& ki, std::span<const i32> ks, std::span<const i32> ke) {
   if (schedule_meta.is_none()) return;
-  const auto& m = schedule_meta.cast<const mqa_logits_metadata&>();
+  const auto& m = metadata_of<mqa_logits_metadata>(where, "schedule_meta", schedule_meta,
+                                                   "get_mqa_logits_metadata");
   if (!std::equal(ks.begin(), ks.end(), m.ks.begin(), m.ks.end()) ||
       !std::equal(ke.begin(), ke.end(), m.ke.begin(), m.ke.end()) || m.num_kv_tokens != ki.rows ||
       (qi.dims.size() == 2 && m.num_heads != qi.dims[1]))
@@ -620,30 +837,53 @@ output_request dense_output(const char* where, i64 rows, i64 num_kv, i64 max_seq
           .clean_logits = clean_logits};
 }
 
+// The dense call of both names (the legacy one with a bare FP8 q, fp32 logits only).
+py::object dense_call(const char* where, q_input qi, const py::object& kv,
+                      const py::object& weights, const py::object& cu_seq_len_k_start,
+                      const py::object& cu_seq_len_k_end, bool clean_logits, i64 max_seqlen_k,
+                      std::optional<logits_type> logits, std::optional<int> num_threads,
+                      const std::optional<topk_request>& t, const kernel_outputs& outs,
+                      bool legacy) {
+  const auto in = inputs_of<kv_input>(where, std::move(qi), kv, weights);
+  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
+  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
+  const output_request out =
+      with_outputs(t ? output_request{.rows = in.q.dims[0], .topk = t}
+                     : dense_output(where, in.q.dims[0], in.k.rows, max_seqlen_k,
+                                    logits.value_or(logits_type::f32), clean_logits),
+                   outs);
+  // The legacy logits have their own compiled calls; its top-k is the per-token one of
+  // fp8_fp4_mqa_logits (the same computation).
+  return run_kernel(where, in, out, num_threads, legacy && !t ? &run_legacy_dense : &run_dense,
+                    dense_args{ks, ke, max_seqlen_k, clean_logits});
+}
+
 py::object fp8_fp4_mqa_logits(const py::object& q, const py::object& kv, const py::object& weights,
                               const py::object& cu_seq_len_k_start,
                               const py::object& cu_seq_len_k_end, bool clean_logits,
                               i64 max_seqlen_k, const py::object& logits_dtype,
                               const py::object& schedule_meta, std::optional<int> num_threads,
                               const py::object& topk, bool topk_values,
-                              const std::string& topk_index) {
+                              const std::string& topk_index, const py::object& out,
+                              const py::object& topk_out, const py::object& topk_values_out) {
   constexpr const char* where = "fp8_fp4_mqa_logits";
-  const auto t = topk_of(where, topk, topk_values, topk_index, false);
-  const auto in = inputs_of<kv_input>(where, q_of(where, q, 3), kv, weights);
-  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
-  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
+  const kernel_outputs outs{out, topk_out, topk_values_out};
+  const auto t = topk_of(where, topk, topk_values, topk_index, false, outs);
+  q_input qi = q_of(where, q, 3);
   // The top-k takes no logits_dtype, and leaves max_seqlen_k to the library.
   const logits_type lt = t ? logits_type::f32 : logits_dtype_of(where, logits_dtype);
-  check_dense_schedule(where, schedule_meta, in.q, in.k, ks, ke);
-  const output_request out =
-      t ? output_request{.rows = in.q.dims[0], .topk = t}
-        : dense_output(where, in.q.dims[0], in.k.rows, max_seqlen_k, lt, clean_logits);
-  return run_kernel(where, in, out, num_threads, &run_dense,
-                    dense_args{ks, ke, max_seqlen_k, clean_logits});
+  if (!schedule_meta.is_none()) {
+    const auto k = kv_of(where, kv, qi.format);
+    check_dense_schedule(where, schedule_meta, qi, k,
+                         int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start),
+                         int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end));
+  }
+  return dense_call(where, std::move(qi), kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
+                    clean_logits, max_seqlen_k, lt, num_threads, t, outs, false);
 }
 
 // Legacy names, through the library's legacy wrappers: Q is a bare FP8 array [.., H, D] (no
-// scales), K per-token FP8 (fp32 scales), fp32 logits.
+// scales), K per-token FP8 (fp32 scales), fp32 logits; topk= as on the fp8_fp4_* names.
 q_input bare_q(const char* where, const py::object& q, int ndim) {
   if (py::isinstance<py::tuple>(q) || py::isinstance<py::list>(q))
     fail(where, "q is a bare FP8 array here (no scales); the fp8_fp4_* names take (q, q_scales)");
@@ -652,18 +892,17 @@ q_input bare_q(const char* where, const py::object& q, int ndim) {
   return q_of(where, py::make_tuple(q, py::none()), ndim);
 }
 
-py::array fp8_mqa_logits(const py::object& q, const py::object& kv, const py::object& weights,
-                         const py::object& cu_seq_len_k_start, const py::object& cu_seq_len_k_end,
-                         bool clean_logits, i64 max_seqlen_k, std::optional<int> num_threads) {
+py::object fp8_mqa_logits(const py::object& q, const py::object& kv, const py::object& weights,
+                          const py::object& cu_seq_len_k_start, const py::object& cu_seq_len_k_end,
+                          bool clean_logits, i64 max_seqlen_k, std::optional<int> num_threads,
+                          const py::object& topk, bool topk_values, const std::string& topk_index,
+                          const py::object& out, const py::object& topk_out,
+                          const py::object& topk_values_out) {
   constexpr const char* where = "fp8_mqa_logits";
-  const auto in = inputs_of<kv_input>(where, bare_q(where, q, 3), kv, weights);
-  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
-  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
-  const output_request out =
-      dense_output(where, in.q.dims[0], in.k.rows, max_seqlen_k, logits_type::f32, clean_logits);
-  return run_kernel(where, in, out, num_threads, &run_legacy_dense,
-                    dense_args{ks, ke, max_seqlen_k, clean_logits})
-      .cast<py::array>();
+  const kernel_outputs outs{out, topk_out, topk_values_out};
+  const auto t = topk_of(where, topk, topk_values, topk_index, false, outs);
+  return dense_call(where, bare_q(where, q, 3), kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
+                    clean_logits, max_seqlen_k, std::nullopt, num_threads, t, outs, true);
 }
 
 // Paged.
@@ -693,48 +932,67 @@ output_request paged_output(ml::matrix_view<const i32> lens, i64 max_context_len
           .clean_logits = clean_logits};
 }
 
+// The paged call of both names (the legacy one with a bare FP8 q, fp32 logits only).
+py::object paged_call(const char* where, q_input qi, const py::object& kv_cache,
+                      const py::object& weights, const py::object& context_lens,
+                      const py::object& block_table, const py::object& schedule_meta,
+                      i64 max_context_len, bool clean_logits, logits_type lt,
+                      const py::object& indices, std::optional<int> num_threads,
+                      const std::optional<topk_request>& t, const kernel_outputs& outs,
+                      bool legacy) {
+  const auto in = inputs_of<cache_input>(where, std::move(qi), kv_cache, weights);
+  const auto lens = int_matrix(where, "context_lens", context_lens);
+  const auto table = int_matrix(where, "block_table", block_table);
+  check_paged_call(where, in.q, lens, max_context_len);
+  const auto idx = indices_of(where, indices);
+  const ml::paged_mqa_schedule schedule =
+      schedule_of(where, schedule_meta, lens, in.k.page_kv, idx);
+  const output_request out =
+      with_outputs(t ? output_request{.rows = lens.rows * lens.cols, .topk = t}
+                     : paged_output(lens, max_context_len, lt, clean_logits),
+                   outs);
+  // The top-k is a unit of its own (paged_topk_kernels.cpp), the legacy name's too.
+  return run_kernel(where, in, out, num_threads,
+                    t        ? &run_paged_topk
+                    : legacy ? &run_legacy_paged
+                             : &run_paged,
+                    paged_args{lens, table, schedule, max_context_len, idx, clean_logits});
+}
+
 py::object fp8_fp4_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
                                     const py::object& weights, const py::object& context_lens,
-                                    const py::object& block_table,
-                                    const paged_mqa_logits_metadata& schedule_meta,
+                                    const py::object& block_table, const py::object& schedule_meta,
                                     i64 max_context_len, bool clean_logits,
                                     const py::object& logits_dtype, const py::object& indices,
                                     std::optional<int> num_threads, const py::object& topk,
-                                    bool topk_values, const std::string& topk_index) {
+                                    bool topk_values, const std::string& topk_index,
+                                    const py::object& out, const py::object& topk_out,
+                                    const py::object& topk_values_out) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
-  const auto t = topk_of(where, topk, topk_values, topk_index, true);
-  const auto in = inputs_of<cache_input>(where, q_of(where, q, 4), kv_cache, weights);
-  const auto lens = int_matrix(where, "context_lens", context_lens);
-  const auto table = int_matrix(where, "block_table", block_table);
+  const kernel_outputs outs{out, topk_out, topk_values_out};
+  const auto t = topk_of(where, topk, topk_values, topk_index, true, outs);
+  q_input qi = q_of(where, q, 4);
   // The top-k takes no logits_dtype.
   const logits_type lt = t ? logits_type::f32 : logits_dtype_of(where, logits_dtype);
-  check_paged_call(where, in.q, lens, max_context_len);
-  const auto idx = indices_of(where, indices);
-  const output_request out = t ? output_request{.rows = lens.rows * lens.cols, .topk = t}
-                               : paged_output(lens, max_context_len, lt, clean_logits);
-  // The top-k is a unit of its own (paged_topk_kernels.cpp).
-  return run_kernel(
-      where, in, out, num_threads, t ? &run_paged_topk : &run_paged,
-      paged_args{lens, table, schedule_meta.schedule, max_context_len, idx, clean_logits});
+  return paged_call(where, std::move(qi), kv_cache, weights, context_lens, block_table,
+                    schedule_meta, max_context_len, clean_logits, lt, indices, num_threads, t, outs,
+                    false);
 }
 
-py::array fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
-                               const py::object& weights, const py::object& context_lens,
-                               const py::object& block_table,
-                               const paged_mqa_logits_metadata& schedule_meta, i64 max_context_len,
-                               bool clean_logits, const py::object& indices,
-                               std::optional<int> num_threads) {
+py::object fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
+                                const py::object& weights, const py::object& context_lens,
+                                const py::object& block_table, const py::object& schedule_meta,
+                                i64 max_context_len, bool clean_logits, const py::object& indices,
+                                std::optional<int> num_threads, const py::object& topk,
+                                bool topk_values, const std::string& topk_index,
+                                const py::object& out, const py::object& topk_out,
+                                const py::object& topk_values_out) {
   constexpr const char* where = "fp8_paged_mqa_logits";
-  const auto in = inputs_of<cache_input>(where, bare_q(where, q, 4), kv_cache, weights);
-  const auto lens = int_matrix(where, "context_lens", context_lens);
-  const auto table = int_matrix(where, "block_table", block_table);
-  check_paged_call(where, in.q, lens, max_context_len);
-  const auto idx = indices_of(where, indices);
-  const output_request out = paged_output(lens, max_context_len, logits_type::f32, clean_logits);
-  return run_kernel(
-             where, in, out, num_threads, &run_legacy_paged,
-             paged_args{lens, table, schedule_meta.schedule, max_context_len, idx, clean_logits})
-      .cast<py::array>();
+  const kernel_outputs outs{out, topk_out, topk_values_out};
+  const auto t = topk_of(where, topk, topk_values, topk_index, true, outs);
+  return paged_call(where, bare_q(where, q, 4), kv_cache, weights, context_lens, block_table,
+                    schedule_meta, max_context_len, clean_logits, logits_type::f32, indices,
+                    num_threads, t, outs, true);
 }
 
 // Sparse and paged-sparse: bf16 logits, as upstream.
@@ -768,24 +1026,28 @@ void check_sparse_call(const char* where, const q_input& qi,
 }
 
 py::object fp8_fp4_sparse_mqa_logits(const py::object& q, const py::object& kv,
-                                     const py::object& weights,
-                                     const sparse_mqa_logits_metadata& metadata,
+                                     const py::object& weights, const py::object& metadata_obj,
                                      i64 num_max_sparse_blocks, i64 sparse_block_kv,
                                      bool use_unaligned_ks, std::optional<int> num_threads,
                                      const py::object& topk, bool topk_values,
-                                     const std::string& topk_index) {
+                                     const std::string& topk_index, const py::object& out,
+                                     const py::object& topk_out,
+                                     const py::object& topk_values_out) {
   constexpr const char* where = "fp8_fp4_sparse_mqa_logits";
-  const auto t = topk_of(where, topk, topk_values, topk_index, false);
+  const kernel_outputs outs{out, topk_out, topk_values_out};
+  const auto t = topk_of(where, topk, topk_values, topk_index, false, outs);
+  const auto& metadata = metadata_of<sparse_mqa_logits_metadata>(where, "metadata", metadata_obj,
+                                                                 "get_sparse_mqa_logits_metadata");
   const auto in = inputs_of<kv_input>(where, q_of(where, q, 3), kv, weights);
   check_sparse_call(where, in.q, metadata, num_max_sparse_blocks, sparse_block_kv,
                     use_unaligned_ks);
   const auto& meta = metadata.meta;
-  const output_request out{.rows = meta.num_rows(),
+  const output_request req{.rows = meta.num_rows(),
                            .cols = meta.num_cols(),
                            .stride = upstream_stride(meta.num_cols(), logits_type::bf16),
                            .type = logits_type::bf16,
                            .topk = t};
-  return run_kernel(where, in, out, num_threads, &run_sparse, meta);
+  return run_kernel(where, in, with_outputs(req, outs), num_threads, &run_sparse, meta);
 }
 
 // The paged-sparse Q: [num_q, H, D] or decode's [num_q, 1, H, D].
@@ -816,21 +1078,26 @@ void check_paged_sparse_call(const char* where, const q_input& qi, const cache_i
 
 py::object fp8_fp4_paged_sparse_mqa_logits(const py::object& q, const py::object& kv_cache,
                                            const py::object& weights,
-                                           const paged_sparse_mqa_logits_metadata& metadata,
+                                           const py::object& metadata_obj,
                                            i64 num_max_sparse_blocks, i64 sparse_block_kv,
                                            std::optional<int> num_threads, const py::object& topk,
-                                           bool topk_values, const std::string& topk_index) {
+                                           bool topk_values, const std::string& topk_index,
+                                           const py::object& out, const py::object& topk_out,
+                                           const py::object& topk_values_out) {
   constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
-  const auto t = topk_of(where, topk, topk_values, topk_index, false);
+  const kernel_outputs outs{out, topk_out, topk_values_out};
+  const auto t = topk_of(where, topk, topk_values, topk_index, false, outs);
+  const auto& metadata = metadata_of<paged_sparse_mqa_logits_metadata>(
+      where, "metadata", metadata_obj, "get_paged_sparse_mqa_logits_metadata");
   const auto in = inputs_of<cache_input>(where, paged_sparse_q(where, q), kv_cache, weights);
   check_paged_sparse_call(where, in.q, in.k, metadata, num_max_sparse_blocks, sparse_block_kv);
   const auto& meta = metadata.meta;
-  const output_request out{.rows = meta.num_rows(),
+  const output_request req{.rows = meta.num_rows(),
                            .cols = meta.num_cols(),
                            .stride = upstream_stride(meta.num_cols(), logits_type::bf16),
                            .type = logits_type::bf16,
                            .topk = t};
-  return run_kernel(where, in, out, num_threads, &run_paged_sparse, meta);
+  return run_kernel(where, in, with_outputs(req, outs), num_threads, &run_paged_sparse, meta);
 }
 
 // ---- the cache writer ----
@@ -901,10 +1168,6 @@ void indexer_k_quant_and_cache(const py::object& k, const py::object& kv_cache,
 void register_metadata(py::module_& m) {
   using py::arg;
   py::class_<mqa_logits_metadata>(m, "MqaLogitsMetadata");
-  py::class_<paged_mqa_logits_metadata>(m, "PagedMqaLogitsMetadata")
-      .def_property_readonly("num_workers", [](const paged_mqa_logits_metadata& s) {
-        return s.schedule.num_workers();
-      });
   py::class_<sparse_mqa_logits_metadata>(m, "SparseMqaLogitsMetadata");
   py::class_<paged_sparse_mqa_logits_metadata>(m, "PagedSparseMqaLogitsMetadata");
 
@@ -937,9 +1200,9 @@ void register_dense(py::module_& m) {
              arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("clean_logits") = true,
              arg("max_seqlen_k") = 0, arg("logits_dtype") = "float32",
              arg("schedule_meta") = py::none());
-  m.def("fp8_mqa_logits", &fp8_mqa_logits, arg("q"), arg("kv"), arg("weights"),
-        arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("clean_logits") = true,
-        arg("max_seqlen_k") = 0, py::kw_only(), arg("num_threads") = py::none());
+  def_kernel(m, "fp8_mqa_logits", &fp8_mqa_logits, arg("q"), arg("kv"), arg("weights"),
+             arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("clean_logits") = true,
+             arg("max_seqlen_k") = 0);
 }
 
 void register_paged(py::module_& m) {
@@ -948,10 +1211,9 @@ void register_paged(py::module_& m) {
              arg("weights"), arg("context_lens"), arg("block_table"), arg("schedule_meta"),
              arg("max_context_len"), arg("clean_logits") = false, arg("logits_dtype") = "float32",
              arg("indices") = py::none());
-  m.def("fp8_paged_mqa_logits", &fp8_paged_mqa_logits, arg("q"), arg("kv_cache"), arg("weights"),
-        arg("context_lens"), arg("block_table"), arg("schedule_meta"), arg("max_context_len"),
-        arg("clean_logits") = false, arg("indices") = py::none(), py::kw_only(),
-        arg("num_threads") = py::none());
+  def_kernel(m, "fp8_paged_mqa_logits", &fp8_paged_mqa_logits, arg("q"), arg("kv_cache"),
+             arg("weights"), arg("context_lens"), arg("block_table"), arg("schedule_meta"),
+             arg("max_context_len"), arg("clean_logits") = false, arg("indices") = py::none());
 }
 
 void register_sparse(py::module_& m) {

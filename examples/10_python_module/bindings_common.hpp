@@ -71,7 +71,7 @@ struct weights_view {
 
 // What a kernel writes: logits [rows, cols] of `type` with rows `stride` elements apart, or, when
 // topk_indices is set, the int32 [rows, k] top-k (cache slots with `slots`) and, when
-// topk_values is set, their float32 values.
+// topk_values is set, their float32 values, rows `topk_stride` / `values_stride` apart.
 enum class logits_type { f32, bf16 };
 struct output_view {
   i64 rows = 0, cols = 0, stride = 0;
@@ -79,7 +79,7 @@ struct output_view {
   void* logits = nullptr;
   i32* topk_indices = nullptr;
   float* topk_values = nullptr;
-  i64 k = 0;
+  i64 k = 0, topk_stride = 0, values_stride = 0;
   bool slots = false;
 };
 
@@ -190,10 +190,11 @@ void dispatch_kernel(const kernel_views<K>& in, const output_view& out, Call&& c
   const auto with_output = [&](const auto& q, const auto& k, const auto& w) {
     if constexpr (Topk != topk_kind::none) {
       if (out.topk_indices) {
-        const ml::matrix_view<i32> iv(out.topk_indices, out.rows, out.k);
+        const ml::matrix_view<i32> iv(out.topk_indices, out.rows, out.k, out.topk_stride);
         const ml::matrix_view<float> vv =
-            out.topk_values ? ml::matrix_view<float>(out.topk_values, out.rows, out.k)
-                            : ml::matrix_view<float>{};
+            out.topk_values
+                ? ml::matrix_view<float>(out.topk_values, out.rows, out.k, out.values_stride)
+                : ml::matrix_view<float>{};
         // Slot numbering is only instantiated for the paged kernel (the only one that takes it).
         if constexpr (Topk == topk_kind::column_or_slot) {
           if (out.slots) return call(q, k, w, ml::topk(iv, vv, ml::topk_index::slot));

@@ -1,14 +1,15 @@
-// The Python module `mqalogits`: DeepGEMM's indexer-logits API (deep_gemm.fp8_fp4_mqa_logits and
-// the rest) with upstream's names, argument names, order and defaults, over numpy arrays. This
-// unit defines the module; bindings.cpp binds the functions, the *_kernels.cpp units compile the
-// kernels (see bindings_common.hpp).
+// The compiled part of the Python package `mqalogits` (mqalogits/_mqalogits): DeepGEMM's
+// indexer-logits API (deep_gemm.fp8_fp4_mqa_logits and the rest) with upstream's names, argument
+// names, order and defaults, over numpy arrays. The package's __init__.py wraps every function
+// of it so that torch tensors pass too. This unit defines the extension; bindings.cpp binds the
+// functions, the *_kernels.cpp units compile the kernels (see bindings_common.hpp).
 #include <string>
 
 #include <mqalogits/config.hpp>
 
 #include "bindings.hpp"
 
-PYBIND11_MODULE(mqalogits, m) {
+PYBIND11_MODULE(_mqalogits, m) {
   namespace mp = mqalogits_python;
   namespace ml = mqalogits;
   m.doc() =
