@@ -400,15 +400,16 @@ int threads_of(const char* where, std::optional<int> n) {
 
 // The pools of the last few thread counts used, made on first use and kept while in use
 // (engines call these kernels every decode step; a pool per call would spawn threads per call).
-// A count not among them replaces the least recently used pool, which ends once no running call
-// holds it: however many distinct counts a process passes, at most max_pools idle pools (and
-// the pools of calls still running) hold threads.
+// A new count's pool evicts the least recently used ones until at most max_pools pools and
+// (besides the newest) at most 2 x the cores' threads remain; an evicted pool ends once no
+// running call holds it. However many distinct counts a process passes, the idle threads stay
+// bounded by the largest recent count plus 2 x the cores.
 constexpr std::size_t max_pools = 4;
 
 std::shared_ptr<ml::thread_pool> pool_of(int n) {
   static std::mutex mutex;
   static std::vector<std::pair<int, std::shared_ptr<ml::thread_pool>>> pools;  // most recent last
-  std::shared_ptr<ml::thread_pool> evicted;  // ends (joins its threads) after the lock
+  std::vector<std::shared_ptr<ml::thread_pool>> evicted;  // end (join their threads) unlocked
   std::lock_guard lock(mutex);
   auto it = std::find_if(pools.begin(), pools.end(), [&](const auto& p) { return p.first == n; });
   std::shared_ptr<ml::thread_pool> pool;
@@ -416,13 +417,19 @@ std::shared_ptr<ml::thread_pool> pool_of(int n) {
     pool = it->second;
     pools.erase(it);
   } else {
-    if (pools.size() == max_pools) {
-      evicted = std::move(pools.front().second);
-      pools.erase(pools.begin());
-    }
     pool = std::make_shared<ml::thread_pool>(n);
   }
   pools.emplace_back(n, pool);
+  const i64 cap = 2 * static_cast<i64>(std::max(1u, std::thread::hardware_concurrency()));
+  const auto others = [&] {
+    i64 t = 0;
+    for (std::size_t i = 0; i + 1 < pools.size(); ++i) t += pools[i].first;
+    return t;
+  };
+  while (pools.size() > 1 && (pools.size() > max_pools || others() > cap)) {
+    evicted.push_back(std::move(pools.front().second));
+    pools.erase(pools.begin());
+  }
   return pool;
 }
 

@@ -1037,6 +1037,238 @@ class BadInput(unittest.TestCase):
             ml.get_sparse_mqa_logits_metadata(self.ks, self.ke, self.N, idx, np.float32, 8)
 
 
+# ---- torch tensors, int64 indices, caller's buffers (test_engine_step.py: the engine's step) ----
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def threads_now():
+    with open("/proc/self/status") as f:
+        return int(next(line for line in f if line.startswith("Threads:")).split()[1])
+
+
+def T(a):
+    """A CPU tensor sharing a's memory (bf16 bits as torch.bfloat16)."""
+    if a.dtype == np.uint16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def N(t):
+    """A numpy array of a result tensor (torch.bfloat16 as uint16 bits)."""
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class Torch(Checks):
+    def sparse_case(self):
+        S, H, Nk, B, cap = 5, 8, 300, 16, 6
+        q, qd = make_q((S, H), "mxfp8")
+        kv, kd = make_kv(Nk, "mxfp8")
+        w = rand_weights(S, H, True)
+        ks = (RNG.integers(0, 5, S) * B).astype(np.int32)
+        ke = (ks + RNG.integers(20, 150, S)).astype(np.int32)
+        idx = RNG.integers(0, Nk // B, (S, cap)).astype(np.int32)
+        return S, H, B, cap, q, qd, kv, kd, w, ks, ke, idx
+
+    def test_every_function_takes_tensors_and_int64(self):
+        S, H, B, cap, q, qd, kv, kd, w, ks, ke, idx = self.sparse_case()
+        # numpy with int32, the reference of the torch call below.
+        meta = ml.get_sparse_mqa_logits_metadata(ks, ke, len(kv[0]), idx, np.uint8, B)
+        want = ml.fp8_fp4_sparse_mqa_logits(q, kv, w, meta, cap, B)
+        tq = (T(q[0]), T(q[1]))
+        tkv = (T(kv[0]), T(kv[1]))
+        i64 = lambda a: torch.from_numpy(a.astype(np.int64))  # noqa: E731
+        tmeta = ml.get_sparse_mqa_logits_metadata(i64(ks), i64(ke), len(kv[0]), i64(idx),
+                                                  torch.uint8, B)
+        got = ml.fp8_fp4_sparse_mqa_logits(tq, tkv, T(w), tmeta, cap, B)
+        self.assertIsInstance(got, torch.Tensor)
+        self.assertEqual(got.dtype, torch.bfloat16)
+        np.testing.assert_array_equal(N(got), want)
+        # The result shares memory with the array the module made (no copy on the way back).
+        self.assertEqual(got.stride(0) * 2 % 1024, 0)
+
+        # Paged-sparse: int64 lengths, table, indices and selection.
+        page_kv, blocks = 64, 6
+        lens = RNG.integers(1, 3 * page_kv, S).astype(np.int32)
+        table = RNG.integers(0, blocks, (S, 3)).astype(np.int32)
+        sel = RNG.integers(0, 3 * page_kv // B, (S, cap)).astype(np.int32)
+        cache, _ = make_cache(blocks, page_kv, "mxfp8")
+        pm = ml.get_paged_sparse_mqa_logits_metadata(lens, table, np.arange(S, dtype=np.int32),
+                                                     page_kv, sel, np.uint8, B)
+        want = ml.fp8_fp4_paged_sparse_mqa_logits(q, cache, w, pm, cap, B)
+        tpm = ml.get_paged_sparse_mqa_logits_metadata(i64(lens), i64(table), torch.arange(S),
+                                                      page_kv, i64(sel), torch.uint8, B)
+        got = ml.fp8_fp4_paged_sparse_mqa_logits(tq, T(cache), T(w), tpm, cap, B)
+        np.testing.assert_array_equal(N(got), want)
+
+        # The schedule table comes back as a tensor for tensor lengths, and is taken back.
+        plens = np.array([[100], [300]], np.int32)
+        m = ml.get_paged_mqa_logits_metadata(i64(plens), page_kv, 3)
+        self.assertIsInstance(m, torch.Tensor)
+        self.assertEqual((m.dtype, tuple(m.shape)), (torch.int32, (4, 2)))
+        np.testing.assert_array_equal(
+            N(m), ml.get_paged_mqa_logits_metadata(plens, page_kv, 3))
+
+    def test_weights_squeezed_grad_and_device(self):
+        S, H, B, cap, q, qd, kv, kd, w, ks, ke, idx = self.sparse_case()
+        wf = bf16_to_f64(w).astype(np.float32)
+        want = ml.fp8_fp4_mqa_logits(q, kv, wf, ks, ke)
+        # sglang's [T, H, 1] weights, and a tensor that requires grad (read through detach()).
+        tw = T(wf).unsqueeze(-1).requires_grad_(True)
+        got = ml.fp8_fp4_mqa_logits((T(q[0]), T(q[1])), (T(kv[0]), T(kv[1])), tw, T(ks), T(ke))
+        np.testing.assert_array_equal(N(got), want)
+        np.testing.assert_array_equal(ml.fp8_fp4_mqa_logits(q, kv, wf[:, :, None], ks, ke), want)
+        buf = torch.zeros(want.shape, requires_grad=True)
+        with self.assertRaisesRegex(ValueError, "out requires grad"):
+            ml.fp8_fp4_mqa_logits(q, kv, T(wf), ks, ke, out=buf)
+        if hasattr(torch, "float8_e4m3fn"):  # torch >= 2.1
+            f8 = T(q[0]).view(torch.float8_e4m3fn)
+            np.testing.assert_array_equal(
+                N(ml.fp8_fp4_mqa_logits((f8, T(q[1])), kv, wf, ks, ke)), want)
+        with self.assertRaisesRegex(ValueError, "cu_seq_len_k_end .*int64.* holds 4294967296"):
+            ml.fp8_fp4_mqa_logits(q, kv, wf, ks, torch.full((S,), 2 ** 32))
+
+
+class Buffers(Checks):
+    def test_out_into_a_larger_buffer_and_checks(self):
+        S, H, Nk = 4, 8, 200
+        q, qd = make_q((S, H), "mxfp8")
+        kv, kd = make_kv(Nk, "mxfp8")
+        w = rand_weights(S, H, False)
+        ks = np.zeros(S, np.int32)
+        ke = np.array([10, 200, 50, 120], np.int32)
+        exact, mag = ref_dense(qd, kd, weights_f64(w), ks, ke, 0)
+        big = np.full((8, Nk + 40), 7.0, np.float32)
+        out = big[2:2 + S, :Nk]  # rows Nk + 40 apart
+        self.assertIs(ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, out=out), out)
+        self.assert_logits(out, exact, mag)
+        self.assertTrue((big[:2] == 7).all() and (big[:, Nk:] == 7).all(), "wrote outside out")
+        bits = np.zeros((S, Nk), np.uint16)
+        ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, logits_dtype="bfloat16", out=bits)
+        self.assert_logits(bits, exact, mag)
+        cases = [
+            (dict(out=np.zeros((S, Nk), np.float64)), "out has dtype float64, expected float32"),
+            (dict(out=np.zeros((S, Nk + 1), np.float32)), r"out has shape \[4, 201\]"),
+            (dict(out=np.zeros((S, Nk), np.float32)[:, ::-1]), "out has column stride"),
+            (dict(out=np.broadcast_to(np.zeros(Nk, np.float32), (S, Nk))), "read-only"),
+            (dict(out=w), "out has"),
+            (dict(topk=4, topk_out=np.zeros((S, 5), np.int32)), r"topk_out has shape"),
+            (dict(topk_out=np.zeros((S, 4), np.int64)), "topk_out has dtype int64"),
+            (dict(topk=4, out=np.zeros((S, Nk), np.float32)), "with topk the buffers are"),
+            (dict(topk_values_out=np.zeros((S, 4), np.float32)), "need topk"),
+            (dict(topk=2 ** 64), "topk = 18446744073709551616 must be at most 2\\^31 - 1"),
+        ]
+        for kw, msg in cases:
+            with self.subTest(kw=list(kw)):
+                with self.assertRaisesRegex(ValueError, msg):
+                    ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, **kw)
+        # Output overlapping an input: the library's check, naming both.
+        wbuf = np.zeros((S, Nk), np.float32)
+        wbuf[:, :H] = w
+        with self.assertRaisesRegex(ValueError, "overlap"):
+            ml.fp8_fp4_mqa_logits(q, kv, wbuf[:, :H], ks, ke, out=wbuf)
+        # topk_out alone: k from its width, the values too with topk_values_out.
+        ti, tv = np.zeros((S, 6), np.int32), np.zeros((S, 6), np.float32)
+        ri, rv = ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, topk_out=ti, topk_values_out=tv)
+        self.assertIs(ri, ti)
+        self.assertIs(rv, tv)
+        wi, wv = ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, topk=6, topk_values=True)
+        np.testing.assert_array_equal(ti, wi)
+        np.testing.assert_array_equal(tv, wv)
+
+    def test_legacy_names_take_topk(self):
+        S, H, Nk = 5, 16, 150
+        (qc, _), qd = make_q((S, H), "per_token")
+        kv, kd = make_kv(Nk, "per_token")
+        w = rand_weights(S, H, False)
+        ks = RNG.integers(0, 40, S).astype(np.int32)
+        ke = (ks + RNG.integers(1, 100, S)).astype(np.int32)
+        logits = ml.fp8_mqa_logits(qc, kv, w, ks, ke)
+        exact, _ = ref_dense(qd, kd, weights_f64(w), ks, ke, 0)
+        valid = ~np.isneginf(exact)
+        idx, val = ml.fp8_mqa_logits(qc, kv, w, ks, ke, topk=32, topk_values=True)
+        want_i, want_v = expected_topk(np.where(valid, logits, -np.inf), valid, 32)
+        np.testing.assert_array_equal(idx, want_i)
+        np.testing.assert_array_equal(val, want_v)
+        # Paged, as cache slots.
+        B, page_kv, blocks = 3, 32, 12
+        cache, _ = make_cache(blocks, page_kv, "per_token")
+        lens = np.array([[5], [70], [128]], np.int32)
+        table = RNG.permutation(blocks)[:B * 4].reshape(B, 4).astype(np.int32)
+        (pq, _), _ = make_q((B, 1, H), "per_token")
+        pw = rand_weights(B, H, False)
+        meta = ml.get_paged_mqa_logits_metadata(lens, page_kv, 2)
+        plog = ml.fp8_paged_mqa_logits(pq, cache, pw, lens, table, meta, 128, True)
+        pvalid = np.arange(128)[None, :] < lens
+        pos, _ = expected_topk(np.where(pvalid, plog, -np.inf), pvalid, 16)
+        slots = np.where(pos < 0, -1, table[np.arange(B)[:, None], np.maximum(pos, 0) // page_kv]
+                         * page_kv + pos % page_kv)
+        got = ml.fp8_paged_mqa_logits(pq, cache, pw, lens, table, meta, 128, topk=16,
+                                      topk_index="slot")
+        np.testing.assert_array_equal(got, slots)
+
+
+class ShortErrors(unittest.TestCase):
+    def test_type_errors_name_the_argument_without_values(self):
+        S, H, Nk = 64, 64, 4096  # large enough that printing them would be kilobytes
+        (q, q_sf), _ = make_q((S, H), "mxfp8")
+        kv, _ = make_kv(Nk, "mxfp8")
+        w = rand_weights(S, H, False)
+        ks, ke = np.zeros(S, np.int32), np.full(S, Nk, np.int32)
+        cases = [
+            (lambda: ml.fp8_fp4_mqa_logits((q, q_sf), kv, w, ks, ke, max_seqlen_k="x"),
+             "max_seqlen_k must be int, not str 'x'"),
+            (lambda: ml.fp8_fp4_mqa_logits((q, q_sf), kv, w, ks, ke, clean_logits=w),
+             r"clean_logits must be bool, not numpy.ndarray float32 \[64, 64\]"),
+            (lambda: ml.fp8_fp4_mqa_logits((q, q_sf), kv, w, ks, ke, num_threads=1.5),
+             "num_threads must be Optional\\[int\\], not float 1.5"),
+            (lambda: ml.fp8_fp4_mqa_logits((q, q_sf), kv, w, ks, ke, bogus=1),
+             "unexpected keyword argument 'bogus'"),
+            (lambda: ml.fp8_fp4_mqa_logits((q, q_sf), kv, w),
+             "incompatible arguments \\(missing cu_seq_len_k_start, cu_seq_len_k_end\\)"),
+        ]
+        for call, msg in cases:
+            with self.subTest(msg=msg):
+                with self.assertRaisesRegex(TypeError, msg) as c:
+                    call()
+                self.assertLess(len(str(c.exception)), 300, str(c.exception))
+        meta = ml.get_mqa_logits_metadata(ks, ke, Nk, H)
+        for fn, args in ((ml.fp8_fp4_sparse_mqa_logits, ((q, q_sf), kv, w, meta, 8, 8)),
+                         (ml.fp8_fp4_paged_sparse_mqa_logits, ((q, q_sf), kv, w, meta, 8, 8))):
+            with self.assertRaisesRegex(ValueError, "metadata must be what get_.*returns, not "
+                                        ".*MqaLogitsMetadata"):
+                fn(*args)
+        with self.assertRaisesRegex(ValueError, "schedule_meta must be what get_mqa_logits_"
+                                    "metadata returns, not <class 'dict'>"):
+            ml.fp8_fp4_mqa_logits((q, q_sf), kv, w, ks, ke, schedule_meta={})
+        with self.assertRaisesRegex(ValueError, "schedule_meta must be the int32 \\[num_workers"):
+            ml.fp8_fp4_paged_mqa_logits((q[None], q_sf[None]), np.zeros((1, 64, 1, 132), np.uint8),
+                                        w, np.zeros((1, S), np.int32), np.zeros((1, 1), np.int32),
+                                        meta, 64)
+
+
+class Threads(unittest.TestCase):
+    def test_distinct_thread_counts_leave_few_threads(self):
+        S, H, Nk = 2, 4, 64
+        q, _ = make_q((S, H), "mxfp8")
+        kv, _ = make_kv(Nk, "mxfp8")
+        w = rand_weights(S, H, False)
+        ks, ke = np.zeros(S, np.int32), np.full(S, Nk, np.int32)
+        before = threads_now()
+        for n in range(1, 65):
+            ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, num_threads=n)
+        # A pool per count would leave 1 + 2 + ... + 64 = 2080; the newest (64) stays, and
+        # idle ones up to 2 x the cores.
+        cores = os.cpu_count() or 1
+        self.assertLessEqual(threads_now() - before, 64 + 2 * cores + 4)
+
+
 if __name__ == "__main__":
     print(f"mqalogits {ml.__version__} from {ml.__file__}, numpy {np.__version__}")
     unittest.main(verbosity=2)

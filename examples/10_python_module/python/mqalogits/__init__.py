@@ -14,7 +14,7 @@ Every function takes numpy arrays or CPU torch tensors, viewed in place (never c
   Tensors must be on the CPU.
 
 The module never imports torch: it converts tensors only when the caller has imported torch
-(a tensor exists), and works on numpy alone without it.
+(a tensor exists), and works on numpy alone without it. Importing it imports neither.
 
 The compiled functions live in ``mqalogits._mqalogits``; each public function here wraps one of
 them with the conversions above and short ``TypeError`` messages (the argument's name, type,
@@ -22,8 +22,6 @@ dtype and shape, never its values).
 """
 
 import sys as _sys
-
-import numpy as _np
 
 from . import _mqalogits as _ext
 
@@ -39,12 +37,18 @@ def _is_tensor(torch, x):
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+def _numpy():
+    """numpy if imported (there are no numpy arrays to handle otherwise)."""
+    return _sys.modules.get("numpy")
+
+
 def _summary(x):
     """A short description of an argument: its type, and dtype and shape for arrays."""
     torch = _torch()
     if _is_tensor(torch, x):
         return "torch.Tensor %s %s" % (str(x.dtype).replace("torch.", ""), list(x.shape))
-    if isinstance(x, _np.ndarray):
+    np = _numpy()
+    if np is not None and isinstance(x, np.ndarray):
         return "numpy.ndarray %s %s" % (x.dtype, list(x.shape))
     if isinstance(x, (tuple, list)):
         inner = ", ".join(_summary(v) for v in x[:4]) + (", ..." if len(x) > 4 else "")
@@ -88,21 +92,23 @@ _OUTPUTS = ("out", "topk_out", "topk_values_out")
 
 def _numpy_to_tensor(torch, a):
     """A zero-copy tensor of a result array (bfloat16 logits, uint16 bits, as torch.bfloat16)."""
+    np = _numpy()
     if isinstance(a, tuple):
         return tuple(_numpy_to_tensor(torch, v) for v in a)
-    if not isinstance(a, _np.ndarray):
+    if np is None or not isinstance(a, np.ndarray):
         return a
-    if a.dtype == _np.uint16:
-        return torch.from_numpy(a.view(_np.int16)).view(torch.bfloat16)
+    if a.dtype == np.uint16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)
 
 
 def _params(fn):
-    """(names, annotations, number before the keyword-only ones) from a pybind11 docstring's
-    first line: 'name(a: object, b: int = 0, *, c: Optional[int] = None) -> object'."""
+    """(names, annotations, names without a default, number before the keyword-only ones) from
+    a pybind11 docstring's first line: 'name(a: object, b: int = 0, *, c: Optional[int] = None)
+    -> object'."""
     line = (fn.__doc__ or "").splitlines()[0] if fn.__doc__ else ""
     inside = line[line.find("(") + 1:line.rfind(")")] if "(" in line else ""
-    names, kinds, positional, depth, part, parts = [], [], None, 0, "", []
+    names, kinds, required, positional, depth, part, parts = [], [], [], None, 0, "", []
     for ch in inside:  # split on top-level commas (Optional[...] holds none, but be safe)
         depth += ch in "[(" and 1 or 0
         depth -= ch in "])" and 1 or 0
@@ -121,7 +127,9 @@ def _params(fn):
         name, _, rest = p.partition(":")
         names.append(name.strip())
         kinds.append(rest.split("=")[0].strip())
-    return names, kinds, len(names) if positional is None else positional
+        if "=" not in rest:
+            required.append(name.strip())
+    return names, kinds, required, len(names) if positional is None else positional
 
 
 def _fits(kind, v):
@@ -129,21 +137,23 @@ def _fits(kind, v):
     if kind.startswith("Optional[") and v is None:
         return True
     kind = kind[9:-1] if kind.startswith("Optional[") else kind
+    np = _numpy()
+    ints = (int, np.integer) if np else (int,)
     if kind == "int":
-        return isinstance(v, (int, _np.integer))
+        return isinstance(v, ints)
     if kind == "bool":
-        return isinstance(v, (bool, _np.bool_))
+        return isinstance(v, (bool, np.bool_) if np else (bool,))
     if kind == "str":
         return isinstance(v, str)
     if kind == "float":
-        return isinstance(v, (int, float, _np.integer, _np.floating))
+        return isinstance(v, ints + ((float, np.floating) if np else (float,)))
     return True  # object: anything
 
 
 def _type_error(fn, name, args, kwargs):
     """pybind11's 'incompatible function arguments' (which prints every argument whole) as a
     short TypeError naming the argument that does not fit."""
-    names, kinds, npos = _params(fn)
+    names, kinds, required, npos = _params(fn)
     if len(args) > npos:
         return TypeError("%s() takes %d positional arguments, %d given"
                          % (name, npos, len(args)))
@@ -158,7 +168,7 @@ def _type_error(fn, name, args, kwargs):
     for n, kind in zip(names, kinds):
         if n in bound and not _fits(kind, bound[n]):
             return TypeError("%s(): %s must be %s, not %s" % (name, n, kind, _summary(bound[n])))
-    missing = [n for n in names[:npos] if n not in bound]
+    missing = [n for n in required if n not in bound]
     detail = ("missing %s" % ", ".join(missing)) if missing else \
         ", ".join("%s=%s" % (n, _summary(v)) for n, v in bound.items())
     return TypeError("%s(): incompatible arguments (%s)" % (name, detail))
