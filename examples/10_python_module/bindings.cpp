@@ -1,14 +1,17 @@
-// The Python side of the module `mqalogits` (see bindings_common.hpp for its units): DeepGEMM's
-// indexer-logits API (deep_gemm.fp8_fp4_mqa_logits and the rest) with upstream's names, argument
-// names, order and defaults, over numpy arrays.
+// The Python side of the extension `mqalogits._mqalogits` (see bindings_common.hpp for its units):
+// DeepGEMM's indexer-logits API (deep_gemm.fp8_fp4_mqa_logits and the rest) with upstream's
+// names, argument names, order and defaults, over numpy arrays (the package's __init__.py turns
+// torch tensors into numpy views and the results back).
 //
-// Inputs are viewed in place, never copied: an array with the wrong dtype or a layout the view
-// cannot describe is refused with ValueError instead of being converted. Outputs are new numpy
-// arrays whose rows are padded as upstream pads them (a row stride that is a multiple of 1024
-// bytes, the first row on a 1024-byte boundary). Library errors (mqalogits::error, a
-// std::invalid_argument) reach Python as ValueError with the library's message. Kernels release the
-// GIL and run on a process-wide pool of `num_threads` threads (default: every core), on the host
-// backend whatever the build's default backend is.
+// Inputs are viewed in place, never copied (int64 index arrays excepted: see narrowed()): an
+// array with the wrong dtype or a layout the view cannot describe is refused with ValueError
+// instead of being converted. Outputs are the caller's buffers (out=, topk_out=,
+// topk_values_out=), checked, or new numpy arrays whose rows are padded as upstream pads them (a
+// row stride that is a multiple of 1024 bytes, the first row on a 1024-byte boundary). Library
+// errors (mqalogits::error, a std::invalid_argument) reach Python as ValueError with the
+// library's message. Kernels release the GIL and run on a pool of `num_threads` threads
+// (default: every core; see pool_of), on the host backend whatever the build's default backend
+// is.
 #include "bindings.hpp"
 
 #include <pybind11/numpy.h>

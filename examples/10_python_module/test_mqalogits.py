@@ -4,7 +4,8 @@ Inputs are quantised by this file's own numpy quantiser (FP8 e4m3 and packed FP4
 scales per 32 elements, FP8 with one fp32 scale per token) and decoded by its own tables, so
 nothing is shared with the library but the byte layouts. Every function is called with
 DeepGEMM's keyword names; results must satisfy |got - exact| <= 2^-7 |exact| + 2^-14 M with
-M = sum_h |w_h| sum_i |q_hi k_i|, and the -inf mask must be exact.
+M = sum_h |w_h| sum_i |q_hi k_i|, and the -inf mask must be exact. The classes at the end check
+torch tensors, int64 indices, the caller's output buffers, short errors and the thread pools.
 
 Run: PYTHONPATH=<build>/examples/10_python_module python3 test_mqalogits.py
 """
@@ -881,8 +882,11 @@ class ReadmeSnippet(Checks):
         (q, q_sf), qd = make_q((B, next_n, H), "mxfp8")
         weights = rand_weights(B * next_n, H, False)
         max_context_len = max_blocks * block_kv
+        sched_buf = np.full((8 + 1, 2), -1, np.int32)
+        topk_buf = np.full((16, 2048), -2, np.int32)
         env = dict(q=q, q_sf=q_sf, kv_cache=cache, weights=weights, context_lens=context_lens,
-                   block_table=block_table, max_context_len=max_context_len)
+                   block_table=block_table, max_context_len=max_context_len,
+                   sched_buf=sched_buf, topk_buf=topk_buf)
         exec(paged_part, env)
         exact, mag = ref_paged(qd.reshape(B * next_n, H, D),
                                cache_keys(cache, False, True), weights_f64(weights),
@@ -893,6 +897,8 @@ class ReadmeSnippet(Checks):
         slots = np.where(pos < 0, -1, block_table[np.arange(B)[:, None], np.maximum(pos, 0) //
                                                   block_kv] * block_kv + pos % block_kv)
         np.testing.assert_array_equal(env["slots"], slots)
+        np.testing.assert_array_equal(topk_buf[:B], slots)
+        self.assertTrue((topk_buf[B:] == -2).all())
 
 
 class BadInput(unittest.TestCase):
