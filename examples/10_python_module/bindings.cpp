@@ -709,19 +709,29 @@ ml::paged_mqa_schedule make_schedule(const char* where, ml::matrix_view<const i3
   }
 }
 
+// With out= (an engine's scheduler_metadata_buffer, int32 [num_sms + 1, 2]) the table is written
+// there and out returned.
 py::array get_paged_mqa_logits_metadata(const py::object& context_lens, i32 block_kv, int num_sms,
-                                        const py::object& indices) {
+                                        const py::object& indices, const py::object& out) {
   constexpr const char* where = "get_paged_mqa_logits_metadata";
   const auto lens = int_matrix(where, "context_lens", context_lens);
   const auto idx =
       indices.is_none() ? std::nullopt : std::optional(int_span(where, "indices", indices));
   const ml::paged_mqa_schedule s = make_schedule(where, lens, block_kv, num_sms, idx);
-  py::array_t<i32> table({static_cast<i64>(s.start().size()), i64{2}});
-  auto t = table.mutable_unchecked<2>();
+  const auto rows = static_cast<i64>(s.start().size());
+  py::array table;
+  if (out.is_none()) {
+    table = py::array_t<i32>({rows, i64{2}});
+  } else {
+    const py::array a = as_array(where, "out", out);
+    table = out_array(where, "out", out, rows, 2, has_dtype<i32>(a), "int32");
+  }
+  auto* base = static_cast<char*>(table.mutable_data());
   for (std::size_t w = 0; w < s.start().size(); ++w) {
     // Requests and units are below 2^31: rows and lengths are int32.
-    t(w, 0) = static_cast<i32>(s.start()[w].request);
-    t(w, 1) = static_cast<i32>(s.start()[w].unit);
+    char* row = base + static_cast<py::ssize_t>(w) * table.strides(0);
+    *reinterpret_cast<i32*>(row) = static_cast<i32>(s.start()[w].request);
+    *reinterpret_cast<i32*>(row + table.strides(1)) = static_cast<i32>(s.start()[w].unit);
   }
   return table;
 }
@@ -1194,7 +1204,8 @@ void register_metadata(py::module_& m) {
   m.def("get_mqa_logits_metadata", &get_mqa_logits_metadata, arg("cu_seq_len_k_start"),
         arg("cu_seq_len_k_end"), arg("num_kv_tokens"), arg("num_heads"));
   m.def("get_paged_mqa_logits_metadata", &get_paged_mqa_logits_metadata, arg("context_lens"),
-        arg("block_kv"), arg("num_sms"), arg("indices") = py::none());
+        arg("block_kv"), arg("num_sms"), arg("indices") = py::none(), py::kw_only(),
+        arg("out") = py::none());
   m.def("get_sparse_mqa_logits_metadata", &get_sparse_mqa_logits_metadata,
         arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("num_kv_tokens"),
         arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"),

@@ -145,6 +145,11 @@ class EngineStep(Checks):
         self.assertEqual(tuple(m.shape), (num_sms + 1, 2))
         self.assertEqual(io.get(m).dtype, np.int32)
         sched_buf[:m.shape[0]] = m
+        if next_n == 2:  # or written there directly
+            sched_buf.fill(-1) if io is NumpyIO else sched_buf.fill_(-1)
+            self.assertIs(ml.get_paged_mqa_logits_metadata(lens_in, PAGE, num_sms, out=sched_buf),
+                          sched_buf)
+            np.testing.assert_array_equal(io.get(sched_buf), io.get(m))
 
         args = (io.put(q), cache4, io.put(w), lens_in, table_in, sched_buf, max_model_len)
         out = logits_buf[:rows]
