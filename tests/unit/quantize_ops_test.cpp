@@ -341,3 +341,29 @@ TEST_CASE("vLLM's DeepSeek-V4 MXFP4 rule: rows and the paged cache insert", "[qu
     }
   }
 }
+
+TEST_CASE("scale_weights: vLLM's MXFP4 Q weights (softmax and head scales, no Q scale)",
+          "[quantize][ops]") {
+  std::vector<ml::bf16> w;
+  for (int i = 0; i < 12; ++i) w.push_back(ml::bf16::from_float(0.37f * static_cast<float>(i - 5)));
+  std::vector<float> out(12);
+  const float ss = static_cast<float>(std::pow(128.0, -0.5)), hs = 0.25f;
+  ml::scale_weights(ml::matrix_view<const ml::bf16>(w.data(), 3, 4),
+                    ml::matrix_view<float>(out.data(), 3, 4), ss, hs);
+  for (int i = 0; i < 12; ++i) {
+    float want = w[static_cast<std::size_t>(i)].to_float();
+    want *= ss;
+    want *= hs;
+    CHECK(std::memcmp(&out[static_cast<std::size_t>(i)], &want, 4) == 0);
+  }
+  // In place on the same float array; a shifted overlap is an error.
+  std::vector<float> f(out);
+  ml::scale_weights(ml::matrix_view<float>(f.data(), 3, 4), ml::matrix_view<float>(f.data(), 3, 4),
+                    2.0f, 1.0f);
+  CHECK(f[5] == out[5] * 2.0f);
+  CHECK_THAT(check::error_of([&] {
+               ml::scale_weights(ml::matrix_view<float>(f.data(), 2, 4),
+                                 ml::matrix_view<float>(f.data() + 1, 2, 4), 1.0f, 1.0f);
+             }),
+             Catch::Contains("without being the same array"));
+}

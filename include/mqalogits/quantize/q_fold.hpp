@@ -114,4 +114,37 @@ requires(quantize_input<std::remove_const_t<T>>&& weight_input<W>) void quantize
   }
 }
 
+// weights_out(t, h) = weights(t, h) * softmax_scale * head_scale in fp32, left to right: the
+// weights of a Q whose scales travel with its codes (vLLM's MXFP4 Q). weights_out [T, H] must not
+// share a byte with weights unless it is the same float array (scaled in place).
+template <class W>
+requires weight_input<W>
+void scale_weights(matrix_view<W> weights, matrix_view<float> weights_out, float softmax_scale,
+                   float head_scale) {
+  constexpr const char* where = "scale_weights";
+  detail::require(weights.rows >= 0 && weights.cols >= 0, where, [&](auto& m) {
+    m << "weights shape [" << weights.rows << ", " << weights.cols << "]";
+  });
+  detail::check_matrix(where, "weights", weights, weights.rows, weights.cols);
+  detail::check_matrix(where, "weights_out", weights_out, weights.rows, weights.cols);
+  const detail::byte_range in = detail::range_of("weights", weights),
+                           out = detail::range_of("weights_out", weights_out);
+  const bool same = static_cast<const void*>(weights.data) == weights_out.data &&
+                    weights.stride == weights_out.stride &&
+                    std::is_same_v<std::remove_const_t<W>, float>;
+  detail::require(same || detail::disjoint(in, out), where, [&](auto& m) {
+    m << "weights_out [" << static_cast<std::uint64_t>(out.begin) << ", "
+      << static_cast<std::uint64_t>(out.end) << ") overlap weights ["
+      << static_cast<std::uint64_t>(in.begin) << ", " << static_cast<std::uint64_t>(in.end)
+      << ") without being the same array";
+  });
+  for (std::int64_t t = 0; t < weights.rows; ++t)
+    for (std::int64_t h = 0; h < weights.cols; ++h) {
+      float w = to_float(weights(t, h));
+      w *= softmax_scale;
+      w *= head_scale;
+      weights_out(t, h) = w;
+    }
+}
+
 MQALOGITS_NAMESPACE_END
