@@ -270,9 +270,11 @@ py::array output(const char* where, const char* name, const py::handle& given, p
 // fused_indexer_q.py's (floor 1e-4, divided by 448); scale_fmt "ue8m0" (both kernels) rounds s
 // up to a power of two, None keeps amax / 448. MXFP4 (use_fp4 True, DeepSeek-V4): returns
 // ((q_packed uint8 [T, H, D / 2], q_scale int32 [T, H]), weights * softmax_scale * head_scale).
+// rule None: "deepseek_v4" with use_fp4, else "deepseek_v32". vLLM's kernels also apply the RoPE
+// (and round its output to bfloat16): pass the roped Q.
 // out: the same structure of arrays, written in place instead of new ones.
 py::object indexer_q_quant(const py::object& q, const py::object& weights, double softmax_scale,
-                           double head_scale, bool use_fp4, const std::string& rule,
+                           double head_scale, bool use_fp4, const py::object& rule_arg,
                            const py::object& scale_fmt, const py::object& out) {
   constexpr const char* where = "indexer_q_quant";
   const py::array qa = as_array(where, "q", q);
@@ -285,6 +287,8 @@ py::object indexer_q_quant(const py::object& q, const py::object& weights, doubl
   const std::string fmt = scale_fmt.is_none() ? "" : py::str(scale_fmt).cast<std::string>();
   if (fmt != "" && fmt != "ue8m0")
     fail(where, "scale_fmt = " + fmt + " is not supported (\"ue8m0\" or None)");
+  const std::string rule = rule_arg.is_none() ? (use_fp4 ? "deepseek_v4" : "deepseek_v32")
+                                              : py::str(rule_arg).cast<std::string>();
   ml::q_fold_scaling scaling;
   if (rule == "deepseek_v32")
     scaling = ml::vllm_v32_q_scaling();
@@ -386,7 +390,7 @@ void register_ops(py::module_& m) {
   m.def("cp_gather_indexer_k_quant_cache", &cp_gather_indexer_k_quant_cache, arg("kv_cache"),
         arg("dst_k"), arg("dst_scale"), arg("block_table"), arg("cu_seq_lens"));
   m.def("indexer_q_quant", &indexer_q_quant, arg("q"), arg("weights"), arg("softmax_scale"),
-        arg("head_scale"), arg("use_fp4") = false, py::kw_only(), arg("rule") = "deepseek_v32",
+        arg("head_scale"), arg("use_fp4") = false, py::kw_only(), arg("rule") = py::none(),
         arg("scale_fmt") = "ue8m0", arg("out") = py::none());
   m.def("indexer_k_quant_and_cache_mxfp4", &indexer_k_quant_and_cache_mxfp4, arg("k"),
         arg("kv_cache"), arg("slot_mapping"));

@@ -281,8 +281,14 @@ class QQuantTest(unittest.TestCase):
         np.testing.assert_array_equal(scale.reshape(-1).view(np.uint8).reshape(-1, 4), want_s)
         want_w = ((w32 * F32(d**-0.5)).astype(F32) * F32(heads**-0.5)).astype(F32)
         np.testing.assert_array_equal(wo, want_w)
+        # use_fp4 alone picks DeepSeek-V4's rule; V3.2's has no MXFP4 Q.
+        (p2, s2), _ = mq.indexer_q_quant(qbits, w, d**-0.5, heads**-0.5, True)
+        np.testing.assert_array_equal(p2, packed)
+        np.testing.assert_array_equal(s2, scale)
         with self.assertRaisesRegex(ValueError, "use_fp4 is DeepSeek-V4"):
-            mq.indexer_q_quant(qbits, w, 1.0, 1.0, True)
+            mq.indexer_q_quant(qbits, w, 1.0, 1.0, True, rule="deepseek_v32")
+        with self.assertRaisesRegex(ValueError, "q has rows of 96 elements"):
+            mq.indexer_q_quant(np.zeros((2, 3, 96), F32), np.zeros((2, 3), F32), 1.0, 1.0)
 
 
 class Mxfp4InsertTest(unittest.TestCase):

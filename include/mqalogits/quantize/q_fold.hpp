@@ -62,6 +62,11 @@ requires(quantize_input<std::remove_const_t<T>>&& weight_input<W>) void quantize
     const q_fold_scaling& scaling = vllm_v32_q_scaling()) {
   constexpr const char* where = "quantize_q_fold_weights";
   using detail::require;
+  require(has_head_dim<fp8_per_token>(static_cast<int>(q.cols)) && q.cols <= 128, where,
+          [&](auto& m) {
+            m << "q has rows of " << q.cols << " elements; the head dim must be "
+              << head_dims_text<fp8_per_token>();
+          });
   detail::check_quantize_source<fp8_per_token>(where, q);
   if (!(std::isfinite(scaling.amax_floor) && scaling.amax_floor > 0)) {
     char floor[32];
