@@ -28,4 +28,5 @@ PYBIND11_MODULE(_mqalogits, m) {
   mp::register_paged(m);
   mp::register_sparse(m);
   mp::register_quantize(m);
+  mp::register_ops(m);
 }
