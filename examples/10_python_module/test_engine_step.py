@@ -200,7 +200,7 @@ class EngineStep(Checks):
         ctx, new = [3000, 0], [8, 40]
         total = [c + n for c, n in zip(ctx, new)]
         cache, table, keys = fill_cache(io, total)
-        # The engine gathers each request's K contiguously (cp_gather_indexer_k_quant_cache).
+        # Each request's K, contiguous: here by numpy from the cache's bytes.
         kcodes, kscales, ks, ke = [], [], [], []
         cache_np = io.get(cache)
         flat = cache_np.reshape(cache_np.shape[0], -1)
@@ -229,7 +229,13 @@ class EngineStep(Checks):
         bf16_buf = io.empty((64, N), np.uint16)
         topk_buf = io.empty((64, TOPK), np.int32)
         vals_buf = io.empty((64, TOPK), np.float32)
-        kv = (io.put(kc), io.put(ksf))
+        # The engine's gather (vLLM's cp_gather_indexer_k_quant_cache) into its K buffers: the
+        # bytes of the numpy gather above.
+        kv = (io.empty((N, 128), np.uint8), io.empty((N,), np.float32))
+        cu = np.concatenate([[0], np.cumsum(total)]).astype(np.int32)
+        ml.cp_gather_indexer_k_quant_cache(cache, kv[0], kv[1], io.index(table), io.index(cu))
+        np.testing.assert_array_equal(io.get(kv[0]), kc)
+        np.testing.assert_array_equal(io.get(kv[1]).view(np.uint32), ksf.view(np.uint32))
         args = (io.put(q), kv, io.put(w), io.index(ks), io.index(ke))
         exact, mag = ref_dense(qd, decode_rows(kc, ksf), wd, ks, ke, 0)
         valid = ~np.isneginf(exact)
