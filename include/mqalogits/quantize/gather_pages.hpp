@@ -8,7 +8,6 @@
 #include <cstring>
 #include <span>
 #include <type_traits>
-#include <utility>
 
 #include "../api/overlap.hpp"
 #include "../api/validate.hpp"
@@ -72,18 +71,7 @@ void gather_from_pages(const paged_cache_view<Format>& cache, matrix_view<const 
   const detail::byte_range cache_bytes = detail::range_of("the cache", cache),
                            table = detail::range_of("block_table", block_table),
                            cu = detail::range_of("cu_seq_lens", cu_seq_lens);
-  for (const auto& pair :
-       {std::pair{out_data, cache_bytes}, std::pair{out_data, table}, std::pair{out_data, cu},
-        std::pair{out_data, out_scales}, std::pair{out_scales, cache_bytes},
-        std::pair{out_scales, table}, std::pair{out_scales, cu}}) {
-    const detail::byte_range &out = pair.first, &in = pair.second;
-    require(detail::disjoint(out, in), where, [&](auto& m) {
-      m << out.name << " [" << static_cast<std::uint64_t>(out.begin) << ", "
-        << static_cast<std::uint64_t>(out.end) << ") overlap " << in.name << " ["
-        << static_cast<std::uint64_t>(in.begin) << ", " << static_cast<std::uint64_t>(in.end)
-        << "): an output must not share a byte with an input or the other output";
-    });
-  }
+  detail::check_outputs_disjoint(where, {out_data, out_scales}, {cache_bytes, table, cu});
   // Every sequence: its rows inside the output, its pages inside its table row and the cache.
   require(cu_seq_lens[0] == 0, where,
           [&](auto& m) { m << "cu_seq_lens[0] = " << cu_seq_lens[0] << " must be 0"; });

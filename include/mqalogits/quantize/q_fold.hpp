@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <type_traits>
-#include <utility>
 
 #include "../api/overlap.hpp"
 #include "../api/validate.hpp"
@@ -93,17 +92,7 @@ requires(quantize_input<std::remove_const_t<T>>&& weight_input<W>) void quantize
   const detail::byte_range out_w = detail::range_of("weights_out", weights_out),
                            in_q = detail::range_of("q", q),
                            in_w = detail::range_of("weights", weights);
-  for (const auto& pair :
-       {std::pair{out_codes, in_q}, std::pair{out_codes, in_w}, std::pair{out_codes, out_w},
-        std::pair{out_w, in_q}, std::pair{out_w, in_w}}) {
-    const detail::byte_range &out = pair.first, &in = pair.second;
-    require(detail::disjoint(out, in), where, [&](auto& m) {
-      m << out.name << " [" << static_cast<std::uint64_t>(out.begin) << ", "
-        << static_cast<std::uint64_t>(out.end) << ") overlap " << in.name << " ["
-        << static_cast<std::uint64_t>(in.begin) << ", " << static_cast<std::uint64_t>(in.end)
-        << "): an output must not share a byte with an input or the other output";
-    });
-  }
+  detail::check_outputs_disjoint(where, {out_codes, out_w}, {in_q, in_w});
   const std::int64_t heads = weights.cols;
   for (std::int64_t r = 0; r < q.rows; ++r) {
     const auto* x = q.row(r);

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <span>
 #include <type_traits>
-#include <utility>
 
 #include "../api/overlap.hpp"
 #include "../api/validate.hpp"
@@ -67,15 +66,7 @@ void quantize_rows_vllm_mxfp4(matrix_view<T> x, std::uint8_t* data, std::uint8_t
                            exps = detail::check_out_rows(where, "scales", scales, x.rows,
                                                          scale_stride, mxfp4::scale_bytes),
                            src = detail::range_of("x", x);
-  for (const auto& pair : {std::pair{codes, src}, std::pair{exps, src}, std::pair{codes, exps}}) {
-    const detail::byte_range &a = pair.first, &b = pair.second;
-    detail::require(detail::disjoint(a, b), where, [&](auto& m) {
-      m << a.name << " [" << static_cast<std::uint64_t>(a.begin) << ", "
-        << static_cast<std::uint64_t>(a.end) << ") overlap " << b.name << " ["
-        << static_cast<std::uint64_t>(b.begin) << ", " << static_cast<std::uint64_t>(b.end)
-        << "): an output must not share a byte with the source or the other output";
-    });
-  }
+  detail::check_outputs_disjoint(where, {codes, exps}, {src});
   for (std::int64_t r = 0; r < x.rows; ++r)
     quantize_row_vllm_mxfp4(x.row(r), static_cast<int>(x.cols), data + r * data_stride,
                             scales + r * scale_stride);
@@ -91,14 +82,7 @@ requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<std::remove
                                                       std::span<Slot, Extent> slot_mapping,
                                                       const mutable_paged_cache<mxfp4>& cache) {
   constexpr const char* where = "store_into_pages_vllm_mxfp4";
-  detail::check_head_dim<mxfp4>(where, "cache", cache.head_dim);
-  detail::require(k.cols == cache.head_dim && k.rows >= 0, where, [&](auto& m) {
-    m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, " << cache.head_dim
-      << "] (the cache's head_dim)";
-  });
-  detail::check_matrix(where, "k", k, k.rows, k.cols);
-  detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
-                             k.rows, cache, {detail::range_of("k", k)});
+  detail::check_cache_insert(where, k, slot_mapping, cache);
   for (std::int64_t i = 0; i < k.rows; ++i) {
     const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
     if (slot < 0) continue;
