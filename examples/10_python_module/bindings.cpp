@@ -689,50 +689,38 @@ mqa_logits_metadata get_mqa_logits_metadata(const py::object& cu_seq_len_k_start
           num_kv_tokens, num_heads};
 }
 
-// get_paged_mqa_logits_metadata returns upstream's schedule table, int32 [num_workers + 1, 2]:
-// row w is where worker w starts, (request, unit of its context), the last row the end. The
-// paged kernels take it back (or a copy of it in the engine's own buffer) and check it against
-// the call: they rebuild the schedule from the call's context_lens, block_kv (the cache's),
-// indices and the table's worker count, and refuse a table that differs (stale lengths, another
-// block_kv, another call's table), naming the first differing row; the kernel then runs the
-// rebuilt schedule, so no table makes it read outside the call's contexts.
-ml::paged_mqa_schedule make_schedule(const char* where, ml::matrix_view<const i32> lens,
-                                     i32 block_kv, int workers,
-                                     std::optional<std::span<const i32>> indices) {
-  try {
-    if (indices) return ml::get_paged_mqa_logits_metadata(lens, block_kv, workers, *indices);
-    return ml::get_paged_mqa_logits_metadata(lens, block_kv, workers);
-  } catch (const std::invalid_argument& e) {
-    // The library names get_paged_mqa_logits_metadata; the caller called `where`.
-    if (std::string(where) == "get_paged_mqa_logits_metadata") throw;
-    fail(where, std::string("schedule_meta: ") + e.what());
-  }
-}
+std::optional<std::span<const i32>> indices_of(const char* where, const py::object& indices);
 
+// get_paged_mqa_logits_metadata returns upstream's schedule table, int32 [num_workers + 1, 2]
+// (the library's array form: row w is where worker w starts, (block-table row, unit of its
+// context), the last row the end). The paged kernels take it back (or a copy of it in the
+// engine's own buffer): the library rebuilds the schedule from the call's context_lens, indices,
+// the cache's block_kv and the table's worker count, and refuses a table that differs (stale
+// lengths, another block_kv, another call's table), naming the first differing row; the kernel
+// runs the rebuilt schedule, so no table makes it read outside the call's contexts.
 // With out= (an engine's scheduler_metadata_buffer, int32 [num_sms + 1, 2]) the table is written
 // there and out returned.
 py::array get_paged_mqa_logits_metadata(const py::object& context_lens, i32 block_kv, int num_sms,
                                         const py::object& indices, const py::object& out) {
   constexpr const char* where = "get_paged_mqa_logits_metadata";
   const auto lens = int_matrix(where, "context_lens", context_lens);
-  const auto idx =
-      indices.is_none() ? std::nullopt : std::optional(int_span(where, "indices", indices));
-  const ml::paged_mqa_schedule s = make_schedule(where, lens, block_kv, num_sms, idx);
-  const auto rows = static_cast<i64>(s.start().size());
+  const auto idx = indices_of(where, indices);
+  const ml::paged_mqa_schedule s =
+      idx ? ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms, *idx)
+          : ml::get_paged_mqa_logits_metadata(lens, block_kv, num_sms);
+  const i64 rows = ml::paged_mqa_schedule_array_rows(s.num_workers());
   py::array table;
   if (out.is_none()) {
-    table = py::array_t<i32>({rows, i64{2}});
+    table = py::array_t<i32>({rows, ml::paged_mqa_schedule_array_cols});
   } else {
     const py::array a = as_array(where, "out", out);
-    table = out_array(where, "out", out, rows, 2, has_dtype<i32>(a), "int32");
+    table = out_array(where, "out", out, rows, ml::paged_mqa_schedule_array_cols, has_dtype<i32>(a),
+                      "int32");
   }
-  auto* base = static_cast<char*>(table.mutable_data());
-  for (std::size_t w = 0; w < s.start().size(); ++w) {
-    // Requests and units are below 2^31: rows and lengths are int32.
-    char* row = base + static_cast<py::ssize_t>(w) * table.strides(0);
-    *reinterpret_cast<i32*>(row) = static_cast<i32>(s.start()[w].request);
-    *reinterpret_cast<i32*>(row + table.strides(1)) = static_cast<i32>(s.start()[w].unit);
-  }
+  ml::write_paged_mqa_schedule_array(
+      s, ml::matrix_view<i32>(static_cast<i32*>(table.mutable_data()), rows,
+                              ml::paged_mqa_schedule_array_cols,
+                              dense_rows_stride(where, "out", table, 4)));
   return table;
 }
 
@@ -746,34 +734,14 @@ ml::paged_mqa_schedule schedule_of(const char* where, const py::object& schedule
          "get_paged_mqa_logits_metadata, not " +
              py::str(py::type::of(schedule_meta)).cast<std::string>());
   const py::array a = as_array(where, "schedule_meta", schedule_meta);
-  require_index_dtype(where, "schedule_meta", a);
-  if (a.ndim() != 2 || a.shape(1) != 2 || a.shape(0) < 2 || a.shape(0) > ml::max_paged_workers + 1)
-    fail(where, "schedule_meta has shape " + shape_of(a) +
-                    ", expected [num_workers + 1, 2] (get_paged_mqa_logits_metadata's, 1 <= "
-                    "num_workers <= " +
-                    std::to_string(ml::max_paged_workers) + ")");
-  const int workers = static_cast<int>(a.shape(0) - 1);
-  ml::paged_mqa_schedule s = make_schedule(where, lens, block_kv, workers, indices);
-  const bool wide = has_dtype<std::int64_t>(a);
-  const auto* base = static_cast<const char*>(a.data());
-  const auto at = [&](py::ssize_t r, py::ssize_t c) -> std::int64_t {
-    const char* p = base + r * a.strides(0) + c * a.strides(1);
-    if (wide) return *reinterpret_cast<const std::int64_t*>(p);
-    return *reinterpret_cast<const i32*>(p);
-  };
-  for (std::size_t w = 0; w < s.start().size(); ++w) {
-    const auto r = static_cast<py::ssize_t>(w);
-    const auto& want = s.start()[w];
-    if (at(r, 0) != want.request || at(r, 1) != want.unit)
-      fail(where, "schedule_meta is stale or another call's: row " + std::to_string(w) + " is (" +
-                      std::to_string(at(r, 0)) + ", " + std::to_string(at(r, 1)) +
-                      "), but this call's context_lens" + (indices ? ", indices" : "") +
-                      " and block_kv " + std::to_string(block_kv) + " over " +
-                      std::to_string(workers) + " workers start it at (" +
-                      std::to_string(want.request) + ", " + std::to_string(want.unit) +
-                      ") (regenerate it with get_paged_mqa_logits_metadata)");
+  require_dtype<i32>(where, "schedule_meta", a, "int32 (get_paged_mqa_logits_metadata's)");
+  const auto table = matrix<i32>(where, "schedule_meta", a);
+  try {
+    if (indices) return ml::paged_mqa_schedule_from_array(table, lens, block_kv, *indices);
+    return ml::paged_mqa_schedule_from_array(table, lens, block_kv);
+  } catch (const std::invalid_argument& e) {
+    fail(where, std::string("schedule_meta: ") + e.what());  // the library names its helper
   }
-  return s;
 }
 
 sparse_mqa_logits_metadata get_sparse_mqa_logits_metadata(

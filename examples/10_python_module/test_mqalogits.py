@@ -476,19 +476,19 @@ class Paged(Checks):
         with self.assertRaisesRegex(ValueError, "consecutive"):
             ml.get_paged_mqa_logits_metadata(lens, block_kv, 2,
                                              indices=np.array([0, 1, 0, 2], np.int32))
-        # The kernel holds the call to the schedule's indices (the table of 3 requests is not
-        # the one of 4) and the request's block-table rows.
-        with self.assertRaisesRegex(ValueError, "schedule_meta is stale or another call's"):
-            ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, meta, 128, True)
-        with self.assertRaisesRegex(ValueError, "schedule_meta is stale or another call's"):
-            ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, plain, 128, True, indices=indices)
-        with self.assertRaisesRegex(ValueError, "schedule_meta is stale or another call's"):
-            ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, meta, 128, True,
-                                    indices=np.array([0, 0, 1, 1], np.int32))
-        # Other values, the same grouping: the same schedule table, the same results.
-        np.testing.assert_array_equal(
-            out, ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, meta, 128, True,
-                                         indices=np.array([0, 0, 1, 7], np.int32)))
+        # The table holds where each worker starts (block-table row, unit of its context); the
+        # kernel rebuilds the schedule from the call's own lengths and indices and refuses a
+        # table that differs. Here the tables with and without indices are equal: each call
+        # runs its own schedule, with the same logits.
+        np.testing.assert_array_equal(meta, plain)
+        for m, idx in ((meta, None), (plain, indices), (meta, np.array([0, 0, 1, 7], np.int32))):
+            np.testing.assert_array_equal(
+                out, ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, m, 128, True, indices=idx))
+        long_lens = np.array([[600], [600], [9], [100]], np.int32)  # split otherwise
+        with self.assertRaisesRegex(ValueError, "schedule_meta: .*row 1 = \\[2, 0\\], but these "
+                                    "context_lens with page_kv 32 give \\[1, 1\\]: the array "
+                                    "is stale"):
+            ml.fp8_paged_mqa_logits(qc, cache, w, long_lens, table, meta, 1024, True)
         bad = table.copy()
         bad[1, 0] = (bad[0, 0] + 1) % blocks
         with self.assertRaisesRegex(ValueError, "identical block-table rows"):
@@ -1029,7 +1029,7 @@ class BadInput(unittest.TestCase):
         # A stale schedule table: made for 100 positions (one unit of work over 4 workers),
         # called with 1000 (two units).
         meta4 = ml.get_paged_mqa_logits_metadata(lens, 64, 4)
-        with self.assertRaisesRegex(ValueError, r"schedule_meta is stale .* row 2 is \(0, 0\)"):
+        with self.assertRaisesRegex(ValueError, r"schedule_meta: .*row 2 = \[0, 0\], .* stale"):
             ml.fp8_fp4_paged_mqa_logits(q, cache, w, lens + 900, np.array([[0, 1]], np.int32),
                                         meta4, 1024)
         with self.assertRaisesRegex(ValueError, "sparse_block_kv"):
