@@ -3,6 +3,8 @@
 // schemas in DeepGEMM's argument order. DeepGEMM's tuple arguments are lists here (a tuple
 // passes): q = (codes, scales or None), kv = (codes, scales). Every op also takes a keyword-only
 // `out=`, a preallocated logits tensor the result is written into (and returned).
+#include "ops.hpp"  // first: it includes torch's headers in an order Clang takes
+
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
@@ -10,8 +12,6 @@
 
 #include <mutex>
 #include <string>
-
-#include "ops.hpp"
 
 namespace mqalogits_torch {
 

@@ -4,6 +4,10 @@
 // its schedule), so that a parallel build compiles them side by side.
 #pragma once
 
+// ivalue.h before anything that includes List.h: List.h alone holds a std::vector of the
+// incomplete c10::IValue, which Clang rejects in C++20 (torch 1.13).
+#include <ATen/core/ivalue.h>
+
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>

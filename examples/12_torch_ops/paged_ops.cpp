@@ -6,9 +6,9 @@
 // the kernel rebuilds the schedule from the call's context lengths with as many workers as the
 // tensor has rows minus one and requires the tensor to equal it, so a stale or foreign array is
 // a named error, never a wrong read.
-#include <ATen/ops/empty.h>
+#include "ops.hpp"  // first: it includes torch's headers in an order Clang takes
 
-#include "ops.hpp"
+#include <ATen/ops/empty.h>
 
 namespace mqalogits_torch {
 

@@ -230,10 +230,9 @@ template <class Format>
 rows_view<Format> as_rows_view(const at::Tensor& codes, const at::Tensor& scales, const char* where,
                                const char* name, const char* scales_name = "scales") {
   detail::check_torch_tensor(codes, where, name);
-  const int head_dim = detail::torch_codes_head_dim<Format>(codes, where, name);
   rows_view<Format> v;
   v.data = static_cast<const std::uint8_t*>(codes.data_ptr());
-  v.head_dim = head_dim;
+  v.head_dim = detail::torch_codes_head_dim<Format>(codes, where, name);
   v.rows = codes.numel() / std::max<std::int64_t>(codes.size(codes.dim() - 1), 1);
   v.data_stride = detail::torch_row_stride(codes, where, name);  // 1-byte elements
   if (!scales.defined()) {
