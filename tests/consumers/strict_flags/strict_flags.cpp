@@ -4,7 +4,8 @@
 // plain -I: the four kernels and the two legacy names x {MXFP8, MXFP4, FP8 per-token} x
 // {float, bf16, fp16} weights x {float, bf16} logits and the top-k output on the host backend and
 // the three NeuronCore generations, the metadata functions, the quantizers, the paged-cache writes,
-// the thread pool, and (when Eigen is found) the Eigen interop. Compiled only, never run.
+// the thread pool, and (when Eigen is found) the Eigen interop. Compiled only, never run. With
+// STRICT_FLAGS_HOST_ONLY, the host kernels alone: the only code that differs between host paths.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -128,6 +129,7 @@ void quantizers(std::vector<T>& x, std::uint8_t* bytes) {
 void strict_flags_instantiate(std::uint8_t* bytes) {
   ml::thread_pool pool(2);
   every_format<ml::backend::host>(bytes, pool);
+#if !defined(STRICT_FLAGS_HOST_ONLY)
   every_format<ml::backend::neuron<ml::backend::trn1>>(bytes, pool);
   every_format<ml::backend::neuron<ml::backend::trn2>>(bytes, pool);
   every_format<ml::backend::neuron<ml::backend::trn3>>(bytes, pool);
@@ -160,4 +162,5 @@ void strict_flags_instantiate(std::uint8_t* bytes) {
   (void)view;
   (void)span;
 #endif
+#endif  // !STRICT_FLAGS_HOST_ONLY
 }
