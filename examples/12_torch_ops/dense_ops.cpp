@@ -30,8 +30,11 @@ run_options options_for(bool clean_logits) {
   return r;
 }
 
-void rethrow_as_value_error(const char* message) {
-  C10_THROW_ERROR(ValueError, std::string(message));
+void rethrow_as_value_error(const char* op, const char* message) {
+  std::string text(message);
+  const std::size_t colon = text.find(": ");
+  if (colon != std::string::npos && text.find(' ') > colon) text.replace(0, colon, op);
+  C10_THROW_ERROR(ValueError, text);
 }
 
 at::Tensor logits_output(const char* where, const c10::optional<at::Tensor>& out, std::int64_t rows,
@@ -62,7 +65,7 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
                       const at::Tensor& ks, const at::Tensor& ke, bool clean_logits,
                       std::int64_t max_seqlen_k, c10::ScalarType logits_dtype,
                       const c10::optional<at::Tensor>& out) {
-  return guarded([&] {
+  return guarded(where, [&] {
     ml::detail::check_torch_tensor(q, where, "q");
     require_rank(where, "q", q, 3, "[seq_len, num_heads, head_dim]");
     ml::detail::check_torch_tensor(kv, where, "kv");
@@ -102,7 +105,7 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
 
 // DeepGEMM's (q, q_sf) and (kv, kv_sf) pairs.
 void require_pair(const char* where, const char* name, std::size_t size) {
-  guarded([&] {
+  guarded(where, [&] {
     ml::detail::require(size == 2, where, [&](auto& m) {
       m << name << " must be a pair (codes, scales), not " << size << " tensors";
     });

@@ -37,9 +37,8 @@ run_options options_for(bool clean_logits);
 at::Tensor logits_output(const char* where, const c10::optional<at::Tensor>& out, std::int64_t rows,
                          std::int64_t cols, c10::ScalarType dtype);
 
-// Library errors (ml::error, which name the function and the argument) reach Python as
-// ValueError.
-[[noreturn]] void rethrow_as_value_error(const char* message);
+// Library errors (ml::error, "<function>: <what>") reach Python as ValueError "<op>: <what>".
+[[noreturn]] void rethrow_as_value_error(const char* op, const char* message);
 
 // ---- the typed calls an op makes, chosen by the tensors' dtypes ----
 
@@ -139,13 +138,14 @@ inline void require_rank(const char* where, const char* name, const at::Tensor& 
   });
 }
 
-// Runs fn, library errors turned into ValueError.
+// Runs fn, library errors turned into ValueError that names the op called: the library names
+// its own entry point ("fp8_fp4_mqa_logits: ..."), which a legacy op's caller never wrote.
 template <class Fn>
-decltype(auto) guarded(Fn&& fn) {
+decltype(auto) guarded(const char* op, Fn&& fn) {
   try {
     return fn();
   } catch (const ml::error& e) {
-    rethrow_as_value_error(e.what());
+    rethrow_as_value_error(op, e.what());
   }
 }
 

@@ -61,7 +61,7 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
                         bool clean_logits, c10::ScalarType logits_dtype,
                         const c10::optional<at::Tensor>& indices,
                         const c10::optional<at::Tensor>& out) {
-  return guarded([&] {
+  return guarded(where, [&] {
     ml::detail::check_torch_tensor(q, where, "q");
     require_rank(where, "q", q, 4, "[batch_size, next_n, num_heads, head_dim]");
     const std::int64_t B = q.size(0), next_n = q.size(1), H = q.size(2);
@@ -127,7 +127,7 @@ at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::in
                                          std::int64_t num_sms,
                                          const c10::optional<at::Tensor>& indices) {
   constexpr const char* where = "get_paged_mqa_logits_metadata";
-  return guarded([&] {
+  return guarded(where, [&] {
     ml::detail::check_torch_tensor(context_lens, where, "context_lens");
     ml::detail::require(context_lens.dim() == 1 || context_lens.dim() == 2, where, [&](auto& m) {
       m << "context_lens has shape " << ml::detail::torch_shape{context_lens}
@@ -162,7 +162,7 @@ at::Tensor fp8_fp4_paged_mqa_logits(const c10::List<c10::optional<at::Tensor>>& 
                                     const c10::optional<at::Tensor>& indices,
                                     const c10::optional<at::Tensor>& out) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
-  guarded([&] {
+  guarded(where, [&] {
     ml::detail::require(q.size() == 2, where, [&](auto& m) {
       m << "q must be a pair (codes, scales or None), not " << q.size() << " tensors";
     });

@@ -171,6 +171,17 @@ def test_decode_fp8(next_n):
         torch.set_num_threads(threads)
     assert again.data_ptr() == out.data_ptr()
     assert torch.equal(out, clean)
+    # Layouts the views take in place: DeepGEMM's page stride padded to a multiple of 512 bytes,
+    # weights as a slice of a wider buffer (a row stride of their own).
+    pages, page_bytes = cache.shape[0], page * 132
+    padded = torch.zeros(pages, 8704, dtype=torch.uint8)
+    padded[:, :page_bytes] = cache.view(pages, page_bytes)
+    padded = padded.as_strided((pages, page, 1, 132), (8704, 132, 132, 1))
+    wide = torch.zeros(B * next_n, H + 16)
+    wide[:, :H] = w
+    strided = ops.fp8_paged_mqa_logits(q, padded, wide[:, :H], lens, table, meta, max_context_len,
+                                       True)
+    assert torch.equal(strided, clean)
     if next_n == 1:  # upstream's varlen `indices` (one request per row here): the same logits
         indices = torch.arange(B, dtype=torch.int32)
         mv = ops.get_paged_mqa_logits_metadata(lens, page, 8, indices)
@@ -242,6 +253,8 @@ def test_prefill():
     assert ops.fp8_mqa_logits(qt, (kt, st), wt, torch.tensor(ks), torch.tensor(ke),
                               out=out).data_ptr() == out.data_ptr()
     assert torch.equal(out, got)
+    # K scales as [N, 1] (as some engines keep them): the same.
+    assert torch.equal(ops.fp8_mqa_logits(qt, (kt, st.view(N, 1)), wt, ks32, ke32), got)
     # Compressed columns (max_seqlen_k > 0): column j = token ks + j.
     width = max(e - s for s, e in zip(ks, ke))
     comp = ops.fp8_fp4_mqa_logits((qt, None), (kt, st), wt, ks32, ke32, False, width)
@@ -291,6 +304,12 @@ def test_errors(decode, prefill):
     expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke, out=torch.empty(3, 3)), "out")
     expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke, True, -1), "max_seqlen_k")
     expect_error(lambda: ops.fp8_mqa_logits(qt, (kt,), wt, ks, ke), "kv", "pair")
+    expect_error(lambda: ops.fp8_mqa_logits(qt.transpose(0, 1).contiguous().transpose(0, 1),
+                                            (kt, st), wt, ks, ke), "q ", "contiguous")
+    expect_error(lambda: ops.fp8_mqa_logits(qt, (kt[:, :64], st), wt, ks, ke),
+                 "fp8_mqa_logits: kv head_dim = 64")
+    expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt[:1].expand(wt.shape), ks, ke),
+                 "weights", "overlap")
     expect_error(lambda: paged(q, cache, w, lens, table.long(), meta, max_len), "block_table")
     expect_error(lambda: paged(q, cache[..., :-2], w, lens, table, meta, max_len), "kv_cache", "130")
     expect_error(lambda: paged(q, cache, w, lens, table, meta.long(), max_len), "schedule_meta")
