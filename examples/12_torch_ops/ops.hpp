@@ -1,7 +1,7 @@
 // The torch ops `torch.ops.mqalogits.*`: DeepGEMM's indexer-logits functions over CPU tensors,
 // with DeepGEMM's names and argument order. This header is shared by the extension's two units:
-// dense_ops.cpp (the dense kernel and the registration) and paged_ops.cpp (the paged kernel and
-// its schedule), so that a parallel build compiles them side by side.
+// ops.cpp (the dense and sparse kernels and the registration) and paged_ops.cpp (the paged
+// kernel and its schedule), so that a parallel build compiles them side by side.
 #pragma once
 
 // ivalue.h before anything that includes List.h: List.h alone holds a std::vector of the

@@ -277,6 +277,93 @@ def test_prefill():
     return qt, kt, st, wt, ks32, ke32
 
 
+# ---- sparse: selected blocks (MX formats, bf16 weights and logits, as upstream) ----
+
+
+def selections(rows, lo, hi, cap, pad):
+    """Per row, sorted distinct blocks in [lo[r], hi[r]) (nb of them, at most cap), padded as vLLM
+    pads (repeating the last valid block) or with -1."""
+    idx = np.full((rows, cap), -1, dtype=np.int32)
+    nbs = []
+    for r in range(rows):
+        nb = min(cap, max(hi[r] - lo[r], 0))
+        chosen = np.sort(rng.choice(np.arange(lo[r], hi[r]), size=nb, replace=False)) if nb else []
+        idx[r, :nb] = chosen
+        if nb and pad == "repeat":
+            idx[r, nb:] = chosen[-1]
+        nbs.append(nb)
+    return idx, nbs
+
+
+def test_sparse():
+    B, cap, S, N = 16, 8, 6, 700
+    ks = rng.integers(0, 200, size=S)
+    ke = ks + rng.integers(1, 500, size=S)
+    ke[0] = N + 50  # past the KV: clipped to N
+    kep = np.minimum(ke, N)
+    idx, nbs = selections(S, ks // B, (kep + B - 1) // B, cap, "repeat")
+    idx[1, nbs[1]:] = -1  # -1 padding is accepted too
+    q, k = fp8_codes((S, H, D)), fp8_codes((N, D))
+    q_sf_b, k_sf_b = ue8m0_words((S, H)), ue8m0_words((N,))
+    w = torch.from_numpy(rng.normal(0, 0.05, size=(S, H)).astype(np.float32)).to(torch.bfloat16)
+    words = lambda b: torch.from_numpy(b.view(np.int32)[..., 0].copy())
+    meta = ops.get_sparse_mqa_logits_metadata(torch.from_numpy(ks.astype(np.int32)),
+                                              torch.from_numpy(ke.astype(np.int32)), N,
+                                              torch.from_numpy(idx), torch.uint8, B)
+    qt, kt = torch.from_numpy(q), torch.from_numpy(k)
+    got = ops.fp8_fp4_sparse_mqa_logits((qt, words(q_sf_b)), (kt, words(k_sf_b)), w, meta, cap, B)
+    assert got.dtype == torch.bfloat16 and tuple(got.shape) == (S, cap * B)
+    exact, m = reference(E4M3[q] * mx_scale(q_sf_b), E4M3[k] * mx_scale(k_sf_b),
+                         w.float().numpy().astype(np.float64))
+    for r in range(S):
+        for b in range(cap):
+            tokens = idx[r, b] * B + np.arange(B)
+            valid = (b < nbs[r]) & (idx[r, b] >= 0) & (tokens >= ks[r]) & (tokens < kep[r])
+            cols = as_np(got)[r, b * B : (b + 1) * B]
+            assert np.isneginf(cols[~valid]).all(), f"sparse row {r} block {b}: mask"
+            if valid.any():
+                t = tokens[valid]
+                check_close(f"sparse row {r} block {b}", cols[valid], exact[r, t], m[r, t])
+    expect_error(lambda: ops.fp8_fp4_sparse_mqa_logits((qt, words(q_sf_b)), (kt, words(k_sf_b)),
+                                                       w, meta, cap + 4, B), "num_max_sparse_blocks")
+    expect_error(lambda: ops.fp8_fp4_sparse_mqa_logits((qt, words(q_sf_b)), (kt, words(k_sf_b)),
+                                                       w.float(), meta, cap, B), "weights",
+                 "torch.bfloat16")
+
+
+def test_paged_sparse():
+    """DeepSeek-V4-style decode: selected 16-token blocks of an MXFP4 cache, page 64."""
+    B, cap, page = 16, 8, 64
+    lengths = [1, 100, 1000, 0]
+    R = len(lengths)
+    k_codes = [rng.integers(0, 256, size=(max(L, 1), D // 2), dtype=np.uint8) for L in lengths]
+    k_sf = [ue8m0_words((max(L, 1),)) for L in lengths]
+    cache, pages = build_cache(k_codes, k_sf, page)
+    table = block_table(pages, 16)
+    idx, nbs = selections(R, [0] * R, [(L + B - 1) // B for L in lengths], cap, "repeat")
+    q_b = rng.integers(0, 256, size=(R, 1, H, D // 2), dtype=np.uint8)
+    q_sf_b = ue8m0_words((R, 1, H))
+    w = torch.from_numpy(rng.normal(0, 0.05, size=(R, H)).astype(np.float32)).to(torch.bfloat16)
+    lens = torch.tensor(lengths, dtype=torch.int32)
+    meta = ops.get_paged_sparse_mqa_logits_metadata(lens, table, torch.arange(R, dtype=torch.int32),
+                                                    page, torch.from_numpy(idx), torch.int8, B)
+    q = torch.from_numpy(q_b.view(np.int8))
+    q_sf = torch.from_numpy(q_sf_b.view(np.int32)[..., 0].copy())
+    got = ops.fp8_fp4_paged_sparse_mqa_logits((q, q_sf), cache, w, meta, cap, B)
+    qd = (fp4_decode(q_b) * mx_scale(q_sf_b)).reshape(R, H, D)
+    for r, L in enumerate(lengths):
+        kd = fp4_decode(k_codes[r]) * mx_scale(k_sf[r])
+        exact, m = reference(qd[r : r + 1], kd, w[r : r + 1].float().numpy().astype(np.float64))
+        for b in range(cap):
+            pos = idx[r, b] * B + np.arange(B)
+            valid = (b < nbs[r]) & (idx[r, b] >= 0) & (pos < L)
+            cols = as_np(got)[r, b * B : (b + 1) * B]
+            assert np.isneginf(cols[~valid]).all(), f"paged sparse row {r} block {b}: mask"
+            if valid.any():
+                check_close(f"paged sparse row {r}", cols[valid], exact[0, pos[valid]],
+                            m[0, pos[valid]])
+
+
 # ---- bad arguments: ValueError, short, naming the argument ----
 
 
@@ -334,4 +421,7 @@ test_decode_fp8(2)
 test_decode_mxfp4()
 prefill = test_prefill()
 test_errors(decode, prefill)
-print("torch ops: decode (next_n 1, 2; FP8 and MXFP4), prefill, static buffers, errors: ok")
+test_sparse()
+test_paged_sparse()
+print("torch ops: decode (next_n 1, 2; FP8 and MXFP4), prefill, sparse, paged sparse, static "
+      "buffers, errors: ok")
