@@ -11,5 +11,6 @@ void register_dense(pybind11::module_& m);
 void register_paged(pybind11::module_& m);
 void register_sparse(pybind11::module_& m);  // and paged-sparse
 void register_quantize(pybind11::module_& m);
+void register_ops(pybind11::module_& m);  // ops_bindings.cpp: the ops around the kernels
 
 }  // namespace mqalogits_python

@@ -27,4 +27,5 @@ PYBIND11_MODULE(mqalogits, m) {
   mp::register_paged(m);
   mp::register_sparse(m);
   mp::register_quantize(m);
+  mp::register_ops(m);
 }

@@ -72,13 +72,10 @@ inline bool disjoint(const byte_range& a, const byte_range& b) {
   return a.empty() || b.empty() || a.end <= b.begin || b.end <= a.begin;
 }
 
-// Throws when a buffer the output policy writes meets an input, or another buffer it writes.
-// The policy names its buffers with written_ranges() (the logits view; the top-k indices and
-// values); each is checked against every input and against the others.
-template <class Output>
-void check_no_overlap(const char* where, const Output& output,
-                      std::initializer_list<byte_range> inputs) {
-  const auto outputs = output.written_ranges();
+// Throws when one of `outputs` (buffers a call writes) meets one of `inputs` (buffers it reads),
+// or another of `outputs`; empty ranges meet nothing.
+inline void check_outputs_disjoint(const char* where, std::span<const byte_range> outputs,
+                                   std::initializer_list<byte_range> inputs) {
   auto fail = [&](const byte_range& o, const byte_range& in, const char* what) {
     require(false, where, [&](auto& m) {
       m << o.name << " [" << static_cast<std::uint64_t>(o.begin) << ", "
@@ -96,6 +93,21 @@ void check_no_overlap(const char* where, const Output& output,
       if (!disjoint(o, outputs[j]))
         fail(o, outputs[j], "the outputs of a call must not share a byte");
   }
+}
+inline void check_outputs_disjoint(const char* where, std::initializer_list<byte_range> outputs,
+                                   std::initializer_list<byte_range> inputs) {
+  check_outputs_disjoint(where, std::span<const byte_range>(outputs.begin(), outputs.size()),
+                         inputs);
+}
+
+// The same for a kernel's output policy, which names its buffers with written_ranges() (the
+// logits view; the top-k indices and values).
+template <class Output>
+void check_no_overlap(const char* where, const Output& output,
+                      std::initializer_list<byte_range> inputs) {
+  const auto outputs = output.written_ranges();
+  check_outputs_disjoint(where, std::span<const byte_range>(outputs.data(), outputs.size()),
+                         inputs);
 }
 
 }  // namespace detail

@@ -165,6 +165,41 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
                                                    schedule, max_context_len, out, &indices, opt);
 }
 
+// With the schedule as upstream's int32 [num_workers + 1, 2] array (see
+// write_paged_mqa_schedule_array): the array must be the one get_paged_mqa_logits_metadata
+// writes for these context_lens and this page size, or the call fails naming the first row that
+// differs; it is checked in O(B + num_workers) and the output is untouched on error.
+template <backend_tag Backend, class Format, weight_input WT, index_matrix Lens,
+          paged_output_argument Out>
+void fp8_fp4_paged_mqa_logits(Backend backend, const rows_view<Format>& q,
+                              const paged_cache_view<Format>& cache, matrix_view<WT> weights,
+                              const Lens& context_lens,
+                              matrix_view<const index_matrix_value_of<Lens>> block_table,
+                              matrix_view<const std::int32_t> schedule,
+                              std::int64_t max_context_len, Out out, const options& opt = {}) {
+  using I = index_matrix_value_of<Lens>;
+  const paged_mqa_schedule s = detail::schedule_from_array<I>("fp8_fp4_paged_mqa_logits", schedule,
+                                                              context_lens, cache.page_kv, nullptr);
+  fp8_fp4_paged_mqa_logits(backend, q, cache, weights, context_lens, block_table, s,
+                           max_context_len, out, opt);
+}
+template <backend_tag Backend, class Format, weight_input WT, index_matrix Lens,
+          paged_output_argument Out>
+void fp8_fp4_paged_mqa_logits(Backend backend, const rows_view<Format>& q,
+                              const paged_cache_view<Format>& cache, matrix_view<WT> weights,
+                              const Lens& context_lens,
+                              matrix_view<const index_matrix_value_of<Lens>> block_table,
+                              matrix_view<const std::int32_t> schedule,
+                              std::int64_t max_context_len, Out out,
+                              std::span<const index_matrix_value_of<Lens>> indices,
+                              const options& opt = {}) {
+  using I = index_matrix_value_of<Lens>;
+  const paged_mqa_schedule s = detail::schedule_from_array<I>(
+      "fp8_fp4_paged_mqa_logits", schedule, context_lens, cache.page_kv, &indices);
+  fp8_fp4_paged_mqa_logits(backend, q, cache, weights, context_lens, block_table, s,
+                           max_context_len, out, indices, opt);
+}
+
 // The same call on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
 template <class Format, weight_input WT, index_matrix Lens, paged_output_argument Out>
@@ -182,6 +217,27 @@ void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view
                               matrix_view<const index_matrix_value_of<Lens>> block_table,
                               const paged_mqa_schedule& schedule, std::int64_t max_context_len,
                               Out out, std::span<const index_matrix_value_of<Lens>> indices,
+                              const options& opt = {}) {
+  fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
+                           schedule, max_context_len, out, indices, opt);
+}
+
+template <class Format, weight_input WT, index_matrix Lens, paged_output_argument Out>
+void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
+                              matrix_view<WT> weights, const Lens& context_lens,
+                              matrix_view<const index_matrix_value_of<Lens>> block_table,
+                              matrix_view<const std::int32_t> schedule,
+                              std::int64_t max_context_len, Out out, const options& opt = {}) {
+  fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
+                           schedule, max_context_len, out, opt);
+}
+template <class Format, weight_input WT, index_matrix Lens, paged_output_argument Out>
+void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
+                              matrix_view<WT> weights, const Lens& context_lens,
+                              matrix_view<const index_matrix_value_of<Lens>> block_table,
+                              matrix_view<const std::int32_t> schedule,
+                              std::int64_t max_context_len, Out out,
+                              std::span<const index_matrix_value_of<Lens>> indices,
                               const options& opt = {}) {
   fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
                            schedule, max_context_len, out, indices, opt);

@@ -163,6 +163,22 @@ void check_slot_mapping(const char* where, std::span<const Slot> slots, std::int
   }
 }
 
+// A cache insert's source k [tokens, D] (D the cache's head dim) and its slot mapping: null data,
+// a stride below a row, misalignment, overflowing extents, slots past the cache and k sharing a
+// byte with the cache, each named as such before any byte is written.
+template <class T, class Slot, std::size_t Extent, class Format>
+void check_cache_insert(const char* where, matrix_view<T> k, std::span<Slot, Extent> slot_mapping,
+                        const mutable_paged_cache<Format>& cache) {
+  check_head_dim<Format>(where, "cache", cache.head_dim);
+  require(k.cols == cache.head_dim && k.rows >= 0, where, [&](auto& m) {
+    m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, " << cache.head_dim
+      << "] (the cache's head_dim)";
+  });
+  check_matrix(where, "k", k, k.rows, k.cols);
+  check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping), k.rows, cache,
+                     {range_of("k", k)});
+}
+
 }  // namespace detail
 
 // Quantises k [n, D] (fp32 or bf16; D the cache's head dim) straight into the cache: token i to
@@ -177,15 +193,7 @@ requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<
                                                            const per_token_scaling& scaling = {}) {
   constexpr const char* where = "store_into_pages";
   detail::check_scaling<Format>(where, scaling);
-  detail::check_head_dim<Format>(where, "cache", cache.head_dim);
-  detail::require(k.cols == cache.head_dim && k.rows >= 0, where, [&](auto& m) {
-    m << "k shape [" << k.rows << ", " << k.cols << "] must be [tokens, " << cache.head_dim
-      << "] (the cache's head_dim)";
-  });
-  // Null data, a stride below a row, misalignment, overflowing extents: each named as such.
-  detail::check_matrix(where, "k", k, k.rows, k.cols);
-  detail::check_slot_mapping(where, std::span<const std::remove_const_t<Slot>>(slot_mapping),
-                             k.rows, cache, {detail::range_of("k", k)});
+  detail::check_cache_insert(where, k, slot_mapping, cache);
   with_head_dim_of<Format>(cache.head_dim, [&]<class F>() {
     for (std::int64_t i = 0; i < k.rows; ++i) {
       const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];

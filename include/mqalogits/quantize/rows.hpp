@@ -18,7 +18,6 @@
 #include <span>
 #include <string>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "../api/overlap.hpp"
@@ -165,15 +164,7 @@ void quantize_rows_into(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scal
                                                  "scales", scales,
                                                  (x.rows - 1) * scale_stride + Format::scale_bytes)
                                            : detail::byte_range{"scales"};
-    for (const auto& ab : {std::pair{codes, src}, std::pair{exps, src}, std::pair{codes, exps}}) {
-      const detail::byte_range &a = ab.first, &b = ab.second;
-      require(detail::disjoint(a, b), where, [&](auto& m) {
-        m << a.name << " [" << static_cast<std::uint64_t>(a.begin) << ", "
-          << static_cast<std::uint64_t>(a.end) << ") overlap " << b.name << " ["
-          << static_cast<std::uint64_t>(b.begin) << ", " << static_cast<std::uint64_t>(b.end)
-          << "): an output must not share a byte with the source or the other output";
-      });
-    }
+    detail::check_outputs_disjoint(where, {codes, exps}, {src});
   }
   with_head_dim_of<Format>(d, [&]<class F>() {
     for (std::int64_t r = 0; r < x.rows; ++r)

@@ -24,8 +24,9 @@ MQALOGITS_NAMESPACE_BEGIN
 class paged_mqa_schedule;
 namespace detail {
 template <index_value I>
-paged_mqa_schedule make_paged_schedule(matrix_view<const I> context_lens, std::int32_t page_kv,
-                                       int num_workers, const std::span<const I>* indices);
+paged_mqa_schedule make_paged_schedule(const char* where, matrix_view<const I> context_lens,
+                                       std::int32_t page_kv, int num_workers,
+                                       const std::span<const I>* indices);
 }  // namespace detail
 
 // The work schedule of the paged kernel: the context of every request cut into units of
@@ -101,7 +102,8 @@ class paged_mqa_schedule {
   }
 
   template <index_value I>
-  friend paged_mqa_schedule detail::make_paged_schedule(matrix_view<const I>, std::int32_t, int,
+  friend paged_mqa_schedule detail::make_paged_schedule(const char*, matrix_view<const I>,
+                                                        std::int32_t, int,
                                                         const std::span<const I>*);
 
  private:
@@ -169,10 +171,9 @@ void check_paged_context_len(const char* where, I len, std::int64_t b, std::int6
 
 // The schedule with or without varlen indices (null: every next_n rows are a request).
 template <index_value I>
-paged_mqa_schedule detail::make_paged_schedule(matrix_view<const I> context_lens,
+paged_mqa_schedule detail::make_paged_schedule(const char* where, matrix_view<const I> context_lens,
                                                std::int32_t page_kv, int num_workers,
                                                const std::span<const I>* indices) {
-  constexpr const char* where = "get_paged_mqa_logits_metadata";
   using detail::require;
   require(context_lens.rows >= 0 && context_lens.cols >= 1, where, [&](auto& m) {
     m << "context_lens shape [" << context_lens.rows << ", " << context_lens.cols
@@ -235,17 +236,16 @@ paged_mqa_schedule detail::make_paged_schedule(matrix_view<const I> context_lens
         << s.keys_per_unit_ << " positions";
     });
   }
-  // Worker w starts at global unit floor(w * total / W), named as (request, unit in request).
+  // Worker w starts at global unit floor(w * total / W), named as (request, unit in request);
+  // the starts only grow with w, so one sweep over the requests names them all.
   s.start_.reserve(static_cast<std::size_t>(num_workers) + 1);
+  std::int64_t b = 0, before = 0;  // units of the requests before b
   for (int w = 0; w <= num_workers; ++w) {
     const std::int64_t g = s.total_units_ * w / num_workers;
-    paged_mqa_schedule::position p{B, 0};
-    for (std::int64_t b = 0, before = 0; b < B; before += units[static_cast<std::size_t>(b++)])
-      if (g < before + units[static_cast<std::size_t>(b)]) {
-        p = {b, g - before};
-        break;
-      }
-    s.start_.push_back(p);
+    while (b < B && g >= before + units[static_cast<std::size_t>(b)])
+      before += units[static_cast<std::size_t>(b++)];
+    s.start_.push_back(b < B ? paged_mqa_schedule::position{b, g - before}
+                             : paged_mqa_schedule::position{B, 0});
   }
   return s;
 }
@@ -257,7 +257,8 @@ template <index_matrix Lens>
 paged_mqa_schedule get_paged_mqa_logits_metadata(const Lens& context_lens, std::int32_t page_kv,
                                                  int num_workers) {
   using I = index_matrix_value_of<Lens>;
-  return detail::make_paged_schedule<I>(context_lens, page_kv, num_workers, nullptr);
+  return detail::make_paged_schedule<I>("get_paged_mqa_logits_metadata", context_lens, page_kv,
+                                        num_workers, nullptr);
 }
 
 // Varlen (upstream's `indices`, next_n = 1): context_lens [B, 1], indices [B]; consecutive rows
@@ -270,7 +271,127 @@ paged_mqa_schedule get_paged_mqa_logits_metadata(
     const Lens& context_lens, std::int32_t page_kv, int num_workers,
     std::span<const index_matrix_value_of<Lens>> indices) {
   using I = index_matrix_value_of<Lens>;
-  return detail::make_paged_schedule<I>(context_lens, page_kv, num_workers, &indices);
+  return detail::make_paged_schedule<I>("get_paged_mqa_logits_metadata", context_lens, page_kv,
+                                        num_workers, &indices);
+}
+
+// The schedule as upstream's array: int32 [num_workers + 1, 2], the form DeepGEMM's
+// get_paged_mqa_logits_metadata returns and engines keep in a static buffer. Row w (w <
+// num_workers) is where worker w starts, row num_workers is the end:
+//   [w][0]  the block-table row of the request the worker starts in: the request index b for
+//           context_lens [B, next_n]; with varlen indices, the first query row of the request's
+//           run (both as upstream). The end row holds B (the number of block-table rows).
+//   [w][1]  the unit of that request it starts at, units of keys_per_unit() context positions
+//           (upstream's split index, there of SPLIT_KV positions); 0 in the end row.
+// Worker w runs from row w up to, not including, row w + 1. The array carries no lengths: the
+// kernel takes it back with the call's context_lens (and indices) and page size, recomputes the
+// schedule and rejects an array that differs from it (stale, made for other lengths, another
+// page size or another worker count's shape), so a wrong array is an error, never a wrong read.
+inline constexpr std::int64_t paged_mqa_schedule_array_cols = 2;
+
+// Rows of the array for num_workers workers.
+constexpr std::int64_t paged_mqa_schedule_array_rows(int num_workers) {
+  return std::int64_t{num_workers} + 1;
+}
+
+// Writes schedule s into out, int32 [s.num_workers() + 1, 2] (row stride out.stride).
+inline void write_paged_mqa_schedule_array(const paged_mqa_schedule& s,
+                                           matrix_view<std::int32_t> out) {
+  constexpr const char* where = "write_paged_mqa_schedule_array";
+  using detail::require;
+  require(s.num_workers() >= 1, where, [](auto& m) {
+    m << "the schedule is empty (default-constructed or moved from); make it with "
+         "get_paged_mqa_logits_metadata";
+  });
+  const std::int64_t rows = paged_mqa_schedule_array_rows(s.num_workers());
+  require(out.rows == rows && out.cols == paged_mqa_schedule_array_cols, where, [&](auto& m) {
+    m << "out shape [" << out.rows << ", " << out.cols << "], expected [" << rows
+      << ", 2] (num_workers + 1 rows for " << s.num_workers() << " workers)";
+  });
+  detail::check_matrix_extent(where, "out", out);
+  const std::int64_t table_rows = s.num_rows() / s.next_n();
+  require(table_rows <= INT32_MAX, where, [&](auto& m) {
+    m << table_rows << " block-table rows do not fit the array's int32 entries";
+  });
+  for (std::int64_t w = 0; w < rows; ++w) {
+    const auto p = s.start()[static_cast<std::size_t>(w)];
+    const std::int64_t row =
+        p.request < s.num_requests() ? s.request_first_row(p.request) / s.next_n() : table_rows;
+    out(w, 0) = static_cast<std::int32_t>(row);
+    out(w, 1) = static_cast<std::int32_t>(p.unit);  // < request_units <= INT32_MAX / 512
+  }
+}
+
+namespace detail {
+
+// The schedule an array stands for: the one made for these lengths, page size and the array's
+// worker count, after checking that the array holds exactly it.
+template <index_value I>
+paged_mqa_schedule schedule_from_array(const char* where, matrix_view<const std::int32_t> array,
+                                       matrix_view<const I> context_lens, std::int32_t page_kv,
+                                       const std::span<const I>* indices) {
+  require(array.cols == paged_mqa_schedule_array_cols && array.rows >= 2 &&
+              array.rows <= paged_mqa_schedule_array_rows(max_paged_workers),
+          where, [&](auto& m) {
+            m << "schedule array shape [" << array.rows << ", " << array.cols
+              << "] is not [num_workers + 1, 2] with num_workers in [1, " << max_paged_workers
+              << "] (regenerate it with get_paged_mqa_logits_metadata)";
+          });
+  check_matrix_extent(where, "schedule array", array);
+  paged_mqa_schedule s =
+      make_paged_schedule(where, context_lens, page_kv, static_cast<int>(array.rows - 1), indices);
+  const std::int64_t table_rows = s.num_rows() / s.next_n();
+  for (std::int64_t w = 0; w < array.rows; ++w) {
+    const auto p = s.start()[static_cast<std::size_t>(w)];
+    const std::int64_t row =
+        p.request < s.num_requests() ? s.request_first_row(p.request) / s.next_n() : table_rows;
+    require(array(w, 0) == row && array(w, 1) == p.unit, where, [&](auto& m) {
+      m << "schedule array row " << w << " = [" << array(w, 0) << ", " << array(w, 1)
+        << "], but these context_lens" << (indices ? " and indices" : "") << " with page_kv "
+        << page_kv << " give [" << row << ", " << p.unit
+        << "]: the array is stale or was made for another call (regenerate it with "
+           "get_paged_mqa_logits_metadata)";
+    });
+  }
+  return s;
+}
+
+}  // namespace detail
+
+// get_paged_mqa_logits_metadata writing upstream's array form into out, int32
+// [paged_mqa_schedule_array_rows(num_workers), 2]; the kernel takes the array back.
+template <index_matrix Lens>
+void get_paged_mqa_logits_metadata(const Lens& context_lens, std::int32_t page_kv, int num_workers,
+                                   matrix_view<std::int32_t> out) {
+  write_paged_mqa_schedule_array(get_paged_mqa_logits_metadata(context_lens, page_kv, num_workers),
+                                 out);
+}
+// The same with varlen indices.
+template <index_matrix Lens>
+void get_paged_mqa_logits_metadata(const Lens& context_lens, std::int32_t page_kv, int num_workers,
+                                   std::span<const index_matrix_value_of<Lens>> indices,
+                                   matrix_view<std::int32_t> out) {
+  write_paged_mqa_schedule_array(
+      get_paged_mqa_logits_metadata(context_lens, page_kv, num_workers, indices), out);
+}
+
+// The schedule object an array stands for, checked against the lengths (and varlen indices) of
+// the call it is for: an array that is not exactly the one get_paged_mqa_logits_metadata makes
+// for them (stale, foreign, wrongly shaped) is rejected. O(B + num_workers).
+template <index_matrix Lens>
+paged_mqa_schedule paged_mqa_schedule_from_array(matrix_view<const std::int32_t> array,
+                                                 const Lens& context_lens, std::int32_t page_kv) {
+  using I = index_matrix_value_of<Lens>;
+  return detail::schedule_from_array<I>("paged_mqa_schedule_from_array", array, context_lens,
+                                        page_kv, nullptr);
+}
+template <index_matrix Lens>
+paged_mqa_schedule paged_mqa_schedule_from_array(
+    matrix_view<const std::int32_t> array, const Lens& context_lens, std::int32_t page_kv,
+    std::span<const index_matrix_value_of<Lens>> indices) {
+  using I = index_matrix_value_of<Lens>;
+  return detail::schedule_from_array<I>("paged_mqa_schedule_from_array", array, context_lens,
+                                        page_kv, &indices);
 }
 
 // Keys per indirect read of a paged cache: a page, or for pages over 256 keys the largest part of

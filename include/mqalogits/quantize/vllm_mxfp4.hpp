@@ -1,0 +1,95 @@
+// MXFP4 quantisation by vLLM's DeepSeek-V4 indexer rule (its fused K compressor's cache insert
+// and its MXFP4 Q path): per block of 32 elements, amax raised to at least 1e-4, exponent
+// e = ceil(log2(amax / 6)) in fp32 clamped to [-127, 127], UE8M0 byte e + 127, and each element
+// the e2m1 code of x * 2^-e (ties toward zero, saturating at 6, -0 as +0). The library's own MX
+// rule (quantize_row) differs: no floor (an all-zero block gets byte 1), and an exact power-of-two
+// bound instead of log2. The cache page is the library's MXFP4 page (page_kv x head_dim / 2 code
+// bytes, then page_kv x 4 scale bytes), which is vLLM's.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include "../api/overlap.hpp"
+#include "../api/validate.hpp"
+#include "../config.hpp"
+#include "../error.hpp"
+#include "../format/e2m1.hpp"
+#include "../format/mx.hpp"
+#include "../view/matrix_view.hpp"
+#include "encode.hpp"
+#include "gather_pages.hpp"  // detail::check_out_rows
+#include "pages.hpp"
+#include "rows.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+
+// The UE8M0 byte of a block whose largest magnitude is amax (a NaN amax reads as the floor).
+inline std::uint8_t vllm_mxfp4_scale_byte(float amax) {
+  const float a = amax > 1e-4f ? amax : 1e-4f;
+  float e = std::ceil(std::log2(a / 6.0f));
+  e = e < -127.0f ? -127.0f : (e > 127.0f ? 127.0f : e);
+  return static_cast<std::uint8_t>(static_cast<int>(e) + 127);
+}
+
+// One row of head_dim elements (a multiple of 32): head_dim / 2 code bytes (element 2i in the low
+// nibble of byte i) and head_dim / 32 UE8M0 bytes. NaN elements become code 0.
+template <quantize_input T>
+void quantize_row_vllm_mxfp4(const T* x, int head_dim, std::uint8_t* data, std::uint8_t* scales) {
+  for (int b = 0; b < head_dim / 32; ++b) {
+    const std::uint8_t byte = vllm_mxfp4_scale_byte(detail::absmax(x, b * 32, b * 32 + 32));
+    scales[b] = byte;
+    const float inv = std::ldexp(1.0f, 127 - static_cast<int>(byte));  // 2^-e, exact
+    for (int i = b * 32; i < b * 32 + 32; ++i)
+      float_e2m1::store(data, i, encode_e2m1(to_float(x[i]) * inv));
+  }
+}
+
+// Rows x [rows, D] (D = 128 or 64, fp32 or bf16) into caller-owned rows: codes at data + r *
+// data_stride (0: packed, D / 2 bytes), scale bytes at scales + r * scale_stride (D / 32 bytes
+// written; the stride at least 4, the format's scale field). vLLM's MXFP4 Q:
+// data [T * H, 64] and scales [T * H, 4] for rows of 128. No two of x, data and scales may share
+// a byte.
+template <class T>
+requires quantize_input<std::remove_const_t<T>>
+void quantize_rows_vllm_mxfp4(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scales,
+                              std::int64_t data_stride = 0,
+                              std::int64_t scale_stride = mxfp4::scale_bytes) {
+  constexpr const char* where = "quantize_rows_vllm_mxfp4";
+  detail::check_quantize_source<mxfp4>(where, x);
+  const std::int64_t bytes = x.cols / 2;
+  if (data_stride == 0) data_stride = bytes;
+  const detail::byte_range codes = detail::check_out_rows(where, "data", data, x.rows, data_stride,
+                                                          bytes),
+                           exps = detail::check_out_rows(where, "scales", scales, x.rows,
+                                                         scale_stride, mxfp4::scale_bytes),
+                           src = detail::range_of("x", x);
+  detail::check_outputs_disjoint(where, {codes, exps}, {src});
+  for (std::int64_t r = 0; r < x.rows; ++r)
+    quantize_row_vllm_mxfp4(x.row(r), static_cast<int>(x.cols), data + r * data_stride,
+                            scales + r * scale_stride);
+}
+
+// The MXFP4 cache insert: k [n, D] (D the cache's head dim; fp32, or bf16 as the engine's RoPE
+// leaves it) quantised into the cache, token i to slot_mapping[i] (int32 or int64; negative
+// skips the token). Every argument is checked before any byte is written (slots inside the
+// cache, k and the mapping disjoint from it).
+template <class T, class Slot, std::size_t Extent>
+requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<std::remove_const_t<
+             Slot>>) void store_into_pages_vllm_mxfp4(matrix_view<T> k,
+                                                      std::span<Slot, Extent> slot_mapping,
+                                                      const mutable_paged_cache<mxfp4>& cache) {
+  constexpr const char* where = "store_into_pages_vllm_mxfp4";
+  detail::check_cache_insert(where, k, slot_mapping, cache);
+  for (std::int64_t i = 0; i < k.rows; ++i) {
+    const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
+    if (slot < 0) continue;
+    const std::int64_t page = slot / cache.page_kv, offset = slot % cache.page_kv;
+    quantize_row_vllm_mxfp4(k.row(i), cache.head_dim, cache.data(page, offset),
+                            cache.scale(page, offset));
+  }
+}
+
+MQALOGITS_NAMESPACE_END

@@ -1,0 +1,293 @@
+// How engines call the kernels: the paged schedule as upstream's int32 [num_workers + 1, 2]
+// array (written, taken back, checked against the call's lengths). One format (FP8 with
+// per-token scales, vLLM's and sglang's cache) and fp32 logits: what is tested here does not
+// depend on the format.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <mqalogits/mqalogits.hpp>
+
+#include "reference/random_inputs.hpp"
+#include "reference/reference.hpp"
+#include "support/error_of.hpp"
+#include "support/kernel_check.hpp"
+
+namespace ml = mqalogits;
+namespace rnd = ref::rand;
+
+namespace {
+
+using F = ml::fp8_per_token;
+
+// The array as its documentation defines it, computed independently of the library: the
+// requests' units of keys_per_unit positions laid end to end, worker w starting at unit
+// floor(w * total / W), named as (block-table row of its request, unit within the request).
+// first_row[b]: block-table row of request b; keys[b]: the positions request b covers.
+std::vector<std::int32_t> expected_array(const std::vector<std::int64_t>& first_row,
+                                         const std::vector<std::int64_t>& keys,
+                                         std::int64_t table_rows, std::int64_t unit, int W) {
+  std::vector<std::int64_t> units;
+  std::int64_t total = 0;
+  for (auto k : keys) {
+    units.push_back((k + unit - 1) / unit);
+    total += units.back();
+  }
+  std::vector<std::int32_t> a;
+  for (int w = 0; w <= W; ++w) {
+    std::int64_t g = total * w / W, row = table_rows, u = 0;
+    for (std::size_t b = 0; b < units.size(); g -= units[b], ++b)
+      if (g < units[b]) {
+        row = first_row[b];
+        u = g;
+        break;
+      }
+    a.push_back(static_cast<std::int32_t>(row));
+    a.push_back(static_cast<std::int32_t>(u));
+  }
+  return a;
+}
+
+// A decode step's inputs: q, a cache whose block-table slots past every context are garbage.
+struct paged_step {
+  std::int64_t H = 4, max_blocks = 0, max_context_len = 0;
+  std::int32_t page_kv = 0;
+  rnd::owned_matrix<std::int32_t> lens, table;
+  rnd::owned_paged_cache<F> cache;
+  rnd::owned_rows<F> q;
+  rnd::owned_matrix<float> w;
+
+  paged_step(rnd::engine& rng, rnd::owned_matrix<std::int32_t> l, std::int32_t page,
+             std::int64_t blocks)
+      : max_blocks(blocks), max_context_len(blocks * page), page_kv(page), lens(std::move(l)) {
+    cache = rnd::paged_cache<F>(rng, blocks + 2, page_kv);
+    table = rnd::block_table(rng, lens, max_blocks, page_kv, blocks + 2);
+    q = rnd::rows<F>(rng, lens.rows * lens.cols * H);
+    w = rnd::weights<float>(rng, lens.rows * lens.cols, H);
+  }
+  std::int64_t rows() const { return lens.rows * lens.cols; }
+  ref::result reference() const {
+    return ref::paged(q.view(), cache.view(), w.view(), lens.view(), table.view(), max_context_len);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("schedule array: layout, round trip and the object form's results", "[paged][schedule]") {
+  rnd::engine rng(3001);
+  const int workers = GENERATE(1, 2, 5, 16);
+  const std::int32_t page_kv = GENERATE(1, 64, 100);
+  const std::int64_t next_n = GENERATE(1, 2);
+  const std::int64_t max_blocks = 3000 / page_kv + 1;
+  auto lens = rnd::context_lens(rng, 6, next_n, 3000);
+  lens(0, 0) = 0;  // an empty request first, and one in the middle
+  if (next_n == 2) lens(0, 1) = 0;
+  lens(3, 0) = 0;
+  if (next_n == 2) lens(3, 1) = 0;
+  INFO(workers << " workers, page_kv " << page_kv << ", next_n " << next_n);
+  paged_step st(rng, lens, page_kv, max_blocks);
+
+  const auto s = ml::get_paged_mqa_logits_metadata(st.lens.view(), page_kv, workers);
+  const std::int64_t rows = ml::paged_mqa_schedule_array_rows(workers);
+  REQUIRE(rows == workers + 1);
+  auto arr = rnd::matrix<std::int32_t>(rows, 2, 3, -77);  // stride 3: the padding stays -77
+  ml::get_paged_mqa_logits_metadata(st.lens.view(), page_kv, workers, arr.mut());
+
+  std::vector<std::int64_t> first_row, keys;
+  for (std::int64_t b = 0; b < 6; ++b) {
+    first_row.push_back(b);
+    keys.push_back(std::max<std::int64_t>(lens(b, 0), lens(b, next_n - 1)));
+  }
+  const auto want = expected_array(first_row, keys, 6, s.keys_per_unit(), workers);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    INFO("row " << r);
+    CHECK(arr(r, 0) == want[2 * r]);
+    CHECK(arr(r, 1) == want[2 * r + 1]);
+    CHECK(arr(r, 2) == -77);
+  }
+  CHECK(arr(rows - 1, 0) == 6);  // the end: upstream's (batch size, 0)
+  CHECK(arr(rows - 1, 1) == 0);
+  CHECK(arr(0, 0) != 0);  // request 0 is empty: no worker starts in it
+
+  // The array taken back is the schedule it was written from.
+  const auto back = ml::paged_mqa_schedule_from_array(arr.view(), st.lens.view(), page_kv);
+  REQUIRE(back.num_workers() == workers);
+  for (int i = 0; i <= workers; ++i) {
+    CHECK(back.start()[i].request == s.start()[i].request);
+    CHECK(back.start()[i].unit == s.start()[i].unit);
+  }
+
+  // The kernel given the array: the object form's results, bitwise, logits and top-k.
+  ml::thread_pool pool(2);
+  ml::logits_buffer<float> by_object(st.rows(), st.max_context_len),
+      by_array(st.rows(), st.max_context_len);
+  ml::fp8_fp4_paged_mqa_logits(st.q.view(), st.cache.view(), st.w.view(), st.lens.view(),
+                               st.table.view(), s, st.max_context_len, by_object.view(),
+                               {.executor = pool});
+  ml::fp8_fp4_paged_mqa_logits(st.q.view(), st.cache.view(), st.w.view(), st.lens.view(),
+                               st.table.view(), arr.view(), st.max_context_len, by_array.view(),
+                               {.executor = pool});
+  CHECK(check::against(by_array, st.reference()) == "");
+  CHECK(check::bitwise_equal(by_object, by_array));
+
+  auto idx_o = rnd::matrix<std::int32_t>(st.rows(), 50),
+       idx_a = rnd::matrix<std::int32_t>(st.rows(), 50);
+  auto val_o = rnd::matrix<float>(st.rows(), 50), val_a = rnd::matrix<float>(st.rows(), 50);
+  ml::fp8_fp4_paged_mqa_logits(st.q.view(), st.cache.view(), st.w.view(), st.lens.view(),
+                               st.table.view(), s, st.max_context_len,
+                               ml::topk(idx_o.mut(), val_o.mut(), ml::topk_index::slot));
+  ml::fp8_fp4_paged_mqa_logits(st.q.view(), st.cache.view(), st.w.view(), st.lens.view(),
+                               st.table.view(), arr.view(), st.max_context_len,
+                               ml::topk(idx_a.mut(), val_a.mut(), ml::topk_index::slot));
+  CHECK(idx_o.data == idx_a.data);
+  CHECK(std::memcmp(val_o.data.data(), val_a.data.data(), val_o.data.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("schedule array: varlen rows name the first query row of their request",
+          "[paged][schedule]") {
+  rnd::engine rng(3002);
+  const int workers = GENERATE(1, 3, 8);
+  // Requests {0, 1}, {2}, {3, 4, 5}, {6}: rows of a request share their block-table row.
+  const std::vector<std::int32_t> indices = {7, 7, 2, 9, 9, 9, 4};
+  const std::vector<std::int64_t> first = {0, 0, 2, 3, 3, 3, 6};
+  auto lens = rnd::context_lens(rng, 7, 1, 700, 1);
+  lens(2, 0) = 0;
+  paged_step st(rng, lens, 64, 12);
+  // A request reads up to its longest row, through identical block-table rows.
+  std::vector<std::int64_t> first_row = {0, 2, 3, 6}, keys = {0, 0, 0, 0};
+  const auto request = [](std::int64_t r) -> std::size_t {
+    return r < 2 ? 0 : r < 3 ? 1 : r < 6 ? 2 : 3;
+  };
+  for (std::int64_t r = 0; r < 7; ++r)
+    keys[request(r)] = std::max<std::int64_t>(keys[request(r)], lens(r, 0));
+  std::vector<std::int64_t> row_keys;
+  for (std::int64_t r = 0; r < 7; ++r) row_keys.push_back(keys[request(r)]);
+  st.table = rnd::block_table(rng, row_keys, st.max_blocks, 64, st.cache.num_pages);
+  for (std::int64_t r = 0; r < 7; ++r)
+    for (std::int64_t s = 0; s < st.table.cols; ++s) st.table(r, s) = st.table(first[r], s);
+  const std::span<const std::int32_t> ix(indices);
+  const auto s = ml::get_paged_mqa_logits_metadata(st.lens.view(), 64, workers, ix);
+  auto arr = rnd::matrix<std::int32_t>(workers + 1, 2);
+  ml::get_paged_mqa_logits_metadata(st.lens.view(), 64, workers, ix, arr.mut());
+  CHECK(arr.data == expected_array(first_row, keys, 7, s.keys_per_unit(), workers));
+
+  ml::logits_buffer<float> by_object(7, st.max_context_len), by_array(7, st.max_context_len);
+  ml::fp8_fp4_paged_mqa_logits(st.q.view(), st.cache.view(), st.w.view(), st.lens.view(),
+                               st.table.view(), s, st.max_context_len, by_object.view(), ix);
+  ml::fp8_fp4_paged_mqa_logits(st.q.view(), st.cache.view(), st.w.view(), st.lens.view(),
+                               st.table.view(), arr.view(), st.max_context_len, by_array.view(),
+                               ix);
+  CHECK(check::against(by_array, st.reference()) == "");
+  CHECK(check::bitwise_equal(by_object, by_array));
+
+  // Other indices than the array was made with: rejected (here the requests' starts move).
+  const std::vector<std::int32_t> other = {7, 2, 2, 9, 9, 9, 4};
+  const std::string e = check::error_of([&] {
+    ml::fp8_fp4_paged_mqa_logits(st.q.view(), st.cache.view(), st.w.view(), st.lens.view(),
+                                 st.table.view(), arr.view(), st.max_context_len, by_array.view(),
+                                 std::span<const std::int32_t>(other));
+  });
+  if (workers > 1) {
+    CHECK_THAT(e, Catch::Contains("fp8_fp4_paged_mqa_logits") && Catch::Contains("stale") &&
+                      Catch::Contains("regenerate"));
+  }
+}
+
+TEST_CASE("schedule array: stale, foreign and wrongly shaped arrays are named errors",
+          "[paged][schedule]") {
+  rnd::engine rng(3003);
+  auto lens = rnd::context_lens(rng, 4, 2, 2000, 600);
+  paged_step st(rng, lens, 64, 32);
+  auto arr = rnd::matrix<std::int32_t>(9, 2);
+  ml::get_paged_mqa_logits_metadata(st.lens.view(), 64, 8, arr.mut());
+  ml::logits_buffer<float> out(st.rows(), st.max_context_len);
+  check::fill_sentinel(out);
+  const auto call = [&](ml::matrix_view<const std::int32_t> a,
+                        ml::matrix_view<const std::int32_t> l) {
+    return check::error_of([&] {
+      ml::fp8_fp4_paged_mqa_logits(st.q.view(), st.cache.view(), st.w.view(), l, st.table.view(), a,
+                                   st.max_context_len, out.view());
+    });
+  };
+  CHECK(call(arr.view(), st.lens.view()) == "");
+  check::fill_sentinel(out);
+
+  SECTION("stale: other lengths") {
+    auto shorter = st.lens;
+    shorter(0, 0) = shorter(0, 1) = 10;  // request 0 loses units: later starts move
+    auto fresh = rnd::matrix<std::int32_t>(9, 2);
+    ml::get_paged_mqa_logits_metadata(shorter.view(), 64, 8, fresh.mut());
+    REQUIRE(fresh.data != arr.data);
+    const std::string e = call(arr.view(), shorter.view());
+    CHECK_THAT(e, Catch::Contains("fp8_fp4_paged_mqa_logits") &&
+                      Catch::Contains("schedule array row") && Catch::Contains("stale") &&
+                      Catch::Contains("regenerate it with get_paged_mqa_logits_metadata"));
+  }
+  SECTION("foreign: made for another page size") {
+    auto other = rnd::matrix<std::int32_t>(9, 2);
+    ml::get_paged_mqa_logits_metadata(st.lens.view(), 100, 8, other.mut());
+    REQUIRE(other.data != arr.data);
+    CHECK_THAT(call(other.view(), st.lens.view()),
+               Catch::Contains("page_kv 64") && Catch::Contains("stale"));
+  }
+  SECTION("foreign: a corrupted entry, named by its row") {
+    arr(3, 1) += 1;
+    CHECK_THAT(call(arr.view(), st.lens.view()),
+               Catch::Contains("schedule array row 3 = [") && Catch::Contains("regenerate"));
+    arr(3, 1) -= 1;
+    arr(8, 0) = -1;
+    CHECK_THAT(call(arr.view(), st.lens.view()), Catch::Contains("schedule array row 8"));
+  }
+  SECTION("shape") {
+    const auto shape = [&](std::int64_t rows, std::int64_t cols) {
+      const std::string e = call({arr.data.data(), rows, cols}, st.lens.view());
+      INFO(e);
+      CHECK_THAT(e, Catch::Contains("schedule array shape [" + std::to_string(rows) + ", " +
+                                    std::to_string(cols) + "]"));
+      CHECK_THAT(e, Catch::Contains("[num_workers + 1, 2]") && Catch::Contains("regenerate"));
+    };
+    shape(9, 1);
+    shape(9, 3);
+    shape(1, 2);
+    shape(0, 2);
+    std::vector<std::int32_t> big(2 * 5000, 0);
+    CHECK_THAT(call({big.data(), 4098, 2}, st.lens.view()),
+               Catch::Contains("schedule array shape [4098, 2]"));
+    // Another worker count's array, cut to this shape: rows disagree.
+    CHECK_THAT(call({arr.data.data(), 5, 2}, st.lens.view()),
+               Catch::Contains("schedule array row"));
+    CHECK_THAT(call({nullptr, 9, 2}, st.lens.view()), Catch::Contains("schedule array is null"));
+    CHECK_THAT(call({arr.data.data(), 9, 2, 1}, st.lens.view()),
+               Catch::Contains("schedule array stride 1 < cols 2"));
+  }
+  CHECK(check::untouched(out));
+
+  // The writer checks its output, and an empty schedule.
+  auto small = rnd::matrix<std::int32_t>(8, 2);
+  CHECK_THAT(check::error_of(
+                 [&] { ml::get_paged_mqa_logits_metadata(st.lens.view(), 64, 8, small.mut()); }),
+             Catch::Contains("write_paged_mqa_schedule_array") &&
+                 Catch::Contains("out shape [8, 2], expected [9, 2]"));
+  CHECK_THAT(check::error_of([&] {
+               ml::write_paged_mqa_schedule_array(ml::paged_mqa_schedule{}, small.mut());
+             }),
+             Catch::Contains("schedule is empty"));
+  // An array still exact for new lengths (same units everywhere) is accepted, and the results
+  // are those of the new lengths: the kernel never uses more of the array than its boundaries.
+  auto nudged = st.lens;
+  nudged(2, 0) = std::max(1, nudged(2, 0) - 1);
+  const auto exact = ml::get_paged_mqa_logits_metadata(nudged.view(), 64, 8);
+  auto arr2 = rnd::matrix<std::int32_t>(9, 2);
+  ml::write_paged_mqa_schedule_array(exact, arr2.mut());
+  if (arr2.data == arr.data) {
+    CHECK(call(arr.view(), nudged.view()) == "");
+    CHECK(check::against(out, ref::paged(st.q.view(), st.cache.view(), st.w.view(), nudged.view(),
+                                         st.table.view(), st.max_context_len)) == "");
+  }
+}
