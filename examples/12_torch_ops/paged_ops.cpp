@@ -1,11 +1,11 @@
 // The paged ops: get_paged_mqa_logits_metadata, fp8_fp4_paged_mqa_logits and the legacy
 // fp8_paged_mqa_logits.
 //
-// The schedule is DeepGEMM's int32 [num_sms + 1, 2] tensor: row w is where worker w starts, as
-// (request, unit of that request). Engines copy it into a buffer of their own and pass it back;
-// the kernel rebuilds the schedule from the call's context lengths with as many workers as the
-// tensor has rows minus one and requires the tensor to equal it, so a stale or foreign array is
-// a named error, never a wrong read.
+// The schedule is DeepGEMM's int32 [num_sms + 1, 2] tensor, written and read by the library's
+// array form of the schedule: engines copy it into a buffer of their own and pass it back; the
+// kernel rebuilds the schedule from the call's context lengths (and indices) with as many
+// workers as the tensor has rows minus one and requires the tensor to equal it, so a stale or
+// foreign array is a named error, never a wrong read.
 #include "ops.hpp"  // first: it includes torch's headers in an order Clang takes
 
 #include <ATen/ops/empty.h>
@@ -24,23 +24,14 @@ ml::matrix_view<const I> lens_view(const char* where, const at::Tensor& lens) {
   return ml::as_matrix_view<const I>(lens, where, "context_lens");
 }
 
-template <class I>
-ml::paged_mqa_schedule make_schedule(const char* where, const at::Tensor& lens,
-                                     std::int64_t block_kv, std::int64_t workers,
-                                     const c10::optional<at::Tensor>& indices) {
+// block_kv and num_sms in range before they are narrowed to the library's types.
+void check_schedule_args(const char* where, std::int64_t block_kv, std::int64_t num_sms) {
   ml::detail::require(block_kv >= 1 && block_kv <= ml::max_page_kv, where, [&](auto& m) {
     m << "block_kv = " << block_kv << " is not supported (1.." << ml::max_page_kv << ")";
   });
-  ml::detail::require(workers >= 1 && workers <= ml::max_paged_workers, where, [&](auto& m) {
-    m << "num_sms = " << workers << " must be in [1, " << ml::max_paged_workers << "]";
+  ml::detail::require(num_sms >= 1 && num_sms <= ml::max_paged_workers, where, [&](auto& m) {
+    m << "num_sms = " << num_sms << " must be in [1, " << ml::max_paged_workers << "]";
   });
-  const auto lv = lens_view<I>(where, lens);
-  const auto page_kv = static_cast<std::int32_t>(block_kv);
-  const int w = static_cast<int>(workers);
-  if (!indices.has_value()) return ml::get_paged_mqa_logits_metadata(lv, page_kv, w);
-  require_same_index_type(where, "indices", *indices, "context_lens", lens);
-  return ml::get_paged_mqa_logits_metadata(lv, page_kv, w,
-                                           ml::as_span<const I>(*indices, where, "indices"));
 }
 
 void check_schedule_tensor(const char* where, const at::Tensor& t) {
@@ -91,21 +82,11 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
         using I = decltype(index);
         const auto lens = lens_view<I>(where, context_lens);
         const auto table = ml::as_matrix_view<const I>(block_table, where, "block_table");
-        // The schedule these lengths give with the array's worker count must be the array.
-        const ml::paged_mqa_schedule schedule = make_schedule<I>(
-            where, context_lens, cache.page_kv, schedule_meta.size(0) - 1, indices);
-        const auto* given = schedule_meta.data_ptr<std::int32_t>();
-        for (int w = 0; w <= schedule.num_workers(); ++w) {
-          const auto& p = schedule.start()[static_cast<std::size_t>(w)];
-          ml::detail::require(
-              given[2 * w] == p.request && given[2 * w + 1] == p.unit, where, [&](auto& m) {
-                m << "schedule_meta[" << w << "] = (" << given[2 * w] << ", " << given[2 * w + 1]
-                  << ") but the call's context_lens give (" << p.request << ", " << p.unit
-                  << "): it is stale or was made for other lengths, block_kv "
-                     "or indices (regenerate it with "
-                     "get_paged_mqa_logits_metadata)";
-              });
-        }
+        // The library checks that the array is the schedule these lengths (and indices) give.
+        const auto schedule =
+            ml::as_matrix_view<const std::int32_t>(schedule_meta, where, "schedule_meta");
+        if (indices.has_value())
+          require_same_index_type(where, "indices", *indices, "context_lens", context_lens);
         with_weights_and_logits(where, weights, result, [&](auto w, auto o) {
           if (indices.has_value())
             ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cache, w, lens, table, schedule,
@@ -133,21 +114,21 @@ at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::in
       m << "context_lens has shape " << ml::detail::torch_shape{context_lens}
         << ", expected [batch_size, next_n]";
     });
-    at::Tensor result;
+    check_schedule_args(where, block_kv, num_sms);
+    at::Tensor result =
+        at::empty({num_sms + 1, 2}, at::TensorOptions().dtype(c10::ScalarType::Int));
+    const auto out = ml::as_matrix_view<std::int32_t>(result, where, "schedule_meta");
+    const auto page_kv = static_cast<std::int32_t>(block_kv);
+    const int workers = static_cast<int>(num_sms);
     with_index_type(where, "context_lens", context_lens, [&](auto index) {
       using I = decltype(index);
-      const ml::paged_mqa_schedule s =
-          make_schedule<I>(where, context_lens, block_kv, num_sms, indices);
-      result = at::empty({num_sms + 1, 2}, at::TensorOptions().dtype(c10::ScalarType::Int));
-      auto* p = result.data_ptr<std::int32_t>();
-      for (const auto& start : s.start()) {
-        ml::detail::require(start.request <= INT32_MAX && start.unit <= INT32_MAX, where,
-                            [&](auto& m) {
-                              m << "the schedule position (" << start.request << ", " << start.unit
-                                << ") does not fit int32";
-                            });
-        *p++ = static_cast<std::int32_t>(start.request);
-        *p++ = static_cast<std::int32_t>(start.unit);
+      const auto lens = lens_view<I>(where, context_lens);
+      if (indices.has_value()) {
+        require_same_index_type(where, "indices", *indices, "context_lens", context_lens);
+        ml::get_paged_mqa_logits_metadata(lens, page_kv, workers,
+                                          ml::as_span<const I>(*indices, where, "indices"), out);
+      } else {
+        ml::get_paged_mqa_logits_metadata(lens, page_kv, workers, out);
       }
     });
     return result;

@@ -407,7 +407,7 @@ def test_errors(decode, prefill):
     other = lens.clone()
     other[-1] = 100
     expect_error(lambda: paged(q, cache, w, lens, table, ops.get_paged_mqa_logits_metadata(
-        other, 64, 8), max_len), "schedule_meta", "stale")
+        other, 64, 8), max_len), "fp8_paged_mqa_logits: schedule", "stale")
     expect_error(lambda: ops.get_paged_mqa_logits_metadata(lens, 64, 0), "num_sms")
     expect_error(lambda: ops.get_paged_mqa_logits_metadata(lens.float(), 64, 8), "context_lens")
     # A block-table slot the context reads that is not a page: the library's own check.
