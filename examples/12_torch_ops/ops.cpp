@@ -159,7 +159,7 @@ struct paged_sparse_metadata : torch::CustomClassHolder {
 
 // DeepGEMM passes the format's dtype; FP8 or packed FP4 (int8 / uint8 / float8 / float4 names).
 void check_qk_dtype(const char* where, c10::ScalarType t) {
-  const std::string_view name = c10::toString(t);
+  const std::string name = c10::toString(t);
   ml::detail::require(t == c10::ScalarType::Byte || t == c10::ScalarType::Char ||
                           name == "Float8_e4m3fn" || name == "Float4_e2m1fn_x2",
                       where, [&](auto& m) {

@@ -28,10 +28,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <span>
-#include <string_view>
 #include <type_traits>
 
 #include "../config.hpp"
@@ -75,9 +73,12 @@ inline const char* torch_dtype_name(c10::ScalarType t) {
 }
 
 // Dtypes newer than the oldest torch this header builds with (float8 since 2.1, float4 since
-// 2.8) are recognised by name, so one source serves every version.
-inline bool torch_dtype_is(const at::Tensor& t, std::string_view name) {
-  return name == c10::toString(t.scalar_type());
+// 2.8) are recognised by name, so one source serves every version. (A plain loop: a standard
+// string comparison would be a std template instantiation shared with other ISA builds.)
+inline bool torch_dtype_is(const at::Tensor& t, const char* name) {
+  const char* have = c10::toString(t.scalar_type());
+  for (; *have && *have == *name; ++have) ++name;
+  return *have == *name;
 }
 
 // The checks every tensor gets: present, on the CPU, strided.
@@ -233,7 +234,7 @@ rows_view<Format> as_rows_view(const at::Tensor& codes, const at::Tensor& scales
   rows_view<Format> v;
   v.data = static_cast<const std::uint8_t*>(codes.data_ptr());
   v.head_dim = detail::torch_codes_head_dim<Format>(codes, where, name);
-  v.rows = codes.numel() / std::max<std::int64_t>(codes.size(codes.dim() - 1), 1);
+  v.rows = codes.numel() / codes.size(codes.dim() - 1);          // a head dim > 0, checked above
   v.data_stride = detail::torch_row_stride(codes, where, name);  // 1-byte elements
   if (!scales.defined()) {
     detail::require(Format::scales_optional, where, [&](auto& m) {
