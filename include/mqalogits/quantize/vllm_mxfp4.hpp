@@ -34,11 +34,11 @@ inline std::uint8_t vllm_mxfp4_scale_byte(float amax) {
   return static_cast<std::uint8_t>(static_cast<int>(e) + 127);
 }
 
-// One row of head_dim elements (a multiple of 32): head_dim / 2 code bytes (element 2i in the low
-// nibble of byte i) and head_dim / 32 UE8M0 bytes. NaN elements become code 0.
+// One row of d elements (a multiple of 32): d / 2 code bytes (element 2i in the low nibble of
+// byte i) and d / 32 UE8M0 bytes. NaN elements become code 0.
 template <quantize_input T>
-void quantize_row_vllm_mxfp4(const T* x, int head_dim, std::uint8_t* data, std::uint8_t* scales) {
-  for (int b = 0; b < head_dim / 32; ++b) {
+void quantize_row_vllm_mxfp4(const T* x, int d, std::uint8_t* data, std::uint8_t* scales) {
+  for (int b = 0; b < d / 32; ++b) {
     const std::uint8_t byte = vllm_mxfp4_scale_byte(detail::absmax(x, b * 32, b * 32 + 32));
     scales[b] = byte;
     const float inv = std::ldexp(1.0f, 127 - static_cast<int>(byte));  // 2^-e, exact

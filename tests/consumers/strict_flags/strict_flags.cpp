@@ -4,8 +4,9 @@
 // plain -I: the four kernels and the two legacy names x {MXFP8, MXFP4, FP8 per-token} x
 // {float, bf16, fp16} weights x {float, bf16} logits and the top-k output on the host backend and
 // the three NeuronCore generations, the metadata functions, the quantizers, the paged-cache writes,
-// the thread pool, and (when Eigen is found) the Eigen interop. Compiled only, never run. With
-// STRICT_FLAGS_HOST_ONLY, the host kernels alone: the only code that differs between host paths.
+// the ops around the kernels, the thread pool, and (when Eigen is found) the Eigen interop.
+// Compiled only, never run. With STRICT_FLAGS_HOST_ONLY, the host kernels alone: the only code that
+// differs between host paths.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -123,6 +124,29 @@ void quantizers(std::vector<T>& x, std::uint8_t* bytes) {
   (void)qm;
 }
 
+// The ops around the kernels: the prefill gather, Q quantisation with folded weights, the
+// DeepSeek-V4 MXFP4 writes.
+template <class T>
+void engine_ops(std::vector<T>& x, std::uint8_t* bytes) {
+  const std::int32_t table32[1] = {0}, cu32[2] = {0, 1};
+  const std::int64_t table64[1] = {0}, cu64[2] = {0, 1}, slots64[1] = {3};
+  const ml::paged_cache_view<ml::fp8_per_token> cache(bytes, 1, 64);
+  ml::gather_from_pages(cache, ml::matrix_view<const std::int32_t>(table32, 1, 1),
+                        std::span<const std::int32_t>(cu32), bytes + 9000, bytes + 9200, 1);
+  ml::gather_from_pages(cache, ml::matrix_view<const std::int64_t>(table64, 1, 1),
+                        std::span<const std::int64_t>(cu64), bytes + 9000, bytes + 9200, 1);
+  std::vector<float> w(1, 1.0f), w_out(1);
+  ml::quantize_q_fold_weights(
+      ml::matrix_view<const T>(x.data(), 1, 128), ml::matrix_view<const float>(w.data(), 1, 1),
+      bytes, 0, ml::matrix_view<float>(w_out.data(), 1, 1), 0.5f, 0.125f, ml::vllm_v4_q_scaling());
+  ml::scale_weights(ml::matrix_view<const float>(w.data(), 1, 1),
+                    ml::matrix_view<float>(w_out.data(), 1, 1), 0.5f, 0.125f);
+  ml::quantize_rows_vllm_mxfp4(ml::matrix_view<const T>(x.data(), 1, 128), bytes, bytes + 64);
+  ml::store_into_pages_vllm_mxfp4(ml::matrix_view<const T>(x.data(), 1, 128),
+                                  std::span<const std::int64_t>(slots64),
+                                  ml::mutable_paged_cache<ml::mxfp4>(bytes, 2, 64));
+}
+
 }  // namespace
 
 // The entry point a consumer would call; the translation unit is only compiled.
@@ -143,6 +167,8 @@ void strict_flags_instantiate(std::uint8_t* bytes) {
   quantizers<ml::mxfp8>(xb, bytes);
   quantizers<ml::mxfp4>(xb, bytes);
   quantizers<ml::fp8_per_token>(xb, bytes);
+  engine_ops(xf, bytes);
+  engine_ops(xb, bytes);
   const auto qt = ml::quantize_rows<ml::fp8_per_token>(std::span<const float>(xf));
   std::vector<float> w(16, 1.0f);
   ml::fold_q_scales(ml::token_scales(qt), ml::matrix_view<float>(w.data(), 1, 16));

@@ -1,0 +1,383 @@
+// The dense and sparse ops (fp8_fp4_mqa_logits, fp8_mqa_logits, the sparse and paged-sparse
+// kernels and their metadata), what the units share (thread pool, outputs, errors) and the
+// library's registration: `torch.ops.mqalogits.<name>` for every op, schemas in DeepGEMM's
+// argument order. DeepGEMM's tuple arguments are lists here (a tuple passes): q = (codes,
+// scales or None), kv = (codes, scales). Every kernel also takes a keyword-only `out=`, a
+// preallocated logits tensor the result is written into (and returned).
+//
+// The sparse kernels take DeepGEMM's: MX formats (Q with its int32 scales), bfloat16 weights and
+// logits. DeepGEMM's sparse metadata is a uint8 tensor its kernel reads; here it is the
+// library's metadata object in a torch custom class (torch.classes.mqalogits.SparseMetadata /
+// PagedSparseMetadata), which engines pass back as they pass upstream's tensor. It holds the
+// selection, so one metadata serves every indexer layer of a step (each layer its own cache);
+// make a new one when lengths, tables or selections change.
+#include "ops.hpp"  // first: it includes torch's headers in an order Clang takes
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+#include <torch/custom_class.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <string>
+
+namespace mqalogits_torch {
+
+run_options options_for(bool clean_logits) {
+  run_options r;
+  r.opt.clean_logits = clean_logits;
+  const int n = at::get_num_threads();
+  if (n > 1) {
+    static std::mutex mutex;
+    static std::shared_ptr<ml::thread_pool> pool;
+    std::lock_guard lock(mutex);
+    if (!pool || pool->concurrency() != n) pool = std::make_shared<ml::thread_pool>(n);
+    r.pool = pool;  // kept alive by this call even if another one replaces it
+    r.opt.executor = *r.pool;
+  }
+  return r;
+}
+
+void rethrow_as_value_error(const char* op, const char* message) {
+  std::string text(message);
+  const std::size_t colon = text.find(": ");
+  if (colon != std::string::npos && text.find(' ') > colon) text.replace(0, colon, op);
+  C10_THROW_ERROR(ValueError, text);
+}
+
+at::Tensor logits_output(const char* where, const c10::optional<at::Tensor>& out, std::int64_t rows,
+                         std::int64_t cols, c10::ScalarType dtype) {
+  check_logits_dtype(where, dtype);
+  if (out.has_value()) {
+    const at::Tensor& o = *out;
+    ml::detail::check_torch_tensor(o, where, "out");
+    ml::detail::require_torch_dtype(o, dtype, where, "out");
+    ml::detail::require(o.dim() == 2 && o.size(0) == rows && o.size(1) == cols, where,
+                        [&](auto& m) {
+                          m << "out has shape " << ml::detail::torch_shape{o} << ", expected ["
+                            << rows << ", " << cols << "]";
+                        });
+    return o;
+  }
+  // Rows padded to a multiple of 1024 bytes, as DeepGEMM lays its logits out.
+  const std::int64_t per = 1024 / static_cast<std::int64_t>(c10::elementSize(dtype));
+  const std::int64_t stride = (cols + per - 1) / per * per;
+  return at::empty({rows, stride}, at::TensorOptions().dtype(dtype)).slice(1, 0, cols);
+}
+
+namespace {
+
+// The dense kernel for both names; q_scales undefined: FP8 per-token.
+at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& q_scales,
+                      const at::Tensor& kv, const at::Tensor& kv_scales, const at::Tensor& weights,
+                      const at::Tensor& ks, const at::Tensor& ke, bool clean_logits,
+                      std::int64_t max_seqlen_k, c10::ScalarType logits_dtype,
+                      const c10::optional<at::Tensor>& out) {
+  return guarded(where, [&] {
+    ml::detail::check_torch_tensor(q, where, "q");
+    require_rank(where, "q", q, 3, "[seq_len, num_heads, head_dim]");
+    ml::detail::check_torch_tensor(kv, where, "kv");
+    require_rank(where, "kv", kv, 2, "[seq_len_kv, head_dim]");
+    const std::int64_t S = q.size(0), H = q.size(1);
+    ml::detail::check_torch_tensor(weights, where, "weights");
+    require_rank(where, "weights", weights, 2, "[seq_len, num_heads]");
+    require_dim(where, "weights", weights, 0, S, "seq_len");
+    require_dim(where, "weights", weights, 1, H, "num_heads");
+    ml::detail::check_torch_tensor(ks, where, "cu_seq_len_k_start");
+    ml::detail::check_torch_tensor(ke, where, "cu_seq_len_k_end");
+    require_dim(where, "cu_seq_len_k_start", ks, 0, S, "seq_len");
+    require_dim(where, "cu_seq_len_k_end", ke, 0, S, "seq_len");
+    require_same_index_type(where, "cu_seq_len_k_end", ke, "cu_seq_len_k_start", ks);
+    ml::detail::require(max_seqlen_k >= 0, where, [&](auto& m) {
+      m << "max_seqlen_k = " << max_seqlen_k << " must be > 0 (or 0 for full width)";
+    });
+    at::Tensor result =
+        logits_output(where, out, S, max_seqlen_k > 0 ? max_seqlen_k : kv.size(0), logits_dtype);
+    const run_options run = options_for(clean_logits);
+    with_format(format_of(q, q_scales.defined()), [&](auto format) {
+      using F = decltype(format);
+      const auto qv = ml::as_rows_view<F>(q, q_scales, where, "q", "q_sf");
+      const auto kvv = ml::as_rows_view<F>(kv, kv_scales, where, "kv", "kv_sf");
+      with_index_type(where, "cu_seq_len_k_start", ks, [&](auto index) {
+        using I = decltype(index);
+        const auto s = ml::as_span<const I>(ks, where, "cu_seq_len_k_start");
+        const auto e = ml::as_span<const I>(ke, where, "cu_seq_len_k_end");
+        with_weights_and_logits(where, weights, result, [&](auto w, auto o) {
+          ml::fp8_fp4_mqa_logits(ml::backend::host{}, qv, kvv, w, s, e, max_seqlen_k, o, run.opt);
+        });
+      });
+    });
+    return result;
+  });
+}
+
+// DeepGEMM's (q, q_sf) and (kv, kv_sf) pairs.
+void require_pair(const char* where, const char* name, std::size_t size) {
+  guarded(where, [&] {
+    ml::detail::require(size == 2, where, [&](auto& m) {
+      m << name << " must be a pair (codes, scales), not " << size << " tensors";
+    });
+  });
+}
+
+at::Tensor fp8_fp4_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
+                              const std::vector<at::Tensor>& kv, const at::Tensor& weights,
+                              const at::Tensor& cu_seq_len_k_start,
+                              const at::Tensor& cu_seq_len_k_end, bool clean_logits,
+                              std::int64_t max_seqlen_k, c10::ScalarType logits_dtype,
+                              const c10::optional<at::Tensor>& schedule_meta,
+                              const c10::optional<at::Tensor>& out) {
+  constexpr const char* where = "fp8_fp4_mqa_logits";
+  (void)schedule_meta;  // upstream's SM100 work split: results never depend on it
+  require_pair(where, "q", q.size());
+  require_pair(where, "kv", kv.size());
+  const c10::optional<at::Tensor> q_codes = q.get(0), q_sf = q.get(1);
+  return mqa_logits(where, q_codes.value_or(at::Tensor()), q_sf.value_or(at::Tensor()), kv[0],
+                    kv[1], weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
+                    max_seqlen_k, logits_dtype, out);
+}
+
+at::Tensor fp8_mqa_logits(const at::Tensor& q, const std::vector<at::Tensor>& kv,
+                          const at::Tensor& weights, const at::Tensor& cu_seq_len_k_start,
+                          const at::Tensor& cu_seq_len_k_end, bool clean_logits,
+                          std::int64_t max_seqlen_k, const c10::optional<at::Tensor>& out) {
+  constexpr const char* where = "fp8_mqa_logits";
+  require_pair(where, "kv", kv.size());
+  return mqa_logits(where, q, at::Tensor(), kv[0], kv[1], weights, cu_seq_len_k_start,
+                    cu_seq_len_k_end, clean_logits, max_seqlen_k, c10::ScalarType::Float, out);
+}
+
+// ---- sparse ----
+
+struct sparse_metadata : torch::CustomClassHolder {
+  ml::sparse_mqa_metadata meta;
+};
+struct paged_sparse_metadata : torch::CustomClassHolder {
+  ml::paged_sparse_mqa_metadata meta;
+};
+
+// DeepGEMM passes the format's dtype; FP8 or packed FP4 (int8 / uint8 / float8 / float4 names).
+void check_qk_dtype(const char* where, c10::ScalarType t) {
+  const std::string name = c10::toString(t);
+  ml::detail::require(t == c10::ScalarType::Byte || t == c10::ScalarType::Char ||
+                          name == "Float8_e4m3fn" || name == "Float4_e2m1fn_x2",
+                      where, [&](auto& m) {
+                        m << "qk_dtype = " << ml::detail::torch_dtype_name(t)
+                          << ", expected the codes' dtype (torch.float8_e4m3fn or torch.uint8 "
+                             "for FP8, torch.int8 for packed FP4)";
+                      });
+}
+
+// The call's arguments must be the metadata's: upstream reads them from the call.
+void check_geometry(const char* where, std::int64_t cap, std::int64_t block, std::int64_t meta_cap,
+                    std::int64_t meta_block) {
+  ml::detail::require(cap == meta_cap && block == meta_block, where, [&](auto& m) {
+    m << "num_max_sparse_blocks = " << cap << ", sparse_block_kv = " << block
+      << " but the metadata was made for " << meta_cap << " and " << meta_block;
+  });
+}
+
+template <class Fn>
+void with_bf16_io(const char* where, const at::Tensor& weights, const at::Tensor& out, Fn&& fn) {
+  ml::detail::check_torch_tensor(weights, where, "weights");
+  ml::detail::require(weights.scalar_type() == c10::ScalarType::BFloat16, where, [&](auto& m) {
+    m << "weights has dtype " << ml::detail::torch_dtype_name(weights.scalar_type())
+      << ", expected torch.bfloat16 (as DeepGEMM's sparse kernels)";
+  });
+  fn(ml::as_matrix_view<const ml::bf16>(weights, where, "weights"),
+     ml::as_matrix_view<ml::bf16>(out, where, "out"));
+}
+
+c10::intrusive_ptr<sparse_metadata> get_sparse_mqa_logits_metadata(
+    const at::Tensor& cu_seq_len_k_start, const at::Tensor& cu_seq_len_k_end,
+    std::int64_t num_kv_tokens, const at::Tensor& sparse_kv_block_indices, c10::ScalarType qk_dtype,
+    std::int64_t sparse_block_kv, bool use_unaligned_ks) {
+  constexpr const char* where = "get_sparse_mqa_logits_metadata";
+  return guarded(where, [&] {
+    check_qk_dtype(where, qk_dtype);
+    require_same_index_type(where, "cu_seq_len_k_end", cu_seq_len_k_end, "cu_seq_len_k_start",
+                            cu_seq_len_k_start);
+    require_same_index_type(where, "sparse_kv_block_indices", sparse_kv_block_indices,
+                            "cu_seq_len_k_start", cu_seq_len_k_start);
+    auto holder = c10::make_intrusive<sparse_metadata>();
+    with_index_type(where, "cu_seq_len_k_start", cu_seq_len_k_start, [&](auto index) {
+      using I = decltype(index);
+      holder->meta = ml::get_sparse_mqa_logits_metadata(
+          ml::as_span<const I>(cu_seq_len_k_start, where, "cu_seq_len_k_start"),
+          ml::as_span<const I>(cu_seq_len_k_end, where, "cu_seq_len_k_end"), num_kv_tokens,
+          ml::as_matrix_view<const I>(sparse_kv_block_indices, where, "sparse_kv_block_indices"),
+          sparse_block_kv, use_unaligned_ks);
+    });
+    return holder;
+  });
+}
+
+c10::intrusive_ptr<paged_sparse_metadata> get_paged_sparse_mqa_logits_metadata(
+    const at::Tensor& context_lens, const at::Tensor& block_table, const at::Tensor& indices,
+    std::int64_t page_kv, const at::Tensor& sparse_kv_block_indices, c10::ScalarType qk_dtype,
+    std::int64_t sparse_block_kv) {
+  constexpr const char* where = "get_paged_sparse_mqa_logits_metadata";
+  return guarded(where, [&] {
+    check_qk_dtype(where, qk_dtype);
+    for (const auto& [t, name] :
+         {std::pair{&block_table, "block_table"}, std::pair{&indices, "indices"},
+          std::pair{&sparse_kv_block_indices, "sparse_kv_block_indices"}})
+      require_same_index_type(where, name, *t, "context_lens", context_lens);
+    ml::detail::require(page_kv >= 1 && page_kv <= ml::max_page_kv, where, [&](auto& m) {
+      m << "page_kv = " << page_kv << " is not supported (1.." << ml::max_page_kv << ")";
+    });
+    auto holder = c10::make_intrusive<paged_sparse_metadata>();
+    with_index_type(where, "context_lens", context_lens, [&](auto index) {
+      using I = decltype(index);
+      // [num_q] or [num_q, 1], as upstream's numel() check takes both.
+      const at::Tensor lens = context_lens.dim() == 2 && context_lens.size(1) == 1
+                                  ? context_lens.select(1, 0)
+                                  : context_lens;
+      holder->meta = ml::get_paged_sparse_mqa_logits_metadata(
+          ml::as_span<const I>(lens, where, "context_lens"),
+          ml::as_matrix_view<const I>(block_table, where, "block_table"),
+          ml::as_span<const I>(indices, where, "indices"), static_cast<std::int32_t>(page_kv),
+          ml::as_matrix_view<const I>(sparse_kv_block_indices, where, "sparse_kv_block_indices"),
+          sparse_block_kv);
+    });
+    return holder;
+  });
+}
+
+at::Tensor fp8_fp4_sparse_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
+                                     const std::vector<at::Tensor>& kv, const at::Tensor& weights,
+                                     const c10::intrusive_ptr<sparse_metadata>& metadata,
+                                     std::int64_t num_max_sparse_blocks,
+                                     std::int64_t sparse_block_kv, bool use_unaligned_ks,
+                                     const c10::optional<at::Tensor>& out) {
+  constexpr const char* where = "fp8_fp4_sparse_mqa_logits";
+  return guarded(where, [&] {
+    ml::detail::require(q.size() == 2 && kv.size() == 2, where, [&](auto& m) {
+      m << "q and kv must be pairs (codes, scales), not " << q.size() << " and " << kv.size()
+        << " tensors";
+    });
+    const ml::sparse_mqa_metadata& meta = metadata->meta;
+    check_geometry(where, num_max_sparse_blocks, sparse_block_kv, meta.capacity(),
+                   meta.sparse_block_kv());
+    ml::detail::require(use_unaligned_ks == meta.use_unaligned_ks(), where, [&](auto& m) {
+      m << "use_unaligned_ks = " << (use_unaligned_ks ? "True" : "False")
+        << " but the metadata was made with " << (meta.use_unaligned_ks() ? "True" : "False");
+    });
+    const at::Tensor q_codes = q.get(0).value_or(at::Tensor()),
+                     q_sf = q.get(1).value_or(at::Tensor());
+    ml::detail::require(q_sf.defined(), where, [](auto& m) {
+      m << "q_sf is missing: the sparse kernels take MX Q (codes and int32 scales)";
+    });
+    ml::detail::check_torch_tensor(q_codes, where, "q");
+    require_rank(where, "q", q_codes, 3, "[num_q_tokens, num_heads, head_dim]");
+    at::Tensor result =
+        logits_output(where, out, meta.num_rows(), meta.num_cols(), c10::ScalarType::BFloat16);
+    const run_options run = options_for(true);
+    with_format(format_of(q_codes, true), [&](auto format) {
+      using F = decltype(format);
+      if constexpr (!std::is_same_v<F, ml::fp8_per_token>) {
+        const auto qv = ml::as_rows_view<F>(q_codes, q_sf, where, "q", "q_sf");
+        const auto kvv = ml::as_rows_view<F>(kv[0], kv[1], where, "kv", "kv_sf");
+        with_bf16_io(where, weights, result, [&](auto w, auto o) {
+          ml::fp8_fp4_sparse_mqa_logits(ml::backend::host{}, qv, kvv, w, meta, o, run.opt);
+        });
+      }
+    });
+    return result;
+  });
+}
+
+at::Tensor fp8_fp4_paged_sparse_mqa_logits(
+    const c10::List<c10::optional<at::Tensor>>& q, const at::Tensor& kv_cache,
+    const at::Tensor& weights, const c10::intrusive_ptr<paged_sparse_metadata>& metadata,
+    std::int64_t num_max_sparse_blocks, std::int64_t sparse_block_kv,
+    const c10::optional<at::Tensor>& out) {
+  constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
+  return guarded(where, [&] {
+    ml::detail::require(q.size() == 2, where, [&](auto& m) {
+      m << "q must be a pair (codes, scales), not " << q.size() << " tensors";
+    });
+    const ml::paged_sparse_mqa_metadata& meta = metadata->meta;
+    check_geometry(where, num_max_sparse_blocks, sparse_block_kv, meta.capacity(),
+                   meta.sparse_block_kv());
+    const at::Tensor q_codes = q.get(0).value_or(at::Tensor()),
+                     q_sf = q.get(1).value_or(at::Tensor());
+    ml::detail::require(q_sf.defined(), where, [](auto& m) {
+      m << "q_sf is missing: the sparse kernels take MX Q (codes and int32 scales)";
+    });
+    ml::detail::check_torch_tensor(q_codes, where, "q");
+    require_rank(where, "q", q_codes, 4, "[num_q_tokens, 1, num_heads, head_dim]");
+    require_dim(where, "q", q_codes, 1, 1, "next_n");
+    at::Tensor result =
+        logits_output(where, out, meta.num_rows(), meta.num_cols(), c10::ScalarType::BFloat16);
+    const run_options run = options_for(true);
+    with_format(format_of(q_codes, true), [&](auto format) {
+      using F = decltype(format);
+      if constexpr (!std::is_same_v<F, ml::fp8_per_token>) {
+        const auto qv = ml::as_rows_view<F>(q_codes, q_sf, where, "q", "q_sf");
+        const auto cache = ml::as_paged_cache_view<F>(kv_cache, where, "kv_cache");
+        with_bf16_io(where, weights, result, [&](auto w, auto o) {
+          ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, qv, cache, w, meta, o, run.opt);
+        });
+      }
+    });
+    return result;
+  });
+}
+
+}  // namespace
+}  // namespace mqalogits_torch
+
+TORCH_LIBRARY(mqalogits, m) {
+  namespace mt = mqalogits_torch;
+  // ScalarType defaults are torch's codes: 6 = torch.float32.
+  m.def(
+      "fp8_fp4_mqa_logits(Tensor?[] q, Tensor[] kv, Tensor weights, Tensor cu_seq_len_k_start, "
+      "Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0, "
+      "ScalarType logits_dtype=6, Tensor? schedule_meta=None, *, Tensor(a!)? out=None) -> Tensor",
+      &mt::fp8_fp4_mqa_logits);
+  m.def(
+      "fp8_mqa_logits(Tensor q, Tensor[] kv, Tensor weights, Tensor cu_seq_len_k_start, "
+      "Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0, *, "
+      "Tensor(a!)? out=None) -> Tensor",
+      &mt::fp8_mqa_logits);
+  m.def(
+      "get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms, "
+      "Tensor? indices=None) -> Tensor",
+      &mt::get_paged_mqa_logits_metadata);
+  m.def(
+      "fp8_fp4_paged_mqa_logits(Tensor?[] q, Tensor kv_cache, Tensor weights, "
+      "Tensor context_lens, Tensor block_table, Tensor schedule_meta, int max_context_len, "
+      "bool clean_logits=False, ScalarType logits_dtype=6, Tensor? indices=None, *, "
+      "Tensor(a!)? out=None) -> Tensor",
+      &mt::fp8_fp4_paged_mqa_logits);
+  m.def(
+      "fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor context_lens, "
+      "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
+      "Tensor? indices=None, *, Tensor(a!)? out=None) -> Tensor",
+      &mt::fp8_paged_mqa_logits);
+  m.class_<mt::sparse_metadata>("SparseMetadata");
+  m.class_<mt::paged_sparse_metadata>("PagedSparseMetadata");
+  m.def(
+      "get_sparse_mqa_logits_metadata(Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, "
+      "int num_kv_tokens, Tensor sparse_kv_block_indices, ScalarType qk_dtype, "
+      "int sparse_block_kv, bool use_unaligned_ks=False) -> "
+      "__torch__.torch.classes.mqalogits.SparseMetadata",
+      &mt::get_sparse_mqa_logits_metadata);
+  m.def(
+      "get_paged_sparse_mqa_logits_metadata(Tensor context_lens, Tensor block_table, "
+      "Tensor indices, int page_kv, Tensor sparse_kv_block_indices, ScalarType qk_dtype, "
+      "int sparse_block_kv) -> __torch__.torch.classes.mqalogits.PagedSparseMetadata",
+      &mt::get_paged_sparse_mqa_logits_metadata);
+  m.def(
+      "fp8_fp4_sparse_mqa_logits(Tensor?[] q, Tensor[] kv, Tensor weights, "
+      "__torch__.torch.classes.mqalogits.SparseMetadata metadata, int num_max_sparse_blocks, "
+      "int sparse_block_kv, bool use_unaligned_ks=False, *, Tensor(a!)? out=None) -> Tensor",
+      &mt::fp8_fp4_sparse_mqa_logits);
+  m.def(
+      "fp8_fp4_paged_sparse_mqa_logits(Tensor?[] q, Tensor kv_cache, Tensor weights, "
+      "__torch__.torch.classes.mqalogits.PagedSparseMetadata metadata, "
+      "int num_max_sparse_blocks, int sparse_block_kv, *, Tensor(a!)? out=None) -> Tensor",
+      &mt::fp8_fp4_paged_sparse_mqa_logits);
+}

@@ -1,0 +1,169 @@
+// The torch ops `torch.ops.mqalogits.*`: DeepGEMM's indexer-logits functions over CPU tensors,
+// with DeepGEMM's names and argument order. This header is shared by the extension's two units:
+// ops.cpp (the dense and sparse kernels and the registration) and paged_ops.cpp (the paged
+// kernel and its schedule), so that a parallel build compiles them side by side.
+#pragma once
+
+// ivalue.h before anything that includes List.h: List.h alone holds a std::vector of the
+// incomplete c10::IValue, which Clang rejects in C++20 (torch 1.13).
+#include <ATen/core/ivalue.h>
+
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/Optional.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <mqalogits/interop/torch.hpp>
+#include <mqalogits/mqalogits.hpp>
+
+namespace mqalogits_torch {
+
+namespace ml = mqalogits;
+
+// Per-call options and the pool they run on: at::get_num_threads() threads, as torch's own CPU
+// ops (one pool per process, replaced when torch's thread count changes, so at most one lives).
+struct run_options {
+  std::shared_ptr<ml::thread_pool> pool;  // null: serial on the calling thread
+  ml::options opt;
+};
+run_options options_for(bool clean_logits);
+
+// The logits output: `out` checked against [rows, cols] and the dtype, or a new tensor whose
+// rows are 1024-byte aligned, as DeepGEMM's.
+at::Tensor logits_output(const char* where, const c10::optional<at::Tensor>& out, std::int64_t rows,
+                         std::int64_t cols, c10::ScalarType dtype);
+
+// Library errors (ml::error, "<function>: <what>") reach Python as ValueError "<op>: <what>".
+[[noreturn]] void rethrow_as_value_error(const char* op, const char* message);
+
+// ---- the typed calls an op makes, chosen by the tensors' dtypes ----
+
+// The Q / K format: FP8 with a per-token fp32 K scale when Q comes without scales (the engine
+// folded them into the weights), else MX: packed FP4 (int8, or float4_e2m1fn_x2) or MXFP8.
+enum class qk_format { fp8_per_token, mxfp8, mxfp4 };
+
+inline qk_format format_of(const at::Tensor& q_codes, bool has_q_scales) {
+  if (!has_q_scales) return qk_format::fp8_per_token;
+  const bool fp4 = q_codes.defined() && (q_codes.scalar_type() == c10::ScalarType::Char ||
+                                         ml::detail::torch_dtype_is(q_codes, "Float4_e2m1fn_x2"));
+  return fp4 ? qk_format::mxfp4 : qk_format::mxfp8;
+}
+
+// fn(Format{}) for the call's format.
+template <class Fn>
+void with_format(qk_format f, Fn&& fn) {
+  switch (f) {
+    case qk_format::fp8_per_token:
+      return fn(ml::fp8_per_token{});
+    case qk_format::mxfp8:
+      return fn(ml::mxfp8{});
+    case qk_format::mxfp4:
+      return fn(ml::mxfp4{});
+  }
+}
+
+// fn(weights view, logits view) for the weights' and the output's dtypes: float32 weights with
+// float32 or bfloat16 logits, bfloat16 weights with bfloat16 logits (as DeepGEMM).
+template <class Fn>
+void with_weights_and_logits(const char* where, const at::Tensor& weights, const at::Tensor& out,
+                             Fn&& fn) {
+  ml::detail::check_torch_tensor(weights, where, "weights");
+  const auto w = weights.scalar_type();
+  const auto o = out.scalar_type();
+  if (w == c10::ScalarType::Float && o == c10::ScalarType::Float)
+    return fn(ml::as_matrix_view<const float>(weights, where, "weights"),
+              ml::as_matrix_view<float>(out, where, "out"));
+  if (w == c10::ScalarType::Float && o == c10::ScalarType::BFloat16)
+    return fn(ml::as_matrix_view<const float>(weights, where, "weights"),
+              ml::as_matrix_view<ml::bf16>(out, where, "out"));
+  if (w == c10::ScalarType::BFloat16 && o == c10::ScalarType::BFloat16)
+    return fn(ml::as_matrix_view<const ml::bf16>(weights, where, "weights"),
+              ml::as_matrix_view<ml::bf16>(out, where, "out"));
+  ml::detail::require(w != c10::ScalarType::BFloat16, where, [&](auto& m) {
+    m << "weights of torch.bfloat16 need logits_dtype=torch.bfloat16 (as DeepGEMM)";
+  });
+  ml::detail::require(false, where, [&](auto& m) {
+    m << "weights has dtype " << ml::detail::torch_dtype_name(w)
+      << ", expected torch.float32 or torch.bfloat16";
+  });
+}
+
+// The logits dtypes the ops write.
+inline void check_logits_dtype(const char* where, c10::ScalarType t) {
+  ml::detail::require(t == c10::ScalarType::Float || t == c10::ScalarType::BFloat16, where,
+                      [&](auto& m) {
+                        m << "logits_dtype = " << ml::detail::torch_dtype_name(t)
+                          << ", expected torch.float32 or torch.bfloat16";
+                      });
+}
+
+// fn(std::int32_t{}) or fn(std::int64_t{}) for an index tensor's dtype.
+template <class Fn>
+void with_index_type(const char* where, const char* name, const at::Tensor& t, Fn&& fn) {
+  ml::detail::check_torch_tensor(t, where, name);
+  if (t.scalar_type() == c10::ScalarType::Int) return fn(std::int32_t{});
+  if (t.scalar_type() == c10::ScalarType::Long) return fn(std::int64_t{});
+  ml::detail::require(false, where, [&](auto& m) {
+    m << name << " has dtype " << ml::detail::torch_dtype_name(t.scalar_type())
+      << ", expected torch.int32 or torch.int64";
+  });
+}
+
+// Two index tensors read by one call share a dtype.
+inline void require_same_index_type(const char* where, const char* name, const at::Tensor& t,
+                                    const char* other, const at::Tensor& o) {
+  ml::detail::require(t.scalar_type() == o.scalar_type(), where, [&](auto& m) {
+    m << name << " has dtype " << ml::detail::torch_dtype_name(t.scalar_type()) << " but " << other
+      << " has " << ml::detail::torch_dtype_name(o.scalar_type())
+      << ": pass both as torch.int32 or both as torch.int64";
+  });
+}
+
+// A tensor's size along d, as the shape checks name it.
+inline void require_dim(const char* where, const char* name, const at::Tensor& t, std::int64_t d,
+                        std::int64_t want, const char* what) {
+  ml::detail::require(t.dim() > d && t.size(d) == want, where, [&](auto& m) {
+    m << name << " has shape " << ml::detail::torch_shape{t} << ", expected " << what << " = "
+      << want << " in dimension " << d;
+  });
+}
+inline void require_rank(const char* where, const char* name, const at::Tensor& t,
+                         std::int64_t rank, const char* shape) {
+  ml::detail::require(t.dim() == rank, where, [&](auto& m) {
+    m << name << " has shape " << ml::detail::torch_shape{t} << ", expected " << shape;
+  });
+}
+
+// Runs fn, library errors turned into ValueError that names the op called: the library names
+// its own entry point ("fp8_fp4_mqa_logits: ..."), which a legacy op's caller never wrote.
+template <class Fn>
+decltype(auto) guarded(const char* op, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const ml::error& e) {
+    rethrow_as_value_error(op, e.what());
+  }
+}
+
+at::Tensor fp8_fp4_paged_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
+                                    const at::Tensor& kv_cache, const at::Tensor& weights,
+                                    const at::Tensor& context_lens, const at::Tensor& block_table,
+                                    const at::Tensor& schedule_meta, std::int64_t max_context_len,
+                                    bool clean_logits, c10::ScalarType logits_dtype,
+                                    const c10::optional<at::Tensor>& indices,
+                                    const c10::optional<at::Tensor>& out);
+at::Tensor fp8_paged_mqa_logits(const at::Tensor& q, const at::Tensor& kv_cache,
+                                const at::Tensor& weights, const at::Tensor& context_lens,
+                                const at::Tensor& block_table, const at::Tensor& schedule_meta,
+                                std::int64_t max_context_len, bool clean_logits,
+                                const c10::optional<at::Tensor>& indices,
+                                const c10::optional<at::Tensor>& out);
+at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::int64_t block_kv,
+                                         std::int64_t num_sms,
+                                         const c10::optional<at::Tensor>& indices);
+
+}  // namespace mqalogits_torch

@@ -1,0 +1,168 @@
+// The paged ops: get_paged_mqa_logits_metadata, fp8_fp4_paged_mqa_logits and the legacy
+// fp8_paged_mqa_logits.
+//
+// The schedule is DeepGEMM's int32 [num_sms + 1, 2] tensor, written and read by the library's
+// array form of the schedule: engines copy it into a buffer of their own and pass it back; the
+// kernel rebuilds the schedule from the call's context lengths (and indices) with as many
+// workers as the tensor has rows minus one and requires the tensor to equal it, so a stale or
+// foreign array is a named error, never a wrong read.
+#include "ops.hpp"  // first: it includes torch's headers in an order Clang takes
+
+#include <ATen/ops/empty.h>
+
+namespace mqalogits_torch {
+
+namespace {
+
+// context_lens [B, next_n], or [B] (next_n = 1).
+template <class I>
+ml::matrix_view<const I> lens_view(const char* where, const at::Tensor& lens) {
+  if (lens.dim() == 1) {
+    const auto s = ml::as_span<const I>(lens, where, "context_lens");
+    return {s.data(), static_cast<std::int64_t>(s.size()), 1};
+  }
+  return ml::as_matrix_view<const I>(lens, where, "context_lens");
+}
+
+// block_kv and num_sms in range before they are narrowed to the library's types.
+void check_schedule_args(const char* where, std::int64_t block_kv, std::int64_t num_sms) {
+  ml::detail::require(block_kv >= 1 && block_kv <= ml::max_page_kv, where, [&](auto& m) {
+    m << "block_kv = " << block_kv << " is not supported (1.." << ml::max_page_kv << ")";
+  });
+  ml::detail::require(num_sms >= 1 && num_sms <= ml::max_paged_workers, where, [&](auto& m) {
+    m << "num_sms = " << num_sms << " must be in [1, " << ml::max_paged_workers << "]";
+  });
+}
+
+void check_schedule_tensor(const char* where, const at::Tensor& t) {
+  ml::detail::check_torch_tensor(t, where, "schedule_meta");
+  ml::detail::require_torch_dtype(t, c10::ScalarType::Int, where, "schedule_meta");
+  ml::detail::require(t.dim() == 2 && t.size(0) >= 2 && t.size(1) == 2 && t.is_contiguous(), where,
+                      [&](auto& m) {
+                        m << "schedule_meta has shape " << ml::detail::torch_shape{t}
+                          << ", expected a contiguous [num_sms + 1, 2] tensor from "
+                             "get_paged_mqa_logits_metadata";
+                      });
+}
+
+at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor& q_scales,
+                        const at::Tensor& kv_cache, const at::Tensor& weights,
+                        const at::Tensor& context_lens, const at::Tensor& block_table,
+                        const at::Tensor& schedule_meta, std::int64_t max_context_len,
+                        bool clean_logits, c10::ScalarType logits_dtype,
+                        const c10::optional<at::Tensor>& indices,
+                        const c10::optional<at::Tensor>& out) {
+  return guarded(where, [&] {
+    ml::detail::check_torch_tensor(q, where, "q");
+    require_rank(where, "q", q, 4, "[batch_size, next_n, num_heads, head_dim]");
+    const std::int64_t B = q.size(0), next_n = q.size(1), H = q.size(2);
+    ml::detail::check_torch_tensor(context_lens, where, "context_lens");
+    require_dim(where, "context_lens", context_lens, 0, B, "batch_size");
+    if (context_lens.dim() != 1 || next_n != 1) {
+      require_rank(where, "context_lens", context_lens, 2, "[batch_size, next_n]");
+      require_dim(where, "context_lens", context_lens, 1, next_n, "next_n");
+    }
+    ml::detail::check_torch_tensor(block_table, where, "block_table");
+    require_same_index_type(where, "block_table", block_table, "context_lens", context_lens);
+    ml::detail::check_torch_tensor(weights, where, "weights");
+    require_rank(where, "weights", weights, 2, "[batch_size * next_n, num_heads]");
+    require_dim(where, "weights", weights, 0, B * next_n, "batch_size * next_n");
+    require_dim(where, "weights", weights, 1, H, "num_heads");
+    check_schedule_tensor(where, schedule_meta);
+    ml::detail::require(max_context_len > 0, where, [&](auto& m) {
+      m << "max_context_len = " << max_context_len << " must be > 0";
+    });
+    at::Tensor result = logits_output(where, out, B * next_n, max_context_len, logits_dtype);
+    const run_options run = options_for(clean_logits);
+    with_format(format_of(q, q_scales.defined()), [&](auto format) {
+      using F = decltype(format);
+      const auto qv = ml::as_rows_view<F>(q, q_scales, where, "q", "q_sf");
+      const auto cache = ml::as_paged_cache_view<F>(kv_cache, where, "kv_cache");
+      with_index_type(where, "context_lens", context_lens, [&](auto index) {
+        using I = decltype(index);
+        const auto lens = lens_view<I>(where, context_lens);
+        const auto table = ml::as_matrix_view<const I>(block_table, where, "block_table");
+        // The library checks that the array is the schedule these lengths (and indices) give.
+        const auto schedule =
+            ml::as_matrix_view<const std::int32_t>(schedule_meta, where, "schedule_meta");
+        if (indices.has_value())
+          require_same_index_type(where, "indices", *indices, "context_lens", context_lens);
+        with_weights_and_logits(where, weights, result, [&](auto w, auto o) {
+          if (indices.has_value())
+            ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cache, w, lens, table, schedule,
+                                         max_context_len, o,
+                                         ml::as_span<const I>(*indices, where, "indices"), run.opt);
+          else
+            ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cache, w, lens, table, schedule,
+                                         max_context_len, o, run.opt);
+        });
+      });
+    });
+    return result;
+  });
+}
+
+}  // namespace
+
+at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::int64_t block_kv,
+                                         std::int64_t num_sms,
+                                         const c10::optional<at::Tensor>& indices) {
+  constexpr const char* where = "get_paged_mqa_logits_metadata";
+  return guarded(where, [&] {
+    ml::detail::check_torch_tensor(context_lens, where, "context_lens");
+    ml::detail::require(context_lens.dim() == 1 || context_lens.dim() == 2, where, [&](auto& m) {
+      m << "context_lens has shape " << ml::detail::torch_shape{context_lens}
+        << ", expected [batch_size, next_n]";
+    });
+    check_schedule_args(where, block_kv, num_sms);
+    at::Tensor result =
+        at::empty({num_sms + 1, 2}, at::TensorOptions().dtype(c10::ScalarType::Int));
+    const auto out = ml::as_matrix_view<std::int32_t>(result, where, "schedule_meta");
+    const auto page_kv = static_cast<std::int32_t>(block_kv);
+    const int workers = static_cast<int>(num_sms);
+    with_index_type(where, "context_lens", context_lens, [&](auto index) {
+      using I = decltype(index);
+      const auto lens = lens_view<I>(where, context_lens);
+      if (indices.has_value()) {
+        require_same_index_type(where, "indices", *indices, "context_lens", context_lens);
+        ml::get_paged_mqa_logits_metadata(lens, page_kv, workers,
+                                          ml::as_span<const I>(*indices, where, "indices"), out);
+      } else {
+        ml::get_paged_mqa_logits_metadata(lens, page_kv, workers, out);
+      }
+    });
+    return result;
+  });
+}
+
+at::Tensor fp8_fp4_paged_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
+                                    const at::Tensor& kv_cache, const at::Tensor& weights,
+                                    const at::Tensor& context_lens, const at::Tensor& block_table,
+                                    const at::Tensor& schedule_meta, std::int64_t max_context_len,
+                                    bool clean_logits, c10::ScalarType logits_dtype,
+                                    const c10::optional<at::Tensor>& indices,
+                                    const c10::optional<at::Tensor>& out) {
+  constexpr const char* where = "fp8_fp4_paged_mqa_logits";
+  guarded(where, [&] {
+    ml::detail::require(q.size() == 2, where, [&](auto& m) {
+      m << "q must be a pair (codes, scales or None), not " << q.size() << " tensors";
+    });
+  });
+  const c10::optional<at::Tensor> q_codes = q.get(0), q_sf = q.get(1);
+  return paged_logits(where, q_codes.value_or(at::Tensor()), q_sf.value_or(at::Tensor()), kv_cache,
+                      weights, context_lens, block_table, schedule_meta, max_context_len,
+                      clean_logits, logits_dtype, indices, out);
+}
+
+at::Tensor fp8_paged_mqa_logits(const at::Tensor& q, const at::Tensor& kv_cache,
+                                const at::Tensor& weights, const at::Tensor& context_lens,
+                                const at::Tensor& block_table, const at::Tensor& schedule_meta,
+                                std::int64_t max_context_len, bool clean_logits,
+                                const c10::optional<at::Tensor>& indices,
+                                const c10::optional<at::Tensor>& out) {
+  return paged_logits("fp8_paged_mqa_logits", q, at::Tensor(), kv_cache, weights, context_lens,
+                      block_table, schedule_meta, max_context_len, clean_logits,
+                      c10::ScalarType::Float, indices, out);
+}
+
+}  // namespace mqalogits_torch

@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""The torch op library (torch.ops.mqalogits.*) driven as vLLM drives DeepGEMM's indexer.
+
+Usage: test_torch_ops.py path/to/libmqalogits_torch_ops.so
+
+One DeepSeek-V3.2 decode step (64 index heads, D = 128, page 64, vLLM's 132-byte FP8 + fp32-scale
+cache; lengths 0, 1, 1900, 2049, 9000; next_n 1 and 2 with 2-D lengths), an MXFP4 decode
+(DeepSeek-V4's cache, page 256) and a chunked prefill (dense, per-row ks / ke), each checked
+against float64 numpy of logit[q, t] = sum_h relu(dot(Q[q, h], K[t])) * w[q, h]:
+|got - exact| <= 2^-7 |exact| + 2^-14 M, M = sum_h |w_h| sum_i |q_hi k_i|, and the -inf mask
+exact. Then static buffers (out=, the schedule in an engine's buffer), int32 / int64 and thread
+counts (bitwise equal), and bad arguments (short ValueErrors that name the argument).
+"""
+import sys
+
+import numpy as np
+import torch
+
+torch.ops.load_library(sys.argv[1])
+ops = torch.ops.mqalogits
+rng = np.random.default_rng(30)
+H, D = 64, 128
+
+
+def e4m3_values():
+    v = np.zeros(256)
+    for b in range(256):
+        sign = -1.0 if b & 0x80 else 1.0
+        e, m = (b >> 3) & 0xF, b & 7
+        if e == 15 and m == 7:
+            v[b] = np.nan
+        elif e == 0:
+            v[b] = sign * m / 8 * 2.0**-6
+        else:
+            v[b] = sign * (1 + m / 8) * 2.0 ** (e - 7)
+    return v
+
+
+E4M3 = e4m3_values()
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def fp8_codes(shape):
+    c = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    c[(c & 0x7F) == 0x7F] = 0  # no NaN codes
+    return c
+
+
+def fp4_decode(packed):  # [..., D/2] bytes -> [..., D]: element 2i in the low nibble
+    lo, hi = E2M1[packed & 0xF], E2M1[packed >> 4]
+    return np.stack([lo, hi], axis=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
+
+
+def ue8m0_words(shape):  # one int32 per row: four UE8M0 bytes, one per 32 elements
+    return rng.integers(118, 132, size=(*shape, 4), dtype=np.uint8)
+
+
+def mx_scale(scale_bytes):  # [..., 4] bytes -> [..., 128] multipliers
+    return np.repeat(2.0 ** (scale_bytes.astype(np.float64) - 127), 32, axis=-1)
+
+
+def reference(qd, kd, w):
+    """qd [R, H, D], kd [N, D], w [R, H] (float64) -> exact [R, N] and the bound's M."""
+    dots = np.einsum("rhd,nd->rhn", qd, kd)
+    exact = np.einsum("rhn,rh->rn", np.maximum(dots, 0), w)
+    m = np.einsum("rhn,rh->rn", np.einsum("rhd,nd->rhn", np.abs(qd), np.abs(kd)), np.abs(w))
+    return exact, m
+
+
+def check_close(what, got, exact, m):
+    got = got.astype(np.float64)
+    bound = 2.0**-7 * np.abs(exact) + 2.0**-14 * m
+    bad = ~(np.abs(got - exact) <= bound)
+    assert not bad.any(), f"{what}: {bad.sum()} logits out of bound, first {np.argwhere(bad)[0]}"
+
+
+def as_np(t):
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+
+
+# ---- decode over vLLM's paged cache ----
+
+
+def build_cache(token_data, token_scale_bytes, page, spare_pages=3):
+    """Pages for each request's tokens. token_data[b]: [L, data_bytes] uint8, token_scale_bytes[b]:
+    [L, 4] uint8. Returns the cache [pages, page, 1, data + 4] uint8 (each page all data then all
+    scales), and per request its page list (in a shuffled order)."""
+    data_bytes = token_data[0].shape[1]
+    need = [(len(t) + page - 1) // page for t in token_data]
+    total = sum(need) + spare_pages
+    order = rng.permutation(total)
+    data = rng.integers(0, 256, size=(total, page, data_bytes), dtype=np.uint8)  # junk in spares
+    scales = rng.integers(0, 256, size=(total, page, 4), dtype=np.uint8)
+    pages, at = [], 0
+    for b, t in enumerate(token_data):
+        mine = order[at : at + need[b]]
+        at += need[b]
+        pages.append(mine)
+        for i in range(len(t)):
+            data[mine[i // page], i % page] = t[i]
+            scales[mine[i // page], i % page] = token_scale_bytes[b][i]
+    flat = np.concatenate([data.reshape(total, -1), scales.reshape(total, -1)], axis=1)
+    return torch.from_numpy(flat.reshape(total, page, 1, data_bytes + 4).copy()), pages
+
+
+def block_table(pages, max_blocks):
+    t = np.full((len(pages), max_blocks), 123456789, dtype=np.int32)  # garbage past the context
+    for b, p in enumerate(pages):
+        t[b, : len(p)] = p
+    return torch.from_numpy(t)
+
+
+def decode_lengths(lengths, next_n):
+    """vLLM's 2-D lengths: row j of a request sees L - next_n + 1 + j positions."""
+    return np.array([[max(L - next_n + 1 + j, 0) for j in range(next_n)] for L in lengths], np.int32)
+
+
+def test_decode_fp8(next_n):
+    lengths = [0, 1, 1900, 2049, 9000]
+    page, max_context_len, B = 64, 9088, len(lengths)
+    k_codes = [fp8_codes((L, D)) for L in lengths]
+    k_scale = [(rng.uniform(0.5, 2, size=L) * 2.0**-8).astype(np.float32) for L in lengths]
+    cache, pages = build_cache(k_codes, [s.view(np.uint8).reshape(-1, 4) for s in k_scale], page)
+    table = block_table(pages, max_context_len // page + 2)
+    lens = torch.from_numpy(decode_lengths(lengths, next_n))
+    q = torch.from_numpy(fp8_codes((B, next_n, H, D)))
+    w = torch.from_numpy(rng.normal(0, 0.05, size=(B * next_n, H)).astype(np.float32))
+    meta = ops.get_paged_mqa_logits_metadata(lens, page, 8)
+    assert meta.dtype == torch.int32 and tuple(meta.shape) == (9, 2)
+
+    # vLLM's call: the legacy name, fp32 logits, clean_logits=False (invalid columns unspecified).
+    got = ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_context_len)
+    clean = ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_context_len, True)
+    assert got.dtype == torch.float32 and tuple(got.shape) == (B * next_n, max_context_len)
+    qd = E4M3[q.numpy()].reshape(B * next_n, H, D)
+    for b, L in enumerate(lengths):
+        kd = E4M3[k_codes[b]] * k_scale[b][:, None].astype(np.float64)
+        rows = slice(b * next_n, (b + 1) * next_n)
+        exact, m = reference(qd[rows], kd, w.numpy()[rows].astype(np.float64))
+        for j in range(next_n):
+            r, n = b * next_n + j, lens[b, j].item()
+            check_close(f"decode next_n={next_n} row {r}", got.numpy()[r, :n], exact[j, :n], m[j, :n])
+            assert np.array_equal(clean.numpy()[r, :n], got.numpy()[r, :n])
+            assert np.isneginf(clean.numpy()[r, n:]).all(), f"row {r}: mask past {n}"
+            assert np.isfinite(clean.numpy()[r, :n]).all()
+
+    # DeepGEMM's current name with its (q, None) pair, bf16 logits.
+    bf = ops.fp8_fp4_paged_mqa_logits((q, None), cache, w, lens, table, meta, max_context_len,
+                                      True, torch.bfloat16)
+    assert bf.dtype == torch.bfloat16
+    for r in range(B * next_n):
+        n = lens.view(-1)[r].item()
+        ref = torch.from_numpy(clean.numpy()[r, :n]).to(torch.bfloat16)  # fp32 rounded once more
+        diff = (bf[r, :n].float() - ref.float()).abs()
+        assert (diff <= 2.0**-7 * ref.float().abs() + 1e-30).all(), f"bf16 row {r}"
+        assert torch.isneginf(bf[r, n:].float()).all()
+
+    # int64 lengths and tables (vLLM's CPU path), a schedule kept in the engine's buffer, out=,
+    # and two threads: bitwise the same logits.
+    sched_buffer = torch.zeros(64, 2, dtype=torch.int32)
+    m64 = ops.get_paged_mqa_logits_metadata(lens.long(), page, 8)
+    sched_buffer[: m64.shape[0]] = m64
+    out = torch.full((B * next_n, max_context_len), 7.0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        again = ops.fp8_paged_mqa_logits(q, cache, w, lens.long(), table.long(),
+                                         sched_buffer[: m64.shape[0]], max_context_len, True,
+                                         out=out)
+    finally:
+        torch.set_num_threads(threads)
+    assert again.data_ptr() == out.data_ptr()
+    assert torch.equal(out, clean)
+    # Layouts the views take in place: DeepGEMM's page stride padded to a multiple of 512 bytes,
+    # weights as a slice of a wider buffer (a row stride of their own).
+    pages, page_bytes = cache.shape[0], page * 132
+    padded = torch.zeros(pages, 8704, dtype=torch.uint8)
+    padded[:, :page_bytes] = cache.view(pages, page_bytes)
+    padded = padded.as_strided((pages, page, 1, 132), (8704, 132, 132, 1))
+    wide = torch.zeros(B * next_n, H + 16)
+    wide[:, :H] = w
+    strided = ops.fp8_paged_mqa_logits(q, padded, wide[:, :H], lens, table, meta, max_context_len,
+                                       True)
+    assert torch.equal(strided, clean)
+    if next_n == 1:  # upstream's varlen `indices` (one request per row here): the same logits
+        indices = torch.arange(B, dtype=torch.int32)
+        mv = ops.get_paged_mqa_logits_metadata(lens, page, 8, indices)
+        varlen = ops.fp8_paged_mqa_logits(q, cache, w, lens, table, mv, max_context_len, True,
+                                          indices)
+        assert torch.equal(varlen, clean)
+    return lens, q, cache, w, table, meta, max_context_len
+
+
+def test_decode_mxfp4():
+    """DeepSeek-V4's MXFP4 cache (page 256, 68 bytes a token), fp32 and bf16 weights."""
+    lengths, page, max_context_len, B = [300, 700, 5], 256, 1024, 3
+    k_codes = [rng.integers(0, 256, size=(L, D // 2), dtype=np.uint8) for L in lengths]
+    k_sf = [ue8m0_words((L,)) for L in lengths]
+    cache, pages = build_cache(k_codes, k_sf, page)
+    table = block_table(pages, 4).long()
+    lens = torch.tensor(lengths).view(B, 1)  # int64, as torch.tensor makes them
+    q_bytes = rng.integers(0, 256, size=(B, 1, H, D // 2), dtype=np.uint8)
+    q_sf_bytes = ue8m0_words((B, 1, H))
+    q = torch.from_numpy(q_bytes.view(np.int8))  # DeepGEMM's packed FP4 dtype
+    q_sf = torch.from_numpy(q_sf_bytes.view(np.int32)[..., 0].copy())
+    w = torch.from_numpy(rng.normal(0, 0.05, size=(B, H)).astype(np.float32))
+    meta = ops.get_paged_mqa_logits_metadata(lens, page, 3)
+    qd = (fp4_decode(q_bytes) * mx_scale(q_sf_bytes)).reshape(B, H, D)
+    for weights, dtype in ((w, torch.float32), (w.to(torch.bfloat16), torch.bfloat16)):
+        got = ops.fp8_fp4_paged_mqa_logits((q, q_sf), cache, weights, lens, table, meta,
+                                           max_context_len, True, dtype)
+        assert got.dtype == dtype
+        wd = weights.float().numpy().astype(np.float64)
+        for b, L in enumerate(lengths):
+            kd = fp4_decode(k_codes[b]) * mx_scale(k_sf[b])
+            exact, m = reference(qd[b : b + 1], kd, wd[b : b + 1])
+            check_close(f"mxfp4 decode row {b}", as_np(got)[b, :L], exact[0], m[0])
+            assert np.isneginf(as_np(got)[b, L:]).all()
+
+
+# ---- chunked prefill: dense K gathered per chunk, per-row [ks, ke) ----
+
+
+def test_prefill():
+    # Two requests in one chunk: 300 cached + 40 new tokens, 1000 cached + 30 new.
+    reqs = [(300, 40), (1000, 30)]
+    ks, ke, start = [], [], 0
+    for cached, new in reqs:
+        for i in range(new):
+            ks.append(start)
+            ke.append(start + cached + i + 1)
+        start += cached + new
+    N, S = start, len(ks)
+    k = fp8_codes((N, D))
+    k_scale = (rng.uniform(0.5, 2, size=N) * 2.0**-8).astype(np.float32)
+    q = fp8_codes((S, H, D))
+    w = rng.normal(0, 0.05, size=(S, H)).astype(np.float32)
+    kd = E4M3[k] * k_scale[:, None].astype(np.float64)
+    exact, m = reference(E4M3[q], kd, w.astype(np.float64))
+    qt, kt, st, wt = (torch.from_numpy(a) for a in (q, k, k_scale, w))
+    ks32, ke32 = torch.tensor(ks, dtype=torch.int32), torch.tensor(ke, dtype=torch.int32)
+
+    # vLLM's call: full width [S, N], column j = token j.
+    got = ops.fp8_mqa_logits(qt, (kt, st), wt, ks32, ke32)
+    assert tuple(got.shape) == (S, N) and got.dtype == torch.float32
+    cols = np.arange(N)
+    for r in range(S):
+        valid = (cols >= ks[r]) & (cols < ke[r])
+        check_close(f"prefill row {r}", got.numpy()[r, valid], exact[r, valid], m[r, valid])
+        assert np.isneginf(got.numpy()[r, ~valid]).all(), f"prefill row {r}: mask"
+    # int64 ks / ke (torch.tensor's default) and out=: bitwise the same.
+    out = torch.empty(S, N)
+    assert ops.fp8_mqa_logits(qt, (kt, st), wt, torch.tensor(ks), torch.tensor(ke),
+                              out=out).data_ptr() == out.data_ptr()
+    assert torch.equal(out, got)
+    # K scales as [N, 1] (as some engines keep them): the same.
+    assert torch.equal(ops.fp8_mqa_logits(qt, (kt, st.view(N, 1)), wt, ks32, ke32), got)
+    # Compressed columns (max_seqlen_k > 0): column j = token ks + j.
+    width = max(e - s for s, e in zip(ks, ke))
+    comp = ops.fp8_fp4_mqa_logits((qt, None), (kt, st), wt, ks32, ke32, False, width)
+    for r in range(S):
+        n = ke[r] - ks[r]
+        assert torch.equal(comp[r, :n], got[r, ks[r] : ke[r]]), f"compressed row {r}"
+
+    # MXFP8 (scales as DeepGEMM's int32 words), bf16 weights and logits.
+    q_sf_bytes, k_sf_bytes = ue8m0_words((S, H)), ue8m0_words((N,))
+    q_sf = torch.from_numpy(q_sf_bytes.view(np.int32)[..., 0].copy())
+    k_sf = torch.from_numpy(k_sf_bytes.view(np.int32)[..., 0].copy())
+    wb = wt.to(torch.bfloat16)
+    mx = ops.fp8_fp4_mqa_logits((qt, q_sf), (kt, k_sf), wb, ks32, ke32, True, 0, torch.bfloat16)
+    qd = E4M3[q] * mx_scale(q_sf_bytes)
+    exact, m = reference(qd, E4M3[k] * mx_scale(k_sf_bytes), wb.float().numpy().astype(np.float64))
+    for r in range(S):
+        valid = (cols >= ks[r]) & (cols < ke[r])
+        check_close(f"mxfp8 prefill row {r}", as_np(mx)[r, valid], exact[r, valid], m[r, valid])
+        assert np.isneginf(as_np(mx)[r, ~valid]).all()
+    return qt, kt, st, wt, ks32, ke32
+
+
+# ---- sparse: selected blocks (MX formats, bf16 weights and logits, as upstream) ----
+
+
+def selections(rows, lo, hi, cap, pad):
+    """Per row, sorted distinct blocks in [lo[r], hi[r]) (nb of them, at most cap), padded as vLLM
+    pads (repeating the last valid block) or with -1."""
+    idx = np.full((rows, cap), -1, dtype=np.int32)
+    nbs = []
+    for r in range(rows):
+        nb = min(cap, max(hi[r] - lo[r], 0))
+        chosen = np.sort(rng.choice(np.arange(lo[r], hi[r]), size=nb, replace=False)) if nb else []
+        idx[r, :nb] = chosen
+        if nb and pad == "repeat":
+            idx[r, nb:] = chosen[-1]
+        nbs.append(nb)
+    return idx, nbs
+
+
+def test_sparse():
+    B, cap, S, N = 16, 8, 6, 700
+    ks = rng.integers(0, 200, size=S)
+    ke = ks + rng.integers(1, 500, size=S)
+    ke[0] = N + 50  # past the KV: clipped to N
+    kep = np.minimum(ke, N)
+    idx, nbs = selections(S, ks // B, (kep + B - 1) // B, cap, "repeat")
+    idx[1, nbs[1]:] = -1  # -1 padding is accepted too
+    q, k = fp8_codes((S, H, D)), fp8_codes((N, D))
+    q_sf_b, k_sf_b = ue8m0_words((S, H)), ue8m0_words((N,))
+    w = torch.from_numpy(rng.normal(0, 0.05, size=(S, H)).astype(np.float32)).to(torch.bfloat16)
+    words = lambda b: torch.from_numpy(b.view(np.int32)[..., 0].copy())
+    meta = ops.get_sparse_mqa_logits_metadata(torch.from_numpy(ks.astype(np.int32)),
+                                              torch.from_numpy(ke.astype(np.int32)), N,
+                                              torch.from_numpy(idx), torch.uint8, B)
+    qt, kt = torch.from_numpy(q), torch.from_numpy(k)
+    got = ops.fp8_fp4_sparse_mqa_logits((qt, words(q_sf_b)), (kt, words(k_sf_b)), w, meta, cap, B)
+    assert got.dtype == torch.bfloat16 and tuple(got.shape) == (S, cap * B)
+    exact, m = reference(E4M3[q] * mx_scale(q_sf_b), E4M3[k] * mx_scale(k_sf_b),
+                         w.float().numpy().astype(np.float64))
+    for r in range(S):
+        for b in range(cap):
+            tokens = idx[r, b] * B + np.arange(B)
+            valid = (b < nbs[r]) & (idx[r, b] >= 0) & (tokens >= ks[r]) & (tokens < kep[r])
+            cols = as_np(got)[r, b * B : (b + 1) * B]
+            assert np.isneginf(cols[~valid]).all(), f"sparse row {r} block {b}: mask"
+            if valid.any():
+                t = tokens[valid]
+                check_close(f"sparse row {r} block {b}", cols[valid], exact[r, t], m[r, t])
+    expect_error(lambda: ops.fp8_fp4_sparse_mqa_logits((qt, words(q_sf_b)), (kt, words(k_sf_b)),
+                                                       w, meta, cap + 4, B), "num_max_sparse_blocks")
+    expect_error(lambda: ops.fp8_fp4_sparse_mqa_logits((qt, words(q_sf_b)), (kt, words(k_sf_b)),
+                                                       w.float(), meta, cap, B), "weights",
+                 "torch.bfloat16")
+
+
+def test_paged_sparse():
+    """DeepSeek-V4-style decode: selected 16-token blocks of an MXFP4 cache, page 64."""
+    B, cap, page = 16, 8, 64
+    lengths = [1, 100, 1000, 0]
+    R = len(lengths)
+    k_codes = [rng.integers(0, 256, size=(max(L, 1), D // 2), dtype=np.uint8) for L in lengths]
+    k_sf = [ue8m0_words((max(L, 1),)) for L in lengths]
+    cache, pages = build_cache(k_codes, k_sf, page)
+    table = block_table(pages, 16)
+    idx, nbs = selections(R, [0] * R, [(L + B - 1) // B for L in lengths], cap, "repeat")
+    q_b = rng.integers(0, 256, size=(R, 1, H, D // 2), dtype=np.uint8)
+    q_sf_b = ue8m0_words((R, 1, H))
+    w = torch.from_numpy(rng.normal(0, 0.05, size=(R, H)).astype(np.float32)).to(torch.bfloat16)
+    lens = torch.tensor(lengths, dtype=torch.int32)
+    meta = ops.get_paged_sparse_mqa_logits_metadata(lens, table, torch.arange(R, dtype=torch.int32),
+                                                    page, torch.from_numpy(idx), torch.int8, B)
+    q = torch.from_numpy(q_b.view(np.int8))
+    q_sf = torch.from_numpy(q_sf_b.view(np.int32)[..., 0].copy())
+    got = ops.fp8_fp4_paged_sparse_mqa_logits((q, q_sf), cache, w, meta, cap, B)
+    qd = (fp4_decode(q_b) * mx_scale(q_sf_b)).reshape(R, H, D)
+    for r, L in enumerate(lengths):
+        kd = fp4_decode(k_codes[r]) * mx_scale(k_sf[r])
+        exact, m = reference(qd[r : r + 1], kd, w[r : r + 1].float().numpy().astype(np.float64))
+        for b in range(cap):
+            pos = idx[r, b] * B + np.arange(B)
+            valid = (b < nbs[r]) & (idx[r, b] >= 0) & (pos < L)
+            cols = as_np(got)[r, b * B : (b + 1) * B]
+            assert np.isneginf(cols[~valid]).all(), f"paged sparse row {r} block {b}: mask"
+            if valid.any():
+                check_close(f"paged sparse row {r}", cols[valid], exact[0, pos[valid]],
+                            m[0, pos[valid]])
+
+
+# ---- bad arguments: ValueError, short, naming the argument ----
+
+
+def expect_error(fn, *words):
+    try:
+        fn()
+    except ValueError as e:
+        msg = str(e).splitlines()[0]
+        assert len(msg) < 300, f"message too long ({len(msg)}): {msg[:200]}"
+        for word in words:
+            assert word in msg, f"{word!r} not in {msg!r}"
+        return
+    raise AssertionError(f"no error (expected one naming {words})")
+
+
+def test_errors(decode, prefill):
+    lens, q, cache, w, table, meta, max_len = decode
+    qt, kt, st, wt, ks, ke = prefill
+    paged = ops.fp8_paged_mqa_logits
+    expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt.int(), ks, ke), "weights", "torch.int32")
+    expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt[:, :-1], ks, ke), "weights", "num_heads")
+    expect_error(lambda: ops.fp8_mqa_logits(qt.float(), (kt, st), wt, ks, ke), "q ", "torch.float32")
+    expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st[:-1]), wt, ks, ke), "kv_sf", "shape")
+    expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke.long()), "cu_seq_len_k_end")
+    expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke, out=torch.empty(3, 3)), "out")
+    expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke, True, -1), "max_seqlen_k")
+    expect_error(lambda: ops.fp8_mqa_logits(qt, (kt,), wt, ks, ke), "kv", "pair")
+    expect_error(lambda: ops.fp8_mqa_logits(qt.transpose(0, 1).contiguous().transpose(0, 1),
+                                            (kt, st), wt, ks, ke), "q ", "contiguous")
+    expect_error(lambda: ops.fp8_mqa_logits(qt, (kt[:, :64], st), wt, ks, ke),
+                 "fp8_mqa_logits: kv head_dim = 64")
+    expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt[:1].expand(wt.shape), ks, ke),
+                 "weights", "overlap")
+    expect_error(lambda: paged(q, cache, w, lens, table.long(), meta, max_len), "block_table")
+    expect_error(lambda: paged(q, cache[..., :-2], w, lens, table, meta, max_len), "kv_cache", "130")
+    expect_error(lambda: paged(q, cache, w, lens, table, meta.long(), max_len), "schedule_meta")
+    expect_error(lambda: paged(q, cache, w, lens[:-1], table, meta, max_len), "context_lens")
+    expect_error(lambda: ops.fp8_fp4_paged_mqa_logits((q, None), cache, w, lens, table, meta,
+                                                      max_len, False, torch.float16), "logits_dtype")
+    # A schedule made for other lengths (or another block_kv) is refused by name.
+    other = lens.clone()
+    other[-1] = 100
+    expect_error(lambda: paged(q, cache, w, lens, table, ops.get_paged_mqa_logits_metadata(
+        other, 64, 8), max_len), "fp8_paged_mqa_logits: schedule", "stale")
+    expect_error(lambda: ops.get_paged_mqa_logits_metadata(lens, 64, 0), "num_sms")
+    expect_error(lambda: ops.get_paged_mqa_logits_metadata(lens.float(), 64, 8), "context_lens")
+    # A block-table slot the context reads that is not a page: the library's own check.
+    bad = table.clone()
+    bad[-1, 3] = -5
+    expect_error(lambda: paged(q, cache, w, lens, bad, meta, max_len), "block_table", "-5")
+
+
+decode = test_decode_fp8(1)
+test_decode_fp8(2)
+test_decode_mxfp4()
+prefill = test_prefill()
+test_errors(decode, prefill)
+test_sparse()
+test_paged_sparse()
+print("torch ops: decode (next_n 1, 2; FP8 and MXFP4), prefill, sparse, paged sparse, static "
+      "buffers, errors: ok")
