@@ -1,6 +1,7 @@
 // How engines call the kernels: the paged schedule as upstream's int32 [num_workers + 1, 2]
-// array (written, taken back, checked against the call's lengths). One format (FP8 with
-// per-token scales, vLLM's and sglang's cache) and fp32 logits: what is tested here does not
+// array (written, taken back, checked against the call's lengths); contexts longer than their
+// block table or the output, a named error unless the call opts into masking. One format (FP8
+// with per-token scales, vLLM's and sglang's cache) and fp32 logits: what is tested here does not
 // depend on the format.
 #include <catch2/catch.hpp>
 
@@ -290,4 +291,107 @@ TEST_CASE("schedule array: stale, foreign and wrongly shaped arrays are named er
     CHECK(check::against(out, ref::paged(st.q.view(), st.cache.view(), st.w.view(), nudged.view(),
                                          st.table.view(), st.max_context_len)) == "");
   }
+}
+
+TEST_CASE("long contexts: a context past its block table or max_context_len is a named error",
+          "[paged][truncate]") {
+  rnd::engine rng(3101);
+  // The engine bug this guards against: L = 300 with a 2-column table at page 64 (128 positions).
+  auto lens = rnd::matrix<std::int32_t>(3, 1);
+  lens(0, 0) = 100, lens(1, 0) = 300, lens(2, 0) = 128;
+  paged_step st(rng, lens, 64, 2);
+  st.max_context_len = 512;  // wider than the table: only the table limits
+  const auto s = ml::get_paged_mqa_logits_metadata(st.lens.view(), 64, 2);
+  ml::logits_buffer<float> out(3, st.max_context_len);
+  check::fill_sentinel(out);
+  const auto run = [&](std::int64_t max_context_len, const ml::options& opt) {
+    ml::fp8_fp4_paged_mqa_logits(st.q.view(), st.cache.view(), st.w.view(), st.lens.view(),
+                                 st.table.view(), s, max_context_len, out.view(), opt);
+  };
+  std::string e = check::error_of([&] { run(512, {}); });
+  CHECK_THAT(e, Catch::Contains("fp8_fp4_paged_mqa_logits") &&
+                    Catch::Contains("context_lens[1][0] = 300") &&
+                    Catch::Contains("max_blocks * page_kv = 2 * 64 = 128") &&
+                    Catch::Contains("truncate_long_contexts"));
+  CHECK(check::untouched(out));
+
+  // The output limit: a wide table, max_context_len 200 < 300.
+  auto wide = rnd::block_table(rng, st.lens, 8, 64, st.cache.num_pages);
+  out = ml::logits_buffer<float>(3, 200);
+  check::fill_sentinel(out);
+  e = check::error_of([&] {
+    ml::fp8_fp4_paged_mqa_logits(st.q.view(), st.cache.view(), st.w.view(), st.lens.view(),
+                                 wide.view(), s, 200, out.view());
+  });
+  CHECK_THAT(e, Catch::Contains("context_lens[1][0] = 300") &&
+                    Catch::Contains("longer than max_context_len = 200"));
+  CHECK(check::untouched(out));
+
+  // Opting in masks the positions past the table: 128 valid columns in row 1.
+  out = ml::logits_buffer<float>(3, 512);
+  CHECK(check::error_of([&] { run(512, {.truncate_long_contexts = true}); }) == "");
+  const auto expected = st.reference();
+  CHECK(check::against(out, expected) == "");
+  CHECK(std::isfinite(out.view()(1, 127)));
+  CHECK(std::isinf(out.view()(1, 128)));
+
+  // The legacy name and the top-k output follow the same rule.
+  auto idx = rnd::matrix<std::int32_t>(3, 200);
+  const auto bare = [&] {
+    ml::rows_view<F> q = st.q.view();
+    q.scales = nullptr;
+    return q;
+  }();
+  e = check::error_of([&] {
+    ml::fp8_paged_mqa_logits(bare, st.cache.view(), st.w.view(), st.lens.view(), st.table.view(), s,
+                             512, false, ml::topk(idx.mut()));
+  });
+  CHECK_THAT(e, Catch::Contains("context_lens[1][0] = 300"));
+  ml::fp8_paged_mqa_logits(bare, st.cache.view(), st.w.view(), st.lens.view(), st.table.view(), s,
+                           512, false, ml::topk(idx.mut()), {.truncate_long_contexts = true});
+  CHECK(idx(1, 127) >= 0);
+  CHECK(idx(1, 128) == -1);  // a top-k of 128: the table's positions only
+}
+
+TEST_CASE("long contexts: paged-sparse rows past their block table are a named error",
+          "[paged][truncate]") {
+  rnd::engine rng(3102);
+  const std::int32_t page_kv = 32;
+  const std::int64_t B = 16, cap = 12, max_blocks = 3;  // the table covers 96 positions
+  const std::vector<std::int32_t> lens = {90, 96, 150};
+  const auto cache = rnd::paged_cache<F>(rng, 5, page_kv);
+  std::vector<std::int64_t> keys(lens.begin(), lens.end());
+  const auto table = rnd::block_table(rng, keys, max_blocks, page_kv, 5);
+  auto idx = rnd::matrix<std::int32_t>(3, cap, 0, -1);
+  for (std::int64_t r = 0; r < 3; ++r)
+    for (std::int64_t b = 0; b < cap; ++b) idx(r, b) = static_cast<std::int32_t>(b);
+  const auto q = rnd::rows<F>(rng, 3 * 4);
+  const auto w = rnd::weights<float>(rng, 3, 4);
+  const auto meta = ml::get_paged_sparse_mqa_logits_metadata(std::span<const std::int32_t>(lens),
+                                                             table.view(), page_kv, idx.view(), B);
+  CHECK(meta.long_context_row() == 2);
+  ml::logits_buffer<float> out(3, cap * B);
+  check::fill_sentinel(out);
+  const std::string e = check::error_of([&] {
+    ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta, out.view());
+  });
+  CHECK_THAT(e, Catch::Contains("fp8_fp4_paged_sparse_mqa_logits") &&
+                    Catch::Contains("context_lens[2] = 150") &&
+                    Catch::Contains("max_blocks * page_kv = 3 * 32 = 96") &&
+                    Catch::Contains("truncate_long_contexts"));
+  CHECK(check::untouched(out));
+  ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta, out.view(),
+                                      {.truncate_long_contexts = true});
+  CHECK(check::against(out, ref::paged_sparse(q.view(), cache.view(), w.view(),
+                                              std::span<const std::int32_t>(lens), table.view(),
+                                              idx.view(), B)) == "");
+  CHECK(std::isinf(out.view()(2, 96)));  // position 96: past the table
+  // Rows that fit are no error.
+  const std::vector<std::int32_t> fit = {90, 96, 96};
+  const auto ok = ml::get_paged_sparse_mqa_logits_metadata(std::span<const std::int32_t>(fit),
+                                                           table.view(), page_kv, idx.view(), B);
+  CHECK(ok.long_context_row() == -1);
+  CHECK(check::error_of([&] {
+          ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), ok, out.view());
+        }) == "");
 }

@@ -15,7 +15,8 @@ MQALOGITS_NAMESPACE_BEGIN
 // the reread protocol each call reads the selected tokens of `cache` (which must have the
 // metadata's page_kv and a page for every block-table entry the selection reads); with the snapshot
 // protocol the first call gathers them into the metadata and later calls reuse that snapshot
-// without reading `cache`.
+// without reading `cache`. A context longer than its block table is an error unless
+// options::truncate_long_contexts.
 template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
 void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
                                      const paged_cache_view<Format>& cache, matrix_view<WT> weights,
@@ -26,6 +27,13 @@ void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
   // First, so a default-constructed metadata is named as such, not as a shape mismatch.
   detail::require(metadata.capacity() > 0, where, [](auto& m) {
     m << "metadata was not made by get_paged_sparse_mqa_logits_metadata";
+  });
+  const std::int64_t long_row = metadata.long_context_row();
+  detail::require(long_row < 0 || opt.truncate_long_contexts, where, [&](auto& m) {
+    m << "context_lens[" << long_row << "] = " << metadata.context_len(long_row)
+      << " is longer than its block table, max_blocks * page_kv = " << metadata.max_blocks()
+      << " * " << metadata.page_kv() << " = " << metadata.max_blocks() * metadata.page_kv()
+      << " (options::truncate_long_contexts masks the positions past it)";
   });
   detail::check_cache(where, cache);
   auto output = to_output_policy(out, opt);

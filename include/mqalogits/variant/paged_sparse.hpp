@@ -87,6 +87,11 @@ class paged_sparse_mqa_metadata {
     return f_->block_page[static_cast<std::size_t>(r * f_->cap + b)];
   }
 
+  // The first row whose context is longer than its block table (context_lens[row] >
+  // max_blocks * page_kv), or -1: the kernel rejects such metadata unless the call sets
+  // options::truncate_long_contexts (which masks the positions past the table).
+  std::int64_t long_context_row() const { return f_->long_row; }
+
   // Bytes the metadata keeps besides the snapshot: its copies of the lengths, of the selection
   // and of one block-table entry per selected block (never the caller's whole table).
   std::size_t metadata_bytes() const {
@@ -221,6 +226,7 @@ class paged_sparse_mqa_metadata {
     detail::vector<std::int64_t> block_page;  // [rows, cap] the page of each used block, else 0
     detail::vector<std::int64_t> idx;         // bounded (see detail::bounded_block)
     page_entry lowest, highest;               // the smallest and largest page the selection reads
+    std::int64_t long_row = -1;               // see long_context_row()
     std::unique_ptr<snapshot> snap;           // snapshot protocol only
   };
   reset_on_move<fields> f_;  // a moved-from metadata is empty: the kernel rejects it
@@ -306,6 +312,11 @@ paged_sparse_mqa_metadata make_paged_sparse_metadata(
   f.max_blocks = block_table.cols;
   f.protocol = protocol;
   for (const I len : context_lens) f.lens.push_back(bounded(len));
+  std::int64_t capacity = 0;  // positions the block table covers (overflow: all of them)
+  if (__builtin_mul_overflow(block_table.cols, std::int64_t{page_kv}, &capacity))
+    capacity = INT64_MAX;
+  for (std::int64_t r = 0; r < rows && f.long_row < 0; ++r)
+    if (context_lens[static_cast<std::size_t>(r)] > capacity) f.long_row = r;
   f.idx = copy_rows(sparse_kv_block_indices,
                     [&](std::int64_t v) { return bounded_block(v, sparse_block_kv); });
   // Only the block-table entries the selection reads: one per used block, not the whole table.
