@@ -395,3 +395,175 @@ TEST_CASE("long contexts: paged-sparse rows past their block table are a named e
           ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), ok, out.view());
         }) == "");
 }
+
+namespace {
+
+// The fused top-k's contract on a selection with repeated blocks: the library's own fp32 logits
+// row (every column it writes, repeats included), with every column whose token an earlier
+// column of the row already covers removed, stable-sorted (descending, NaN first, ties to the
+// lower column). token(r, c) is the token column c reads, or -1 when the column is masked.
+struct dedup_expect {
+  std::vector<std::vector<std::pair<float, std::int32_t>>> rows;
+  std::int64_t dropped = 0;  // valid columns left out as repeats
+};
+
+template <class Token>
+dedup_expect dedup_sorted(const std::vector<float>& logits, std::int64_t rows, std::int64_t cols,
+                          Token token) {
+  dedup_expect e;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<std::pair<float, std::int32_t>> row;
+    std::vector<std::int64_t> seen;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::int64_t t = token(r, c);
+      if (t < 0) continue;
+      if (std::find(seen.begin(), seen.end(), t) != seen.end()) {
+        ++e.dropped;
+        continue;
+      }
+      seen.push_back(t);
+      row.emplace_back(logits[static_cast<std::size_t>(r * cols + c)],
+                       static_cast<std::int32_t>(c));
+    }
+    std::stable_sort(row.begin(), row.end(), [](const auto& a, const auto& b) {
+      if (std::isnan(a.first)) return !std::isnan(b.first);
+      if (std::isnan(b.first)) return false;
+      return a.first > b.first;
+    });
+    e.rows.push_back(std::move(row));
+  }
+  return e;
+}
+
+// Checks a top-k result against the expected rows: indices exactly, values bitwise.
+std::string topk_mismatch(const dedup_expect& e, const rnd::owned_matrix<std::int32_t>& idx,
+                          const rnd::owned_matrix<float>& val) {
+  for (std::int64_t r = 0; r < idx.rows; ++r) {
+    const auto& want = e.rows[static_cast<std::size_t>(r)];
+    for (std::int64_t i = 0; i < idx.cols; ++i) {
+      const bool have = i < static_cast<std::int64_t>(want.size());
+      const std::int32_t wi = have ? want[static_cast<std::size_t>(i)].second : -1;
+      const float wv =
+          have ? want[static_cast<std::size_t>(i)].first : -std::numeric_limits<float>::infinity();
+      if (idx(r, i) != wi || std::memcmp(&val(r, i), &wv, sizeof(float)) != 0)
+        return "row " + std::to_string(r) + " entry " + std::to_string(i) + ": got (" +
+               std::to_string(idx(r, i)) + ", " + std::to_string(val(r, i)) + "), want (" +
+               std::to_string(wi) + ", " + std::to_string(wv) + ")";
+    }
+  }
+  return "";
+}
+
+// A selection as engines pad it: `valid` distinct blocks (in any order), then the padding.
+enum class padding { repeat_last, minus_one, arbitrary };
+rnd::owned_matrix<std::int32_t> padded_selection(rnd::engine& rng, std::int64_t rows,
+                                                 std::int64_t cap, std::int64_t max_block,
+                                                 padding pad) {
+  auto m = rnd::matrix<std::int32_t>(rows, cap, 0, -1);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<std::int32_t> blocks(static_cast<std::size_t>(max_block));
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+    // At most a third of the row: the padding then lies inside the blocks the row reads.
+    const std::int64_t valid = rnd::uniform(rng, r == 0 ? 0 : 1, std::min(cap, max_block) / 3);
+    if (pad != padding::arbitrary) std::sort(blocks.begin(), blocks.begin() + valid);
+    for (std::int64_t b = 0; b < cap; ++b) {
+      if (b < valid) {
+        m(r, b) = blocks[static_cast<std::size_t>(b)];
+      } else if (pad == padding::repeat_last) {
+        m(r, b) = valid > 0 ? m(r, valid - 1) : -1;  // vLLM: the last valid block again
+      } else if (pad == padding::arbitrary) {        // repeats of any earlier entry, and -1s
+        m(r, b) = valid > 0 && !rnd::chance(rng, 0.2) ? m(r, rnd::uniform(rng, 0, b - 1)) : -1;
+      }
+    }
+  }
+  return m;
+}
+
+const char* padding_name(padding p) {
+  return p == padding::repeat_last ? "repeat last" : p == padding::minus_one ? "-1" : "arbitrary";
+}
+
+}  // namespace
+
+TEST_CASE("sparse top-k: a token is never selected twice when rows repeat blocks",
+          "[sparse][topk][dedup]") {
+  const padding pad = GENERATE(padding::repeat_last, padding::minus_one, padding::arbitrary);
+  const std::int64_t B = GENERATE(8, 16);
+  const bool unaligned = GENERATE(false, true);
+  const std::int64_t k = GENERATE(1, 7, 64, 400);
+  rnd::engine rng(static_cast<std::uint64_t>(3200 + B + 10 * k + unaligned + 3 * int(pad)));
+  INFO(padding_name(pad) << " padding, B " << B << (unaligned ? ", unaligned" : "") << ", k " << k);
+  const std::int64_t rows = 9, cap = 24, N = 300, H = 4;
+  const auto kv = rnd::rows<F>(rng, N);
+  const auto q = rnd::rows<F>(rng, rows * H);
+  const auto w = rnd::weights<float>(rng, rows, H);
+  auto ks = rnd::ints(rng, rows, 0, 40), ke = rnd::ints(rng, rows, 200, N + 20);
+  const auto idx = padded_selection(rng, rows, cap, (N + B - 1) / B, pad);
+  const auto meta = ml::get_sparse_mqa_logits_metadata(ks, std::span<const std::int32_t>(ke), N,
+                                                       idx.view(), B, unaligned);
+  const std::int64_t cols = cap * B;
+  // The logits row keeps its repeated columns; the two-pass reference reads it.
+  std::vector<float> logits(static_cast<std::size_t>(rows * cols));
+  ml::fp8_fp4_sparse_mqa_logits(q.view(), kv.view(), w.view(), meta,
+                                ml::matrix_view<float>(logits.data(), rows, cols));
+  const auto want = dedup_sorted(logits, rows, cols,
+                                 [&](std::int64_t r, std::int64_t c) { return meta.token(r, c); });
+  if (pad != padding::minus_one) CHECK(want.dropped > 0);
+  ml::thread_pool pool(2);
+  auto got_i = rnd::matrix<std::int32_t>(rows, k);
+  auto got_v = rnd::matrix<float>(rows, k);
+  ml::fp8_fp4_sparse_mqa_logits(q.view(), kv.view(), w.view(), meta,
+                                ml::topk(got_i.mut(), got_v.mut()), {.executor = pool});
+  CHECK(topk_mismatch(want, got_i, got_v) == "");
+  for (std::int64_t r = 0; r < rows; ++r) {  // the property itself, spelled out
+    std::vector<std::int64_t> tokens;
+    for (std::int64_t i = 0; i < k; ++i)
+      if (got_i(r, i) >= 0) tokens.push_back(meta.token(r, got_i(r, i)));
+    std::sort(tokens.begin(), tokens.end());
+    CHECK(std::adjacent_find(tokens.begin(), tokens.end()) == tokens.end());
+  }
+}
+
+TEST_CASE("paged-sparse top-k: a token is never selected twice when rows repeat blocks",
+          "[paged_sparse][topk][dedup]") {
+  const padding pad = GENERATE(padding::repeat_last, padding::minus_one, padding::arbitrary);
+  const auto protocol =
+      GENERATE(ml::paged_sparse_protocol::reread, ml::paged_sparse_protocol::snapshot);
+  const std::int64_t k = GENERATE(5, 100, 1000);
+  rnd::engine rng(static_cast<std::uint64_t>(3300 + k + 3 * int(pad)));
+  INFO(padding_name(pad) << " padding, k " << k);
+  const std::int32_t page_kv = 64;
+  const std::int64_t B = 16, rows = 7, cap = 40, H = 4, max_blocks = 8;
+  std::vector<std::int32_t> lens;
+  for (std::int64_t r = 0; r < rows; ++r)
+    lens.push_back(static_cast<std::int32_t>(rnd::uniform(rng, 300, max_blocks * page_kv)));
+  const auto cache = rnd::paged_cache<F>(rng, 12, page_kv);
+  std::vector<std::int64_t> keys(lens.begin(), lens.end());
+  const auto table = rnd::block_table(rng, keys, max_blocks, page_kv, 12);
+  // Blocks inside every row's context (lengths >= 300), so repeats of them are valid columns.
+  const auto idx = padded_selection(rng, rows, cap, 300 / B, pad);
+  const auto q = rnd::rows<F>(rng, rows * H);
+  const auto w = rnd::weights<float>(rng, rows, H);
+  const auto meta = ml::get_paged_sparse_mqa_logits_metadata(
+      std::span<const std::int32_t>(lens), table.view(), page_kv, idx.view(), B, protocol);
+  const std::int64_t cols = cap * B;
+  std::vector<float> logits(static_cast<std::size_t>(rows * cols));
+  ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta,
+                                      ml::matrix_view<float>(logits.data(), rows, cols));
+  const auto want = dedup_sorted(
+      logits, rows, cols, [&](std::int64_t r, std::int64_t c) { return meta.position(r, c); });
+  if (pad != padding::minus_one) CHECK(want.dropped > 0);
+  auto got_i = rnd::matrix<std::int32_t>(rows, k);
+  auto got_v = rnd::matrix<float>(rows, k);
+  ml::thread_pool pool(2);
+  ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta,
+                                      ml::topk(got_i.mut(), got_v.mut()), {.executor = pool});
+  CHECK(topk_mismatch(want, got_i, got_v) == "");
+  // The logits output still holds every repeated column (the same value as the first).
+  if (pad == padding::repeat_last)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = B; c < cols; ++c)
+        if (meta.position(r, c) >= 0 && idx(r, c / B) == idx(r, c / B - 1))
+          CHECK(std::memcmp(&logits[r * cols + c], &logits[r * cols + c - B], 4) == 0);
+}

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "../config.hpp"
+#include "../output/topk.hpp"
 #include "../variant/paged_sparse.hpp"
 #include "dispatch.hpp"
 
@@ -15,8 +16,9 @@ MQALOGITS_NAMESPACE_BEGIN
 // the reread protocol each call reads the selected tokens of `cache` (which must have the
 // metadata's page_kv and a page for every block-table entry the selection reads); with the snapshot
 // protocol the first call gathers them into the metadata and later calls reuse that snapshot
-// without reading `cache`. A context longer than its block table is an error unless
-// options::truncate_long_contexts.
+// without reading `cache`. A top-k output selects each position at most once (a block selected
+// again in a row is not a candidate again). A context longer than its block table is an error
+// unless options::truncate_long_contexts.
 template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
 void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
                                      const paged_cache_view<Format>& cache, matrix_view<WT> weights,
@@ -42,12 +44,16 @@ void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
   detail::check_no_overlap(where, output,
                            {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
                             detail::range_of("cache", cache), detail::range_of("weights", w)});
+  // The fused top-k never selects a position twice (see fp8_fp4_sparse_mqa_logits).
+  constexpr bool selecting = std::is_same_v<Out, topk_selection<topk_index::column_t>>;
   if (metadata.protocol() == paged_sparse_protocol::snapshot) {
     metadata.ensure_snapshot(where, cache);
-    detail::dispatch<Backend>(q, paged_sparse_snapshot_plan<Format>(metadata), w, output, opt);
+    detail::dispatch<Backend>(q, paged_sparse_snapshot_plan<Format>(metadata, selecting), w, output,
+                              opt);
   } else {
     metadata.check_cache(where, cache);
-    detail::dispatch<Backend>(q, paged_sparse_plan<Format>(cache, metadata), w, output, opt);
+    detail::dispatch<Backend>(q, paged_sparse_plan<Format>(cache, metadata, selecting), w, output,
+                              opt);
   }
 }
 

@@ -10,9 +10,11 @@
 // Row r of `indices` holds the columns (numbered as in the logits row) of the k largest valid
 // logits of row r in descending order of value, ties broken by the lower column, NaN above
 // +inf (as torch.topk); masked columns are never selected; a row with fewer than k valid
-// columns is padded with -1 (values -inf). Ranking uses the fp32 logit, before any rounding to
-// a logits type. The result equals a stable descending sort of the row's valid fp32 logits,
-// for every executor and thread count.
+// columns is padded with -1 (values -inf). The sparse and paged-sparse kernels never select a
+// token twice: where a row selects a block again (engines pad rows by repeating their last
+// valid block), only the columns of its first entry are candidates. Ranking uses the fp32 logit,
+// before any rounding to a logits type. The result equals a stable descending sort of the row's
+// valid fp32 logits, for every executor and thread count.
 //
 // topk_index::slot (fp8_fp4_paged_mqa_logits only, what sglang's and vLLM's CPU topk_transform
 // produce) writes block_table[request, pos / page_kv] * page_kv + pos % page_kv instead of the
