@@ -1,8 +1,9 @@
 // How engines call the kernels: the paged schedule as upstream's int32 [num_workers + 1, 2]
 // array (written, taken back, checked against the call's lengths); contexts longer than their
-// block table or the output, a named error unless the call opts into masking. One format (FP8
-// with per-token scales, vLLM's and sglang's cache) and fp32 logits: what is tested here does not
-// depend on the format.
+// block table or the output, a named error unless the call opts into masking; sparse rows padded
+// with repeated blocks, whose fused top-k never selects a token twice; the dense top-k's per-row
+// offset. One format (FP8 with per-token scales, vLLM's and sglang's cache) and fp32 logits:
+// what is tested here does not depend on the format.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -566,4 +567,91 @@ TEST_CASE("paged-sparse top-k: a token is never selected twice when rows repeat 
       for (std::int64_t c = B; c < cols; ++c)
         if (meta.position(r, c) >= 0 && idx(r, c / B) == idx(r, c / B - 1))
           CHECK(std::memcmp(&logits[r * cols + c], &logits[r * cols + c - B], 4) == 0);
+}
+
+// The offset is a dense-kernel option (and its legacy name's): the other kernels' columns are
+// not sglang's ragged positions, and they do not accept it.
+static_assert(ml::dense_output_argument<ml::topk_offset_selection<std::int32_t>>);
+static_assert(ml::dense_output_argument<ml::topk_offset_selection<std::int64_t>>);
+static_assert(!ml::output_argument<ml::topk_offset_selection<std::int32_t>>);
+static_assert(!ml::paged_output_argument<ml::topk_offset_selection<std::int32_t>>);
+static_assert(ml::detail::legacy_dense_output<ml::topk_offset_selection<std::int32_t>>);
+static_assert(!ml::detail::legacy_paged_output<ml::topk_offset_selection<std::int32_t>>);
+
+TEST_CASE("dense top-k: a per-row offset on the selected columns (sglang's ragged prefill)",
+          "[dense][topk][offset]") {
+  const std::int64_t max_seqlen_k = GENERATE(0, 96);
+  rnd::engine rng(3400 + static_cast<std::uint64_t>(max_seqlen_k));
+  const std::int64_t rows = 6, N = 200, H = 4, k = 40;
+  const auto kv = rnd::rows<F>(rng, N);
+  const auto q = rnd::rows<F>(rng, rows * H);
+  const auto w = rnd::weights<float>(rng, rows, H);
+  std::vector<std::int32_t> ks = {0, 10, 50, 100, 190, 7}, ke = {5, 90, 150, 200, 190, 60};
+  const std::vector<std::int32_t> offsets = {0, 1000, 7, 123456, 3, 0};
+  const std::vector<std::int64_t> offsets64(offsets.begin(), offsets.end());
+  auto plain = rnd::matrix<std::int32_t>(rows, k), shifted = rnd::matrix<std::int32_t>(rows, k),
+       shifted64 = rnd::matrix<std::int32_t>(rows, k);
+  auto plain_v = rnd::matrix<float>(rows, k), shifted_v = rnd::matrix<float>(rows, k);
+  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k,
+                         ml::topk(plain.mut(), plain_v.mut()));
+  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k,
+                         ml::topk(shifted.mut(), shifted_v.mut(), ml::topk_offset(offsets)));
+  // int64 offsets (the index arrays' other type), indices only.
+  const std::vector<std::int64_t> ks64(ks.begin(), ks.end()), ke64(ke.begin(), ke.end());
+  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks64, ke64, max_seqlen_k,
+                         ml::topk(shifted64.mut(), ml::topk_offset(offsets64)));
+  std::int64_t minus_ones = 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < k; ++i) {
+      INFO("row " << r << " entry " << i);
+      const std::int32_t c = plain(r, i);
+      minus_ones += c == -1;
+      CHECK(shifted(r, i) == (c < 0 ? -1 : c + offsets[static_cast<std::size_t>(r)]));
+      CHECK(shifted64(r, i) == shifted(r, i));
+    }
+  CHECK(minus_ones > 0);  // rows 0 and 4 have fewer than k valid columns: -1 stays -1
+  CHECK(std::memcmp(plain_v.data.data(), shifted_v.data.data(), plain_v.data.size() * 4) == 0);
+  // The legacy name (sglang's call) takes the same selection.
+  if (max_seqlen_k == 0) {
+    auto legacy = rnd::matrix<std::int32_t>(rows, k);
+    ml::rows_view<F> bare = q.view();
+    bare.scales = nullptr;  // its Q: codes only (engines fold the scales into the weights)
+    auto plain_bare = rnd::matrix<std::int32_t>(rows, k);
+    const ml::matrix_view<const float> fw = w.view();
+    ml::fp8_mqa_logits(bare, kv.view(), fw, ks, ke, false, 0, ml::topk(plain_bare.mut()));
+    ml::fp8_mqa_logits(bare, kv.view(), fw, ks, ke, false, 0,
+                       ml::topk(legacy.mut(), ml::topk_offset(offsets)));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t i = 0; i < k; ++i)
+        CHECK(
+            legacy(r, i) ==
+            (plain_bare(r, i) < 0 ? -1 : plain_bare(r, i) + offsets[static_cast<std::size_t>(r)]));
+  }
+
+  // Bad offsets: named, the output untouched.
+  auto out = rnd::matrix<std::int32_t>(rows, k, 0, 77);
+  const auto call = [&](const std::vector<std::int32_t>& o) {
+    return check::error_of([&] {
+      ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k,
+                             ml::topk(out.mut(), ml::topk_offset(o)));
+    });
+  };
+  CHECK_THAT(call({1, 2, 3}), Catch::Contains("fp8_fp4_mqa_logits") &&
+                                  Catch::Contains("top-k offsets has 3 entries, expected 6"));
+  auto bad = offsets;
+  bad[2] = -5;
+  CHECK_THAT(call(bad), Catch::Contains("top-k offsets[2] = -5"));
+  bad[2] = std::numeric_limits<std::int32_t>::max() - 10;
+  CHECK_THAT(call(bad), Catch::Contains("top-k offsets[2] = ") && Catch::Contains("int32"));
+  CHECK(std::all_of(out.data.begin(), out.data.end(), [](std::int32_t v) { return v == 77; }));
+  // An output overlapping the offsets is rejected.
+  std::vector<std::int32_t> shared(static_cast<std::size_t>(rows * k + rows), 0);
+  CHECK_THAT(check::error_of([&] {
+               ml::fp8_fp4_mqa_logits(
+                   q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k,
+                   ml::topk(ml::matrix_view<std::int32_t>(shared.data(), rows, k),
+                            ml::topk_offset(std::span<const std::int32_t>(
+                                shared.data() + rows * k - 1, static_cast<std::size_t>(rows)))));
+             }),
+             Catch::Contains("top-k offsets"));
 }
