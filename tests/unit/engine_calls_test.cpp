@@ -1,7 +1,9 @@
 // How engines call the kernels: the paged schedule as upstream's int32 [num_workers + 1, 2]
-// array (written, taken back, checked against the call's lengths). One format (FP8 with
-// per-token scales, vLLM's and sglang's cache) and fp32 logits: what is tested here does not
-// depend on the format.
+// array (written, taken back, checked against the call's lengths); contexts longer than their
+// block table or the output, a named error unless the call opts into masking; sparse rows padded
+// with repeated blocks, whose fused top-k never selects a token twice; the dense top-k's per-row
+// offset. One format (FP8 with per-token scales, vLLM's and sglang's cache) and fp32 logits:
+// what is tested here does not depend on the format.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -290,4 +292,366 @@ TEST_CASE("schedule array: stale, foreign and wrongly shaped arrays are named er
     CHECK(check::against(out, ref::paged(st.q.view(), st.cache.view(), st.w.view(), nudged.view(),
                                          st.table.view(), st.max_context_len)) == "");
   }
+}
+
+TEST_CASE("long contexts: a context past its block table or max_context_len is a named error",
+          "[paged][truncate]") {
+  rnd::engine rng(3101);
+  // The engine bug this guards against: L = 300 with a 2-column table at page 64 (128 positions).
+  auto lens = rnd::matrix<std::int32_t>(3, 1);
+  lens(0, 0) = 100, lens(1, 0) = 300, lens(2, 0) = 128;
+  paged_step st(rng, lens, 64, 2);
+  st.max_context_len = 512;  // wider than the table: only the table limits
+  const auto s = ml::get_paged_mqa_logits_metadata(st.lens.view(), 64, 2);
+  ml::logits_buffer<float> out(3, st.max_context_len);
+  check::fill_sentinel(out);
+  const auto run = [&](std::int64_t max_context_len, const ml::options& opt) {
+    ml::fp8_fp4_paged_mqa_logits(st.q.view(), st.cache.view(), st.w.view(), st.lens.view(),
+                                 st.table.view(), s, max_context_len, out.view(), opt);
+  };
+  std::string e = check::error_of([&] { run(512, {}); });
+  CHECK_THAT(e, Catch::Contains("fp8_fp4_paged_mqa_logits") &&
+                    Catch::Contains("context_lens[1][0] = 300") &&
+                    Catch::Contains("max_blocks * page_kv = 2 * 64 = 128") &&
+                    Catch::Contains("truncate_long_contexts"));
+  CHECK(check::untouched(out));
+
+  // The output limit: a wide table, max_context_len 200 < 300.
+  auto wide = rnd::block_table(rng, st.lens, 8, 64, st.cache.num_pages);
+  out = ml::logits_buffer<float>(3, 200);
+  check::fill_sentinel(out);
+  e = check::error_of([&] {
+    ml::fp8_fp4_paged_mqa_logits(st.q.view(), st.cache.view(), st.w.view(), st.lens.view(),
+                                 wide.view(), s, 200, out.view());
+  });
+  CHECK_THAT(e, Catch::Contains("context_lens[1][0] = 300") &&
+                    Catch::Contains("longer than max_context_len = 200"));
+  CHECK(check::untouched(out));
+
+  // Opting in masks the positions past the table: 128 valid columns in row 1.
+  out = ml::logits_buffer<float>(3, 512);
+  CHECK(check::error_of([&] { run(512, {.truncate_long_contexts = true}); }) == "");
+  const auto expected = st.reference();
+  CHECK(check::against(out, expected) == "");
+  CHECK(std::isfinite(out.view()(1, 127)));
+  CHECK(std::isinf(out.view()(1, 128)));
+
+  // The legacy name and the top-k output follow the same rule.
+  auto idx = rnd::matrix<std::int32_t>(3, 200);
+  const auto bare = [&] {
+    ml::rows_view<F> q = st.q.view();
+    q.scales = nullptr;
+    return q;
+  }();
+  e = check::error_of([&] {
+    ml::fp8_paged_mqa_logits(bare, st.cache.view(), st.w.view(), st.lens.view(), st.table.view(), s,
+                             512, false, ml::topk(idx.mut()));
+  });
+  CHECK_THAT(e, Catch::Contains("context_lens[1][0] = 300"));
+  ml::fp8_paged_mqa_logits(bare, st.cache.view(), st.w.view(), st.lens.view(), st.table.view(), s,
+                           512, false, ml::topk(idx.mut()), {.truncate_long_contexts = true});
+  CHECK(idx(1, 127) >= 0);
+  CHECK(idx(1, 128) == -1);  // a top-k of 128: the table's positions only
+}
+
+TEST_CASE("long contexts: paged-sparse rows past their block table are a named error",
+          "[paged][truncate]") {
+  rnd::engine rng(3102);
+  const std::int32_t page_kv = 32;
+  const std::int64_t B = 16, cap = 12, max_blocks = 3;  // the table covers 96 positions
+  const std::vector<std::int32_t> lens = {90, 96, 150};
+  const auto cache = rnd::paged_cache<F>(rng, 5, page_kv);
+  std::vector<std::int64_t> keys(lens.begin(), lens.end());
+  const auto table = rnd::block_table(rng, keys, max_blocks, page_kv, 5);
+  auto idx = rnd::matrix<std::int32_t>(3, cap, 0, -1);
+  for (std::int64_t r = 0; r < 3; ++r)
+    for (std::int64_t b = 0; b < cap; ++b) idx(r, b) = static_cast<std::int32_t>(b);
+  const auto q = rnd::rows<F>(rng, 3 * 4);
+  const auto w = rnd::weights<float>(rng, 3, 4);
+  const auto meta = ml::get_paged_sparse_mqa_logits_metadata(std::span<const std::int32_t>(lens),
+                                                             table.view(), page_kv, idx.view(), B);
+  CHECK(meta.long_context_row() == 2);
+  ml::logits_buffer<float> out(3, cap * B);
+  check::fill_sentinel(out);
+  const std::string e = check::error_of([&] {
+    ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta, out.view());
+  });
+  CHECK_THAT(e, Catch::Contains("fp8_fp4_paged_sparse_mqa_logits") &&
+                    Catch::Contains("context_lens[2] = 150") &&
+                    Catch::Contains("max_blocks * page_kv = 3 * 32 = 96") &&
+                    Catch::Contains("truncate_long_contexts"));
+  CHECK(check::untouched(out));
+  ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta, out.view(),
+                                      {.truncate_long_contexts = true});
+  CHECK(check::against(out, ref::paged_sparse(q.view(), cache.view(), w.view(),
+                                              std::span<const std::int32_t>(lens), table.view(),
+                                              idx.view(), B)) == "");
+  CHECK(std::isinf(out.view()(2, 96)));  // position 96: past the table
+  // Rows that fit are no error.
+  const std::vector<std::int32_t> fit = {90, 96, 96};
+  const auto ok = ml::get_paged_sparse_mqa_logits_metadata(std::span<const std::int32_t>(fit),
+                                                           table.view(), page_kv, idx.view(), B);
+  CHECK(ok.long_context_row() == -1);
+  CHECK(check::error_of([&] {
+          ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), ok, out.view());
+        }) == "");
+}
+
+namespace {
+
+// The fused top-k's contract on a selection with repeated blocks: the library's own fp32 logits
+// row (every column it writes, repeats included), with every column whose token an earlier
+// column of the row already covers removed, stable-sorted (descending, NaN first, ties to the
+// lower column). token(r, c) is the token column c reads, or -1 when the column is masked.
+struct dedup_expect {
+  std::vector<std::vector<std::pair<float, std::int32_t>>> rows;
+  std::int64_t dropped = 0;  // valid columns left out as repeats
+};
+
+template <class Token>
+dedup_expect dedup_sorted(const std::vector<float>& logits, std::int64_t rows, std::int64_t cols,
+                          Token token) {
+  dedup_expect e;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<std::pair<float, std::int32_t>> row;
+    std::vector<std::int64_t> seen;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::int64_t t = token(r, c);
+      if (t < 0) continue;
+      if (std::find(seen.begin(), seen.end(), t) != seen.end()) {
+        ++e.dropped;
+        continue;
+      }
+      seen.push_back(t);
+      row.emplace_back(logits[static_cast<std::size_t>(r * cols + c)],
+                       static_cast<std::int32_t>(c));
+    }
+    std::stable_sort(row.begin(), row.end(), [](const auto& a, const auto& b) {
+      if (std::isnan(a.first)) return !std::isnan(b.first);
+      if (std::isnan(b.first)) return false;
+      return a.first > b.first;
+    });
+    e.rows.push_back(std::move(row));
+  }
+  return e;
+}
+
+// Checks a top-k result against the expected rows: indices exactly, values bitwise.
+std::string topk_mismatch(const dedup_expect& e, const rnd::owned_matrix<std::int32_t>& idx,
+                          const rnd::owned_matrix<float>& val) {
+  for (std::int64_t r = 0; r < idx.rows; ++r) {
+    const auto& want = e.rows[static_cast<std::size_t>(r)];
+    for (std::int64_t i = 0; i < idx.cols; ++i) {
+      const bool have = i < static_cast<std::int64_t>(want.size());
+      const std::int32_t wi = have ? want[static_cast<std::size_t>(i)].second : -1;
+      const float wv =
+          have ? want[static_cast<std::size_t>(i)].first : -std::numeric_limits<float>::infinity();
+      if (idx(r, i) != wi || std::memcmp(&val(r, i), &wv, sizeof(float)) != 0)
+        return "row " + std::to_string(r) + " entry " + std::to_string(i) + ": got (" +
+               std::to_string(idx(r, i)) + ", " + std::to_string(val(r, i)) + "), want (" +
+               std::to_string(wi) + ", " + std::to_string(wv) + ")";
+    }
+  }
+  return "";
+}
+
+// A selection as engines pad it: `valid` distinct blocks (in any order), then the padding.
+enum class padding { repeat_last, minus_one, arbitrary };
+rnd::owned_matrix<std::int32_t> padded_selection(rnd::engine& rng, std::int64_t rows,
+                                                 std::int64_t cap, std::int64_t max_block,
+                                                 padding pad) {
+  auto m = rnd::matrix<std::int32_t>(rows, cap, 0, -1);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<std::int32_t> blocks(static_cast<std::size_t>(max_block));
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+    // At most a third of the row: the padding then lies inside the blocks the row reads.
+    const std::int64_t valid = rnd::uniform(rng, r == 0 ? 0 : 1, std::min(cap, max_block) / 3);
+    if (pad != padding::arbitrary) std::sort(blocks.begin(), blocks.begin() + valid);
+    for (std::int64_t b = 0; b < cap; ++b) {
+      if (b < valid) {
+        m(r, b) = blocks[static_cast<std::size_t>(b)];
+      } else if (pad == padding::repeat_last) {
+        m(r, b) = valid > 0 ? m(r, valid - 1) : -1;  // vLLM: the last valid block again
+      } else if (pad == padding::arbitrary) {        // repeats of any earlier entry, and -1s
+        m(r, b) = valid > 0 && !rnd::chance(rng, 0.2) ? m(r, rnd::uniform(rng, 0, b - 1)) : -1;
+      }
+    }
+  }
+  return m;
+}
+
+const char* padding_name(padding p) {
+  return p == padding::repeat_last ? "repeat last" : p == padding::minus_one ? "-1" : "arbitrary";
+}
+
+}  // namespace
+
+TEST_CASE("sparse top-k: a token is never selected twice when rows repeat blocks",
+          "[sparse][topk][dedup]") {
+  const padding pad = GENERATE(padding::repeat_last, padding::minus_one, padding::arbitrary);
+  const std::int64_t B = GENERATE(8, 16);
+  const bool unaligned = GENERATE(false, true);
+  const std::int64_t k = GENERATE(1, 7, 64, 400);
+  rnd::engine rng(static_cast<std::uint64_t>(3200 + B + 10 * k + unaligned + 3 * int(pad)));
+  INFO(padding_name(pad) << " padding, B " << B << (unaligned ? ", unaligned" : "") << ", k " << k);
+  const std::int64_t rows = 9, cap = 24, N = 300, H = 4;
+  const auto kv = rnd::rows<F>(rng, N);
+  const auto q = rnd::rows<F>(rng, rows * H);
+  const auto w = rnd::weights<float>(rng, rows, H);
+  auto ks = rnd::ints(rng, rows, 0, 40), ke = rnd::ints(rng, rows, 200, N + 20);
+  const auto idx = padded_selection(rng, rows, cap, (N + B - 1) / B, pad);
+  const auto meta = ml::get_sparse_mqa_logits_metadata(ks, std::span<const std::int32_t>(ke), N,
+                                                       idx.view(), B, unaligned);
+  const std::int64_t cols = cap * B;
+  // The logits row keeps its repeated columns; the two-pass reference reads it.
+  std::vector<float> logits(static_cast<std::size_t>(rows * cols));
+  ml::fp8_fp4_sparse_mqa_logits(q.view(), kv.view(), w.view(), meta,
+                                ml::matrix_view<float>(logits.data(), rows, cols));
+  const auto want = dedup_sorted(logits, rows, cols,
+                                 [&](std::int64_t r, std::int64_t c) { return meta.token(r, c); });
+  if (pad != padding::minus_one) CHECK(want.dropped > 0);
+  ml::thread_pool pool(2);
+  auto got_i = rnd::matrix<std::int32_t>(rows, k);
+  auto got_v = rnd::matrix<float>(rows, k);
+  ml::fp8_fp4_sparse_mqa_logits(q.view(), kv.view(), w.view(), meta,
+                                ml::topk(got_i.mut(), got_v.mut()), {.executor = pool});
+  CHECK(topk_mismatch(want, got_i, got_v) == "");
+  for (std::int64_t r = 0; r < rows; ++r) {  // the property itself, spelled out
+    std::vector<std::int64_t> tokens;
+    for (std::int64_t i = 0; i < k; ++i)
+      if (got_i(r, i) >= 0) tokens.push_back(meta.token(r, got_i(r, i)));
+    std::sort(tokens.begin(), tokens.end());
+    CHECK(std::adjacent_find(tokens.begin(), tokens.end()) == tokens.end());
+  }
+}
+
+TEST_CASE("paged-sparse top-k: a token is never selected twice when rows repeat blocks",
+          "[paged_sparse][topk][dedup]") {
+  const padding pad = GENERATE(padding::repeat_last, padding::minus_one, padding::arbitrary);
+  const auto protocol =
+      GENERATE(ml::paged_sparse_protocol::reread, ml::paged_sparse_protocol::snapshot);
+  const std::int64_t k = GENERATE(5, 100, 1000);
+  rnd::engine rng(static_cast<std::uint64_t>(3300 + k + 3 * int(pad)));
+  INFO(padding_name(pad) << " padding, k " << k);
+  const std::int32_t page_kv = 64;
+  const std::int64_t B = 16, rows = 7, cap = 40, H = 4, max_blocks = 8;
+  std::vector<std::int32_t> lens;
+  for (std::int64_t r = 0; r < rows; ++r)
+    lens.push_back(static_cast<std::int32_t>(rnd::uniform(rng, 300, max_blocks * page_kv)));
+  const auto cache = rnd::paged_cache<F>(rng, 12, page_kv);
+  std::vector<std::int64_t> keys(lens.begin(), lens.end());
+  const auto table = rnd::block_table(rng, keys, max_blocks, page_kv, 12);
+  // Blocks inside every row's context (lengths >= 300), so repeats of them are valid columns.
+  const auto idx = padded_selection(rng, rows, cap, 300 / B, pad);
+  const auto q = rnd::rows<F>(rng, rows * H);
+  const auto w = rnd::weights<float>(rng, rows, H);
+  const auto meta = ml::get_paged_sparse_mqa_logits_metadata(
+      std::span<const std::int32_t>(lens), table.view(), page_kv, idx.view(), B, protocol);
+  const std::int64_t cols = cap * B;
+  std::vector<float> logits(static_cast<std::size_t>(rows * cols));
+  ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta,
+                                      ml::matrix_view<float>(logits.data(), rows, cols));
+  const auto want = dedup_sorted(
+      logits, rows, cols, [&](std::int64_t r, std::int64_t c) { return meta.position(r, c); });
+  if (pad != padding::minus_one) CHECK(want.dropped > 0);
+  auto got_i = rnd::matrix<std::int32_t>(rows, k);
+  auto got_v = rnd::matrix<float>(rows, k);
+  ml::thread_pool pool(2);
+  ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta,
+                                      ml::topk(got_i.mut(), got_v.mut()), {.executor = pool});
+  CHECK(topk_mismatch(want, got_i, got_v) == "");
+  // The logits output still holds every repeated column (the same value as the first).
+  if (pad == padding::repeat_last)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = B; c < cols; ++c)
+        if (meta.position(r, c) >= 0 && idx(r, c / B) == idx(r, c / B - 1))
+          CHECK(std::memcmp(&logits[r * cols + c], &logits[r * cols + c - B], 4) == 0);
+}
+
+// The offset is a dense-kernel option (and its legacy name's): the other kernels' columns are
+// not sglang's ragged positions, and they do not accept it.
+static_assert(ml::dense_output_argument<ml::topk_offset_selection<std::int32_t>>);
+static_assert(ml::dense_output_argument<ml::topk_offset_selection<std::int64_t>>);
+static_assert(!ml::output_argument<ml::topk_offset_selection<std::int32_t>>);
+static_assert(!ml::paged_output_argument<ml::topk_offset_selection<std::int32_t>>);
+static_assert(ml::detail::legacy_dense_output<ml::topk_offset_selection<std::int32_t>>);
+static_assert(!ml::detail::legacy_paged_output<ml::topk_offset_selection<std::int32_t>>);
+
+TEST_CASE("dense top-k: a per-row offset on the selected columns (sglang's ragged prefill)",
+          "[dense][topk][offset]") {
+  const std::int64_t max_seqlen_k = GENERATE(0, 96);
+  rnd::engine rng(3400 + static_cast<std::uint64_t>(max_seqlen_k));
+  const std::int64_t rows = 6, N = 200, H = 4, k = 40;
+  const auto kv = rnd::rows<F>(rng, N);
+  const auto q = rnd::rows<F>(rng, rows * H);
+  const auto w = rnd::weights<float>(rng, rows, H);
+  std::vector<std::int32_t> ks = {0, 10, 50, 100, 190, 7}, ke = {5, 90, 150, 200, 190, 60};
+  const std::vector<std::int32_t> offsets = {0, 1000, 7, 123456, 3, 0};
+  const std::vector<std::int64_t> offsets64(offsets.begin(), offsets.end());
+  auto plain = rnd::matrix<std::int32_t>(rows, k), shifted = rnd::matrix<std::int32_t>(rows, k),
+       shifted64 = rnd::matrix<std::int32_t>(rows, k);
+  auto plain_v = rnd::matrix<float>(rows, k), shifted_v = rnd::matrix<float>(rows, k);
+  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k,
+                         ml::topk(plain.mut(), plain_v.mut()));
+  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k,
+                         ml::topk(shifted.mut(), shifted_v.mut(), ml::topk_offset(offsets)));
+  // int64 offsets (the index arrays' other type), indices only.
+  const std::vector<std::int64_t> ks64(ks.begin(), ks.end()), ke64(ke.begin(), ke.end());
+  ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks64, ke64, max_seqlen_k,
+                         ml::topk(shifted64.mut(), ml::topk_offset(offsets64)));
+  std::int64_t minus_ones = 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < k; ++i) {
+      INFO("row " << r << " entry " << i);
+      const std::int32_t c = plain(r, i);
+      minus_ones += c == -1;
+      CHECK(shifted(r, i) == (c < 0 ? -1 : c + offsets[static_cast<std::size_t>(r)]));
+      CHECK(shifted64(r, i) == shifted(r, i));
+    }
+  CHECK(minus_ones > 0);  // rows 0 and 4 have fewer than k valid columns: -1 stays -1
+  CHECK(std::memcmp(plain_v.data.data(), shifted_v.data.data(), plain_v.data.size() * 4) == 0);
+  // The legacy name (sglang's call) takes the same selection.
+  if (max_seqlen_k == 0) {
+    auto legacy = rnd::matrix<std::int32_t>(rows, k);
+    ml::rows_view<F> bare = q.view();
+    bare.scales = nullptr;  // its Q: codes only (engines fold the scales into the weights)
+    auto plain_bare = rnd::matrix<std::int32_t>(rows, k);
+    const ml::matrix_view<const float> fw = w.view();
+    ml::fp8_mqa_logits(bare, kv.view(), fw, ks, ke, false, 0, ml::topk(plain_bare.mut()));
+    ml::fp8_mqa_logits(bare, kv.view(), fw, ks, ke, false, 0,
+                       ml::topk(legacy.mut(), ml::topk_offset(offsets)));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t i = 0; i < k; ++i)
+        CHECK(
+            legacy(r, i) ==
+            (plain_bare(r, i) < 0 ? -1 : plain_bare(r, i) + offsets[static_cast<std::size_t>(r)]));
+  }
+
+  // Bad offsets: named, the output untouched.
+  auto out = rnd::matrix<std::int32_t>(rows, k, 0, 77);
+  const auto call = [&](const std::vector<std::int32_t>& o) {
+    return check::error_of([&] {
+      ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k,
+                             ml::topk(out.mut(), ml::topk_offset(o)));
+    });
+  };
+  CHECK_THAT(call({1, 2, 3}), Catch::Contains("fp8_fp4_mqa_logits") &&
+                                  Catch::Contains("top-k offsets has 3 entries, expected 6"));
+  auto bad = offsets;
+  bad[2] = -5;
+  CHECK_THAT(call(bad), Catch::Contains("top-k offsets[2] = -5"));
+  bad[2] = std::numeric_limits<std::int32_t>::max() - 10;
+  CHECK_THAT(call(bad), Catch::Contains("top-k offsets[2] = ") && Catch::Contains("int32"));
+  CHECK(std::all_of(out.data.begin(), out.data.end(), [](std::int32_t v) { return v == 77; }));
+  // An output overlapping the offsets is rejected.
+  std::vector<std::int32_t> shared(static_cast<std::size_t>(rows * k + rows), 0);
+  CHECK_THAT(check::error_of([&] {
+               ml::fp8_fp4_mqa_logits(
+                   q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k,
+                   ml::topk(ml::matrix_view<std::int32_t>(shared.data(), rows, k),
+                            ml::topk_offset(std::span<const std::int32_t>(
+                                shared.data() + rows * k - 1, static_cast<std::size_t>(rows)))));
+             }),
+             Catch::Contains("top-k offsets"));
 }

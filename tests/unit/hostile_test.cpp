@@ -674,7 +674,7 @@ TEST_CASE("hostile, resources: the paged-sparse snapshot holds only the used blo
   auto w = rnd::weights<float>(rng, rows, H);
   ml::logits_buffer<float> out(rows, cap * B);
   ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), meta,
-                                      out.view());
+                                      out.view(), ml::options{.truncate_long_contexts = true});
   CHECK(meta.snapshot_bytes() ==
         static_cast<std::size_t>(B * ml::paged_cache_view<ml::mxfp8>::token_bytes));
   // The one used block holds the logits of its 16 tokens; every other column is -inf.
@@ -711,9 +711,9 @@ TEST_CASE("hostile, resources: a block selected by every row and entry is snapsh
   auto w = rnd::weights<float>(rng, rows, H);
   ml::logits_buffer<float> a(rows, cap * B), b(rows, cap * B);
   ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), snap,
-                                      a.view());
+                                      a.view(), ml::options{.truncate_long_contexts = true});
   ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), reread,
-                                      b.view());
+                                      b.view(), ml::options{.truncate_long_contexts = true});
   CHECK(snap.snapshot_bytes() ==
         static_cast<std::size_t>(2 * B * ml::paged_cache_view<ml::mxfp8>::token_bytes));
   CHECK(check::bitwise_equal(a, b));
@@ -723,7 +723,7 @@ TEST_CASE("hostile, resources: a block selected by every row and entry is snapsh
   // Later calls read the snapshot, not the cache.
   std::fill(cache.bytes.begin(), cache.bytes.end(), std::uint8_t{0});
   ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), snap,
-                                      a.view());
+                                      a.view(), ml::options{.truncate_long_contexts = true});
   CHECK(check::bitwise_equal(a, b));
 }
 
@@ -752,9 +752,10 @@ TEST_CASE("hostile, resources: the paged-sparse metadata keeps only the table en
   auto w = rnd::weights<float>(rng, rows, H);
   ml::logits_buffer<float> a(rows, cap * B), b(rows, cap * B);
   ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(), m_wide,
-                                      a.view());
+                                      a.view(), ml::options{.truncate_long_contexts = true});
   ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(),
-                                      m_narrow, b.view());
+                                      m_narrow, b.view(),
+                                      ml::options{.truncate_long_contexts = true});
   CHECK(check::bitwise_equal(a, b));
   CHECK(m_wide.snapshot_bytes() == 2 * B * ml::paged_cache_view<ml::mxfp8>::token_bytes);
   CHECK(m_wide.metadata_bytes() == m_narrow.metadata_bytes());

@@ -76,14 +76,16 @@ paged_topk run_topk(const rnd::owned_rows<F>& q, const rnd::owned_paged_cache<F>
                                 ml::matrix_view<float>(t.position_values.data(), rows, k));
   if (indices) {
     ml::fp8_fp4_paged_mqa_logits(Backend{}, q.view(), cache.view(), w.view(), lens, table, schedule,
-                                 cols, slot_sel, *indices);
+                                 cols, slot_sel, *indices,
+                                 ml::options{.truncate_long_contexts = true});
     ml::fp8_fp4_paged_mqa_logits(Backend{}, q.view(), cache.view(), w.view(), lens, table, schedule,
-                                 cols, pos_sel, *indices);
+                                 cols, pos_sel, *indices,
+                                 ml::options{.truncate_long_contexts = true});
   } else {
     ml::fp8_fp4_paged_mqa_logits(Backend{}, q.view(), cache.view(), w.view(), lens, table, schedule,
-                                 cols, slot_sel);
+                                 cols, slot_sel, ml::options{.truncate_long_contexts = true});
     ml::fp8_fp4_paged_mqa_logits(Backend{}, q.view(), cache.view(), w.view(), lens, table, schedule,
-                                 cols, pos_sel);
+                                 cols, pos_sel, ml::options{.truncate_long_contexts = true});
   }
   return t;
 }
@@ -194,9 +196,11 @@ TEMPLATE_LIST_TEST_CASE("index types: paged sparse metadata from int64 arrays",
       idx64.view(), B, protocol);
   ml::logits_buffer<O> narrow(rows, cap * B), wide(rows, cap * B);
   ml::fp8_fp4_paged_sparse_mqa_logits(typename TestType::backend{}, q.view(), cache.view(),
-                                      w.view(), m32, narrow.view());
+                                      w.view(), m32, narrow.view(),
+                                      ml::options{.truncate_long_contexts = true});
   ml::fp8_fp4_paged_sparse_mqa_logits(typename TestType::backend{}, q.view(), cache.view(),
-                                      w.view(), m64, wide.view());
+                                      w.view(), m64, wide.view(),
+                                      ml::options{.truncate_long_contexts = true});
   const auto expected = ref::paged_sparse(q.view(), cache.view(), w.view(), std::span(lens),
                                           table.view(), idx.view(), B);
   CHECK(check::valid_count(expected) > 0);
@@ -268,14 +272,18 @@ TEMPLATE_LIST_TEST_CASE("index types: paged context lengths, block table and ind
   ml::logits_buffer<O> narrow(rows, cols), wide(rows, cols);
   if (varlen) {
     ml::fp8_fp4_paged_mqa_logits(Backend{}, q.view(), cache.view(), w.view(), lens.view(),
-                                 table.view(), s32, cols, narrow.view(), indices32);
+                                 table.view(), s32, cols, narrow.view(), indices32,
+                                 ml::options{.truncate_long_contexts = true});
     ml::fp8_fp4_paged_mqa_logits(Backend{}, q.view(), cache.view(), w.view(), lens64.view(),
-                                 table64.view(), s64, cols, wide.view(), indices64);
+                                 table64.view(), s64, cols, wide.view(), indices64,
+                                 ml::options{.truncate_long_contexts = true});
   } else {
     ml::fp8_fp4_paged_mqa_logits(Backend{}, q.view(), cache.view(), w.view(), lens.view(),
-                                 table.view(), s32, cols, narrow.view());
+                                 table.view(), s32, cols, narrow.view(),
+                                 ml::options{.truncate_long_contexts = true});
     ml::fp8_fp4_paged_mqa_logits(Backend{}, q.view(), cache.view(), w.view(), lens64.view(),
-                                 table64.view(), s64, cols, wide.view());
+                                 table64.view(), s64, cols, wide.view(),
+                                 ml::options{.truncate_long_contexts = true});
   }
   const auto expected =
       ref::paged(q.view(), cache.view(), w.view(), lens.view(), table.view(), cols);

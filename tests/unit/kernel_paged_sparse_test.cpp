@@ -61,13 +61,14 @@ void check_paged_sparse(rnd::engine& rng, const ps_inputs& in,
       CHECK(!meta.has_snapshot());
       check::fill_sentinel(one);
       ml::fp8_fp4_paged_sparse_mqa_logits(typename C::backend{}, q.view(), cache.view(), w.view(),
-                                          meta, one.view(), {.executor = pool1});
+                                          meta, one.view(),
+                                          {.executor = pool1, .truncate_long_contexts = true});
       CHECK(meta.has_snapshot() == snapshot);
       CHECK(check::against(one, expected) == "");
       check::fill_sentinel(dirty, 0x7F);
-      ml::fp8_fp4_paged_sparse_mqa_logits(typename C::backend{}, q.view(), cache.view(), w.view(),
-                                          meta, dirty.view(),
-                                          {.executor = pool2, .clean_logits = false});
+      ml::fp8_fp4_paged_sparse_mqa_logits(
+          typename C::backend{}, q.view(), cache.view(), w.view(), meta, dirty.view(),
+          {.executor = pool2, .clean_logits = false, .truncate_long_contexts = true});
       CHECK(check::against(dirty, expected, false) == "");
     }
     // A fresh metadata object whose first call runs on two threads.
@@ -75,7 +76,8 @@ void check_paged_sparse(rnd::engine& rng, const ps_inputs& in,
         std::span<const std::int32_t>(lens), table.view(), in.page_kv, idx.view(), in.B, protocol);
     check::fill_sentinel(two);
     ml::fp8_fp4_paged_sparse_mqa_logits(typename C::backend{}, q.view(), cache.view(), w.view(),
-                                        meta2, two.view(), {.executor = pool2});
+                                        meta2, two.view(),
+                                        {.executor = pool2, .truncate_long_contexts = true});
     CHECK(check::bitwise_equal(one, two));
     if (snapshot)
       CHECK(check::bitwise_equal(one, first_protocol));  // the protocols agree, bit for bit

@@ -47,6 +47,21 @@ void check_paged(rnd::engine& rng, const paged_inputs& in,
   const ref::result expected =
       ref::paged(q.view(), cache.view(), w.view(), lens.view(), table.view(), in.max_context_len);
 
+  // A context longer than the table or the output is an error unless the call opts into the
+  // masking these tests check.
+  bool too_long = false;
+  for (auto v : lens.data) too_long |= v > std::min(in.max_blocks * in.page_kv, in.max_context_len);
+  if (too_long) {
+    const auto s = ml::get_paged_mqa_logits_metadata(lens.view(), in.page_kv, 1);
+    ml::logits_buffer<O> out(rows, in.max_context_len);
+    check::fill_sentinel(out);
+    CHECK_THROWS_WITH(
+        ml::fp8_fp4_paged_mqa_logits(typename C::backend{}, q.view(), cache.view(), w.view(),
+                                     lens.view(), table.view(), s, in.max_context_len, out.view()),
+        Catch::Contains("is longer than"));
+    CHECK(check::untouched(out));
+  }
+
   ml::thread_pool pool1(1), pool2(2);
   ml::logits_buffer<O> first(rows, in.max_context_len);
   bool have_first = false;
@@ -58,7 +73,8 @@ void check_paged(rnd::engine& rng, const paged_inputs& in,
       check::fill_sentinel(out);
       ml::fp8_fp4_paged_mqa_logits(typename C::backend{}, q.view(), cache.view(), w.view(),
                                    lens.view(), table.view(), schedule, in.max_context_len,
-                                   out.view(), {.executor = *pool});
+                                   out.view(),
+                                   {.executor = *pool, .truncate_long_contexts = too_long});
       if (!have_first) {
         CHECK(check::against(out, expected) == "");
         first = std::move(out);
@@ -71,9 +87,10 @@ void check_paged(rnd::engine& rng, const paged_inputs& in,
   const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), in.page_kv, 3);
   ml::logits_buffer<O> dirty(rows, in.max_context_len);
   check::fill_sentinel(dirty, 0x7F);
-  ml::fp8_fp4_paged_mqa_logits(typename C::backend{}, q.view(), cache.view(), w.view(), lens.view(),
-                               table.view(), schedule, in.max_context_len, dirty.view(),
-                               {.executor = pool2, .clean_logits = false});
+  ml::fp8_fp4_paged_mqa_logits(
+      typename C::backend{}, q.view(), cache.view(), w.view(), lens.view(), table.view(), schedule,
+      in.max_context_len, dirty.view(),
+      {.executor = pool2, .clean_logits = false, .truncate_long_contexts = too_long});
   CHECK(check::against(dirty, expected, false) == "");
 }
 

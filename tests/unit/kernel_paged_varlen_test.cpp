@@ -111,7 +111,8 @@ void check_varlen(rnd::engine& rng, const varlen_case& c) {
   ml::logits_buffer<O> plain(rows, c.max_context_len);
   const auto plain_schedule = ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 3);
   ml::fp8_fp4_paged_mqa_logits(Backend{}, q.view(), cache.view(), w.view(), c.lens.view(),
-                               c.table.view(), plain_schedule, c.max_context_len, plain.view());
+                               c.table.view(), plain_schedule, c.max_context_len, plain.view(),
+                               ml::options{.truncate_long_contexts = true});
   CHECK(check::against(plain, expected) == "");
 
   ml::thread_pool pool1(1), pool2(2);
@@ -130,7 +131,8 @@ void check_varlen(rnd::engine& rng, const varlen_case& c) {
       check::fill_sentinel(out);
       ml::fp8_fp4_paged_mqa_logits(Backend{}, q.view(), cache.view(), w.view(), c.lens.view(),
                                    c.table.view(), schedule, c.max_context_len, out.view(),
-                                   c.index_span(), {.executor = *pool});
+                                   c.index_span(),
+                                   {.executor = *pool, .truncate_long_contexts = true});
       CHECK(check::against(out, expected) == "");
       if constexpr (std::is_same_v<Backend, ml::backend::host>)
         CHECK(check::bitwise_equal(out, plain));
@@ -143,9 +145,10 @@ void check_varlen(rnd::engine& rng, const varlen_case& c) {
       ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 2, c.index_span());
   ml::logits_buffer<O> dirty(rows, c.max_context_len);
   check::fill_sentinel(dirty, 0x7F);
-  ml::fp8_fp4_paged_mqa_logits(Backend{}, q.view(), cache.view(), w.view(), c.lens.view(),
-                               c.table.view(), schedule, c.max_context_len, dirty.view(),
-                               c.index_span(), {.executor = pool2, .clean_logits = false});
+  ml::fp8_fp4_paged_mqa_logits(
+      Backend{}, q.view(), cache.view(), w.view(), c.lens.view(), c.table.view(), schedule,
+      c.max_context_len, dirty.view(), c.index_span(),
+      {.executor = pool2, .clean_logits = false, .truncate_long_contexts = true});
   CHECK(check::against(dirty, expected, false) == "");
 }
 
@@ -200,12 +203,13 @@ TEST_CASE("paged varlen: a request's rows read each page once on the neuron mode
       ml::fp8_fp4_paged_mqa_logits(
           check::trn2{}, q.view(), cache.view(), w.view(), c.lens.view(), c.table.view(),
           ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 1, c.index_span()),
-          c.max_context_len, out.view(), c.index_span());
+          c.max_context_len, out.view(), c.index_span(),
+          ml::options{.truncate_long_contexts = true});
     else
-      ml::fp8_fp4_paged_mqa_logits(check::trn2{}, q.view(), cache.view(), w.view(), c.lens.view(),
-                                   c.table.view(),
-                                   ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 1),
-                                   c.max_context_len, out.view());
+      ml::fp8_fp4_paged_mqa_logits(
+          check::trn2{}, q.view(), cache.view(), w.view(), c.lens.view(), c.table.view(),
+          ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 1), c.max_context_len,
+          out.view(), ml::options{.truncate_long_contexts = true});
     return rep.dma_gathered_blocks;
   };
   // Pages read: per request its longest row's (varlen), per row its own (not).
@@ -264,10 +268,12 @@ TEST_CASE("paged varlen: bad indices get named errors before the output is touch
       ml::fp8_fp4_paged_mqa_logits(
           ml::backend::host{}, q.view(), cache.view(), w.view(), c.lens.view(), table, s,
           c.max_context_len, out.view(),
-          std::span<const std::int32_t>(idx, static_cast<std::size_t>(rows)));
+          std::span<const std::int32_t>(idx, static_cast<std::size_t>(rows)),
+          ml::options{.truncate_long_contexts = true});
     else
       ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, q.view(), cache.view(), w.view(),
-                                   c.lens.view(), table, s, c.max_context_len, out.view());
+                                   c.lens.view(), table, s, c.max_context_len, out.view(),
+                                   ml::options{.truncate_long_contexts = true});
   };
   constexpr const char* kernel = "fp8_fp4_paged_mqa_logits";
   constexpr const char* metadata = "get_paged_mqa_logits_metadata";
@@ -343,12 +349,13 @@ TEMPLATE_TEST_CASE("paged varlen: the fused top-k (cache slots) equals the call 
       c.max_context_len,
       ml::topk(ml::matrix_view<std::int32_t>(vi.data(), rows, k),
                ml::matrix_view<float>(vv.data(), rows, k), ml::topk_index::slot),
-      c.index_span());
+      c.index_span(), ml::options{.truncate_long_contexts = true});
   ml::fp8_fp4_paged_mqa_logits(
       TestType{}, q.view(), cache.view(), w.view(), c.lens.view(), c.table.view(),
       ml::get_paged_mqa_logits_metadata(c.lens.view(), page_kv, 3), c.max_context_len,
       ml::topk(ml::matrix_view<std::int32_t>(pi.data(), rows, k),
-               ml::matrix_view<float>(pv.data(), rows, k), ml::topk_index::slot));
+               ml::matrix_view<float>(pv.data(), rows, k), ml::topk_index::slot),
+      ml::options{.truncate_long_contexts = true});
   CHECK(vi == pi);
   for (std::size_t i = 0; i < vv.size(); ++i)
     CHECK((vv[i] == pv[i] || (std::isnan(vv[i]) && std::isnan(pv[i]))));

@@ -1,10 +1,11 @@
 // The fused top-k output (ml::topk) of every kernel against the two-pass result: the same
 // library kernel writes an fp32 logits buffer, and each row's valid columns are stable-sorted
-// (descending, NaN first, ties to the lower column). Four kernels x MXFP8 / MXFP4 / FP8
-// per-token x 1, 2, 3 pool threads x k in {1, 7, 2048, more than a row's valid columns}; the
-// edges (empty rows, all columns masked, ties, NaN, -inf), paged slot translation with garbage
-// in the block table past each context, bad input and the NeuronCore model. (A warm top-k call
-// allocating nothing is checked in allocation_test.cpp.)
+// (descending, NaN first, ties to the lower column; for the sparse kernels, whose rows repeat
+// blocks here, without the columns whose token an earlier column already covers). Four kernels x
+// MXFP8 / MXFP4 / FP8 per-token x 1, 2, 3 pool threads x k in {1, 7, 2048, more than a row's valid
+// columns}; the edges (empty rows, all columns masked, ties, NaN, -inf), paged slot translation
+// with garbage in the block table past each context, bad input and the NeuronCore model. (A warm
+// top-k call allocating nothing is checked in allocation_test.cpp.)
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -65,12 +67,17 @@ struct entry {
 // buffer, so the columns it writes are exactly the valid ones, even where a logit is -inf or
 // NaN), each row's valid columns stable-sorted.
 struct two_pass {
-  std::int64_t rows = 0, cols = 0, max_valid = 0, nans = 0, minus_infs = 0;
+  std::int64_t rows = 0, cols = 0, max_valid = 0, nans = 0, minus_infs = 0, repeats = 0;
   std::vector<std::vector<entry>> sorted;
 };
 
+// The token a column reads (sparse kernels), or -1 when masked: a column whose token an earlier
+// column of the row already covers is no candidate (the fused top-k never selects a token twice).
+using token_fn = std::function<std::int64_t(std::int64_t row, std::int64_t column)>;
+
 template <class Call>
-two_pass expect(Call&& call, std::int64_t rows, std::int64_t cols, const ml::options& opt = {}) {
+two_pass expect(Call&& call, std::int64_t rows, std::int64_t cols, const ml::options& opt = {},
+                const token_fn& token_of = nullptr) {
   std::vector<float> logits(static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)),
                             std::bit_cast<float>(sentinel_bits));
   ml::options o = opt;
@@ -82,9 +89,14 @@ two_pass expect(Call&& call, std::int64_t rows, std::int64_t cols, const ml::opt
   e.sorted.resize(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) {
     auto& row = e.sorted[static_cast<std::size_t>(r)];
+    std::set<std::int64_t> seen;
     for (std::int64_t c = 0; c < cols; ++c) {
       const float v = logits[static_cast<std::size_t>(r * cols + c)];
       if (std::bit_cast<std::uint32_t>(v) == sentinel_bits) continue;
+      if (token_of && !seen.insert(token_of(r, c)).second) {
+        ++e.repeats;
+        continue;
+      }
       row.push_back({v, static_cast<std::int32_t>(c)});
       e.nans += std::isnan(v);
       e.minus_infs += std::isinf(v) && v < 0;
@@ -158,8 +170,9 @@ topk_result run_topk(Call&& call, std::int64_t rows, std::int64_t k, bool with_v
 // Every thread count and k against the two-pass result of the same kernel.
 template <class Call>
 void check_kernel(Call&& call, std::int64_t rows, std::int64_t cols,
-                  const numbering& slot_of = nullptr) {
-  const two_pass e = expect(call, rows, cols);
+                  const numbering& slot_of = nullptr, const token_fn& token_of = nullptr) {
+  const two_pass e = expect(call, rows, cols, {}, token_of);
+  if (token_of) CHECK(e.repeats > 0);  // the selections repeat blocks: some columns left out
   INFO("rows " << rows << " cols " << cols << " most valid columns in a row " << e.max_valid);
   REQUIRE(e.max_valid > 2 * 2048);  // k = 2048 exercises the buffer's cut-to-k path
   for (int threads : {1, 2, 3}) {
@@ -231,7 +244,8 @@ void paged_topk(rnd::engine& rng) {
     return static_cast<std::int32_t>(table(row / next_n, pos / page_kv) * page_kv + pos % page_kv);
   };
   check_kernel(
-      [&](ml::paged_output_argument auto out, const ml::options& o) -> void {
+      [&](ml::paged_output_argument auto out, ml::options o) -> void {
+        o.truncate_long_contexts = true;  // row 1 runs past its table
         ml::fp8_fp4_paged_mqa_logits(q.view(), cache.view(), w.view(), lens.view(), table.view(),
                                      schedule, max_len, out, o);
       },
@@ -239,13 +253,33 @@ void paged_topk(rnd::engine& rng) {
   if constexpr (std::is_same_v<F, ml::fp8_per_token>) {
     INFO("the legacy fp8_paged_mqa_logits");
     check_kernel(
-        [&, bare = bare_q(q)](ml::detail::legacy_paged_output auto out,
-                              const ml::options& o) -> void {
+        [&, bare = bare_q(q)](ml::detail::legacy_paged_output auto out, ml::options o) -> void {
+          o.truncate_long_contexts = true;
           ml::fp8_paged_mqa_logits(bare, cache.view(), w.view(), lens.view(), table.view(),
                                    schedule, max_len, o.clean_logits, out, o);
         },
         B* next_n, max_len, slot);
   }
+}
+
+// Sparse selections [rows, cap] of distinct blocks in [0, max_block) in random order, with a
+// share of -1 entries and of repeats of an earlier entry (rows as engines pad them).
+rnd::owned_matrix<std::int32_t> selection_with_repeats(rnd::engine& rng, std::int64_t rows,
+                                                       std::int64_t cap, std::int64_t max_block) {
+  auto m = rnd::matrix<std::int32_t>(rows, cap, 0, -1);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<std::int32_t> blocks(static_cast<std::size_t>(max_block));
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+    for (std::int64_t b = 0; b < cap; ++b) {
+      m(r, b) = blocks[static_cast<std::size_t>(b)];
+      if (rnd::chance(rng, 0.02))
+        m(r, b) = -1;
+      else if (b > 0 && rnd::chance(rng, 0.04))
+        m(r, b) = m(r, rnd::uniform(rng, 0, b - 1));
+    }
+  }
+  return m;
 }
 
 template <class F>
@@ -256,7 +290,7 @@ void sparse_topk(rnd::engine& rng) {
   const auto w = rnd::weights<float>(rng, num_q, H);
   auto ks = rnd::ints(rng, num_q, 0, 100);
   auto ke = rnd::ints(rng, num_q, N - 100, N);
-  auto idx = rnd::sparse_indices(rng, num_q, cap, N / blk, {.pad = 0.05, .tail_padding = false});
+  auto idx = selection_with_repeats(rng, num_q, cap, N / blk);
   for (std::int64_t b = 0; b < cap; ++b) idx(1, b) = -1;  // all columns masked
   const auto meta = ml::get_sparse_mqa_logits_metadata(ks, ke, N, idx.view(), blk);
   INFO(F::name << " sparse");
@@ -264,7 +298,7 @@ void sparse_topk(rnd::engine& rng) {
       [&](ml::output_argument auto out, const ml::options& o) -> void {
         ml::fp8_fp4_sparse_mqa_logits(q.view(), kv.view(), w.view(), meta, out, o);
       },
-      num_q, cap* blk);
+      num_q, cap* blk, nullptr, [&](std::int64_t r, std::int64_t c) { return meta.token(r, c); });
 }
 
 template <class F>
@@ -276,7 +310,7 @@ void paged_sparse_topk(rnd::engine& rng) {
   std::vector<std::int32_t> lens = {6400, 6000, 0, 5900};
   const std::vector<std::int64_t> keys(lens.begin(), lens.end());
   const auto table = rnd::block_table(rng, keys, max_blocks, page_kv, pages);
-  auto idx = rnd::sparse_indices(rng, num_q, cap, 6400 / blk, {.pad = 0.02, .tail_padding = false});
+  auto idx = selection_with_repeats(rng, num_q, cap, 6400 / blk);
   const auto q = make_rows<F>(rng, num_q * H);
   const auto w = rnd::weights<float>(rng, num_q, H);
   const auto meta =
@@ -286,7 +320,8 @@ void paged_sparse_topk(rnd::engine& rng) {
       [&](ml::output_argument auto out, const ml::options& o) -> void {
         ml::fp8_fp4_paged_sparse_mqa_logits(q.view(), cache.view(), w.view(), meta, out, o);
       },
-      num_q, cap* blk);
+      num_q, cap* blk, nullptr,
+      [&](std::int64_t r, std::int64_t c) { return meta.position(r, c); });
 }
 
 }  // namespace

@@ -232,9 +232,9 @@ TEMPLATE_LIST_TEST_CASE("upstream: paged decode with Q [B, next_n, H] and contex
   const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 4);
   ml::logits_buffer<float> out(B * next_n, max_context_len, upstream_alignment);
   ml::thread_pool pool(2);
-  ml::fp8_fp4_paged_mqa_logits(q.lib(), cache.view(), w.view(), lens.view(), table.view(), schedule,
-                               max_context_len, out.view(),
-                               {.executor = pool, .clean_logits = clean});
+  ml::fp8_fp4_paged_mqa_logits(
+      q.lib(), cache.view(), w.view(), lens.view(), table.view(), schedule, max_context_len,
+      out.view(), {.executor = pool, .clean_logits = clean, .truncate_long_contexts = true});
   const std::string diff = compare(e, out, clean);
   INFO(diff);
   CHECK(diff.empty());

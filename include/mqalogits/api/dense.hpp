@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "../config.hpp"
+#include "../output/topk.hpp"
 #include "../variant/dense.hpp"
 #include "dispatch.hpp"
 
@@ -17,8 +18,10 @@ MQALOGITS_NAMESPACE_BEGIN
 // max_seqlen_k == 0 (upstream's full-width mode): out is [num_q, N], column j = token j.
 // A column is valid iff its token t satisfies max(ks, 0) <= t < min(ke, N); others are -inf.
 // ks and ke: int32 or int64 arrays of one type (std::vector, std::span, ...), read in place.
+// out may also be a top-k selection, with ml::topk_offset(offsets) to add offsets[row] to each
+// selected column (sglang's ragged prefill).
 template <backend_tag Backend, class Format, weight_input WT, index_array KS, index_array KE,
-          output_argument Out>
+          dense_output_argument Out>
 requires std::same_as<index_value_of<KS>, index_value_of<KE>>
 void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<Format>& kv,
                         matrix_view<WT> weights, const KS& ks_array, const KE& ke_array,
@@ -36,20 +39,23 @@ void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<For
   detail::check_span(where, "ks", ks, rows);
   detail::check_span(where, "ke", ke, rows);
   const dense_plan<Format, index_value_of<KS>> plan(kv, ks, ke, max_seqlen_k);
-  auto output = to_output_policy(out, opt);
+  auto output = detail::dense_output_policy(out, opt);
   detail::check_q_weights_out(where, q, w, output, rows, plan.num_cols());
+  if constexpr (is_topk_offset_selection<Out>)
+    detail::check_topk_offsets(where, out.offsets, rows, plan.num_cols());
   detail::check_same_head_dim(where, "kv", kv.head_dim, q.head_dim);
   detail::check_no_overlap(
       where, output,
       {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
        detail::data_range_of("kv", kv), detail::scale_range_of("kv scales", kv),
-       detail::range_of("weights", w), detail::range_of("ks", ks), detail::range_of("ke", ke)});
+       detail::range_of("weights", w), detail::range_of("ks", ks), detail::range_of("ke", ke),
+       detail::topk_offsets_range(out)});
   detail::dispatch<Backend>(q, plan, w, output, opt);
 }
 
 // The same call on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <class Format, weight_input WT, index_array KS, index_array KE, output_argument Out>
+template <class Format, weight_input WT, index_array KS, index_array KE, dense_output_argument Out>
 requires std::same_as<index_value_of<KS>, index_value_of<KE>>
 void fp8_fp4_mqa_logits(const rows_view<Format>& q, const rows_view<Format>& kv,
                         matrix_view<WT> weights, const KS& ks, const KE& ke,

@@ -5,8 +5,8 @@
 // clean_logits where upstream has it; the output view (upstream returns a new tensor) and the
 // per-call options follow. The clean_logits argument replaces options::clean_logits.
 // In the output's position the names also take the top-k selection of the fp8_fp4 kernels
-// (ml::topk(indices[, values]); on fp8_paged_mqa_logits also with ml::topk_index::slot), which
-// clean_logits does not affect.
+// (ml::topk(indices[, values]); on fp8_mqa_logits also with ml::topk_offset(offsets), on
+// fp8_paged_mqa_logits with ml::topk_index::slot), which clean_logits does not affect.
 #pragma once
 
 #include <concepts>
@@ -38,6 +38,8 @@ template <class T>
 concept legacy_output = std::convertible_to<T, matrix_view<float>> ||
     std::same_as<T, topk_selection<topk_index::column_t>>;
 template <class T>
+concept legacy_dense_output = legacy_output<T> || is_topk_offset_selection<T>;
+template <class T>
 concept legacy_paged_output =
     legacy_output<T> || std::same_as<T, topk_selection<topk_index::slot_t>>;
 
@@ -60,7 +62,7 @@ inline options with_clean_logits(const options& opt, bool clean_logits) {
 // Dense: upstream's fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
 // clean_logits = true, max_seqlen_k = 0). Columns and validity as fp8_fp4_mqa_logits.
 template <backend_tag Backend, weight_input WT, index_array KS, index_array KE,
-          detail::legacy_output Out>
+          detail::legacy_dense_output Out>
 requires std::same_as<index_value_of<KS>, index_value_of<KE>>
 void fp8_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
                     const rows_view<fp8_per_token>& kv, matrix_view<WT> weights,
@@ -104,7 +106,7 @@ void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
 
 // The same calls on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <weight_input WT, index_array KS, index_array KE, detail::legacy_output Out>
+template <weight_input WT, index_array KS, index_array KE, detail::legacy_dense_output Out>
 requires std::same_as<index_value_of<KS>, index_value_of<KE>>
 void fp8_mqa_logits(const rows_view<fp8_per_token>& q, const rows_view<fp8_per_token>& kv,
                     matrix_view<WT> weights, const KS& cu_seq_len_k_start,

@@ -80,6 +80,24 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
               << schedule.context_lens()[static_cast<std::size_t>(b * next_n + j)]
               << " (regenerate it with get_paged_mqa_logits_metadata)";
           });
+  if (!opt.truncate_long_contexts) {
+    const std::int64_t capacity = block_table.cols * std::int64_t{cache.page_kv};
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t j = 0; j < next_n; ++j) {
+        const std::int64_t len = context_lens(b, j);
+        require(len <= capacity, where, [&](auto& m) {
+          m << "context_lens[" << b << "][" << j << "] = " << len
+            << " is longer than its block table, max_blocks * page_kv = " << block_table.cols
+            << " * " << cache.page_kv << " = " << capacity
+            << " (options::truncate_long_contexts masks the positions past it)";
+        });
+        require(len <= max_context_len, where, [&](auto& m) {
+          m << "context_lens[" << b << "][" << j << "] = " << len
+            << " is longer than max_context_len = " << max_context_len
+            << " (options::truncate_long_contexts masks the positions past it)";
+        });
+      }
+  }
   const paged_plan<Format, I> plan(cache, block_table, context_lens, max_context_len, schedule);
   // A slot-translating top-k writes block_table[b, pos / page_kv] * page_kv + pos % page_kv.
   auto output = detail::paged_output_policy(out, opt, block_table, cache.page_kv, next_n);
@@ -129,11 +147,12 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
 // context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1]); block_table: [B, max_blocks], shared by
 // the next_n rows of a request; schedule: from get_paged_mqa_logits_metadata on the same
 // context_lens; out: [B * next_n, max_context_len]. Column j is context position j, valid iff
-// j < context_lens[b][j'] and j < max_blocks * page_kv. out may also be a top-k selection,
-// ml::topk(indices, values, ml::topk_index::slot) to get cache slots. Block-table slots past the
-// context are never read; every slot that is read must name a page. context_lens and
-// block_table are both int32 (as DeepGEMM takes them) or both int64, read in place; a length
-// must be in [0, max_paged_context_len].
+// j < context_lens[b][j']. A length past max_blocks * page_kv or max_context_len is an error,
+// unless options::truncate_long_contexts, which masks the columns j >= max_blocks * page_kv. out
+// may also be a top-k selection, ml::topk(indices, values, ml::topk_index::slot) to get cache
+// slots. Block-table slots past the context are never read; every slot that is read must name a
+// page. context_lens and block_table are both int32 (as DeepGEMM takes them) or both int64, read in
+// place; a length must be in [0, max_paged_context_len].
 template <backend_tag Backend, class Format, weight_input WT, index_matrix Lens,
           paged_output_argument Out>
 void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "../config.hpp"
+#include "../output/topk.hpp"
 #include "../variant/paged_sparse.hpp"
 #include "dispatch.hpp"
 
@@ -15,7 +16,9 @@ MQALOGITS_NAMESPACE_BEGIN
 // the reread protocol each call reads the selected tokens of `cache` (which must have the
 // metadata's page_kv and a page for every block-table entry the selection reads); with the snapshot
 // protocol the first call gathers them into the metadata and later calls reuse that snapshot
-// without reading `cache`.
+// without reading `cache`. A top-k output selects each position at most once (a block selected
+// again in a row is not a candidate again). A context longer than its block table is an error
+// unless options::truncate_long_contexts.
 template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
 void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
                                      const paged_cache_view<Format>& cache, matrix_view<WT> weights,
@@ -27,6 +30,13 @@ void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
   detail::require(metadata.capacity() > 0, where, [](auto& m) {
     m << "metadata was not made by get_paged_sparse_mqa_logits_metadata";
   });
+  const std::int64_t long_row = metadata.long_context_row();
+  detail::require(long_row < 0 || opt.truncate_long_contexts, where, [&](auto& m) {
+    m << "context_lens[" << long_row << "] = " << metadata.context_len(long_row)
+      << " is longer than its block table, max_blocks * page_kv = " << metadata.max_blocks()
+      << " * " << metadata.page_kv() << " = " << metadata.max_blocks() * metadata.page_kv()
+      << " (options::truncate_long_contexts masks the positions past it)";
+  });
   detail::check_cache(where, cache);
   auto output = to_output_policy(out, opt);
   detail::check_q_weights_out(where, q, w, output, metadata.num_rows(), metadata.num_cols());
@@ -34,12 +44,16 @@ void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
   detail::check_no_overlap(where, output,
                            {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
                             detail::range_of("cache", cache), detail::range_of("weights", w)});
+  // The fused top-k never selects a position twice (see fp8_fp4_sparse_mqa_logits).
+  constexpr bool selecting = std::is_same_v<Out, topk_selection<topk_index::column_t>>;
   if (metadata.protocol() == paged_sparse_protocol::snapshot) {
     metadata.ensure_snapshot(where, cache);
-    detail::dispatch<Backend>(q, paged_sparse_snapshot_plan<Format>(metadata), w, output, opt);
+    detail::dispatch<Backend>(q, paged_sparse_snapshot_plan<Format>(metadata, selecting), w, output,
+                              opt);
   } else {
     metadata.check_cache(where, cache);
-    detail::dispatch<Backend>(q, paged_sparse_plan<Format>(cache, metadata), w, output, opt);
+    detail::dispatch<Backend>(q, paged_sparse_plan<Format>(cache, metadata, selecting), w, output,
+                              opt);
   }
 }
 

@@ -5,13 +5,16 @@
 #include <type_traits>
 
 #include "../config.hpp"
+#include "../output/topk.hpp"
 #include "../variant/sparse.hpp"
 #include "dispatch.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
 // q: [num_q * H] rows; kv: at least metadata.num_kv_tokens() rows of q's head dim; weights: [num_q,
-// H]; out: [num_q, cap * B]. The selection, ks and ke come from the metadata.
+// H]; out: [num_q, cap * B]. The selection, ks and ke come from the metadata. A top-k output
+// selects each token at most once: where a row selects a block again (engines pad rows by
+// repeating their last valid block), only its first entry's columns are candidates.
 template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
 void fp8_fp4_sparse_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<Format>& kv,
                                matrix_view<WT> weights, const sparse_mqa_metadata& metadata,
@@ -34,7 +37,10 @@ void fp8_fp4_sparse_mqa_logits(Backend, const rows_view<Format>& q, const rows_v
       {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
        detail::data_range_of("kv", kv), detail::scale_range_of("kv scales", kv),
        detail::range_of("weights", w)});
-  detail::dispatch<Backend>(q, sparse_plan<Format>(kv, metadata), w, output, opt);
+  // The fused top-k never selects a token twice: a block that repeats an earlier entry of its
+  // row counts as masked for it (the logits keep the repeated columns).
+  constexpr bool selecting = std::is_same_v<Out, topk_selection<topk_index::column_t>>;
+  detail::dispatch<Backend>(q, sparse_plan<Format>(kv, metadata, selecting), w, output, opt);
 }
 
 // The same call on the default backend.

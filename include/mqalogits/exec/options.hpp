@@ -12,6 +12,11 @@ struct options {
   // false (upstream's engines): do not spend time writing -inf; invalid columns are then
   // unspecified and the caller's top-k must read only the valid range.
   bool clean_logits = true;
+  // Paged kernels: a context longer than its block table (context_lens > max_blocks * page_kv)
+  // or, for fp8_fp4_paged_mqa_logits, than the output (> max_context_len) is an error by
+  // default, as it is an engine bug that would otherwise lose positions without a word. true
+  // masks the positions past the table and the output instead (DeepGEMM-Ascend's behaviour).
+  bool truncate_long_contexts = false;
 };
 
 MQALOGITS_NAMESPACE_END

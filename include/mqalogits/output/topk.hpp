@@ -5,18 +5,26 @@
 //   ml::topk(indices)                               indices [rows, k] int32
 //   ml::topk(indices, values)                       + values [rows, k] float
 //   ml::topk(indices, values, ml::topk_index::slot) paged kernel only: cache slots
+//   ml::topk(indices[, values], ml::topk_offset(o)) dense kernel only: column + o[row]
 //
 // passed where a kernel takes its logits view. k is the views' column count (any k >= 1).
 // Row r of `indices` holds the columns (numbered as in the logits row) of the k largest valid
 // logits of row r in descending order of value, ties broken by the lower column, NaN above
 // +inf (as torch.topk); masked columns are never selected; a row with fewer than k valid
-// columns is padded with -1 (values -inf). Ranking uses the fp32 logit, before any rounding to
-// a logits type. The result equals a stable descending sort of the row's valid fp32 logits,
-// for every executor and thread count.
+// columns is padded with -1 (values -inf). The sparse and paged-sparse kernels never select a
+// token twice: where a row selects a block again (engines pad rows by repeating their last
+// valid block), only the columns of its first entry are candidates. Ranking uses the fp32 logit,
+// before any rounding to a logits type. The result equals a stable descending sort of the row's
+// valid fp32 logits, for every executor and thread count.
 //
 // topk_index::slot (fp8_fp4_paged_mqa_logits only, what sglang's and vLLM's CPU topk_transform
 // produce) writes block_table[request, pos / page_kv] * page_kv + pos % page_kv instead of the
 // context position pos. Other kernels do not accept it (it does not compile).
+//
+// topk_offset(offsets) (fp8_fp4_mqa_logits and fp8_mqa_logits only; sglang's ragged prefill adds
+// its per-row topk_indices_offset to the dense top-k) writes column + offsets[row] instead of the
+// column, -1 kept; offsets has one int32 or int64 entry per row, each >= 0 and small enough that
+// every column plus it fits int32 (checked).
 //
 // How it runs on the host: a row's keys are scored by one or several executor tasks; each task
 // streams the scores of the rows it works on through a candidate buffer of 4k keys per row.
@@ -51,6 +59,7 @@
 #include "../exec/options.hpp"
 #include "../exec/thread_scratch.hpp"
 #include "../std_abi.hpp"
+#include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "output.hpp"
 #include "topk_select.hpp"
@@ -93,6 +102,31 @@ inline topk_selection<topk_index::slot_t> topk(matrix_view<std::int32_t> indices
 inline topk_selection<topk_index::slot_t> topk(matrix_view<std::int32_t> indices,
                                                topk_index::slot_t) {
   return {indices, {}};
+}
+
+// A per-row offset for the dense top-k's columns: ml::topk(indices[, values], topk_offset(o)).
+template <index_value I>
+struct topk_offsets {
+  std::span<const I> offsets;
+};
+template <index_array R>
+topk_offsets<index_value_of<R>> topk_offset(const R& offsets) {
+  return {index_span(offsets)};
+}
+template <index_value I>
+struct topk_offset_selection {
+  matrix_view<std::int32_t> indices;
+  matrix_view<float> values;
+  std::span<const I> offsets;
+};
+template <index_value I>
+topk_offset_selection<I> topk(matrix_view<std::int32_t> indices, topk_offsets<I> offsets) {
+  return {indices, {}, offsets.offsets};
+}
+template <index_value I>
+topk_offset_selection<I> topk(matrix_view<std::int32_t> indices, matrix_view<float> values,
+                              topk_offsets<I> offsets) {
+  return {indices, values, offsets.offsets};
 }
 
 namespace detail {
@@ -147,6 +181,16 @@ struct slot_numbering {
   std::int32_t operator()(std::int64_t row, std::int32_t pos) const {
     const std::int64_t page = block_table(row / next_n, pos / page_kv);
     return static_cast<std::int32_t>(page * page_kv + pos % page_kv);
+  }
+};
+
+// Column -> column + offsets[row] (the dense kernel's topk_offset); the entry point has checked
+// that every sum fits int32.
+template <class I>
+struct offset_numbering {
+  std::span<const I> offsets;
+  std::int32_t operator()(std::int64_t row, std::int32_t col) const {
+    return static_cast<std::int32_t>(col + offsets[static_cast<std::size_t>(row)]);
   }
 };
 
@@ -423,6 +467,50 @@ topk_output<slot_numbering<I>> paged_output_policy(const topk_selection<topk_ind
                                                    std::int32_t page_kv, std::int64_t next_n) {
   return topk_output<slot_numbering<I>>(sel.indices, sel.values,
                                         slot_numbering<I>{block_table, page_kv, next_n});
+}
+}  // namespace detail
+
+// What the dense kernel accepts in the position of its output: any output, or a selection with
+// per-row offsets.
+template <class T>
+inline constexpr bool is_topk_offset_selection = false;
+template <class I>
+inline constexpr bool is_topk_offset_selection<topk_offset_selection<I>> = true;
+template <class T>
+concept dense_output_argument = output_argument<T> || is_topk_offset_selection<T>;
+
+namespace detail {
+template <class Out>
+auto dense_output_policy(const Out& out, const options& opt) {
+  return to_output_policy(out, opt);
+}
+template <class I>
+topk_output<offset_numbering<I>> dense_output_policy(const topk_offset_selection<I>& sel,
+                                                     const options&) {
+  return topk_output<offset_numbering<I>>(sel.indices, sel.values,
+                                          offset_numbering<I>{sel.offsets});
+}
+// One offset per row, each >= 0 and with offset + (cols - 1) within int32.
+template <class I>
+void check_topk_offsets(const char* where, std::span<const I> offsets, std::int64_t rows,
+                        std::int64_t cols) {
+  check_span(where, "top-k offsets", offsets, rows);
+  const std::int64_t limit =
+      std::int64_t{std::numeric_limits<std::int32_t>::max()} - std::max<std::int64_t>(cols - 1, 0);
+  for (std::size_t r = 0; r < offsets.size(); ++r)
+    require(offsets[r] >= 0 && offsets[r] <= limit, where, [&](auto& m) {
+      m << "top-k offsets[" << r << "] = " << offsets[r] << " must be in [0, " << limit
+        << "] (column + offset must fit int32 for " << cols << " columns)";
+    });
+}
+// The offsets' bytes, for the overlap check (none without offsets).
+template <class Out>
+byte_range topk_offsets_range(const Out&) {
+  return range_of("top-k offsets", std::span<const std::int32_t>());
+}
+template <class I>
+byte_range topk_offsets_range(const topk_offset_selection<I>& sel) {
+  return range_of("top-k offsets", sel.offsets);
 }
 }  // namespace detail
 

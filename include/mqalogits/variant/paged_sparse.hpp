@@ -69,6 +69,11 @@ class paged_sparse_mqa_metadata {
     const std::int64_t p = idx * f_->block + k % f_->block;
     return (p < context_len(r) && p / f_->page_kv < f_->max_blocks) ? p : -1;  // no overflow
   }
+  // Whether selected block b of row r repeats an earlier entry of the row (its positions are
+  // already covered): the fused top-k treats its columns as masked, the logits keep them.
+  bool repeats(std::int64_t r, std::int64_t b) const {
+    return !f_->repeated.empty() && f_->repeated[static_cast<std::size_t>(r * f_->cap + b)];
+  }
   // Whether selected block b of row r is read: b < num_blocks(r), its index is not -1 and its
   // first position lies inside the context and the block table. A block of sparse_block_kv
   // positions never straddles two pages (page_kv is a multiple of it).
@@ -86,6 +91,11 @@ class paged_sparse_mqa_metadata {
   std::int64_t block_page(std::int64_t r, std::int64_t b) const {
     return f_->block_page[static_cast<std::size_t>(r * f_->cap + b)];
   }
+
+  // The first row whose context is longer than its block table (context_lens[row] >
+  // max_blocks * page_kv), or -1: the kernel rejects such metadata unless the call sets
+  // options::truncate_long_contexts (which masks the positions past the table).
+  std::int64_t long_context_row() const { return f_->long_row; }
 
   // Bytes the metadata keeps besides the snapshot: its copies of the lengths, of the selection
   // and of one block-table entry per selected block (never the caller's whole table).
@@ -221,6 +231,8 @@ class paged_sparse_mqa_metadata {
     detail::vector<std::int64_t> block_page;  // [rows, cap] the page of each used block, else 0
     detail::vector<std::int64_t> idx;         // bounded (see detail::bounded_block)
     page_entry lowest, highest;               // the smallest and largest page the selection reads
+    std::int64_t long_row = -1;               // see long_context_row()
+    detail::vector<unsigned char> repeated;   // see repeats(); empty when no row repeats
     std::unique_ptr<snapshot> snap;           // snapshot protocol only
   };
   reset_on_move<fields> f_;  // a moved-from metadata is empty: the kernel rejects it
@@ -306,6 +318,11 @@ paged_sparse_mqa_metadata make_paged_sparse_metadata(
   f.max_blocks = block_table.cols;
   f.protocol = protocol;
   for (const I len : context_lens) f.lens.push_back(bounded(len));
+  std::int64_t capacity = 0;  // positions the block table covers (overflow: all of them)
+  if (__builtin_mul_overflow(block_table.cols, std::int64_t{page_kv}, &capacity))
+    capacity = INT64_MAX;
+  for (std::int64_t r = 0; r < rows && f.long_row < 0; ++r)
+    if (context_lens[static_cast<std::size_t>(r)] > capacity) f.long_row = r;
   f.idx = copy_rows(sparse_kv_block_indices,
                     [&](std::int64_t v) { return bounded_block(v, sparse_block_kv); });
   // Only the block-table entries the selection reads: one per used block, not the whole table.
@@ -319,6 +336,8 @@ paged_sparse_mqa_metadata make_paged_sparse_metadata(
       if (f.lowest.row < 0 || page < f.lowest.page) f.lowest = {r, slot, page};
       if (f.highest.row < 0 || page > f.highest.page) f.highest = {r, slot, page};
     }
+  f.repeated =
+      find_repeated_blocks(f.idx, rows, cap, [&](std::int64_t r) { return meta.num_blocks(r); });
   if (protocol == paged_sparse_protocol::snapshot)
     f.snap = std::make_unique<paged_sparse_mqa_metadata::snapshot>();
   return meta;
@@ -356,12 +375,13 @@ paged_sparse_mqa_metadata get_paged_sparse_mqa_logits_metadata(
 template <class Format>
 class paged_sparse_plan : public detail::selected_blocks_plan<paged_sparse_mqa_metadata> {
  public:
-  paged_sparse_plan(const paged_cache_view<Format>& cache, const paged_sparse_mqa_metadata& meta)
-      : selected_blocks_plan(meta), cache_(cache) {}
+  paged_sparse_plan(const paged_cache_view<Format>& cache, const paged_sparse_mqa_metadata& meta,
+                    bool skip_repeats = false)
+      : selected_blocks_plan(meta, skip_repeats), cache_(cache) {}
 
   key_ref key(std::int64_t r, std::int64_t k) const {
     const std::int64_t p = meta_->position(r, k);
-    if (p < 0) return {};
+    if (p < 0 || skipped(r, k)) return {};
     const std::int64_t page = meta_->block_page(r, k / meta_->sparse_block_kv());
     const std::int64_t slot = p % meta_->page_kv();
     return {cache_.data(page, slot), cache_.scale(page, slot)};
@@ -375,12 +395,13 @@ class paged_sparse_plan : public detail::selected_blocks_plan<paged_sparse_mqa_m
 template <class Format>
 class paged_sparse_snapshot_plan : public detail::selected_blocks_plan<paged_sparse_mqa_metadata> {
  public:
-  explicit paged_sparse_snapshot_plan(const paged_sparse_mqa_metadata& meta)
-      : selected_blocks_plan(meta) {}
+  explicit paged_sparse_snapshot_plan(const paged_sparse_mqa_metadata& meta,
+                                      bool skip_repeats = false)
+      : selected_blocks_plan(meta, skip_repeats) {}
 
   key_ref key(std::int64_t r, std::int64_t k) const {
     const std::uint8_t* t = meta_->snapshot_token(r, k);
-    if (!t) return {};
+    if (!t || skipped(r, k)) return {};
     return {t, t + meta_->snapshot_data_bytes()};
   }
 };

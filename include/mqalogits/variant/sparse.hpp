@@ -89,6 +89,50 @@ detail::vector<std::int64_t> copy_rows(matrix_view<const I> m, Bound bound) {
 inline std::int64_t bounded_block(std::int64_t idx, std::int64_t block) {
   return idx < 0 ? -1 : std::min(idx, index_bound / block);
 }
+
+// Per row, which of its first count(r) selected blocks repeat an earlier entry of the row: the
+// same block index covers the same tokens again (vLLM pads a row by repeating its last valid
+// block). [rows, cap], empty when no row repeats a block. A row whose valid entries never
+// decrease (sorted, -1 padded, or padded with its last block) takes one pass; any other order
+// one sort of the row.
+template <class Count>
+detail::vector<unsigned char> find_repeated_blocks(const detail::vector<std::int64_t>& idx,
+                                                   std::int64_t rows, std::int64_t cap,
+                                                   Count count) {
+  detail::vector<unsigned char> repeated;
+  detail::vector<std::pair<std::int64_t, std::int64_t>> sorted;  // (block index, entry)
+  const auto mark = [&](std::int64_t r, std::int64_t b) {
+    if (repeated.empty()) repeated.assign(static_cast<std::size_t>(rows * cap), 0);
+    repeated[static_cast<std::size_t>(r * cap + b)] = 1;
+  };
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t nb = count(r);
+    const std::int64_t* row = idx.data() + r * cap;
+    std::int64_t last = -1;
+    bool monotone = true;
+    for (std::int64_t b = 0; b < nb && monotone; ++b)
+      if (row[b] >= 0) {
+        monotone = row[b] >= last;
+        last = row[b];
+      }
+    if (monotone) {  // a repeat sits right after its first occurrence (-1 entries aside)
+      last = -1;
+      for (std::int64_t b = 0; b < nb; ++b)
+        if (row[b] >= 0) {
+          if (row[b] == last) mark(r, b);
+          last = row[b];
+        }
+      continue;
+    }
+    sorted.clear();
+    for (std::int64_t b = 0; b < nb; ++b)
+      if (row[b] >= 0) sorted.emplace_back(row[b], b);
+    std::sort(sorted.begin(), sorted.end());  // by index, then entry: the first one stays
+    for (std::size_t i = 1; i < sorted.size(); ++i)
+      if (sorted[i].first == sorted[i - 1].first) mark(r, sorted[i].second);
+  }
+  return repeated;
+}
 }  // namespace detail
 
 class sparse_mqa_metadata;
@@ -118,6 +162,11 @@ class sparse_mqa_metadata {
   std::int64_t block(std::int64_t r, std::int64_t b) const {
     return f_->idx[static_cast<std::size_t>(r * f_->cap + b)];
   }
+  // Whether selected block b of row r repeats an earlier entry of the row (its tokens are
+  // already covered): the fused top-k treats its columns as masked, the logits keep them.
+  bool repeats(std::int64_t r, std::int64_t b) const {
+    return !f_->repeated.empty() && f_->repeated[static_cast<std::size_t>(r * f_->cap + b)];
+  }
   // The token column k of row r reads, or -1 when the column is masked.
   std::int64_t token(std::int64_t r, std::int64_t k) const {
     const std::int64_t B = f_->block, idx = block(r, k / B);
@@ -143,6 +192,7 @@ class sparse_mqa_metadata {
     std::int64_t rows = 0, cap = 0, block = 0, num_kv = 0;
     bool unaligned = false;
     detail::vector<std::int64_t> ks, ke, idx, nb;
+    detail::vector<unsigned char> repeated;  // see repeats(); empty when no row repeats
   };
   reset_on_move<fields> f_;  // a moved-from metadata is empty: the kernel rejects it
 };
@@ -179,6 +229,8 @@ sparse_mqa_metadata detail::make_sparse_metadata(std::span<const I> ks, std::spa
   f.idx = detail::copy_rows(
       indices, [&](std::int64_t v) { return detail::bounded_block(v, sparse_block_kv); });
   for (std::int64_t r = 0; r < rows; ++r) f.nb.push_back(meta.count_blocks(r));
+  f.repeated = detail::find_repeated_blocks(f.idx, rows, f.cap,
+                                            [&](std::int64_t r) { return meta.num_blocks(r); });
   return meta;
 }
 
@@ -197,11 +249,14 @@ sparse_mqa_metadata get_sparse_mqa_logits_metadata(
 
 namespace detail {
 // The shape the sparse and paged-sparse plans share: each query row its own group, columns
-// [0, num_blocks * B) of a row, one selected block per gather.
+// [0, num_blocks * B) of a row, one selected block per gather. With skip_repeats (the fused
+// top-k) the columns of a block that repeats an earlier entry of its row are masked, so no
+// token is selected twice; the logits output keeps them.
 template <class Meta>
 class selected_blocks_plan {
  public:
-  explicit selected_blocks_plan(const Meta& meta) : meta_(&meta) {}
+  explicit selected_blocks_plan(const Meta& meta, bool skip_repeats = false)
+      : meta_(&meta), skip_repeats_(skip_repeats) {}
 
   std::int64_t num_rows() const { return meta_->num_rows(); }
   std::int64_t num_cols() const { return meta_->num_cols(); }
@@ -215,19 +270,23 @@ class selected_blocks_plan {
   std::int64_t gather_block() const { return meta_->sparse_block_kv(); }
 
  protected:
+  bool skipped(std::int64_t r, std::int64_t k) const {
+    return skip_repeats_ && meta_->repeats(r, k / meta_->sparse_block_kv());
+  }
   const Meta* meta_;
+  bool skip_repeats_;
 };
 }  // namespace detail
 
 template <class Format>
 class sparse_plan : public detail::selected_blocks_plan<sparse_mqa_metadata> {
  public:
-  sparse_plan(rows_view<Format> kv, const sparse_mqa_metadata& meta)
-      : selected_blocks_plan(meta), kv_(kv) {}
+  sparse_plan(rows_view<Format> kv, const sparse_mqa_metadata& meta, bool skip_repeats = false)
+      : selected_blocks_plan(meta, skip_repeats), kv_(kv) {}
 
   key_ref key(std::int64_t r, std::int64_t k) const {
     const std::int64_t t = meta_->token(r, k);
-    if (t < 0) return {};
+    if (t < 0 || skipped(r, k)) return {};
     return {kv_.row(t), kv_.scale(t)};
   }
 
