@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -462,6 +463,8 @@ struct topk_request {
 // width when topk is None, and topk_values_out asks for the values.
 struct kernel_outputs {
   py::object out, topk_out, topk_values_out;
+  bool truncate = false;                // the paged kernels' truncate_long_contexts
+  py::object topk_offset = py::none();  // the dense kernels' per-row top-k offset
 };
 
 std::optional<topk_request> topk_of(const char* where, py::object topk, bool topk_values,
@@ -524,6 +527,7 @@ struct output_request {
   logits_type type = logits_type::f32;
   std::optional<topk_request> topk{};
   bool clean_logits = true;  // ml::options::clean_logits
+  bool truncate = false;     // ml::options::truncate_long_contexts
   // The caller's buffers (None: new arrays): out for the logits, topk_out / topk_values_out for
   // the top-k's indices / values.
   py::object out = py::none(), topk_out = py::none(), topk_values_out = py::none();
@@ -544,6 +548,20 @@ py::array out_array(const char* where, const char* name, const py::object& obj, 
   return a;
 }
 
+// A library error as Python callers read it: named after the function they called (the legacy
+// names run through fp8_fp4_*, whose name the library reports), with the keyword for an option.
+std::string python_message(const char* where, std::string m) {
+  const std::string name(where), legacy = "fp8_";
+  if (name.rfind("fp8_fp4_", 0) != 0 && name.rfind(legacy, 0) == 0) {
+    const std::string lib = "fp8_fp4_" + name.substr(legacy.size()) + ": ";
+    if (m.rfind(lib, 0) == 0) m = name + ": " + m.substr(lib.size());
+  }
+  const std::string option = "options::truncate_long_contexts";
+  if (const auto at = m.find(option); at != std::string::npos)
+    m.replace(at, option.size(), "truncate_long_contexts=True");
+  return m;
+}
+
 // The one skeleton of every kernel binding: with the inputs checked and the output decided by
 // the binding, it takes the thread pool of `num_threads`, checks the weights' layout, takes the
 // caller's output buffers or makes new arrays, and runs kernel(args, views, output, options) with
@@ -557,7 +575,8 @@ py::object run_kernel(const char* where, const kernel_inputs<K>& in, const outpu
                                      const ml::options&),
                       const Args& args) {
   const std::shared_ptr<ml::thread_pool> pool = pool_of(threads_of(where, num_threads));
-  const ml::options opt{.executor = *pool, .clean_logits = out.clean_logits};
+  const ml::options opt{
+      .executor = *pool, .clean_logits = out.clean_logits, .truncate_long_contexts = out.truncate};
   const py::array& wa = in.w.array;
   const py::ssize_t item = in.w.type == weights_type::f32 ? 4 : 2;  // bf16 / fp16 as uint16
   const kernel_views<K> views{in.q,
@@ -616,21 +635,49 @@ py::object run_kernel(const char* where, const kernel_inputs<K>& in, const outpu
     ov.logits = logits.mutable_data();
     result = logits;
   }
-  {
+  try {
     py::gil_scoped_release release;
     kernel(args, views, ov, opt);
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(python_message(where, e.what()));
   }
   return result;
 }
 
 // m.def of a kernel: its arguments, then the keyword-only ones every kernel shares (num_threads,
-// topk, topk_values, topk_index, and the caller's output buffers out, topk_out, topk_values_out).
+// topk, topk_values, topk_index, and the caller's output buffers out, topk_out, topk_values_out),
+// then the kernel's own keyword-only ones (`extra`).
+template <class Fn, class... Extra, class... Args>
+void def_kernel_with(py::module_& m, const char* name, Fn&& fn, const std::tuple<Extra...>& extra,
+                     const Args&... args) {
+  std::apply(
+      [&](const auto&... e) {
+        m.def(name, std::forward<Fn>(fn), args..., py::kw_only(),
+              py::arg("num_threads") = py::none(), py::arg("topk") = py::none(),
+              py::arg("topk_values") = false, py::arg("topk_index") = "column",
+              py::arg("out") = py::none(), py::arg("topk_out") = py::none(),
+              py::arg("topk_values_out") = py::none(), e...);
+      },
+      extra);
+}
 template <class Fn, class... Args>
 void def_kernel(py::module_& m, const char* name, Fn&& fn, const Args&... args) {
-  m.def(name, std::forward<Fn>(fn), args..., py::kw_only(), py::arg("num_threads") = py::none(),
-        py::arg("topk") = py::none(), py::arg("topk_values") = false,
-        py::arg("topk_index") = "column", py::arg("out") = py::none(),
-        py::arg("topk_out") = py::none(), py::arg("topk_values_out") = py::none());
+  def_kernel_with(m, name, std::forward<Fn>(fn), std::tuple<>(), args...);
+}
+// The dense kernels also take topk_offset (int32 / int64 [rows], sglang's topk_indices_offset:
+// added to each row's selected columns, -1 kept).
+template <class Fn, class... Args>
+void def_dense_kernel(py::module_& m, const char* name, Fn&& fn, const Args&... args) {
+  def_kernel_with(m, name, std::forward<Fn>(fn),
+                  std::make_tuple(py::arg("topk_offset") = py::none()), args...);
+}
+// The paged kernels also take truncate_long_contexts: False (the default), a context longer than
+// its block table (or, for the paged logits, than max_context_len) is a named error, an engine
+// bug that would otherwise lose positions silently; True masks the positions past them.
+template <class Fn, class... Args>
+void def_paged_kernel(py::module_& m, const char* name, Fn&& fn, const Args&... args) {
+  def_kernel_with(m, name, std::forward<Fn>(fn),
+                  std::make_tuple(py::arg("truncate_long_contexts") = false), args...);
 }
 
 // ---- metadata objects ----
@@ -793,6 +840,7 @@ output_request with_outputs(output_request r, const kernel_outputs& o) {
   r.out = o.out;
   r.topk_out = o.topk_out;
   r.topk_values_out = o.topk_values_out;
+  r.truncate = o.truncate;
   return r;
 }
 
@@ -840,10 +888,42 @@ py::object dense_call(const char* where, q_input qi, const py::object& kv,
                      : dense_output(where, in.q.dims[0], in.k.rows, max_seqlen_k,
                                     logits.value_or(logits_type::f32), clean_logits),
                    outs);
+  // sglang's ragged prefill: each row's top-k columns plus its topk_indices_offset, -1 kept.
+  // Added here after the selection (O(rows x k); a library output type of its own would compile
+  // every dense kernel once more), from a copy taken before the kernel writes (the offsets may
+  // share bytes with topk_out).
+  thread_local std::vector<i32> offsets;
+  offsets.clear();
+  if (!outs.topk_offset.is_none()) {
+    if (!t) fail(where, "topk_offset needs topk = k");
+    const auto o = int_span(where, "topk_offset", outs.topk_offset);
+    if (static_cast<i64>(o.size()) != out.rows)
+      fail(where, "topk_offset has " + std::to_string(o.size()) + " entries for " +
+                      std::to_string(out.rows) + " rows");
+    const i64 cols = max_seqlen_k > 0 ? max_seqlen_k : in.k.rows;
+    for (std::size_t r = 0; r < o.size(); ++r)
+      if (o[r] < 0 || i64{o[r]} + std::max<i64>(cols - 1, 0) > INT32_MAX)
+        fail(where, "topk_offset[" + std::to_string(r) + "] = " + std::to_string(o[r]) +
+                        ": must be >= 0, and column + offset must fit int32 (columns < " +
+                        std::to_string(cols) + ")");
+    offsets.assign(o.begin(), o.end());
+  }
   // The legacy logits have their own compiled calls; its top-k is the per-token one of
   // fp8_fp4_mqa_logits (the same computation).
-  return run_kernel(where, in, out, num_threads, legacy && !t ? &run_legacy_dense : &run_dense,
-                    dense_args{ks, ke, max_seqlen_k, clean_logits});
+  py::object result =
+      run_kernel(where, in, out, num_threads, legacy && !t ? &run_legacy_dense : &run_dense,
+                 dense_args{ks, ke, max_seqlen_k, clean_logits});
+  if (!offsets.empty()) {
+    py::array idx = py::reinterpret_borrow<py::array>(
+        py::isinstance<py::tuple>(result) ? py::object(result.cast<py::tuple>()[0]) : result);
+    auto* base = static_cast<char*>(idx.mutable_data());
+    for (py::ssize_t r = 0; r < idx.shape(0); ++r)
+      for (py::ssize_t j = 0; j < idx.shape(1); ++j) {
+        i32& v = *reinterpret_cast<i32*>(base + r * idx.strides(0) + j * idx.strides(1));
+        if (v >= 0) v += offsets[static_cast<std::size_t>(r)];
+      }
+  }
+  return result;
 }
 
 py::object fp8_fp4_mqa_logits(const py::object& q, const py::object& kv, const py::object& weights,
@@ -853,9 +933,10 @@ py::object fp8_fp4_mqa_logits(const py::object& q, const py::object& kv, const p
                               const py::object& schedule_meta, std::optional<int> num_threads,
                               const py::object& topk, bool topk_values,
                               const std::string& topk_index, const py::object& out,
-                              const py::object& topk_out, const py::object& topk_values_out) {
+                              const py::object& topk_out, const py::object& topk_values_out,
+                              const py::object& topk_offset) {
   constexpr const char* where = "fp8_fp4_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out};
+  const kernel_outputs outs{out, topk_out, topk_values_out, false, topk_offset};
   const auto t = topk_of(where, topk, topk_values, topk_index, false, outs);
   q_input qi = q_of(where, q, 3);
   // The top-k takes no logits_dtype, and leaves max_seqlen_k to the library.
@@ -885,9 +966,9 @@ py::object fp8_mqa_logits(const py::object& q, const py::object& kv, const py::o
                           bool clean_logits, i64 max_seqlen_k, std::optional<int> num_threads,
                           const py::object& topk, bool topk_values, const std::string& topk_index,
                           const py::object& out, const py::object& topk_out,
-                          const py::object& topk_values_out) {
+                          const py::object& topk_values_out, const py::object& topk_offset) {
   constexpr const char* where = "fp8_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out};
+  const kernel_outputs outs{out, topk_out, topk_values_out, false, topk_offset};
   const auto t = topk_of(where, topk, topk_values, topk_index, false, outs);
   return dense_call(where, bare_q(where, q, 3), kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
                     clean_logits, max_seqlen_k, std::nullopt, num_threads, t, outs, true);
@@ -947,17 +1028,15 @@ py::object paged_call(const char* where, q_input qi, const py::object& kv_cache,
                     paged_args{lens, table, schedule, max_context_len, idx, clean_logits});
 }
 
-py::object fp8_fp4_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
-                                    const py::object& weights, const py::object& context_lens,
-                                    const py::object& block_table, const py::object& schedule_meta,
-                                    i64 max_context_len, bool clean_logits,
-                                    const py::object& logits_dtype, const py::object& indices,
-                                    std::optional<int> num_threads, const py::object& topk,
-                                    bool topk_values, const std::string& topk_index,
-                                    const py::object& out, const py::object& topk_out,
-                                    const py::object& topk_values_out) {
+py::object fp8_fp4_paged_mqa_logits(
+    const py::object& q, const py::object& kv_cache, const py::object& weights,
+    const py::object& context_lens, const py::object& block_table, const py::object& schedule_meta,
+    i64 max_context_len, bool clean_logits, const py::object& logits_dtype,
+    const py::object& indices, std::optional<int> num_threads, const py::object& topk,
+    bool topk_values, const std::string& topk_index, const py::object& out,
+    const py::object& topk_out, const py::object& topk_values_out, bool truncate_long_contexts) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out};
+  const kernel_outputs outs{out, topk_out, topk_values_out, truncate_long_contexts};
   const auto t = topk_of(where, topk, topk_values, topk_index, true, outs);
   q_input qi = q_of(where, q, 4);
   // The top-k takes no logits_dtype.
@@ -974,9 +1053,9 @@ py::object fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
                                 std::optional<int> num_threads, const py::object& topk,
                                 bool topk_values, const std::string& topk_index,
                                 const py::object& out, const py::object& topk_out,
-                                const py::object& topk_values_out) {
+                                const py::object& topk_values_out, bool truncate_long_contexts) {
   constexpr const char* where = "fp8_paged_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out};
+  const kernel_outputs outs{out, topk_out, topk_values_out, truncate_long_contexts};
   const auto t = topk_of(where, topk, topk_values, topk_index, true, outs);
   return paged_call(where, bare_q(where, q, 4), kv_cache, weights, context_lens, block_table,
                     schedule_meta, max_context_len, clean_logits, logits_type::f32, indices,
@@ -1064,16 +1143,14 @@ void check_paged_sparse_call(const char* where, const q_input& qi, const cache_i
                     " but the metadata was made with page_kv = " + std::to_string(meta.page_kv()));
 }
 
-py::object fp8_fp4_paged_sparse_mqa_logits(const py::object& q, const py::object& kv_cache,
-                                           const py::object& weights,
-                                           const py::object& metadata_obj,
-                                           i64 num_max_sparse_blocks, i64 sparse_block_kv,
-                                           std::optional<int> num_threads, const py::object& topk,
-                                           bool topk_values, const std::string& topk_index,
-                                           const py::object& out, const py::object& topk_out,
-                                           const py::object& topk_values_out) {
+py::object fp8_fp4_paged_sparse_mqa_logits(
+    const py::object& q, const py::object& kv_cache, const py::object& weights,
+    const py::object& metadata_obj, i64 num_max_sparse_blocks, i64 sparse_block_kv,
+    std::optional<int> num_threads, const py::object& topk, bool topk_values,
+    const std::string& topk_index, const py::object& out, const py::object& topk_out,
+    const py::object& topk_values_out, bool truncate_long_contexts) {
   constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out};
+  const kernel_outputs outs{out, topk_out, topk_values_out, truncate_long_contexts};
   const auto t = topk_of(where, topk, topk_values, topk_index, false, outs);
   const auto& metadata = metadata_of<paged_sparse_mqa_logits_metadata>(
       where, "metadata", metadata_obj, "get_paged_sparse_mqa_logits_metadata");
@@ -1185,24 +1262,25 @@ void register_metadata(py::module_& m) {
 
 void register_dense(py::module_& m) {
   using py::arg;
-  def_kernel(m, "fp8_fp4_mqa_logits", &fp8_fp4_mqa_logits, arg("q"), arg("kv"), arg("weights"),
-             arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("clean_logits") = true,
-             arg("max_seqlen_k") = 0, arg("logits_dtype") = "float32",
-             arg("schedule_meta") = py::none());
-  def_kernel(m, "fp8_mqa_logits", &fp8_mqa_logits, arg("q"), arg("kv"), arg("weights"),
-             arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("clean_logits") = true,
-             arg("max_seqlen_k") = 0);
+  def_dense_kernel(m, "fp8_fp4_mqa_logits", &fp8_fp4_mqa_logits, arg("q"), arg("kv"),
+                   arg("weights"), arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"),
+                   arg("clean_logits") = true, arg("max_seqlen_k") = 0,
+                   arg("logits_dtype") = "float32", arg("schedule_meta") = py::none());
+  def_dense_kernel(m, "fp8_mqa_logits", &fp8_mqa_logits, arg("q"), arg("kv"), arg("weights"),
+                   arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("clean_logits") = true,
+                   arg("max_seqlen_k") = 0);
 }
 
 void register_paged(py::module_& m) {
   using py::arg;
-  def_kernel(m, "fp8_fp4_paged_mqa_logits", &fp8_fp4_paged_mqa_logits, arg("q"), arg("kv_cache"),
-             arg("weights"), arg("context_lens"), arg("block_table"), arg("schedule_meta"),
-             arg("max_context_len"), arg("clean_logits") = false, arg("logits_dtype") = "float32",
-             arg("indices") = py::none());
-  def_kernel(m, "fp8_paged_mqa_logits", &fp8_paged_mqa_logits, arg("q"), arg("kv_cache"),
-             arg("weights"), arg("context_lens"), arg("block_table"), arg("schedule_meta"),
-             arg("max_context_len"), arg("clean_logits") = false, arg("indices") = py::none());
+  def_paged_kernel(m, "fp8_fp4_paged_mqa_logits", &fp8_fp4_paged_mqa_logits, arg("q"),
+                   arg("kv_cache"), arg("weights"), arg("context_lens"), arg("block_table"),
+                   arg("schedule_meta"), arg("max_context_len"), arg("clean_logits") = false,
+                   arg("logits_dtype") = "float32", arg("indices") = py::none());
+  def_paged_kernel(m, "fp8_paged_mqa_logits", &fp8_paged_mqa_logits, arg("q"), arg("kv_cache"),
+                   arg("weights"), arg("context_lens"), arg("block_table"), arg("schedule_meta"),
+                   arg("max_context_len"), arg("clean_logits") = false,
+                   arg("indices") = py::none());
 }
 
 void register_sparse(py::module_& m) {
@@ -1210,9 +1288,9 @@ void register_sparse(py::module_& m) {
   def_kernel(m, "fp8_fp4_sparse_mqa_logits", &fp8_fp4_sparse_mqa_logits, arg("q"), arg("kv"),
              arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"), arg("sparse_block_kv"),
              arg("use_unaligned_ks") = false);
-  def_kernel(m, "fp8_fp4_paged_sparse_mqa_logits", &fp8_fp4_paged_sparse_mqa_logits, arg("q"),
-             arg("kv_cache"), arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"),
-             arg("sparse_block_kv"));
+  def_paged_kernel(m, "fp8_fp4_paged_sparse_mqa_logits", &fp8_fp4_paged_sparse_mqa_logits, arg("q"),
+                   arg("kv_cache"), arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"),
+                   arg("sparse_block_kv"));
 }
 
 void register_quantize(py::module_& m) {

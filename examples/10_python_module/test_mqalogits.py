@@ -330,7 +330,8 @@ class Signatures(unittest.TestCase):
             parts = [p.split(":")[0].strip() + ("=" + p.split("=")[1].strip() if "=" in p else "")
                      for p in sig.split(",")]
             parts = [p for p in parts
-                     if p not in ("*", "num_threads=None", "out=None") and not p.startswith("topk")]
+                     if p not in ("*", "num_threads=None", "out=None",
+                                  "truncate_long_contexts=False") and not p.startswith("topk")]
             self.assertEqual(", ".join(parts), args, name)
 
 
@@ -493,6 +494,46 @@ class Paged(Checks):
         bad[1, 0] = (bad[0, 0] + 1) % blocks
         with self.assertRaisesRegex(ValueError, "identical block-table rows"):
             ml.fp8_paged_mqa_logits(qc, cache, w, lens, bad, meta, 128, True, indices=indices)
+
+    def test_long_contexts_are_errors_unless_truncated(self):
+        # L = 300 with a 2-column table at page 64 (128 positions), and L = 200 past
+        # max_context_len = 160: engine bugs, refused by default; truncate_long_contexts=True
+        # masks the positions past the table and the output.
+        B, H, page_kv, blocks = 2, 8, 64, 6
+        cache, _ = make_cache(blocks, page_kv, "per_token")
+        keys = cache_keys(cache, False, False)
+        (qc, _), qd = make_q((B, 1, H), "per_token")
+        w = rand_weights(B, H, False)
+        for lens, table, max_len, msg in (
+                (np.array([[300], [50]], np.int32), np.array([[0, 1], [2, 3]], np.int32), 256,
+                 "300"),
+                (np.array([[100], [200]], np.int32), np.array([[0, 1, 4, 5], [2, 3, 4, 5]],
+                                                             np.int32), 160, "200")):
+            meta = ml.get_paged_mqa_logits_metadata(lens, page_kv, 2)
+            with self.subTest(msg=msg):
+                with self.assertRaisesRegex(ValueError, "^fp8_paged_mqa_logits: .*" + msg):
+                    ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, meta, max_len, True)
+                with self.assertRaisesRegex(ValueError, "^fp8_fp4_paged_mqa_logits: .*" + msg):
+                    ml.fp8_fp4_paged_mqa_logits((qc, None), cache, w, lens, table, meta,
+                                                max_len, topk=8)
+                out = ml.fp8_paged_mqa_logits(qc, cache, w, lens, table, meta, max_len, True,
+                                              truncate_long_contexts=True)
+                exact, mag = ref_paged(qd.reshape(B, H, D), keys, weights_f64(w), lens, table,
+                                       max_len)
+                self.assert_logits(out, exact, mag)
+        # The paged-sparse kernel: the same rule for the block table.
+        lens, table = np.array([300, 50], np.int32), np.array([[0, 1], [2, 3]], np.int32)
+        sel = np.tile(np.arange(8, dtype=np.int32), (B, 1))
+        meta = ml.get_paged_sparse_mqa_logits_metadata(lens, table, np.arange(B, dtype=np.int32),
+                                                       page_kv, sel, np.uint8, 16)
+        with self.assertRaisesRegex(ValueError, "^fp8_fp4_paged_sparse_mqa_logits: .*300.*"
+                                    "truncate_long_contexts=True"):
+            ml.fp8_fp4_paged_sparse_mqa_logits((qc, None), cache, w, meta, 8, 16)
+        out = ml.fp8_fp4_paged_sparse_mqa_logits((qc, None), cache, w, meta, 8, 16,
+                                                 truncate_long_contexts=True)
+        exact, mag = ref_paged_sparse(qd.reshape(B, H, D), keys, weights_f64(w), lens, table,
+                                      sel, 16)
+        self.assert_logits(out, exact, mag)
 
 
 class Sparse(Checks):
@@ -793,6 +834,20 @@ class TopK(Checks):
                         q, cache, w, lens, table, meta, mcl, topk=k, topk_index="slot")
                     np.testing.assert_array_equal(got_slots, slots.astype(np.int32))
 
+    @staticmethod
+    def first_entries(idx, B):
+        """[rows, cap * B]: the columns of each row's blocks that no earlier entry of the row
+        selected already. The sparse top-k never selects a token twice: of a repeated block
+        (vLLM pads a row by repeating its last valid block) only the first entry's columns
+        are candidates."""
+        first = np.ones(idx.shape, bool)
+        for r in range(idx.shape[0]):
+            seen = set()
+            for b, v in enumerate(idx[r]):
+                first[r, b] = v < 0 or v not in seen
+                seen.add(v)
+        return np.repeat(first, B, axis=1)
+
     def test_sparse_and_paged_sparse(self):
         S, H, N, cap, B = 6, 8, 400, 8, 16
         for fmt in ("mxfp8", "mxfp4"):
@@ -802,7 +857,8 @@ class TopK(Checks):
                 w = rand_weights(S, H, True)
                 ks = (RNG.integers(0, 10, S) * B).astype(np.int32)
                 ke = (ks + RNG.integers(20, 200, S)).astype(np.int32)
-                idx = RNG.integers(0, N // B, (S, cap)).astype(np.int32)
+                idx = RNG.integers(0, N // B, (S, cap)).astype(np.int32)  # repeats blocks
+                idx[0, 5:] = idx[0, 4]  # vLLM's padding: the last valid block, repeated
                 meta = ml.get_sparse_mqa_logits_metadata(ks, ke, N, idx, np.int8 if fmt ==
                                                          "mxfp4" else np.uint8, B)
                 exact, _ = ref_sparse(qd, kd, weights_f64(w), ks, ke, idx, B, False)
@@ -811,13 +867,15 @@ class TopK(Checks):
                     got_idx, got_val = ml.fp8_fp4_sparse_mqa_logits(
                         q=q, kv=kv, weights=w, metadata=meta, num_max_sparse_blocks=cap,
                         sparse_block_kv=B, topk=k, topk_values=True)
-                    self.assert_topk_of_bf16(got_idx, got_val, logits, ~np.isneginf(exact), k)
+                    self.assert_topk_of_bf16(got_idx, got_val, logits,
+                                             ~np.isneginf(exact) & self.first_entries(idx, B), k)
         S, page_kv, blocks, max_blocks = 5, 64, 7, 3
         for fmt in FORMATS:
             with self.subTest(kernel="paged_sparse", fmt=fmt):
                 lens = RNG.integers(1, max_blocks * page_kv, S).astype(np.int32)
                 table = RNG.integers(0, blocks, (S, max_blocks)).astype(np.int32)
                 idx = RNG.integers(0, max_blocks * page_kv // B, (S, cap)).astype(np.int32)
+                idx[0, 5:] = idx[0, 4]  # vLLM's padding
                 meta = ml.get_paged_sparse_mqa_logits_metadata(
                     lens, table, np.arange(S, dtype=np.int32), page_kv, idx,
                     "torch.int8" if fmt == "mxfp4" else "torch.float8_e4m3fn", B)
@@ -830,7 +888,8 @@ class TopK(Checks):
                 logits = ml.fp8_fp4_paged_sparse_mqa_logits(q, cache, w, meta, cap, B)
                 got_idx, got_val = ml.fp8_fp4_paged_sparse_mqa_logits(
                     q, cache, w, meta, cap, B, topk=50, topk_values=True)
-                self.assert_topk_of_bf16(got_idx, got_val, logits, ~np.isneginf(exact), 50)
+                self.assert_topk_of_bf16(got_idx, got_val, logits,
+                                         ~np.isneginf(exact) & self.first_entries(idx, B), 50)
 
     def test_bad_requests(self):
         S, H, N = 3, 4, 64
@@ -1202,6 +1261,26 @@ class Buffers(Checks):
         want_i, want_v = expected_topk(np.where(valid, logits, -np.inf), valid, 32)
         np.testing.assert_array_equal(idx, want_i)
         np.testing.assert_array_equal(val, want_v)
+        # sglang's ragged prefill: topk_offset added to each row's columns, -1 kept.
+        off = np.array([0, 5, 1000, 7, 2 ** 31 - Nk], np.int64)
+        plain = ml.fp8_mqa_logits(qc, kv, w, ks, ke, topk=Nk)
+        want = np.where(plain < 0, -1, plain + off[:, None])
+        np.testing.assert_array_equal(ml.fp8_mqa_logits(qc, kv, w, ks, ke, topk=Nk,
+                                                        topk_offset=off), want)
+        (qm, qm_sf), _ = make_q((S, H), "mxfp8")
+        kvm, _ = make_kv(Nk, "mxfp8")
+        plain = ml.fp8_fp4_mqa_logits((qm, qm_sf), kvm, w, ks, ke, topk=1)
+        shared = off[:, None].astype(np.int32)  # topk_out over the offsets' own bytes
+        got = ml.fp8_fp4_mqa_logits((qm, qm_sf), kvm, w, ks, ke, topk_out=shared,
+                                    topk_offset=shared[:, 0])
+        np.testing.assert_array_equal(got, np.where(plain < 0, -1, plain + off[:, None]))
+        for kw, msg in ((dict(topk=4, topk_offset=off[:4]), "topk_offset has 4 entries"),
+                        (dict(topk=4, topk_offset=-off), r"topk_offset\[1\] = -5: must be >= 0"),
+                        (dict(topk=4, topk_offset=off + 1), r"topk_offset\[4\] = 2147483499"),
+                        (dict(topk_offset=off), "topk_offset needs topk")):
+            with self.subTest(msg=msg):
+                with self.assertRaisesRegex(ValueError, "^fp8_mqa_logits: " + msg):
+                    ml.fp8_mqa_logits(qc, kv, w, ks, ke, **kw)
         # Paged, as cache slots.
         B, page_kv, blocks = 3, 32, 12
         cache, _ = make_cache(blocks, page_kv, "per_token")
