@@ -31,47 +31,13 @@
 #include <vector>
 
 #include "bindings_common.hpp"
+#include "py_arrays.hpp"
 
 namespace mqalogits_python {
 
 namespace py = pybind11;
 
 namespace {
-
-[[noreturn]] void fail(const char* where, const std::string& what) {
-  throw py::value_error(std::string(where) + ": " + what);
-}
-
-std::string dtype_name(const py::array& a) {
-  return py::str(a.dtype()).cast<std::string>();
-}
-
-std::string shape_of(const py::array& a) {
-  std::string s = "[";
-  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
-  return s + "]";
-}
-
-// The argument as a numpy array, without a conversion that would copy it. Its elements must be
-// in the machine's byte order: the views read them in place.
-py::array as_array(const char* where, const char* name, const py::handle& obj) {
-  if (!py::isinstance<py::array>(obj))
-    fail(where, std::string(name) + " must be a numpy array, not " +
-                    py::str(py::type::of(obj)).cast<std::string>() +
-                    " (a CPU torch tensor: t.numpy(); float8 / bfloat16 tensors: "
-                    "t.view(torch.uint8) / t.view(torch.int16).numpy())");
-  auto a = py::reinterpret_borrow<py::array>(obj);
-  if (!a.dtype().attr("isnative").cast<bool>())
-    fail(where, std::string(name) + " has dtype " + dtype_name(a) +
-                    " in the other byte order (big-endian); convert it with "
-                    ".astype(a.dtype.newbyteorder('='))");
-  return a;
-}
-
-template <class T>
-bool has_dtype(const py::array& a) {
-  return a.dtype().is(py::dtype::of<T>());
-}
 
 template <class T>
 void require_dtype(const char* where, const char* name, const py::array& a, const char* want) {

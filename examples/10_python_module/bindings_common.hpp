@@ -8,7 +8,8 @@
 // paged_sparse_kernels.cpp) compiles its calls for every format, weight type, output and head dim
 // (the driver, plans and outputs; header-only, without mqalogits::dispatch, the micro-kernels
 // too): they are the costly units, and a parallel build compiles them side by side. pybind11
-// costs ~4 s of compile per unit that includes it, so only the two Python units do.
+// costs ~4 s of compile per unit that includes it, so only the Python units (bindings.cpp,
+// ops_bindings.cpp, module.cpp) do.
 //
 // A kernel call is one skeleton, in two halves: bindings.cpp's run_kernel (the thread pool, the
 // weights' view, the output arrays, the GIL released) and dispatch_kernel below (typed views of

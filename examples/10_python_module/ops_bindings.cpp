@@ -18,6 +18,7 @@
 #include <mqalogits/quantize.hpp>
 
 #include "bindings.hpp"
+#include "py_arrays.hpp"
 
 namespace mqalogits_python {
 
@@ -28,38 +29,6 @@ namespace {
 
 using i32 = std::int32_t;
 using i64 = std::int64_t;
-
-[[noreturn]] void fail(const char* where, const std::string& what) {
-  throw py::value_error(std::string(where) + ": " + what);
-}
-
-std::string dtype_name(const py::array& a) {
-  return py::str(a.dtype()).cast<std::string>();
-}
-
-std::string shape_of(const py::array& a) {
-  std::string s = "[";
-  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
-  return s + "]";
-}
-
-// The argument as a numpy array in native byte order, without a copying conversion.
-py::array as_array(const char* where, const char* name, const py::handle& obj) {
-  if (!py::isinstance<py::array>(obj))
-    fail(where, std::string(name) + " must be a numpy array, not " +
-                    py::str(py::type::of(obj)).cast<std::string>() +
-                    " (a CPU torch tensor: t.numpy(); float8 / bfloat16 tensors: "
-                    "t.view(torch.uint8) / t.view(torch.int16).numpy())");
-  auto a = py::reinterpret_borrow<py::array>(obj);
-  if (!a.dtype().attr("isnative").cast<bool>())
-    fail(where, std::string(name) + " has dtype " + dtype_name(a) + " in the other byte order");
-  return a;
-}
-
-template <class T>
-bool is(const py::array& a) {
-  return a.dtype().is(py::dtype::of<T>());
-}
 
 py::array writable(const char* where, const char* name, const py::handle& obj) {
   py::array a = as_array(where, name, obj);
@@ -111,9 +80,9 @@ void with_index_span(const char* where, const char* name, const py::handle& obj,
   if (a.shape(0) > 1 && a.strides(0) != a.itemsize())
     fail(where, std::string(name) + " must be contiguous");
   const auto n = static_cast<std::size_t>(a.shape(0));
-  if (is<i32>(a))
+  if (has_dtype<i32>(a))
     call(std::span<const i32>(static_cast<const i32*>(a.data()), n));
-  else if (is<i64>(a))
+  else if (has_dtype<i64>(a))
     call(std::span<const i64>(static_cast<const i64*>(a.data()), n));
   else
     fail(where, std::string(name) + " has dtype " + dtype_name(a) + ", expected int32 or int64");
@@ -128,7 +97,8 @@ struct cache_arg {
   i64 token_bytes;
 };
 cache_arg cache_of(const char* where, const py::array& c) {
-  if (!is<std::uint8_t>(c)) fail(where, "kv_cache has dtype " + dtype_name(c) + ", expected uint8");
+  if (!has_dtype<std::uint8_t>(c))
+    fail(where, "kv_cache has dtype " + dtype_name(c) + ", expected uint8");
   const bool four = c.ndim() == 4;
   require_shape(where, "kv_cache", c, (c.ndim() == 3 || four) && (!four || c.shape(2) == 1),
                 "[num_blocks, block_size, token_bytes] or [num_blocks, block_size, 1, "
@@ -161,7 +131,7 @@ void cp_gather_indexer_k_quant_cache(const py::object& kv_cache, const py::objec
   constexpr const char* where = "cp_gather_indexer_k_quant_cache";
   const cache_arg c = cache_of(where, as_array(where, "kv_cache", kv_cache));
   py::array k = writable(where, "dst_k", dst_k);
-  if (!is<std::uint8_t>(k) && !is<std::int8_t>(k))
+  if (!has_dtype<std::uint8_t>(k) && !has_dtype<std::int8_t>(k))
     fail(where, "dst_k has dtype " + dtype_name(k) + ", expected uint8 or int8 (the codes' bytes)");
   require_shape(where, "dst_k", k, k.ndim() == 2 && (k.shape(1) == 128 || k.shape(1) == 64),
                 "[num_tokens, 128] (FP8 codes) or [num_tokens, 64] (packed MXFP4)");
@@ -171,8 +141,8 @@ void cp_gather_indexer_k_quant_cache(const py::object& kv_cache, const py::objec
                     " bytes per token; dst_k rows of " + std::to_string(data_bytes) +
                     " bytes need " + std::to_string(data_bytes + 4));
   py::array s = writable(where, "dst_scale", dst_scale);
-  const bool words = is<float>(s) || is<i32>(s);
-  if (!words && !is<std::uint8_t>(s) && !is<std::int8_t>(s))
+  const bool words = has_dtype<float>(s) || has_dtype<i32>(s);
+  if (!words && !has_dtype<std::uint8_t>(s) && !has_dtype<std::int8_t>(s))
     fail(where, "dst_scale has dtype " + dtype_name(s) + ", expected uint8 [num_tokens, 4] (or " +
                     "float32 / int32 [num_tokens])");
   const bool shape_ok = words ? (s.ndim() == 1 || (s.ndim() == 2 && s.shape(1) == 1))
@@ -202,9 +172,9 @@ void cp_gather_indexer_k_quant_cache(const py::object& kv_cache, const py::objec
         run.template operator()<ml::mxfp4>(tv, cu);
     });
   };
-  if (is<i32>(table))
+  if (has_dtype<i32>(table))
     with_table(static_cast<i32*>(nullptr));
-  else if (is<i64>(table))
+  else if (has_dtype<i64>(table))
     with_table(static_cast<i64*>(nullptr));
   else
     fail(where, "block_table has dtype " + dtype_name(table) + ", expected int32 or int64");
@@ -216,9 +186,9 @@ void cp_gather_indexer_k_quant_cache(const py::object& kv_cache, const py::objec
 template <class Call>
 void with_rows(const char* where, const char* name, const py::array& a, i64 rows, Call&& call) {
   const i64 stride = flat_row_stride(where, name, a), cols = a.shape(a.ndim() - 1);
-  if (is<float>(a))
+  if (has_dtype<float>(a))
     call(ml::matrix_view<const float>(static_cast<const float*>(a.data()), rows, cols, stride));
-  else if (is<std::uint16_t>(a) || is<std::int16_t>(a))
+  else if (has_dtype<std::uint16_t>(a) || has_dtype<std::int16_t>(a))
     call(ml::matrix_view<const ml::bf16>(static_cast<const ml::bf16*>(a.data()), rows, cols,
                                          stride));
   else
@@ -231,10 +201,10 @@ template <class Call>
 void with_weights(const char* where, const py::array& w, Call&& call) {
   require_shape(where, "weights", w, w.ndim() == 2, "[num_tokens, num_heads]");
   const i64 stride = row_stride(where, "weights", w) / w.itemsize();
-  if (is<float>(w))
+  if (has_dtype<float>(w))
     call(ml::matrix_view<const float>(static_cast<const float*>(w.data()), w.shape(0), w.shape(1),
                                       stride));
-  else if (is<std::uint16_t>(w) || is<std::int16_t>(w))
+  else if (has_dtype<std::uint16_t>(w) || has_dtype<std::int16_t>(w))
     call(ml::matrix_view<const ml::bf16>(static_cast<const ml::bf16*>(w.data()), w.shape(0),
                                          w.shape(1), stride));
   else if (w.dtype().is(py::dtype("float16")))
