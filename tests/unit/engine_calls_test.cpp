@@ -149,6 +149,24 @@ TEST_CASE("schedule array: layout, round trip and the object form's results", "[
                                ml::topk(idx_a.mut(), val_a.mut(), ml::topk_index::slot));
   CHECK(idx_o.data == idx_a.data);
   CHECK(std::memcmp(val_o.data.data(), val_a.data.data(), val_o.data.size() * sizeof(float)) == 0);
+
+  // The legacy name takes the array as its schedule_meta too.
+  ml::rows_view<F> bare = st.q.view();
+  bare.scales = nullptr;
+  ml::logits_buffer<float> legacy_o(st.rows(), st.max_context_len),
+      legacy_a(st.rows(), st.max_context_len);
+  ml::fp8_paged_mqa_logits(bare, st.cache.view(), st.w.view(), st.lens.view(), st.table.view(), s,
+                           st.max_context_len, true, legacy_o.view());
+  ml::fp8_paged_mqa_logits(bare, st.cache.view(), st.w.view(), st.lens.view(), st.table.view(),
+                           arr.view(), st.max_context_len, true, legacy_a.view());
+  CHECK(check::bitwise_equal(legacy_o, legacy_a));
+  arr(0, 1) += 1;
+  CHECK_THAT(check::error_of([&] {
+               ml::fp8_paged_mqa_logits(bare, st.cache.view(), st.w.view(), st.lens.view(),
+                                        st.table.view(), arr.view(), st.max_context_len, true,
+                                        legacy_a.view());
+             }),
+             Catch::Contains("schedule array row 0") && Catch::Contains("regenerate"));
 }
 
 TEST_CASE("schedule array: varlen rows name the first query row of their request",

@@ -104,6 +104,36 @@ void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
                            detail::with_clean_logits(opt, clean_logits));
 }
 
+// With the schedule as upstream's int32 [num_workers + 1, 2] array (what engines pass as
+// schedule_meta), checked against context_lens as fp8_fp4_paged_mqa_logits checks it.
+template <backend_tag Backend, weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
+void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
+                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
+                          const Lens& context_lens,
+                          matrix_view<const index_matrix_value_of<Lens>> block_table,
+                          matrix_view<const std::int32_t> schedule_meta,
+                          std::int64_t max_context_len, bool clean_logits, Out out,
+                          const options& opt = {}) {
+  detail::require_bare_q("fp8_paged_mqa_logits", q);
+  fp8_fp4_paged_mqa_logits(backend, q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                           max_context_len, detail::legacy_out(out),
+                           detail::with_clean_logits(opt, clean_logits));
+}
+template <backend_tag Backend, weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
+void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
+                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
+                          const Lens& context_lens,
+                          matrix_view<const index_matrix_value_of<Lens>> block_table,
+                          matrix_view<const std::int32_t> schedule_meta,
+                          std::int64_t max_context_len, bool clean_logits, Out out,
+                          std::span<const index_matrix_value_of<Lens>> indices,
+                          const options& opt = {}) {
+  detail::require_bare_q("fp8_paged_mqa_logits", q);
+  fp8_fp4_paged_mqa_logits(backend, q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                           max_context_len, detail::legacy_out(out), indices,
+                           detail::with_clean_logits(opt, clean_logits));
+}
+
 // The same calls on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
 template <weight_input WT, index_array KS, index_array KE, detail::legacy_dense_output Out>
@@ -133,6 +163,30 @@ void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
                           matrix_view<const index_matrix_value_of<Lens>> block_table,
                           const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
                           bool clean_logits, Out out,
+                          std::span<const index_matrix_value_of<Lens>> indices,
+                          const options& opt = {}) {
+  fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
+                       schedule_meta, max_context_len, clean_logits, out, indices, opt);
+}
+
+template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
+void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
+                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
+                          const Lens& context_lens,
+                          matrix_view<const index_matrix_value_of<Lens>> block_table,
+                          matrix_view<const std::int32_t> schedule_meta,
+                          std::int64_t max_context_len, bool clean_logits, Out out,
+                          const options& opt = {}) {
+  fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
+                       schedule_meta, max_context_len, clean_logits, out, opt);
+}
+template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
+void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
+                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
+                          const Lens& context_lens,
+                          matrix_view<const index_matrix_value_of<Lens>> block_table,
+                          matrix_view<const std::int32_t> schedule_meta,
+                          std::int64_t max_context_len, bool clean_logits, Out out,
                           std::span<const index_matrix_value_of<Lens>> indices,
                           const options& opt = {}) {
   fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
