@@ -11,6 +11,7 @@ against float64 numpy of logit[q, t] = sum_h relu(dot(Q[q, h], K[t])) * w[q, h]:
 exact. Then static buffers (out=, the schedule in an engine's buffer), int32 / int64 and thread
 counts (bitwise equal), and bad arguments (short ValueErrors that name the argument).
 """
+import os
 import sys
 
 import numpy as np
@@ -416,7 +417,29 @@ def test_errors(decode, prefill):
     expect_error(lambda: paged(q, cache, w, lens, bad, meta, max_len), "block_table", "-5")
 
 
+def test_readme_snippet(decode):
+    """README.md's ```python block (section "Torch ops for C++ engines"), run as written."""
+    lens, q, cache, w, table, meta, max_len = decode
+    readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+    with open(readme, encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("\n## Torch ops for C++ engines\n"):]
+    block = section[section.index("```python\n") + 10:]
+    block = block[: block.index("```")]
+    logits_buffer = torch.full((q.shape[0] * q.shape[1], max_len), 7.0)
+    env = dict(torch=torch, seq_lens=lens, num_sms=8, q_fp8=q, kv_cache=cache, weights=w,
+               block_table=table, max_model_len=max_len, logits_buffer=logits_buffer,
+               sched_buffer=torch.full((64, 2), -1, dtype=torch.int32))
+    exec(block, env)
+    assert env["logits"].data_ptr() == logits_buffer.data_ptr()
+    want = ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len)
+    for r in range(want.shape[0]):
+        n = lens.view(-1)[r].item()
+        assert torch.equal(logits_buffer[r, :n], want[r, :n]), f"README snippet row {r}"
+
+
 decode = test_decode_fp8(1)
+test_readme_snippet(decode)
 test_decode_fp8(2)
 test_decode_mxfp4()
 prefill = test_prefill()

@@ -11,7 +11,8 @@
   the source tree) or names what runs it elsewhere: another ctest test (checked to be registered
   in this build) or a CI script (checked to exist). A block no rule matches fails the test, and
   so does a rule that matches no block: a new or edited command must be given a check.
-- ```python blocks: the python.module test runs them (test_mqalogits.py, ReadmeSnippet).
+- ```python blocks: the python.module test runs the Python section's (test_mqalogits.py,
+  ReadmeSnippet), torch_ops.engine_step the torch ops section's (test_torch_ops.py).
 - Blocks without a language are byte-layout diagrams, not code.
 
 What cannot be checked here is said in the rule that covers it (the Quick start commands install
@@ -382,8 +383,10 @@ def main():
         if line not in matched:
             c.fail(line, f"this ```{lang} block ({text.splitlines()[0][:60]}...) is neither run "
                    "nor covered: give it a rule in tests/readme/check_readme.py")
-    for lang, line, _, _ in blocks:
-        if lang == "python":
+    for lang, line, _, section in blocks:
+        if lang == "python" and slug(section) == slug("Torch ops for C++ engines"):
+            c.covered_by_test(line, "torch_ops.engine_step", "the ```python block (readme_snippet)")
+        elif lang == "python":
             c.covered_by_test(line, "python.module", "the ```python block (ReadmeSnippet)")
         elif lang == "":
             c.report.append(f"line {line}: a layout diagram, not code")
