@@ -21,6 +21,7 @@
 
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace mqalogits_torch {
 
@@ -245,6 +246,17 @@ c10::intrusive_ptr<paged_sparse_metadata> get_paged_sparse_mqa_logits_metadata(
   });
 }
 
+// The sparse kernels' Q: DeepGEMM's (codes, scales) pair, MX only (the scales are required).
+std::pair<at::Tensor, at::Tensor> mx_q_pair(const char* where,
+                                            const c10::List<c10::optional<at::Tensor>>& q) {
+  at::Tensor codes = q.get(0).value_or(at::Tensor()), sf = q.get(1).value_or(at::Tensor());
+  ml::detail::require(sf.defined(), where, [](auto& m) {
+    m << "q_sf is missing: the sparse kernels take MX Q (codes and int32 scales)";
+  });
+  ml::detail::check_torch_tensor(codes, where, "q");
+  return {codes, sf};
+}
+
 at::Tensor fp8_fp4_sparse_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
                                      const std::vector<at::Tensor>& kv, const at::Tensor& weights,
                                      const c10::intrusive_ptr<sparse_metadata>& metadata,
@@ -264,12 +276,8 @@ at::Tensor fp8_fp4_sparse_mqa_logits(const c10::List<c10::optional<at::Tensor>>&
       m << "use_unaligned_ks = " << (use_unaligned_ks ? "True" : "False")
         << " but the metadata was made with " << (meta.use_unaligned_ks() ? "True" : "False");
     });
-    const at::Tensor q_codes = q.get(0).value_or(at::Tensor()),
-                     q_sf = q.get(1).value_or(at::Tensor());
-    ml::detail::require(q_sf.defined(), where, [](auto& m) {
-      m << "q_sf is missing: the sparse kernels take MX Q (codes and int32 scales)";
-    });
-    ml::detail::check_torch_tensor(q_codes, where, "q");
+    const std::pair<at::Tensor, at::Tensor> q_pair = mx_q_pair(where, q);
+    const at::Tensor &q_codes = q_pair.first, &q_sf = q_pair.second;
     require_rank(where, "q", q_codes, 3, "[num_q_tokens, num_heads, head_dim]");
     at::Tensor result =
         logits_output(where, out, meta.num_rows(), meta.num_cols(), c10::ScalarType::BFloat16);
@@ -301,12 +309,8 @@ at::Tensor fp8_fp4_paged_sparse_mqa_logits(
     const ml::paged_sparse_mqa_metadata& meta = metadata->meta;
     check_geometry(where, num_max_sparse_blocks, sparse_block_kv, meta.capacity(),
                    meta.sparse_block_kv());
-    const at::Tensor q_codes = q.get(0).value_or(at::Tensor()),
-                     q_sf = q.get(1).value_or(at::Tensor());
-    ml::detail::require(q_sf.defined(), where, [](auto& m) {
-      m << "q_sf is missing: the sparse kernels take MX Q (codes and int32 scales)";
-    });
-    ml::detail::check_torch_tensor(q_codes, where, "q");
+    const std::pair<at::Tensor, at::Tensor> q_pair = mx_q_pair(where, q);
+    const at::Tensor &q_codes = q_pair.first, &q_sf = q_pair.second;
     require_rank(where, "q", q_codes, 4, "[num_q_tokens, 1, num_heads, head_dim]");
     require_dim(where, "q", q_codes, 1, 1, "next_n");
     at::Tensor result =
