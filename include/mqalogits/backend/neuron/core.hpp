@@ -7,10 +7,6 @@
 // exact in fp32, and a write to a bf16 tile rounds to nearest even, as VectorE / ScalarE do.
 // The x4 types are nc_matmul_mx's packed operands (trn3): one element holds four codes.
 //
-// Budgets: a tile whose shape is a compile-time constant is checked by static_assert
-// (fits_sbuf_v / fits_psum_v); one known only at run time is checked when allocated and throws
-// mqalogits::error naming the tile, its size, what is in use and the budget.
-//
 // A core built with compute = false counts every instruction exactly as it would otherwise but
 // computes no value (tiles hold no storage): the cost-only mode of a capture.
 #pragma once
@@ -31,261 +27,19 @@
 #include "../../format/bf16.hpp"
 #include "../../format/mx.hpp"
 #include "../../std_abi.hpp"
+#include "decode_steps.hpp"
+#include "dtype.hpp"
+#include "memory.hpp"
 #include "report.hpp"
 #include "traits.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace neuron_backend {
 
-// Element types of on-chip tiles. u8: raw bytes (codes as stored, UE8M0 scales); fp8 / fp4:
-// e4m3 / e2m1 code values; fp8x4 / fp4x4: four codes packed in one element (32 / 16 bits), the
-// operand type of nc_matmul_mx.
-enum class dtype : std::uint8_t { u8, fp8, fp4, bf16, fp32, fp8x4, fp4x4 };
-
-constexpr int dtype_bits(dtype t) {
-  return t == dtype::fp4                         ? 4
-         : t == dtype::bf16 || t == dtype::fp4x4 ? 16
-         : t == dtype::fp32 || t == dtype::fp8x4 ? 32
-                                                 : 8;
-}
-constexpr int dtype_lanes(dtype t) {
-  return t == dtype::fp8x4 || t == dtype::fp4x4 ? 4 : 1;
-}
-// Whether an instruction's result replaces its destination or adds to it (PSUM accumulation,
-// scale_add's running sum).
-enum class write_mode { overwrite, accumulate };
-// Whether a DMA row is its own descriptor or part of a block row() counts once.
-enum class dma_row { own_descriptor, part_of_block };
-
-// 16-bit float data (bf16; e4m3 values, whose engine type is fp8): the types VectorE /
-// ScalarE process at their 16-bit width (traits: vector_16bit_rate, scalar_16bit_rate). Raw
-// bytes, integers and packed words go at the width of other types.
-constexpr bool is_narrow(dtype t) {
-  return t == dtype::bf16 || t == dtype::fp8;
-}
-constexpr const char* dtype_name(dtype t) {
-  return t == dtype::u8      ? "u8"
-         : t == dtype::fp8   ? "fp8"
-         : t == dtype::fp4   ? "fp4"
-         : t == dtype::bf16  ? "bf16"
-         : t == dtype::fp8x4 ? "fp8x4"
-         : t == dtype::fp4x4 ? "fp4x4"
-                             : "fp32";
-}
-// Bytes one partition of a tile with `free` elements occupies.
-constexpr std::int64_t partition_bytes(dtype t, std::int64_t free) {
-  return (free * dtype_bits(t) + 7) / 8;
-}
-// The value an engine stores into a tile of type t: bf16 rounds to nearest even; the other
-// types receive values that are already exact in them.
-inline float store_as(dtype t, float v) {
-  return t == dtype::bf16 ? bf16::from_float(v).to_float() : v;
-}
-
-enum class memory : std::uint8_t { sbuf, psum };
-
-// The largest PSUM tile of a generation: the matmul output of its largest fp32 moving free size
-// (one 2 KiB bank on trn1 / trn2, 8 banks on trn3).
-template <class Gen>
-inline constexpr std::int64_t max_psum_tile_bytes = traits<Gen>::pe_max_moving_fp32 * 4;
-
-// Compile-time budget checks for constexpr tile shapes.
-template <class Gen, dtype T, int P, std::int64_t F, int Buffers = 1>
-inline constexpr bool fits_sbuf_v =
-    P >= 1 && P <= traits<Gen>::partitions&& F >= 1 &&
-    Buffers* partition_bytes(T, F) <= traits<Gen>::sbuf_partition_bytes;
-template <class Gen, int P, std::int64_t F>
-inline constexpr bool fits_psum_v = P >= 1 && P <= traits<Gen>::partitions&& F >= 1 &&
-                                    partition_bytes(dtype::fp32, F) <= max_psum_tile_bytes<Gen>;
-
-template <dtype T, int P, std::int64_t F>
-struct shape {
-  static constexpr dtype type = T;
-  static constexpr int partitions = P;
-  static constexpr std::int64_t free = F;
-};
-
-class pool;
-
-// partitions x free elements of one type in SBUF or PSUM, released when destroyed.
-class tile {
- public:
-  tile() = default;
-  tile(tile&& o) noexcept { *this = std::move(o); }
-  tile& operator=(tile&& o) noexcept;
-  ~tile();
-
-  dtype type() const { return type_; }
-  memory space() const { return space_; }
-  int partitions() const { return partitions_; }
-  std::int64_t free() const { return free_; }
-  bool holds_values() const { return !values_.empty(); }
-  // Element (p, i); lane j of a packed x4 element.
-  float& at(std::int64_t p, std::int64_t i, int j = 0) {
-    return values_[static_cast<std::size_t>((p * free_ + i) * dtype_lanes(type_) + j)];
-  }
-  float at(std::int64_t p, std::int64_t i, int j = 0) const {
-    return values_[static_cast<std::size_t>((p * free_ + i) * dtype_lanes(type_) + j)];
-  }
-
- private:
-  friend class pool;
-  dtype type_ = dtype::fp32;
-  memory space_ = memory::sbuf;
-  int partitions_ = 0;
-  std::int64_t free_ = 0;
-  std::int64_t reserved_ = 0;  // bytes per partition held in the pool
-  pool* owner_ = nullptr;
-  detail::vector<float> values_;
-};
-
-// A window of a tile: partitions [p0, p0 + np), elements [c0, c0 + nc). Engines read and write
-// through windows, the way an NKI instruction names an access pattern.
-// `step` != 1 is a strided access pattern along the free dimension (element c at c0 + c x step;
-// 0 broadcasts one element).
-struct window {
-  tile* t = nullptr;
-  int p0 = 0, np = 0;
-  std::int64_t c0 = 0, nc = 0, step = 1;
-
-  window() = default;
-  window(tile& x) : t(&x), np(x.partitions()), nc(x.free()) {}  // NOLINT: the whole tile
-  window(tile& x, int p0_, int np_, std::int64_t c0_, std::int64_t nc_, std::int64_t step_ = 1)
-      : t(&x), p0(p0_), np(np_), c0(c0_), nc(nc_), step(step_) {}
-  dtype type() const { return t->type(); }
-  memory space() const { return t->space(); }
-  float& at(std::int64_t p, std::int64_t c, int j = 0) const {
-    return t->at(p0 + p, c0 + c * step, j);
-  }
-  bool inside() const {
-    return t && np >= 1 && nc >= 1 && step >= 0 && p0 + np <= t->partitions() &&
-           c0 + (nc - 1) * step < t->free();
-  }
-};
-
-// One memory (SBUF or PSUM): a per-partition byte budget and its peak use. PSUM is handed out in
-// whole 2 KiB banks.
-class pool {
- public:
-  pool(memory space, std::int64_t budget, std::int64_t granule, std::int64_t max_tile,
-       const char* generation, bool compute, bool psum_bf16 = false)
-      : psum_bf16_(psum_bf16),
-        space_(space),
-        budget_(budget),
-        granule_(granule),
-        max_tile_(max_tile),
-        generation_(generation),
-        compute_(compute) {}
-  pool(const pool&) = delete;
-  pool& operator=(const pool&) = delete;
-
-  std::int64_t in_use() const { return used_; }
-  std::int64_t peak() const { return peak_; }
-  std::int64_t budget() const { return budget_; }
-
-  // Runtime-shaped allocation: throws mqalogits::error when the tile cannot fit.
-  tile allocate(const char* name, dtype type, std::int64_t partitions, std::int64_t free,
-                int buffers = 1) {
-    const char* mem = space_ == memory::sbuf ? "SBUF" : "PSUM";
-    const detail::where3 where{"neuron model (", generation_, ")"};
-    detail::require(partitions >= 1 && partitions <= common_traits::partitions && free >= 1, where,
-                    [&](auto& m) {
-                      m << mem << " tile " << name << " [" << partitions << " x " << free
-                        << "] needs 1..128 partitions and a non-empty free size";
-                    });
-    // PSUM holds fp32 (and, for transposed MX operands, packed 32 / 16-bit words; bf16 matmul
-    // output where the generation writes it).
-    detail::require(space_ == memory::sbuf || type == dtype::fp32 || dtype_lanes(type) == 4 ||
-                        (type == dtype::bf16 && psum_bf16_),
-                    where, [&](auto& m) {
-                      m << "PSUM tile " << name << " must be fp32, not " << dtype_name(type);
-                    });
-    const std::int64_t bytes = partition_bytes(type, free);
-    detail::require(space_ == memory::sbuf || bytes <= max_tile_, where, [&](auto& m) {
-      m << "PSUM tile " << name << " [" << partitions << " x " << free << " " << dtype_name(type)
-        << "] needs " << bytes << " B per partition, more than "
-        << (max_tile_ == common_traits::psum_bank_bytes ? "one 2 KiB bank (512 fp32)"
-                                                        : "one matmul output");
-    });
-    const std::int64_t reserve = (bytes + granule_ - 1) / granule_ * granule_ * buffers;
-    detail::require(used_ + reserve <= budget_, where, [&](auto& m) {
-      m << mem << " budget exceeded: tile " << name << " [" << partitions << " x " << free << " "
-        << dtype_name(type) << "] x " << buffers << " buffer(s) needs " << reserve
-        << " B per partition, " << used_ << " B are in use, the budget is " << budget_
-        << " B per partition";
-    });
-    used_ += reserve;
-    peak_ = std::max(peak_, used_);
-    tile t;
-    t.type_ = type;
-    t.space_ = space_;
-    t.partitions_ = static_cast<int>(partitions);
-    t.free_ = free;
-    t.reserved_ = reserve;
-    t.owner_ = this;
-    if (compute_)
-      t.values_.assign(static_cast<std::size_t>(partitions * free * dtype_lanes(type)), 0.0f);
-    return t;
-  }
-  void release(std::int64_t bytes) { used_ -= bytes; }
-
- private:
-  bool psum_bf16_;
-  memory space_;
-  std::int64_t budget_, granule_, max_tile_;
-  const char* generation_;
-  bool compute_;
-  std::int64_t used_ = 0, peak_ = 0;
-};
-
-inline tile& tile::operator=(tile&& o) noexcept {
-  if (this != &o) {
-    if (owner_) owner_->release(reserved_);
-    type_ = o.type_;
-    space_ = o.space_;
-    partitions_ = o.partitions_;
-    free_ = o.free_;
-    reserved_ = o.reserved_;
-    owner_ = std::exchange(o.owner_, nullptr);
-    values_ = std::move(o.values_);
-  }
-  return *this;
-}
-inline tile::~tile() {
-  if (owner_) owner_->release(reserved_);
-}
-
 enum class activation_fn : std::uint8_t { identity, relu };
 
 // Which counter a matmul adds to.
 enum class matmul_kind : std::uint8_t { score, head_sum, broadcast };
-
-// The instruction sequence that decodes a format's codes on VectorE where no instruction does it
-// (trn1 / trn2: no e4m3fn or e2m1 type). Each step is one VectorE instruction over the row's
-// elements (x num / den), with one or two inputs, on 16-bit data or not. e4m3fn -> bf16 bits:
-// (x & 0x7F) << 4 and (x & 0x80) << 8 (tensor_scalar, two ALU ops each), their OR
-// (tensor_tensor), times 2^120 read as bf16 (the exponent re-bias, exact for subnormals too),
-// times the block scale broadcast along the 32 elements (tensor_tensor), NaN codes by
-// (x & 0x7F) == 0x7F and a predicated copy. e2m1: low and high nibbles (x & 0xF, x >> 4) to
-// even and odd elements, sign (n & 8) << 12 and magnitude (n & 7) << 6, OR, times 2^126, times
-// the scale. UE8M0 scales become bf16 2^(s - 127) by s << 7 plus fixes of s = 0 and s = 255
-// (three instructions over the 4 scales of a row, counted by the caller). Where VectorE and
-// GpSimd have separate SBUF ports (trn2), the one-input integer steps run on GpSimd.
-struct decode_step {
-  int inputs;
-  int num, den;
-  bool applies_scale;  // the step that multiplies by the row's scale (skipped without scales)
-  bool bf16_arith;     // bf16 arithmetic (the re-bias, the predicated copy); else integer bits
-};
-inline constexpr decode_step e4m3_decode_steps[] = {
-    {1, 1, 1, false, false}, {1, 1, 1, false, false}, {2, 1, 1, false, false},
-    {1, 1, 1, false, true},  {2, 1, 1, true, false},  {1, 1, 1, false, false},
-    {2, 1, 1, false, true}};
-inline constexpr decode_step e2m1_decode_steps[] = {
-    {1, 1, 2, false, false}, {1, 1, 2, false, false}, {1, 1, 1, false, false},
-    {1, 1, 1, false, false}, {2, 1, 1, false, false}, {1, 1, 1, false, true},
-    {2, 1, 1, true, false}};
-inline constexpr int scale_decode_instructions = 3;
 
 // One NeuronCore of generation Gen: its two memories and its engines. Every engine call checks
 // the rules its instruction has, computes its result (unless cost-only) and adds its cost.
@@ -884,42 +638,6 @@ class core {
   pool sbuf_, psum_;
   report report_;
 };
-
-// Adds one core's counters into an accumulated report (peaks are maxima, the rest sums).
-inline void accumulate(report& into, const report& call) {
-  into.generation = call.generation;
-  into.psum_read_exclusive = call.psum_read_exclusive;
-  into.sbuf_vector_gpsimd_exclusive = call.sbuf_vector_gpsimd_exclusive;
-  into.dma_bytes += call.dma_bytes;
-  into.dma_transfers += call.dma_transfers;
-  into.dma_descriptors += call.dma_descriptors;
-  into.dma_small_descriptors += call.dma_small_descriptors;
-  into.dma_inefficient_descriptors += call.dma_inefficient_descriptors;
-  into.dma_gathers += call.dma_gathers;
-  into.dma_gathered_blocks += call.dma_gathered_blocks;
-  into.dma_seconds += call.dma_seconds;
-  into.matmul_score += call.matmul_score;
-  into.matmul_head_sum += call.matmul_head_sum;
-  into.matmul_transpose += call.matmul_transpose;
-  into.matmul_broadcast += call.matmul_broadcast;
-  into.matmul_flops += call.matmul_flops;
-  into.vector_transposes += call.vector_transposes;
-  into.topk_calls += call.topk_calls;
-  into.scalar_psum_seconds += call.scalar_psum_seconds;
-  into.vector_psum_seconds += call.vector_psum_seconds;
-  for (auto [a, b] :
-       {std::pair{&into.tensor, &call.tensor}, std::pair{&into.scalar, &call.scalar},
-        std::pair{&into.vector, &call.vector}, std::pair{&into.gpsimd, &call.gpsimd}}) {
-    a->instructions += b->instructions;
-    a->cycles += b->cycles;
-    a->seconds += b->seconds;
-  }
-  into.roofline_dma_s += call.roofline_dma_s;
-  into.roofline_tensor_s += call.roofline_tensor_s;
-  into.roofline_elementwise_s += call.roofline_elementwise_s;
-  into.peak_sbuf_bytes = std::max(into.peak_sbuf_bytes, call.peak_sbuf_bytes);
-  into.peak_psum_bytes = std::max(into.peak_psum_bytes, call.peak_psum_bytes);
-}
 
 }  // namespace neuron_backend
 MQALOGITS_NAMESPACE_END
