@@ -71,16 +71,20 @@ class core {
             int buffers = 1) {
     return sbuf_.allocate(name, type, partitions, free, buffers);
   }
-  template <class Shape>
+  // Buffers = 2: a streaming tile double-buffered (TensorE fills one bank set while ScalarE /
+  // VectorE drain the other), so it holds twice its banks of the 8.
+  template <class Shape, int Buffers = 1>
   tile psum(const char* name) {
     static_assert(Shape::type == dtype::fp32, "mqalogits neuron model: PSUM tiles are fp32");
     static_assert(fits_psum_v<Gen, Shape::partitions, Shape::free>,
                   "mqalogits neuron model: this PSUM tile is larger than one matmul output");
-    return psum_.allocate(name, dtype::fp32, Shape::partitions, Shape::free);
+    static_assert(Buffers * psum_banks_of(Shape::free) <= traits_type::psum_banks,
+                  "mqalogits neuron model: these PSUM buffers need more banks than exist");
+    return psum_.allocate(name, dtype::fp32, Shape::partitions, Shape::free, Buffers);
   }
-  tile psum(const char* name, std::int64_t partitions, std::int64_t free,
-            dtype type = dtype::fp32) {
-    return psum_.allocate(name, type, partitions, free);
+  tile psum(const char* name, std::int64_t partitions, std::int64_t free, dtype type = dtype::fp32,
+            int buffers = 1) {
+    return psum_.allocate(name, type, partitions, free, buffers);
   }
   const pool& sbuf_pool() const { return sbuf_; }
   const pool& psum_pool() const { return psum_; }
@@ -344,6 +348,35 @@ class core {
                        in.space() == memory::psum);
   }
 
+  // fn over `groups` blocks of n columns of `in` (block j from in.c0 + j x in_stride) into
+  // `out`, element c of block j at out.c0 + c x out_step + j x out_group: one instruction with a
+  // two-dimensional access pattern on each side (NKI access patterns have several free
+  // dimensions), e.g. the four MX quadrant outputs of a tile evacuated in key order at once.
+  void activation_2d(const window& out, std::int64_t out_step, std::int64_t out_group,
+                     const window& in, std::int64_t in_stride, int groups, std::int64_t n,
+                     activation_fn fn) {
+    check(out.np == in.np && groups >= 1 && n >= 1 && out_step >= 1 && out_group >= 0 &&
+              in_stride >= n,
+          "activation_2d keeps partitions; blocks of n columns");
+    check(in.c0 + (groups - 1) * in_stride + n <= in.t->free() &&
+              out.c0 + (n - 1) * out_step + (groups - 1) * out_group < out.t->free(),
+          "activation_2d access pattern reaches past the end of its tile");
+    check_partition_start(window(*in.t, in.p0, in.np, in.c0, 1));
+    check_partition_start(window(*out.t, out.p0, out.np, out.c0, 1));
+    if (compute_)
+      for (std::int64_t p = 0; p < in.np; ++p)
+        for (int j = 0; j < groups; ++j)
+          for (std::int64_t c = 0; c < n; ++c) {
+            float v = in.t->at(in.p0 + p, in.c0 + j * in_stride + c);
+            if (fn == activation_fn::relu && v < 0.0f) v = 0.0f;
+            out.t->at(out.p0 + p, out.c0 + c * out_step + j * out_group) = store_as(out.type(), v);
+          }
+    const bool narrow = is_narrow(in.type()) && is_narrow(out.type());
+    scalar_instruction(groups * n,
+                       narrow ? traits_type::scalar_16bit_rate : traits_type::scalar_other_rate,
+                       in.space() == memory::psum);
+  }
+
   // ---- VectorE (fp32 inside, round to nearest even when writing bf16) ----
 
   void memset(const window& out, float value) {
@@ -400,6 +433,22 @@ class core {
             out.at(p, i, j) =
                 store_as(out.type(), !valid || valid[i] ? in.at(p, src ? src[i] : i, j) : fill);
     vector_instruction(out.nc, valid ? 2 : 1, is_narrow(in.type()) && is_narrow(out.type()),
+                       in.space() == memory::psum);
+  }
+  // out[p, i] = mask[p, i] ? in[p, i] : fill, lane by lane: a predicated copy with a u8 mask
+  // tile of the same shape (tensor_tensor: two inputs).
+  void select_where(const window& out, const window& in, const window& mask, float fill) {
+    check_same_shape(out, in);
+    check_same_shape(out, mask);
+    check(mask.type() == dtype::u8 && dtype_lanes(out.type()) == dtype_lanes(in.type()),
+          "select_where takes a u8 mask and keeps the lanes");
+    const int lanes = dtype_lanes(in.type());
+    if (compute_)
+      for (std::int64_t p = 0; p < out.np; ++p)
+        for (std::int64_t i = 0; i < out.nc; ++i)
+          for (int j = 0; j < lanes; ++j)
+            out.at(p, i, j) = store_as(out.type(), mask.at(p, i) != 0.0f ? in.at(p, i, j) : fill);
+    vector_instruction(out.nc, 2, is_narrow(in.type()) && is_narrow(out.type()),
                        in.space() == memory::psum);
   }
   // out = a * |b| elementwise (tensor_tensor; b read through its access pattern).

@@ -35,6 +35,12 @@ template <class Gen, int P, std::int64_t F>
 inline constexpr bool fits_psum_v = P >= 1 && P <= traits<Gen>::partitions&& F >= 1 &&
                                     partition_bytes(dtype::fp32, F) <= max_psum_tile_bytes<Gen>;
 
+// PSUM banks (2 KiB per partition each) that a fp32 PSUM tile of F elements per partition holds.
+constexpr std::int64_t psum_banks_of(std::int64_t F) {
+  return (partition_bytes(dtype::fp32, F) + common_traits::psum_bank_bytes - 1) /
+         common_traits::psum_bank_bytes;
+}
+
 template <dtype T, int P, std::int64_t F>
 struct shape {
   static constexpr dtype type = T;
@@ -150,6 +156,10 @@ class pool {
         << dtype_name(type) << "] x " << buffers << " buffer(s) needs " << reserve
         << " B per partition, " << used_ << " B are in use, the budget is " << budget_
         << " B per partition";
+      if (space_ == memory::psum)
+        m << " (" << reserve / granule_ << " more of the " << budget_ / granule_ << " PSUM banks, "
+          << used_ / granule_ << " taken: a double-buffered schedule needs "
+          << "two banks per streaming tile)";
     });
     used_ += reserve;
     peak_ = std::max(peak_, used_);
