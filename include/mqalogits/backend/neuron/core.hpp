@@ -38,6 +38,11 @@ namespace neuron_backend {
 
 enum class activation_fn : std::uint8_t { identity, relu };
 
+// The engine of an elementwise instruction that more than one engine executes: a relu or
+// identity evacuation (ScalarE's activation, or VectorE's tensor_scalar / tensor_copy), a
+// weighted accumulation (VectorE's or GpSimd's scalar_tensor_tensor; GpSimd reads SBUF only).
+enum class elementwise_engine : std::uint8_t { scalar, vector, gpsimd };
+
 // Which counter a matmul adds to.
 enum class matmul_kind : std::uint8_t { score, head_sum, broadcast };
 
@@ -330,7 +335,8 @@ class core {
   // out = fn(in * scale[p]) for every partition p (scale: a [P, 1] tile, or null for 1), fp32
   // inside; the usual way to evacuate PSUM. relu keeps NaN.
   void activation(const window& out, const window& in, activation_fn fn,
-                  const window* scale = nullptr) {
+                  const window* scale = nullptr,
+                  elementwise_engine on = elementwise_engine::scalar) {
     check_same_shape(out, in);
     check(!scale || (scale->np == in.np && scale->nc == 1), "activation scale is [P, 1]");
     if (compute_)
@@ -342,10 +348,8 @@ class core {
           out.at(p, i) = store_as(out.type(), v);
         }
       }
-    const bool narrow = is_narrow(in.type()) && is_narrow(out.type());
-    scalar_instruction(in.nc,
-                       narrow ? traits_type::scalar_16bit_rate : traits_type::scalar_other_rate,
-                       in.space() == memory::psum);
+    evacuation_cost(in.nc, is_narrow(in.type()) && is_narrow(out.type()),
+                    in.space() == memory::psum, on);
   }
 
   // fn over `groups` blocks of n columns of `in` (block j from in.c0 + j x in_stride) into
@@ -354,7 +358,7 @@ class core {
   // dimensions), e.g. the four MX quadrant outputs of a tile evacuated in key order at once.
   void activation_2d(const window& out, std::int64_t out_step, std::int64_t out_group,
                      const window& in, std::int64_t in_stride, int groups, std::int64_t n,
-                     activation_fn fn) {
+                     activation_fn fn, elementwise_engine on = elementwise_engine::scalar) {
     check(out.np == in.np && groups >= 1 && n >= 1 && out_step >= 1 && out_group >= 0 &&
               in_stride >= n,
           "activation_2d keeps partitions; blocks of n columns");
@@ -371,10 +375,8 @@ class core {
             if (fn == activation_fn::relu && v < 0.0f) v = 0.0f;
             out.t->at(out.p0 + p, out.c0 + c * out_step + j * out_group) = store_as(out.type(), v);
           }
-    const bool narrow = is_narrow(in.type()) && is_narrow(out.type());
-    scalar_instruction(groups * n,
-                       narrow ? traits_type::scalar_16bit_rate : traits_type::scalar_other_rate,
-                       in.space() == memory::psum);
+    evacuation_cost(groups * n, is_narrow(in.type()) && is_narrow(out.type()),
+                    in.space() == memory::psum, on);
   }
 
   // ---- VectorE (fp32 inside, round to nearest even when writing bf16) ----
@@ -400,10 +402,16 @@ class core {
   }
   // acc = in * scalar[p] + (first ? 0 : acc), the per-partition scalar a [P, 1] tile (NKI's
   // scalar_tensor_tensor: two tensor inputs).
-  void scale_add(const window& acc, const window& in, const window& scalar, write_mode mode) {
+  // On GpSimd (`on`): one element per lane per cycle, 2N for two inputs, SBUF operands only.
+  void scale_add(const window& acc, const window& in, const window& scalar, write_mode mode,
+                 elementwise_engine on = elementwise_engine::vector) {
     const bool first = mode == write_mode::overwrite;
     check_same_shape(acc, in);
     check(scalar.np == in.np && scalar.nc == 1, "scale_add scalar is [P, 1]");
+    check(on != elementwise_engine::scalar, "scale_add runs on VectorE or GpSimd");
+    check(on != elementwise_engine::gpsimd ||
+              (in.space() == memory::sbuf && acc.space() == memory::sbuf),
+          "GpSimd reads and writes SBUF only");
     if (compute_)
       for (std::int64_t p = 0; p < in.np; ++p) {
         const float s = scalar.at(p, 0);
@@ -412,8 +420,11 @@ class core {
           acc.at(p, i) = store_as(acc.type(), first ? 0.0f + v : acc.at(p, i) + v);
         }
       }
-    vector_instruction(in.nc, first ? 1 : 2, is_narrow(in.type()) && is_narrow(acc.type()),
-                       in.space() == memory::psum);
+    if (on == elementwise_engine::gpsimd)
+      gpsimd_elementwise(in.nc, first ? 1 : 2);
+    else
+      vector_instruction(in.nc, first ? 1 : 2, is_narrow(in.type()) && is_narrow(acc.type()),
+                         in.space() == memory::psum);
   }
   // out[p, i] = valid[i] ? in[p, src[i]] : fill, lane by lane: a predicated copy reading its
   // input through an access pattern (src: a column map, null for the identity) with a column
@@ -664,6 +675,19 @@ class core {
     const std::int64_t c = engine_cycles(elements, 1, rate);
     add(report_.scalar, c, traits_type::scalar_hz);
     if (reads_psum) report_.scalar_psum_seconds += static_cast<double>(c) / traits_type::scalar_hz;
+  }
+  // An evacuation of `elements` per partition: ScalarE's activation at its width, or VectorE's
+  // one-input tensor_scalar / tensor_copy.
+  void evacuation_cost(std::int64_t elements, bool narrow, bool reads_psum, elementwise_engine on) {
+    check(on != elementwise_engine::gpsimd,
+          "GpSimd cannot read PSUM: evacuations run on ScalarE "
+          "or VectorE");
+    if (on == elementwise_engine::vector)
+      vector_instruction(elements, 1, narrow, reads_psum);
+    else
+      scalar_instruction(elements,
+                         narrow ? traits_type::scalar_16bit_rate : traits_type::scalar_other_rate,
+                         reads_psum);
   }
   void vector_instruction(std::int64_t elements, int inputs, bool narrow, bool reads_psum) {
     // 16-bit: the fast mode for one-input instructions within SBUF, else the 16-bit width.

@@ -639,18 +639,50 @@ class kernel {
           }
           // Quadrant j holds keys 4c + j: one relu evacuation of the four, in key order.
           c_.activation_2d(window(relu_, 0, r, 0, 1), mx_pack, 1, window(scores_, 0, r, 0, 1),
-                           quadrant_tile, mx_pack, n, activation_fn::relu);
+                           quadrant_tile, mx_pack, n, activation_fn::relu, relu_engine(keys));
         } else {
           const window s(scores_, 0, r, 0, n);
           c_.matmul(s, window(pq_.qt, 0, D, h * rs, r), window(kt_, 0, D, c0, n));
-          c_.activation(window(relu_, 0, r, 0, n), s, activation_fn::relu);
+          c_.activation(window(relu_, 0, r, 0, n), s, activation_fn::relu, nullptr,
+                        relu_engine(keys));
         }
-        c_.scale_add(acc, window(relu_, 0, r, 0, keys), window(pq_.w, 0, r, h, 1),
-                     h == 0 ? write_mode::overwrite : write_mode::accumulate);
+        const write_mode mode = h == 0 ? write_mode::overwrite : write_mode::accumulate;
+        c_.scale_add(acc, window(relu_, 0, r, 0, keys), window(pq_.w, 0, r, h, 1), mode,
+                     accumulate_engine(keys, mode));
       }
       if constexpr (per_token) apply_key_scales(acc, r, first);
       epilogue(acc, item.row_begin, R, k0 + first, first);
     }
+  }
+
+  // Prefill's two elementwise passes per head go to whichever engine would finish them first,
+  // given what each has queued (list scheduling; a static schedule balances them the same
+  // way): the relu evacuation of n scores per partition on ScalarE or VectorE, the weighted
+  // accumulation on VectorE or GpSimd, at their documented widths. trn1 keeps them on ScalarE /
+  // VectorE: its VectorE and ScalarE cannot read PSUM at once, nor VectorE and GpSimd SBUF.
+  static double engine_seconds(std::int64_t elements, int inputs, double rate, double hz) {
+    return static_cast<double>(common_traits::engine_fixed_cycles +
+                               (inputs > 1 ? 2 : 1) * static_cast<std::int64_t>(std::ceil(
+                                                          static_cast<double>(elements) / rate))) /
+           hz;
+  }
+  elementwise_engine relu_engine(std::int64_t n) {
+    if constexpr (tr::psum_read_exclusive) return elementwise_engine::scalar;
+    const report& r = c_.counters();
+    const double on_scalar =
+        r.scalar.seconds + engine_seconds(n, 1, tr::scalar_other_rate, tr::scalar_hz);
+    const double on_vector =
+        r.vector.seconds + engine_seconds(n, 1, tr::vector_other_rate, tr::vector_hz);
+    return on_vector < on_scalar ? elementwise_engine::vector : elementwise_engine::scalar;
+  }
+  elementwise_engine accumulate_engine(std::int64_t n, write_mode mode) {
+    if constexpr (tr::sbuf_vector_gpsimd_exclusive) return elementwise_engine::vector;
+    const int inputs = mode == write_mode::overwrite ? 1 : 2;
+    const report& r = c_.counters();
+    const double on_vector =
+        r.vector.seconds + engine_seconds(n, inputs, tr::vector_other_rate, tr::vector_hz);
+    const double on_gpsimd = r.gpsimd.seconds + engine_seconds(n, inputs, 1.0, tr::gpsimd_hz);
+    return on_gpsimd < on_vector ? elementwise_engine::gpsimd : elementwise_engine::vector;
   }
 
   // acc [rows, n] *= |K scale| of its columns: the scale row broadcast to the rows by a matmul
