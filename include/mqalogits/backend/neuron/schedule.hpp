@@ -168,61 +168,74 @@ class kernel {
         // fits_psum_v).
         relu_(c.template sbuf<shape<dtype::fp32, 128, score_step>>("relu(scores)")),
         scores_(c.template psum<shape<dtype::fp32, 128, score_step>, psum_buffers>("scores")) {
+    allocate_decode_tiles();
+    allocate_key_tiles();
+    tp_ = c_.psum("transpose", 128, 128, dtype::fp32, psum_buffers);
+    logits_ = c_.template sbuf<shape<dtype::fp32, 128, score_step>>("logits");
+    out_tile_ = c_.template sbuf<shape<out_type, 128, score_step>>("logits out");
+    valid_.resize(static_cast<std::size_t>(chunk_));
+  }
+
+ private:
+  // Decode's head-sum tiles: fp8_per_token sums [rows, n] tiles by rows; the others the whole
+  // chunk's relu scores with the keys on the output partitions.
+  void allocate_decode_tiles() {
     if constexpr (!Plan::prefill && per_token) {
-      head_ = c.template psum<shape<dtype::fp32, 128, score_step>, psum_buffers>("head sum");
+      head_ = c_.template psum<shape<dtype::fp32, 128, score_step>, psum_buffers>("head sum");
     } else if constexpr (!Plan::prefill) {
       // The chunk's relu scores in K^T's padded key order (up to 4 padding slots per block and
       // the last tile's 4 x 128 columns), and the keys-on-partitions head sum and epilogue.
       const std::int64_t cols =
           (rows_ * slots_ + mx_pack + score_step - 1) / score_step * score_step;
       const std::int64_t width = cols / 128 * decode_rows_per_pass(heads_);
-      relu_chunk_ = c.sbuf("relu(scores) of a chunk", dtype::fp32, 128, cols);
-      head_ = c.psum("head sum (keys on partitions)", 128, width, dtype::fp32, psum_buffers);
-      out_part_ = c.sbuf("logits out (keys on partitions)", out_type, 128, width);
-      mask_ = c.sbuf("key mask (keys on partitions)", dtype::u8, 128, width);
+      relu_chunk_ = c_.sbuf("relu(scores) of a chunk", dtype::fp32, 128, cols);
+      head_ = c_.psum("head sum (keys on partitions)", 128, width, dtype::fp32, psum_buffers);
+      out_part_ = c_.sbuf("logits out (keys on partitions)", out_type, 128, width);
+      mask_ = c_.sbuf("key mask (keys on partitions)", dtype::u8, 128, width);
     }
-    // Per-call tiles sized by the chunk (runtime: an overflow is a named error).
+  }
+
+  // Per-call tiles sized by the chunk (runtime: an overflow is a named error): the blocks as
+  // loaded, and the operand K^T with its staging.
+  void allocate_key_tiles() {
     if constexpr (!native) {  // native blocks go straight to K^T
-      raw_ = mx             ? c.sbuf("K words", word_type, rows_, block_ * words)
-             : fp8_operands ? c.sbuf("K codes", dtype::fp8, rows_, block_ * db)
-                            : c.sbuf("K bytes", dtype::u8, rows_, block_ * db);
-      if constexpr (mx_format) exps_ = c.sbuf("K scales", dtype::u8, rows_, block_ * sb);
+      raw_ = mx             ? c_.sbuf("K words", word_type, rows_, block_ * words)
+             : fp8_operands ? c_.sbuf("K codes", dtype::fp8, rows_, block_ * db)
+                            : c_.sbuf("K bytes", dtype::u8, rows_, block_ * db);
+      if constexpr (mx_format) exps_ = c_.sbuf("K scales", dtype::u8, rows_, block_ * sb);
     }
     if constexpr (per_token) {
-      k_scale_ = c.sbuf("K scales", dtype::fp32, rows_, block_);
-      k_scale_row_ = c.sbuf("K scale row", dtype::fp32, 1, chunk_);
-      ones_ = c.sbuf("ones", dtype::fp32, 1, 128);
-      c.memset(window(ones_), 1.0f);
+      k_scale_ = c_.sbuf("K scales", dtype::fp32, rows_, block_);
+      k_scale_row_ = c_.sbuf("K scale row", dtype::fp32, 1, chunk_);
+      ones_ = c_.sbuf("ones", dtype::fp32, 1, 128);
+      c_.memset(window(ones_), 1.0f);
     }
     if constexpr (mx) {
-      kt_ = c.sbuf("K^T", word_type, 128, rows_ * slots_ / mx_pack);
-      kt_scales_ = c.sbuf("K^T scales", dtype::u8, 128, rows_ * slots_ / mx_pack);
-      stage_ = c.sbuf("scale staging", dtype::u8, 128, 128);
-      tpx_ = c.psum("transpose (words)", 128, 128, word_type, psum_buffers);
+      kt_ = c_.sbuf("K^T", word_type, 128, rows_ * slots_ / mx_pack);
+      kt_scales_ = c_.sbuf("K^T scales", dtype::u8, 128, rows_ * slots_ / mx_pack);
+      stage_ = c_.sbuf("scale staging", dtype::u8, 128, 128);
+      tpx_ = c_.psum("transpose (words)", 128, 128, word_type, psum_buffers);
       if (!native && (words < mx_quadrant || slots_ != block_))
-        stage_words_ = c.sbuf("word staging", word_type, rows_, 128);
+        stage_words_ = c_.sbuf("word staging", word_type, rows_, 128);
     } else {
-      if constexpr (fp4) codes_ = c.sbuf("K codes", dtype::u8, rows_, block_ * D);
-      kt_ = c.sbuf("K^T", operand_type, D, chunk_);
-      if constexpr (!fp8_operands) codes_t_ = c.sbuf("K^T codes", dtype::bf16, D, chunk_);
+      if constexpr (fp4) codes_ = c_.sbuf("K codes", dtype::u8, rows_, block_ * D);
+      kt_ = c_.sbuf("K^T", operand_type, D, chunk_);
+      if constexpr (!fp8_operands) codes_t_ = c_.sbuf("K^T codes", dtype::bf16, D, chunk_);
       if constexpr (mx_format) {
-        exps_t_ = c.sbuf("K^T exponents", dtype::bf16, 4, chunk_);
-        spread_ = c.sbuf("exponent spread", dtype::bf16, 4, D);
+        exps_t_ = c_.sbuf("K^T exponents", dtype::bf16, 4, chunk_);
+        spread_ = c_.sbuf("exponent spread", dtype::bf16, 4, D);
         // 0/1 matrix spreading exponent row b to the 32 partitions of its scale block (rows of
         // the 4-byte field past D / 32 spread nowhere).
-        c.memset(window(spread_), 0.0f);
-        if (c.computes())
+        c_.memset(window(spread_), 0.0f);
+        if (c_.computes())
           for (int d = 0; d < D; ++d) spread_.at(d / scale_block, d) = 1.0f;
       }
       if constexpr (mx_format || per_token)
-        bcast_ = c.psum("broadcast", 128, key_tile, dtype::fp32, psum_buffers);
+        bcast_ = c_.psum("broadcast", 128, key_tile, dtype::fp32, psum_buffers);
     }
-    tp_ = c.psum("transpose", 128, 128, dtype::fp32, psum_buffers);
-    logits_ = c.template sbuf<shape<dtype::fp32, 128, score_step>>("logits");
-    out_tile_ = c.template sbuf<shape<out_type, 128, score_step>>("logits out");
-    valid_.resize(static_cast<std::size_t>(chunk_));
   }
 
+ public:
   void run() {
     if (clean_ && part_ == 0) fill_outside();
     work_list work;
