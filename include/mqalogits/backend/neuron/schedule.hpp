@@ -27,16 +27,20 @@
 //
 // Decode (paged, sparse, paged-sparse; one query row or a request's next_n rows): heads on PSUM
 //   partitions, floor(128 / H) query rows per pass: S [rows x H, n] = matmul(stationary Q^T,
-//   moving K^T); ScalarE relu while evacuating S to SBUF (fp32); the weighted head sum is ONE
-//   matmul per pass with a block-diagonal weight stationary ([rows x H, rows], w[r, h] at
-//   (r x H + h, r)): logits [rows, n], in fp32 (bf16 relu scores would cost 2^-9 of the
-//   accuracy contract's M, over its 2^-14 budget).
+//   moving K^T); ScalarE relu while evacuating S into the chunk's relu scores (fp32: bf16 relu
+//   scores would cost 2^-9 of the accuracy contract's M, over its 2^-14 budget). The weighted
+//   head sum puts the keys on its output partitions: per 128 keys one fp32 matmul of the relu
+//   columns as stationary against the block-diagonal weights ([rows x H, rows], w[r, h] at
+//   (r x H + h, r)) as moving (head_sum_chunk), and the epilogue runs on all 128 partitions
+//   (epilogue_partitions). fp8_per_token keeps [rows, n] head sums, scaled per key.
 // Prefill (dense): query tokens on partitions, up to 128 rows: per head h,
-//   S_h [rows, n] = matmul(stationary Q_h^T, moving K^T), ScalarE relu on evacuation, VectorE
-//   acc += relu * w[:, h] (a per-partition scalar), heads in order.
-// Epilogue (one function, `epilogue`): VectorE casts a chunk's fp32 logits to the output type
-// (RNE for bf16) and writes -inf in masked columns; one DMA writes each row's candidate columns;
+//   S_h [rows, n] = matmul(stationary Q_h^T, moving K^T), relu on evacuation, acc += relu *
+//   w[:, h] (a per-partition scalar), heads in order; each pass on the engine that would finish
+//   it first (ScalarE / VectorE, VectorE / GpSimd).
+// Epilogue (`epilogue`, prefill and per-token decode): casts a tile's fp32 logits to the output
+// type (RNE for bf16) with -inf in masked columns; one DMA writes each row's candidate columns.
 // -inf outside them when clean_logits.
+// PSUM: every streaming tile is double-buffered (psum_buffers), and all of them fit the 8 banks.
 #pragma once
 
 #include <algorithm>
