@@ -258,28 +258,51 @@ class kernel {
       }
       chunks.push_back(it);
     }
-    for (const work_item& ch : chunks)
-      for (std::int64_t k0 = ch.key_begin; k0 < ch.key_end; k0 += chunk_) {
-        // LNC = 2: the two cores split the queries (prefill row tiles, decode groups).
-        const std::int64_t owner = Plan::prefill ? ch.row_begin / prefill_rows : ch.group;
-        if (owner % parts_ != part_) continue;
-        const std::int64_t nk = std::min(chunk_, ch.key_end - k0);
-        load_keys(ch.group, k0, nk);
-        if constexpr (Plan::prefill)
-          prefill(ch, k0, nk);
-        else
-          decode(ch, k0, nk);
-      }
+    // The key chunks in the order they run: (item, first key, keys). LNC = 2: the two cores
+    // split the queries (prefill row tiles, decode groups).
+    detail::vector<key_chunk> order;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      const work_item& ch = chunks[i];
+      const std::int64_t owner = Plan::prefill ? ch.row_begin / prefill_rows : ch.group;
+      if (owner % parts_ != part_) continue;
+      for (std::int64_t k0 = ch.key_begin; k0 < ch.key_end; k0 += chunk_)
+        order.push_back({i, k0, std::min(chunk_, ch.key_end - k0)});
+    }
+    // Prefill: the query tiles that start at the same key of one group share their keys, so
+    // the longest runs first and the K^T it leaves resident serves the others (decoded once,
+    // not once per 128-query tile).
+    if constexpr (Plan::prefill)
+      std::stable_sort(order.begin(), order.end(), [&](const key_chunk& a, const key_chunk& b) {
+        const std::int64_t ga = chunks[a.item].group, gb = chunks[b.item].group;
+        return ga != gb ? ga < gb : a.k0 != b.k0 ? a.k0 < b.k0 : a.nk > b.nk;
+      });
+    for (const key_chunk& kc : order) {
+      const work_item& ch = chunks[kc.item];
+      load_keys(ch.group, kc.k0, kc.nk);
+      if constexpr (Plan::prefill)
+        prefill(ch, kc.k0, kc.nk);
+      else
+        decode(ch, kc.k0, kc.nk);
+    }
   }
 
  private:
   // ---- keys ----
 
+  struct key_chunk {
+    std::size_t item;
+    std::int64_t k0, nk;
+  };
+
   // Keys [k0, k0 + nk) of group g, block by block, into K^T (natural order along the free axis).
+  // A prefill chunk whose keys K^T already holds (the same group and first key, no more keys)
+  // only marks them.
   void load_keys(std::int64_t g, std::int64_t k0, std::int64_t nk) {
     const std::int64_t B = block_, R = (nk + B - 1) / B;
     const int r = static_cast<int>(R);
     const bool masked = mark_keys(g, k0, nk, R * B);
+    if (Plan::prefill && resident_.group == g && resident_.k0 == k0 && nk <= resident_.nk) return;
+    resident_ = {g, k0, nk};
     if constexpr (native) {
       load_native_blocks(g, k0, R);
       return;
@@ -999,6 +1022,9 @@ class kernel {
   tile raw_, exps_, codes_, k_scale_, k_scale_row_, ones_, kt_, kt_scales_, stage_, tpx_;
   tile stage_words_;  // trn3 MX rows of fewer than 32 words, padded to a quadrant
   tile codes_t_, exps_t_, spread_, bcast_, tp_, logits_, out_tile_;
+  struct {
+    std::int64_t group = -1, k0 = -1, nk = 0;
+  } resident_;  // the keys K^T holds
   detail::vector<key_ref> keys_;
   detail::vector<unsigned char> valid_;
   prefill_q pq_;
