@@ -28,4 +28,23 @@ int main() {
   const auto lnc =
       neuron_shapes::paged_decode<ml::backend::trn3, ml::mxfp8>(64, 8192, {.logical_cores = 2});
   std::puts(lnc.line("paged-decode-mxfp8-lnc2", "64x8192/H64/page64").c_str());
+
+  // The plausible alternatives for trn3's MXFP8 64 x 8192 decode, side by side.
+  const auto gather = neuron_shapes::paged_decode<ml::backend::trn3, ml::mxfp8>(64, 8192);
+  const auto native = neuron_shapes::paged_decode_native<ml::backend::trn3, ml::mxfp8>(64, 8192);
+  const bool native_wins = native.estimated_seconds() < gather.estimated_seconds();
+  std::printf(
+      "\ntrn3 MXFP8 64x8192 cache layout: per-page gather %.2f us (bound by %s) vs native MX "
+      "blocks %.2f us (bound by %s): the %s wins (DMA descriptors, gathered ones written by "
+      "GpSimd: %lld vs "
+      "%lld)\n",
+      gather.estimated_seconds() * 1e6, gather.bound_by(), native.estimated_seconds() * 1e6,
+      native.bound_by(), native_wins ? "native layout" : "per-page gather",
+      static_cast<long long>(gather.dma_descriptors),
+      static_cast<long long>(native.dma_descriptors));
+  std::printf(
+      "trn3 MXFP8 64x8192 logical cores: LNC = 1 %.2f us vs LNC = 2 %.2f us (the busier core, "
+      "each taking half the requests; roofline %.2f vs %.2f us)\n",
+      gather.estimated_seconds() * 1e6, lnc.estimated_seconds() * 1e6,
+      gather.roofline_seconds() * 1e6, lnc.roofline_seconds() * 1e6);
 }

@@ -333,6 +333,60 @@ void check_lines(const std::vector<neuron_shapes::shape_line>& lines) {
 
 }  // namespace
 
+TEMPLATE_TEST_CASE("neuron cost rules: a head sum with the keys on its output partitions",
+                   "[neuron]", trn1, trn2, trn3) {
+  using Gen = TestType;
+  // relu [64 heads, 1024 keys] x w [64 heads, 1 row]. Keys along the moving side: two matmuls
+  // of 512 columns (one PSUM bank each), 4 x 512 cycles each (fp32). Keys on the output
+  // partitions: 8 matmuls of stationary [64, 128] (columns u, u + 8, ...) against w as moving,
+  // 4 x max(1, 64) cycles each, and partition i holds keys 8i .. 8i + 7.
+  nb::core<Gen> c;
+  nb::tile relu = c.sbuf("relu", dtype::fp32, 64, 1024), w = c.sbuf("w", dtype::fp32, 64, 1);
+  for (int h = 0; h < 64; ++h) {
+    w.at(h, 0) = 0.25f * static_cast<float>(h % 5) - 0.5f;
+    for (int k = 0; k < 1024; ++k) relu.at(h, k) = static_cast<float>((h * 7 + k * 3) % 11);
+  }
+  nb::tile out = c.psum("out", 128, 8);
+  for (int u = 0; u < 8; ++u)
+    c.matmul(nb::window(out, 0, 128, u, 1), nb::window(relu, 0, 64, u, 128, 8), nb::window(w),
+             nb::matmul_kind::head_sum);
+  const std::int64_t partitioned = c.counters().tensor.cycles;
+  CHECK(partitioned == 8 * 4 * 64);
+  for (int i = 0; i < 128; ++i)
+    for (int u = 0; u < 8; ++u) {
+      float sum = 0;
+      for (int h = 0; h < 64; ++h) sum += relu.at(h, 8 * i + u) * w.at(h, 0);
+      CHECK(out.at(i, u) == sum);
+    }
+  nb::core<Gen> d;
+  nb::tile relu2 = d.sbuf("relu", dtype::fp32, 64, 1024), w2 = d.sbuf("w", dtype::fp32, 64, 1);
+  nb::tile row = d.psum("row", 1, 512);
+  for (int t = 0; t < 2; ++t)
+    d.matmul(nb::window(row), nb::window(w2), nb::window(relu2, 0, 64, 512 * t, 512),
+             nb::matmul_kind::head_sum);
+  CHECK(d.counters().tensor.cycles == 2 * 4 * 512);
+  CHECK(2 * partitioned == d.counters().tensor.cycles);
+}
+
+TEST_CASE("neuron cost: decode's head sum and epilogue with the keys on all 128 partitions",
+          "[neuron]") {
+  // One request of 8192 keys (128 pages of 64), H = 64, trn3 MXFP8: the chunk's relu scores
+  // [64, 8192] go through 64 head-sum matmuls (fp32, 4 x 64 cycles each), which leave 64 keys
+  // on each of the 128 partitions; the cast is one ScalarE instruction of 64 elements (not
+  // 8192 on one partition) and the logits leave in 128 descriptors of 64 bf16.
+  const nb::report r = neuron_shapes::paged_decode<trn3, ml::mxfp8>(1, 8192);
+  INFO(r.summary());
+  CHECK(r.matmul_head_sum == 64);
+  // Scores: 16 tiles of four row-tiled MX matmuls of 128 columns (32 cycles each), one relu
+  // evacuation of 512 keys per tile; head sum; Q's word and scale transposes, the 16 groups'.
+  const std::int64_t word_transpose = nb::traits<trn3>::pe_fp32_transpose_passes * 128;
+  CHECK(r.tensor.cycles == 16 * 4 * 32 + 64 * 4 * 64 + (2 * 64 + 64) + 16 * (word_transpose + 128));
+  CHECK(r.scalar.instructions == 16 + 1);
+  CHECK(r.scalar.cycles == 16 * (60 + 512) + (60 + 64));
+  // Logits: 128 descriptors of 128 B (and no -inf fill: the row covers every column).
+  CHECK(r.dma_bytes - 8192 * 2 == 64 * 132 + 64 * 4 + 128 * 8192 + 128 * 256);
+}
+
 TEST_CASE("example 09: line format, implied bound, trn3 below trn2 for MX decode", "[neuron]") {
   const auto l1 = neuron_shapes::lines<trn1>();
   const auto l2 = neuron_shapes::lines<trn2>();
@@ -360,7 +414,7 @@ TEST_CASE("example 09: line format, implied bound, trn3 below trn2 for MX decode
   CHECK(native.matmul_transpose == 2 * 64);
   CHECK(deepgemm.matmul_transpose > 10 * native.matmul_transpose);
   CHECK(native.dma_descriptors > deepgemm.dma_descriptors);
-  CHECK(native.matmul_score == deepgemm.matmul_score * 2);  // 128-column quadrant matmuls
+  CHECK(native.matmul_score == deepgemm.matmul_score);  // both: 128-column quadrant matmuls
   // Both gather by software DGE on GpSimd, one descriptor per partition row: the native
   // layout's 32 rows per 128 tokens cost GpSimd more than one row per 64-token page, enough to
   // make it the slower layout.
@@ -456,8 +510,9 @@ TEST_CASE("neuron model: the instruction mix of AWS's indexer structure", "[neur
   CHECK(std::string(r.bound_by()) == "GpSimd");
   CHECK(r.vector.seconds > r.tensor.seconds);
 
-  // The library's own prefill on the same structure (MXFP8 K, trn3): per head and 1024 keys four
-  // row-tiled MX matmuls and four relu evacuations into one scale_add.
+  // The library's own prefill on the same structure (MXFP8 K, trn3): per head and 512 keys four
+  // row-tiled MX matmuls (128 columns each, so that the streaming PSUM tiles double-buffer in
+  // the 8 banks) and one relu evacuation of the four into one scale_add.
   rnd::engine rng(51);
   const std::int64_t N = 2048, Hl = 4;
   const auto q = rnd::rows<ml::mxfp8>(rng, S * Hl);
@@ -471,10 +526,34 @@ TEST_CASE("neuron model: the instruction mix of AWS's indexer structure", "[neur
     ml::fp8_fp4_mqa_logits(ml::backend::neuron<trn3>{}, q.view(), kv.view(), wl.view(), ks, ke, N,
                            out.view());
   }
-  const std::int64_t tiles = n_tiles * (N / 1024) * Hl;
+  const std::int64_t tiles = n_tiles * (N / 512) * Hl;
   CHECK(lib.matmul_score == 4 * tiles);
   CHECK(lib.matmul_head_sum == 0);
-  CHECK(lib.scalar.instructions == 4 * tiles + n_tiles * (N / 1024));  // + epilogue casts
+  // The relu evacuations go to ScalarE or VectorE and the accumulations to VectorE or GpSimd,
+  // whichever would finish first: ScalarE keeps the epilogue casts and part of the relus.
+  CHECK(lib.scalar.instructions < tiles + n_tiles * (N / 512));
+  CHECK(lib.scalar.instructions > n_tiles * (N / 512));
+  CHECK(lib.gpsimd.instructions > 0);
+}
+
+TEMPLATE_TEST_CASE("neuron cost: prefill balances its elementwise passes over the engines",
+                   "[neuron]", trn1, trn2, trn3) {
+  using Gen = TestType;
+  const nb::report r = neuron_shapes::dense_prefill<Gen, ml::mxfp8>(512, 4096);
+  INFO(r.summary());
+  if constexpr (nb::traits<Gen>::sbuf_vector_gpsimd_exclusive) {
+    // trn1: VectorE and ScalarE cannot read PSUM at once, nor VectorE and GpSimd SBUF, so the
+    // relus stay on ScalarE and the accumulations on VectorE.
+    CHECK(r.gpsimd.instructions == 0);
+    CHECK(r.vector.seconds > r.scalar.seconds);
+  } else {
+    // Per head a relu over 4 x 128 or 512 keys and an accumulation: the engines that share them
+    // end within a few instructions of each other (trn2's VectorE also decodes the keys).
+    const double top = std::max({r.scalar.seconds, r.vector.seconds, r.gpsimd.seconds});
+    CHECK(r.gpsimd.seconds > 0.95 * top);
+    CHECK(r.vector.seconds > 0.95 * top);
+    if constexpr (nb::traits<Gen>::mx_matmul) CHECK(r.scalar.seconds > 0.95 * top);
+  }
 }
 
 // ---- top-k ----

@@ -193,6 +193,38 @@ TEST_CASE("neuron dense: more than 128 query rows use several partition tiles", 
   dense_case<ml::backend::trn3, ml::mxfp4, ml::bf16, float>(rng, 130, 4, 140, 140, true);
 }
 
+TEMPLATE_LIST_TEST_CASE("neuron dense: query tiles sharing their keys reuse the resident K^T",
+                        "[neuron]", combos) {
+  // Causal ranges from key 0: the three 128-query tiles start at the same key, so the longest
+  // (the last tile) runs first and the other two use the K^T it leaves, masked by their rows'
+  // ranges; the logits match the host's and the reference's.
+  using Gen = typename TestType::gen;
+  using F = typename TestType::format;
+  rnd::engine rng(77);
+  const std::int64_t num_q = 300, H = 8, N = 420;
+  const auto q = rnd::rows<F>(rng, num_q * H);
+  const auto kv = rnd::rows<F>(rng, N);
+  const auto w = rnd::weights<float>(rng, num_q, H);
+  std::vector<std::int32_t> ks(num_q, 0), ke(num_q);
+  for (std::int64_t i = 0; i < num_q; ++i)
+    ke[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(N - num_q + 1 + i);
+  auto host = garbage<float>(num_q, N), neuron = garbage<float>(num_q, N);
+  ml::fp8_fp4_mqa_logits(ml::backend::host{}, q.view(), kv.view(), w.view(), ks, ke, N,
+                         host.view());
+  ml::neuron_backend::report rep;
+  {
+    ml::neuron_backend::capture cap(rep);
+    ml::fp8_fp4_mqa_logits(ml::backend::neuron<Gen>{}, q.view(), kv.view(), w.view(), ks, ke, N,
+                           neuron.view());
+  }
+  check_against(neuron, host, ref::dense(q.view(), kv.view(), w.view(), ks, ke, N), true);
+  // The keys are read once: 14 rows of 32 tokens (codes and scales), not once per tile; then
+  // Q, the weights, row i's 121 + i logits and the -inf fill of its other 299 - i columns.
+  CHECK(rep.dma_bytes == 14 * 32 * F::data_bytes + 14 * 32 * F::scale_bytes +
+                             num_q * H * (F::data_bytes + F::scale_bytes) + num_q * H * 4 +
+                             num_q * N * 4);
+}
+
 TEMPLATE_LIST_TEST_CASE("neuron paged (decode schedule) matches ref and host", "[neuron]", combos) {
   using Gen = typename TestType::gen;
   using F = typename TestType::format;

@@ -88,6 +88,27 @@ TEST_CASE("neuron model: PSUM has 8 banks of 2 KiB per partition, a tile fits on
   CHECK(c.counters().peak_psum_bytes == 16 * 1024);
 }
 
+TEST_CASE("neuron model: double-buffered PSUM tiles are refused past the 8 banks", "[neuron]") {
+  // trn3's MX decode at 4 x 256 keys per tile: scores and head sum take 2 banks each, so
+  // double-buffered they fill the 8 banks and the transposes' buffers have none left.
+  nb::core<trn3> c;
+  nb::tile s = c.psum("scores", 128, 1024, dtype::fp32, 2);
+  nb::tile h = c.psum("head sum", 128, 1024, dtype::fp32, 2);
+  CHECK(c.psum_pool().in_use() == 16 * 1024);
+  const std::string e =
+      check::error_of([&] { (void)c.psum("transpose", 128, 128, dtype::fp32, 2); });
+  CHECK(e.find("PSUM budget exceeded") != std::string::npos);
+  CHECK(e.find("2 more of the 8 PSUM banks, 8 taken") != std::string::npos);
+  // At 4 x 128 keys (the schedule's tile) the four streaming tiles fit, double-buffered.
+  nb::core<trn3> d;
+  std::vector<nb::tile> tiles;
+  for (const char* name : {"scores", "head sum", "transpose", "transpose (words)"})
+    tiles.push_back(d.psum(name, 128, 512, dtype::fp32, 2));
+  CHECK(d.psum_pool().in_use() == 16 * 1024);
+  static_assert(nb::psum_banks_of(512) == 1 && nb::psum_banks_of(1024) == 2 &&
+                nb::psum_banks_of(513) == 2);
+}
+
 TEST_CASE("neuron model: matmul contracts over partitions, overwrites then accumulates",
           "[neuron]") {
   nb::core<trn1> c;
@@ -204,13 +225,15 @@ TEMPLATE_TEST_CASE("neuron cost: paged decode counts", "[neuron]", trn1, trn2, t
   CHECK(rep.calls == 1);
   // DMA, 7 transfers: the -inf fill of the 20 columns past the context; the 5 pages (one per
   // partition row) in two gathers, 8 KiB of codes and 256 B of scales each; Q's 64 head rows
-  // (128 + 4 B); the 64 weights of the block-diagonal stationary; one 300-column logits row.
+  // (128 + 4 B); the 64 weights of the block-diagonal stationary; the 300 logits with their
+  // keys on partitions (3 per partition, partition i holding keys 3i .. 3i + 2): one 6-byte
+  // descriptor for each of 100 partitions.
   CHECK(rep.dma_transfers == 7);
   CHECK(rep.dma_gathers == 2);
   CHECK(rep.dma_gathered_blocks == 10);
-  CHECK(rep.dma_descriptors == 1 + 10 + 2 * H + H + 1);
+  CHECK(rep.dma_descriptors == 1 + 10 + 2 * H + H + 100);
   CHECK(rep.dma_bytes == 40 + 5 * 8192 + 5 * 256 + H * 132 + H * 4 + len * 2);
-  CHECK(rep.dma_small_descriptors == 1 + 3 * H);
+  CHECK(rep.dma_small_descriptors == 1 + 3 * H + 100);
   CHECK(rep.dma_inefficient_descriptors == rep.dma_descriptors - 5);
   const auto& tr = nb::traits<Gen>{};
   // trn1 has no indirect DMA: each of the gathers' 10 blocks is a DMA of its own.
@@ -220,11 +243,14 @@ TEMPLATE_TEST_CASE("neuron cost: paged decode counts", "[neuron]", trn1, trn2, t
                (rep.dma_bytes + 512.0 * rep.dma_descriptors) / tr.dma_bytes_per_s));
   // TensorE. trn1 / trn2: 64 slot transposes of the 5 pages' codes and of their exponents, Q's
   // two, two exponent broadcasts (320 and 64 columns), one bf16 score matmul (300 columns) and
-  // one fp32 head-sum matmul (4 passes). trn3: 16 transposes of four slots' x4 words (32-bit:
-  // 4 passes) and of their scales, Q's two, four row-tiled MX matmuls of 75 columns (a quarter
-  // of max(75, 64) each, rounded up) and the head sum. (32-bit transposes: 2 passes in trn3's
-  // transpose mode.)
-  CHECK(rep.matmul_head_sum == 1);
+  // the head sum. trn3: 16 transposes of four slots' x4 words (32-bit: 4 passes) and of their
+  // scales, Q's two, four row-tiled MX matmuls of 75 columns (a quarter of max(75, 64) each,
+  // rounded up) and the head sum. (32-bit transposes: 2 passes in trn3's transpose mode.) The
+  // head sum puts the keys on its output partitions: 3 fp32 matmuls (4 passes) of stationary
+  // relu [64 heads, 100 keys] (columns u, u + 3, ...) against the weights [64, 1] as moving,
+  // max(1, 64) cycles each, where the keys along the moving side would take max(300, 64).
+  // ScalarE: the relu evacuation, then the cast of 3 logits on each of 100 partitions.
+  CHECK(rep.matmul_head_sum == 3);
   CHECK(rep.matmul_flops == 2 * 128 * H * len + 2 * H * 1 * len);
   if constexpr (mx) {
     CHECK(rep.matmul_score == 4);
@@ -232,19 +258,21 @@ TEMPLATE_TEST_CASE("neuron cost: paged decode counts", "[neuron]", trn1, trn2, t
     CHECK(rep.matmul_broadcast == 0);
     const std::int64_t word_transpose = tr.pe_fp32_transpose_passes * 64;  // 32-bit words
     CHECK(rep.tensor.cycles ==
-          16 * (word_transpose + 64) + (word_transpose + 64) + 4 * 19 + 4 * len);
-    CHECK(rep.scalar.instructions == 4 + 1);  // four relu evacuations, the cast
+          16 * (word_transpose + 64) + (word_transpose + 64) + 4 * 19 + 3 * 4 * 64);
+    CHECK(rep.scalar.instructions == 1 + 1);  // one relu evacuation of the four, the cast
+    CHECK(rep.scalar.cycles == (60 + 4 * 75) + (60 + 3));
   } else {
     CHECK(rep.matmul_score == 1);
     CHECK(rep.matmul_transpose == 130);
     CHECK(rep.matmul_broadcast == 2);
-    CHECK(rep.tensor.cycles == 128 * 64 + 2 * 64 + 320 + 64 + len + 4 * len);
+    CHECK(rep.tensor.cycles == 128 * 64 + 2 * 64 + 320 + 64 + len + 3 * 4 * 64);
     CHECK(rep.scalar.instructions == 1 + 1);
-    CHECK(rep.scalar.cycles == 2 * (60 + len));
+    CHECK(rep.scalar.cycles == (60 + len) + (60 + 3));
   }
   CHECK(rep.tensor.seconds == Approx(rep.tensor.cycles / tr.tensor_hz));
-  // PSUM: transposes, scores, head sum (and exponent broadcast on trn1 / trn2, words on trn3).
-  CHECK(rep.peak_psum_bytes == (mx ? 6 : 4) * 2048);
+  // PSUM: transposes, scores, head sum (and exponent broadcast on trn1 / trn2, words on trn3),
+  // one bank each, double-buffered: all 8 banks.
+  CHECK(rep.peak_psum_bytes == 8 * 2048);
   CHECK(rep.peak_sbuf_bytes <= nb::traits<Gen>::sbuf_partition_bytes);
   CHECK(rep.estimated_seconds() > 0);
   CHECK(rep.summary().find("not a device run") != std::string::npos);
@@ -269,9 +297,9 @@ TEMPLATE_TEST_CASE("neuron cost: dense prefill counts", "[neuron]", trn1, trn2, 
   INFO(rep.summary());
   // Keys: 19 partition rows of 32 tokens (2 KiB of MXFP4 codes, 128 B of scales); Q: one row of
   // all heads per token (512 + 32 B); weights one bf16 row per token; the logits in two tiles
-  // (512 + 88 columns; trn3: one tile of 4 x 150) of 3 fp32 rows. No fill: every row covers all
+  // (512 + 88 columns; trn3: 4 x 128 + 4 x 22) of 3 fp32 rows. No fill: every row covers all
   // columns.
-  const std::int64_t out_tiles = mx ? 1 : 2;
+  const std::int64_t out_tiles = 2;
   CHECK(rep.dma_gathers == 0);
   CHECK(rep.dma_transfers == 5 + out_tiles);
   CHECK(rep.dma_descriptors == 19 + 19 + num_q + num_q + num_q + out_tiles * num_q);
@@ -280,10 +308,11 @@ TEMPLATE_TEST_CASE("neuron cost: dense prefill counts", "[neuron]", trn1, trn2, 
   // trn3's MX stationary has an even free size: the 3 query columns padded to 4.
   CHECK(rep.matmul_flops == 2 * 128 * (mx ? 4 : num_q) * N * H);
   if constexpr (mx) {
-    // One tile of 150 quadrant columns (600 keys): four MX matmuls per head.
-    CHECK(rep.matmul_score == 4 * H);
+    // Two tiles of 128 + 22 quadrant columns (600 keys): per head four MX matmuls and one relu
+    // evacuation of the four each.
+    CHECK(rep.matmul_score == 2 * 4 * H);
     CHECK(rep.matmul_transpose == 8 + 8 + 2 * H);
-    CHECK(rep.scalar.instructions == 4 * H + 1);
+    CHECK(rep.scalar.instructions == 2 * H + 2);
   } else {
     CHECK(rep.matmul_score == 2 * H);
     CHECK(rep.matmul_transpose == 2 * 32 + 2 * H);
@@ -335,15 +364,17 @@ TEST_CASE("neuron cost: sparse gathers one block per selected index, masks with 
   CHECK(outer.calls == 0);
   CHECK(rep.calls == 1);
   // Two gathers (codes, scales) of the 3 selected blocks, one per partition row; the -1 block
-  // is not read. Q 16 + 16 rows, 16 weights, one logits row.
+  // is not read. Q 16 + 16 rows, 16 weights; the 64 logits with their keys on 64 partitions,
+  // one descriptor each (the -1 block's 16 as -inf).
   CHECK(rep.dma_gathers == 2);
   CHECK(rep.dma_gathered_blocks == 6);
-  CHECK(rep.dma_descriptors == 3 + 3 + 2 * H + H + 1);
+  CHECK(rep.dma_descriptors == 3 + 3 + 2 * H + H + 64);
   // trn2: GpSimd writes the gathers' descriptors (no indirect DMA in hardware DGE), 16 cycles
   // per descriptor, and takes the one-input integer steps of the e4m3 decode (three per decode
-  // of Q's or K's codes, one element per lane per cycle), so VectorE keeps four of the seven.
-  const std::int64_t decode_calls = (rep.gpsimd.instructions - 2) / 3;
-  CHECK((rep.gpsimd.instructions - 2) % 3 == 0);
+  // of Q's or K's codes, one element per lane per cycle), so VectorE keeps four of the seven;
+  // and the iota of the epilogue's key mask.
+  const std::int64_t decode_calls = (rep.gpsimd.instructions - 2 - 1) / 3;
+  CHECK((rep.gpsimd.instructions - 2 - 1) % 3 == 0);
   CHECK(decode_calls >= 2);  // Q and K
   for (std::int64_t c = B; c < 2 * B; ++c) CHECK(std::isinf(out(0, c)));
   CHECK(std::isfinite(out(0, 0)));

@@ -7,10 +7,6 @@
 // exact in fp32, and a write to a bf16 tile rounds to nearest even, as VectorE / ScalarE do.
 // The x4 types are nc_matmul_mx's packed operands (trn3): one element holds four codes.
 //
-// Budgets: a tile whose shape is a compile-time constant is checked by static_assert
-// (fits_sbuf_v / fits_psum_v); one known only at run time is checked when allocated and throws
-// mqalogits::error naming the tile, its size, what is in use and the budget.
-//
 // A core built with compute = false counts every instruction exactly as it would otherwise but
 // computes no value (tiles hold no storage): the cost-only mode of a capture.
 #pragma once
@@ -31,261 +27,24 @@
 #include "../../format/bf16.hpp"
 #include "../../format/mx.hpp"
 #include "../../std_abi.hpp"
+#include "decode_steps.hpp"
+#include "dtype.hpp"
+#include "memory.hpp"
 #include "report.hpp"
 #include "traits.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace neuron_backend {
 
-// Element types of on-chip tiles. u8: raw bytes (codes as stored, UE8M0 scales); fp8 / fp4:
-// e4m3 / e2m1 code values; fp8x4 / fp4x4: four codes packed in one element (32 / 16 bits), the
-// operand type of nc_matmul_mx.
-enum class dtype : std::uint8_t { u8, fp8, fp4, bf16, fp32, fp8x4, fp4x4 };
-
-constexpr int dtype_bits(dtype t) {
-  return t == dtype::fp4                         ? 4
-         : t == dtype::bf16 || t == dtype::fp4x4 ? 16
-         : t == dtype::fp32 || t == dtype::fp8x4 ? 32
-                                                 : 8;
-}
-constexpr int dtype_lanes(dtype t) {
-  return t == dtype::fp8x4 || t == dtype::fp4x4 ? 4 : 1;
-}
-// Whether an instruction's result replaces its destination or adds to it (PSUM accumulation,
-// scale_add's running sum).
-enum class write_mode { overwrite, accumulate };
-// Whether a DMA row is its own descriptor or part of a block row() counts once.
-enum class dma_row { own_descriptor, part_of_block };
-
-// 16-bit float data (bf16; e4m3 values, whose engine type is fp8): the types VectorE /
-// ScalarE process at their 16-bit width (traits: vector_16bit_rate, scalar_16bit_rate). Raw
-// bytes, integers and packed words go at the width of other types.
-constexpr bool is_narrow(dtype t) {
-  return t == dtype::bf16 || t == dtype::fp8;
-}
-constexpr const char* dtype_name(dtype t) {
-  return t == dtype::u8      ? "u8"
-         : t == dtype::fp8   ? "fp8"
-         : t == dtype::fp4   ? "fp4"
-         : t == dtype::bf16  ? "bf16"
-         : t == dtype::fp8x4 ? "fp8x4"
-         : t == dtype::fp4x4 ? "fp4x4"
-                             : "fp32";
-}
-// Bytes one partition of a tile with `free` elements occupies.
-constexpr std::int64_t partition_bytes(dtype t, std::int64_t free) {
-  return (free * dtype_bits(t) + 7) / 8;
-}
-// The value an engine stores into a tile of type t: bf16 rounds to nearest even; the other
-// types receive values that are already exact in them.
-inline float store_as(dtype t, float v) {
-  return t == dtype::bf16 ? bf16::from_float(v).to_float() : v;
-}
-
-enum class memory : std::uint8_t { sbuf, psum };
-
-// The largest PSUM tile of a generation: the matmul output of its largest fp32 moving free size
-// (one 2 KiB bank on trn1 / trn2, 8 banks on trn3).
-template <class Gen>
-inline constexpr std::int64_t max_psum_tile_bytes = traits<Gen>::pe_max_moving_fp32 * 4;
-
-// Compile-time budget checks for constexpr tile shapes.
-template <class Gen, dtype T, int P, std::int64_t F, int Buffers = 1>
-inline constexpr bool fits_sbuf_v =
-    P >= 1 && P <= traits<Gen>::partitions&& F >= 1 &&
-    Buffers* partition_bytes(T, F) <= traits<Gen>::sbuf_partition_bytes;
-template <class Gen, int P, std::int64_t F>
-inline constexpr bool fits_psum_v = P >= 1 && P <= traits<Gen>::partitions&& F >= 1 &&
-                                    partition_bytes(dtype::fp32, F) <= max_psum_tile_bytes<Gen>;
-
-template <dtype T, int P, std::int64_t F>
-struct shape {
-  static constexpr dtype type = T;
-  static constexpr int partitions = P;
-  static constexpr std::int64_t free = F;
-};
-
-class pool;
-
-// partitions x free elements of one type in SBUF or PSUM, released when destroyed.
-class tile {
- public:
-  tile() = default;
-  tile(tile&& o) noexcept { *this = std::move(o); }
-  tile& operator=(tile&& o) noexcept;
-  ~tile();
-
-  dtype type() const { return type_; }
-  memory space() const { return space_; }
-  int partitions() const { return partitions_; }
-  std::int64_t free() const { return free_; }
-  bool holds_values() const { return !values_.empty(); }
-  // Element (p, i); lane j of a packed x4 element.
-  float& at(std::int64_t p, std::int64_t i, int j = 0) {
-    return values_[static_cast<std::size_t>((p * free_ + i) * dtype_lanes(type_) + j)];
-  }
-  float at(std::int64_t p, std::int64_t i, int j = 0) const {
-    return values_[static_cast<std::size_t>((p * free_ + i) * dtype_lanes(type_) + j)];
-  }
-
- private:
-  friend class pool;
-  dtype type_ = dtype::fp32;
-  memory space_ = memory::sbuf;
-  int partitions_ = 0;
-  std::int64_t free_ = 0;
-  std::int64_t reserved_ = 0;  // bytes per partition held in the pool
-  pool* owner_ = nullptr;
-  detail::vector<float> values_;
-};
-
-// A window of a tile: partitions [p0, p0 + np), elements [c0, c0 + nc). Engines read and write
-// through windows, the way an NKI instruction names an access pattern.
-// `step` != 1 is a strided access pattern along the free dimension (element c at c0 + c x step;
-// 0 broadcasts one element).
-struct window {
-  tile* t = nullptr;
-  int p0 = 0, np = 0;
-  std::int64_t c0 = 0, nc = 0, step = 1;
-
-  window() = default;
-  window(tile& x) : t(&x), np(x.partitions()), nc(x.free()) {}  // NOLINT: the whole tile
-  window(tile& x, int p0_, int np_, std::int64_t c0_, std::int64_t nc_, std::int64_t step_ = 1)
-      : t(&x), p0(p0_), np(np_), c0(c0_), nc(nc_), step(step_) {}
-  dtype type() const { return t->type(); }
-  memory space() const { return t->space(); }
-  float& at(std::int64_t p, std::int64_t c, int j = 0) const {
-    return t->at(p0 + p, c0 + c * step, j);
-  }
-  bool inside() const {
-    return t && np >= 1 && nc >= 1 && step >= 0 && p0 + np <= t->partitions() &&
-           c0 + (nc - 1) * step < t->free();
-  }
-};
-
-// One memory (SBUF or PSUM): a per-partition byte budget and its peak use. PSUM is handed out in
-// whole 2 KiB banks.
-class pool {
- public:
-  pool(memory space, std::int64_t budget, std::int64_t granule, std::int64_t max_tile,
-       const char* generation, bool compute, bool psum_bf16 = false)
-      : psum_bf16_(psum_bf16),
-        space_(space),
-        budget_(budget),
-        granule_(granule),
-        max_tile_(max_tile),
-        generation_(generation),
-        compute_(compute) {}
-  pool(const pool&) = delete;
-  pool& operator=(const pool&) = delete;
-
-  std::int64_t in_use() const { return used_; }
-  std::int64_t peak() const { return peak_; }
-  std::int64_t budget() const { return budget_; }
-
-  // Runtime-shaped allocation: throws mqalogits::error when the tile cannot fit.
-  tile allocate(const char* name, dtype type, std::int64_t partitions, std::int64_t free,
-                int buffers = 1) {
-    const char* mem = space_ == memory::sbuf ? "SBUF" : "PSUM";
-    const detail::where3 where{"neuron model (", generation_, ")"};
-    detail::require(partitions >= 1 && partitions <= common_traits::partitions && free >= 1, where,
-                    [&](auto& m) {
-                      m << mem << " tile " << name << " [" << partitions << " x " << free
-                        << "] needs 1..128 partitions and a non-empty free size";
-                    });
-    // PSUM holds fp32 (and, for transposed MX operands, packed 32 / 16-bit words; bf16 matmul
-    // output where the generation writes it).
-    detail::require(space_ == memory::sbuf || type == dtype::fp32 || dtype_lanes(type) == 4 ||
-                        (type == dtype::bf16 && psum_bf16_),
-                    where, [&](auto& m) {
-                      m << "PSUM tile " << name << " must be fp32, not " << dtype_name(type);
-                    });
-    const std::int64_t bytes = partition_bytes(type, free);
-    detail::require(space_ == memory::sbuf || bytes <= max_tile_, where, [&](auto& m) {
-      m << "PSUM tile " << name << " [" << partitions << " x " << free << " " << dtype_name(type)
-        << "] needs " << bytes << " B per partition, more than "
-        << (max_tile_ == common_traits::psum_bank_bytes ? "one 2 KiB bank (512 fp32)"
-                                                        : "one matmul output");
-    });
-    const std::int64_t reserve = (bytes + granule_ - 1) / granule_ * granule_ * buffers;
-    detail::require(used_ + reserve <= budget_, where, [&](auto& m) {
-      m << mem << " budget exceeded: tile " << name << " [" << partitions << " x " << free << " "
-        << dtype_name(type) << "] x " << buffers << " buffer(s) needs " << reserve
-        << " B per partition, " << used_ << " B are in use, the budget is " << budget_
-        << " B per partition";
-    });
-    used_ += reserve;
-    peak_ = std::max(peak_, used_);
-    tile t;
-    t.type_ = type;
-    t.space_ = space_;
-    t.partitions_ = static_cast<int>(partitions);
-    t.free_ = free;
-    t.reserved_ = reserve;
-    t.owner_ = this;
-    if (compute_)
-      t.values_.assign(static_cast<std::size_t>(partitions * free * dtype_lanes(type)), 0.0f);
-    return t;
-  }
-  void release(std::int64_t bytes) { used_ -= bytes; }
-
- private:
-  bool psum_bf16_;
-  memory space_;
-  std::int64_t budget_, granule_, max_tile_;
-  const char* generation_;
-  bool compute_;
-  std::int64_t used_ = 0, peak_ = 0;
-};
-
-inline tile& tile::operator=(tile&& o) noexcept {
-  if (this != &o) {
-    if (owner_) owner_->release(reserved_);
-    type_ = o.type_;
-    space_ = o.space_;
-    partitions_ = o.partitions_;
-    free_ = o.free_;
-    reserved_ = o.reserved_;
-    owner_ = std::exchange(o.owner_, nullptr);
-    values_ = std::move(o.values_);
-  }
-  return *this;
-}
-inline tile::~tile() {
-  if (owner_) owner_->release(reserved_);
-}
-
 enum class activation_fn : std::uint8_t { identity, relu };
+
+// The engine of an elementwise instruction that more than one engine executes: a relu or
+// identity evacuation (ScalarE's activation, or VectorE's tensor_scalar / tensor_copy), a
+// weighted accumulation (VectorE's or GpSimd's scalar_tensor_tensor; GpSimd reads SBUF only).
+enum class elementwise_engine : std::uint8_t { scalar, vector, gpsimd };
 
 // Which counter a matmul adds to.
 enum class matmul_kind : std::uint8_t { score, head_sum, broadcast };
-
-// The instruction sequence that decodes a format's codes on VectorE where no instruction does it
-// (trn1 / trn2: no e4m3fn or e2m1 type). Each step is one VectorE instruction over the row's
-// elements (x num / den), with one or two inputs, on 16-bit data or not. e4m3fn -> bf16 bits:
-// (x & 0x7F) << 4 and (x & 0x80) << 8 (tensor_scalar, two ALU ops each), their OR
-// (tensor_tensor), times 2^120 read as bf16 (the exponent re-bias, exact for subnormals too),
-// times the block scale broadcast along the 32 elements (tensor_tensor), NaN codes by
-// (x & 0x7F) == 0x7F and a predicated copy. e2m1: low and high nibbles (x & 0xF, x >> 4) to
-// even and odd elements, sign (n & 8) << 12 and magnitude (n & 7) << 6, OR, times 2^126, times
-// the scale. UE8M0 scales become bf16 2^(s - 127) by s << 7 plus fixes of s = 0 and s = 255
-// (three instructions over the 4 scales of a row, counted by the caller). Where VectorE and
-// GpSimd have separate SBUF ports (trn2), the one-input integer steps run on GpSimd.
-struct decode_step {
-  int inputs;
-  int num, den;
-  bool applies_scale;  // the step that multiplies by the row's scale (skipped without scales)
-  bool bf16_arith;     // bf16 arithmetic (the re-bias, the predicated copy); else integer bits
-};
-inline constexpr decode_step e4m3_decode_steps[] = {
-    {1, 1, 1, false, false}, {1, 1, 1, false, false}, {2, 1, 1, false, false},
-    {1, 1, 1, false, true},  {2, 1, 1, true, false},  {1, 1, 1, false, false},
-    {2, 1, 1, false, true}};
-inline constexpr decode_step e2m1_decode_steps[] = {
-    {1, 1, 2, false, false}, {1, 1, 2, false, false}, {1, 1, 1, false, false},
-    {1, 1, 1, false, false}, {2, 1, 1, false, false}, {1, 1, 1, false, true},
-    {2, 1, 1, true, false}};
-inline constexpr int scale_decode_instructions = 3;
 
 // One NeuronCore of generation Gen: its two memories and its engines. Every engine call checks
 // the rules its instruction has, computes its result (unless cost-only) and adds its cost.
@@ -317,16 +76,20 @@ class core {
             int buffers = 1) {
     return sbuf_.allocate(name, type, partitions, free, buffers);
   }
-  template <class Shape>
+  // Buffers = 2: a streaming tile double-buffered (TensorE fills one bank set while ScalarE /
+  // VectorE drain the other), so it holds twice its banks of the 8.
+  template <class Shape, int Buffers = 1>
   tile psum(const char* name) {
     static_assert(Shape::type == dtype::fp32, "mqalogits neuron model: PSUM tiles are fp32");
     static_assert(fits_psum_v<Gen, Shape::partitions, Shape::free>,
                   "mqalogits neuron model: this PSUM tile is larger than one matmul output");
-    return psum_.allocate(name, dtype::fp32, Shape::partitions, Shape::free);
+    static_assert(Buffers * psum_banks_of(Shape::free) <= traits_type::psum_banks,
+                  "mqalogits neuron model: these PSUM buffers need more banks than exist");
+    return psum_.allocate(name, dtype::fp32, Shape::partitions, Shape::free, Buffers);
   }
-  tile psum(const char* name, std::int64_t partitions, std::int64_t free,
-            dtype type = dtype::fp32) {
-    return psum_.allocate(name, type, partitions, free);
+  tile psum(const char* name, std::int64_t partitions, std::int64_t free, dtype type = dtype::fp32,
+            int buffers = 1) {
+    return psum_.allocate(name, type, partitions, free, buffers);
   }
   const pool& sbuf_pool() const { return sbuf_; }
   const pool& psum_pool() const { return psum_; }
@@ -572,7 +335,8 @@ class core {
   // out = fn(in * scale[p]) for every partition p (scale: a [P, 1] tile, or null for 1), fp32
   // inside; the usual way to evacuate PSUM. relu keeps NaN.
   void activation(const window& out, const window& in, activation_fn fn,
-                  const window* scale = nullptr) {
+                  const window* scale = nullptr,
+                  elementwise_engine on = elementwise_engine::scalar) {
     check_same_shape(out, in);
     check(!scale || (scale->np == in.np && scale->nc == 1), "activation scale is [P, 1]");
     if (compute_)
@@ -584,10 +348,35 @@ class core {
           out.at(p, i) = store_as(out.type(), v);
         }
       }
-    const bool narrow = is_narrow(in.type()) && is_narrow(out.type());
-    scalar_instruction(in.nc,
-                       narrow ? traits_type::scalar_16bit_rate : traits_type::scalar_other_rate,
-                       in.space() == memory::psum);
+    evacuation_cost(in.nc, is_narrow(in.type()) && is_narrow(out.type()),
+                    in.space() == memory::psum, on);
+  }
+
+  // fn over `groups` blocks of n columns of `in` (block j from in.c0 + j x in_stride) into
+  // `out`, element c of block j at out.c0 + c x out_step + j x out_group: one instruction with a
+  // two-dimensional access pattern on each side (NKI access patterns have several free
+  // dimensions), e.g. the four MX quadrant outputs of a tile evacuated in key order at once.
+  void activation_2d(const window& out, std::int64_t out_step, std::int64_t out_group,
+                     const window& in, std::int64_t in_stride, int groups, std::int64_t n,
+                     activation_fn fn, elementwise_engine on = elementwise_engine::scalar) {
+    check(out.np == in.np && groups >= 1 && n >= 1 && out_step >= 1 && out_group >= 0 &&
+              in_stride >= n,
+          "activation_2d keeps partitions; blocks of n columns");
+    check(in.c0 + (groups - 1) * in_stride + n <= in.t->free() &&
+              out.c0 + (n - 1) * out_step + (groups - 1) * out_group < out.t->free(),
+          "activation_2d access pattern reaches past the end of its tile");
+    check_partition_start(window(*in.t, in.p0, in.np, in.c0, 1));
+    check_partition_start(window(*out.t, out.p0, out.np, out.c0, 1));
+    if (compute_)
+      for (std::int64_t p = 0; p < in.np; ++p)
+        for (int j = 0; j < groups; ++j)
+          for (std::int64_t c = 0; c < n; ++c) {
+            float v = in.t->at(in.p0 + p, in.c0 + j * in_stride + c);
+            if (fn == activation_fn::relu && v < 0.0f) v = 0.0f;
+            out.t->at(out.p0 + p, out.c0 + c * out_step + j * out_group) = store_as(out.type(), v);
+          }
+    evacuation_cost(groups * n, is_narrow(in.type()) && is_narrow(out.type()),
+                    in.space() == memory::psum, on);
   }
 
   // ---- VectorE (fp32 inside, round to nearest even when writing bf16) ----
@@ -613,10 +402,16 @@ class core {
   }
   // acc = in * scalar[p] + (first ? 0 : acc), the per-partition scalar a [P, 1] tile (NKI's
   // scalar_tensor_tensor: two tensor inputs).
-  void scale_add(const window& acc, const window& in, const window& scalar, write_mode mode) {
+  // On GpSimd (`on`): one element per lane per cycle, 2N for two inputs, SBUF operands only.
+  void scale_add(const window& acc, const window& in, const window& scalar, write_mode mode,
+                 elementwise_engine on = elementwise_engine::vector) {
     const bool first = mode == write_mode::overwrite;
     check_same_shape(acc, in);
     check(scalar.np == in.np && scalar.nc == 1, "scale_add scalar is [P, 1]");
+    check(on != elementwise_engine::scalar, "scale_add runs on VectorE or GpSimd");
+    check(on != elementwise_engine::gpsimd ||
+              (in.space() == memory::sbuf && acc.space() == memory::sbuf),
+          "GpSimd reads and writes SBUF only");
     if (compute_)
       for (std::int64_t p = 0; p < in.np; ++p) {
         const float s = scalar.at(p, 0);
@@ -625,8 +420,11 @@ class core {
           acc.at(p, i) = store_as(acc.type(), first ? 0.0f + v : acc.at(p, i) + v);
         }
       }
-    vector_instruction(in.nc, first ? 1 : 2, is_narrow(in.type()) && is_narrow(acc.type()),
-                       in.space() == memory::psum);
+    if (on == elementwise_engine::gpsimd)
+      gpsimd_elementwise(in.nc, first ? 1 : 2);
+    else
+      vector_instruction(in.nc, first ? 1 : 2, is_narrow(in.type()) && is_narrow(acc.type()),
+                         in.space() == memory::psum);
   }
   // out[p, i] = valid[i] ? in[p, src[i]] : fill, lane by lane: a predicated copy reading its
   // input through an access pattern (src: a column map, null for the identity) with a column
@@ -646,6 +444,22 @@ class core {
             out.at(p, i, j) =
                 store_as(out.type(), !valid || valid[i] ? in.at(p, src ? src[i] : i, j) : fill);
     vector_instruction(out.nc, valid ? 2 : 1, is_narrow(in.type()) && is_narrow(out.type()),
+                       in.space() == memory::psum);
+  }
+  // out[p, i] = mask[p, i] ? in[p, i] : fill, lane by lane: a predicated copy with a u8 mask
+  // tile of the same shape (tensor_tensor: two inputs).
+  void select_where(const window& out, const window& in, const window& mask, float fill) {
+    check_same_shape(out, in);
+    check_same_shape(out, mask);
+    check(mask.type() == dtype::u8 && dtype_lanes(out.type()) == dtype_lanes(in.type()),
+          "select_where takes a u8 mask and keeps the lanes");
+    const int lanes = dtype_lanes(in.type());
+    if (compute_)
+      for (std::int64_t p = 0; p < out.np; ++p)
+        for (std::int64_t i = 0; i < out.nc; ++i)
+          for (int j = 0; j < lanes; ++j)
+            out.at(p, i, j) = store_as(out.type(), mask.at(p, i) != 0.0f ? in.at(p, i, j) : fill);
+    vector_instruction(out.nc, 2, is_narrow(in.type()) && is_narrow(out.type()),
                        in.space() == memory::psum);
   }
   // out = a * |b| elementwise (tensor_tensor; b read through its access pattern).
@@ -862,6 +676,19 @@ class core {
     add(report_.scalar, c, traits_type::scalar_hz);
     if (reads_psum) report_.scalar_psum_seconds += static_cast<double>(c) / traits_type::scalar_hz;
   }
+  // An evacuation of `elements` per partition: ScalarE's activation at its width, or VectorE's
+  // one-input tensor_scalar / tensor_copy.
+  void evacuation_cost(std::int64_t elements, bool narrow, bool reads_psum, elementwise_engine on) {
+    check(on != elementwise_engine::gpsimd,
+          "GpSimd cannot read PSUM: evacuations run on ScalarE "
+          "or VectorE");
+    if (on == elementwise_engine::vector)
+      vector_instruction(elements, 1, narrow, reads_psum);
+    else
+      scalar_instruction(elements,
+                         narrow ? traits_type::scalar_16bit_rate : traits_type::scalar_other_rate,
+                         reads_psum);
+  }
   void vector_instruction(std::int64_t elements, int inputs, bool narrow, bool reads_psum) {
     // 16-bit: the fast mode for one-input instructions within SBUF, else the 16-bit width.
     const double rate = !narrow                      ? traits_type::vector_other_rate
@@ -884,42 +711,6 @@ class core {
   pool sbuf_, psum_;
   report report_;
 };
-
-// Adds one core's counters into an accumulated report (peaks are maxima, the rest sums).
-inline void accumulate(report& into, const report& call) {
-  into.generation = call.generation;
-  into.psum_read_exclusive = call.psum_read_exclusive;
-  into.sbuf_vector_gpsimd_exclusive = call.sbuf_vector_gpsimd_exclusive;
-  into.dma_bytes += call.dma_bytes;
-  into.dma_transfers += call.dma_transfers;
-  into.dma_descriptors += call.dma_descriptors;
-  into.dma_small_descriptors += call.dma_small_descriptors;
-  into.dma_inefficient_descriptors += call.dma_inefficient_descriptors;
-  into.dma_gathers += call.dma_gathers;
-  into.dma_gathered_blocks += call.dma_gathered_blocks;
-  into.dma_seconds += call.dma_seconds;
-  into.matmul_score += call.matmul_score;
-  into.matmul_head_sum += call.matmul_head_sum;
-  into.matmul_transpose += call.matmul_transpose;
-  into.matmul_broadcast += call.matmul_broadcast;
-  into.matmul_flops += call.matmul_flops;
-  into.vector_transposes += call.vector_transposes;
-  into.topk_calls += call.topk_calls;
-  into.scalar_psum_seconds += call.scalar_psum_seconds;
-  into.vector_psum_seconds += call.vector_psum_seconds;
-  for (auto [a, b] :
-       {std::pair{&into.tensor, &call.tensor}, std::pair{&into.scalar, &call.scalar},
-        std::pair{&into.vector, &call.vector}, std::pair{&into.gpsimd, &call.gpsimd}}) {
-    a->instructions += b->instructions;
-    a->cycles += b->cycles;
-    a->seconds += b->seconds;
-  }
-  into.roofline_dma_s += call.roofline_dma_s;
-  into.roofline_tensor_s += call.roofline_tensor_s;
-  into.roofline_elementwise_s += call.roofline_elementwise_s;
-  into.peak_sbuf_bytes = std::max(into.peak_sbuf_bytes, call.peak_sbuf_bytes);
-  into.peak_psum_bytes = std::max(into.peak_psum_bytes, call.peak_psum_bytes);
-}
 
 }  // namespace neuron_backend
 MQALOGITS_NAMESPACE_END

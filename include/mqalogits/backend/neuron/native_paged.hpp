@@ -57,15 +57,14 @@ struct native_paged_cache {
   const std::uint8_t* block(std::int64_t i) const { return bytes.data() + i * block_bytes; }
 };
 
-// Converts the positions [0, max_j context_lens[b][j]) of each request b from a DeepGEMM paged
-// cache (block_table [B, max_blocks_in], page_kv tokens per page) into the native layout.
+// The positions each request keeps, max_j context_lens[b][j] capped at the block table's
+// capacity, after checking the shapes, the lengths and every block-table entry they read.
 template <class Format>
-native_paged_cache<Format> to_native_paged_cache(const paged_cache_view<Format>& cache,
+detail::vector<std::int64_t> native_request_keys(const paged_cache_view<Format>& cache,
                                                  matrix_view<const std::int32_t> block_table,
                                                  matrix_view<const std::int32_t> context_lens) {
   constexpr const char* where = "neuron_backend::to_native_paged_cache";
   using mqalogits::detail::require;
-  using native = native_paged_cache<Format>;
   require(cache.head_dim == Format::head_dim, where, [&](auto& m) {
     m << "cache head_dim = " << cache.head_dim << ": the native layout holds rows of "
       << Format::head_dim;
@@ -94,6 +93,18 @@ native_paged_cache<Format> to_native_paged_cache(const paged_cache_view<Format>&
           << " is not a page (num_pages = " << cache.num_pages << ")";
       });
   }
+  return keys;
+}
+
+// Converts the positions [0, max_j context_lens[b][j]) of each request b from a DeepGEMM paged
+// cache (block_table [B, max_blocks_in], page_kv tokens per page) into the native layout.
+template <class Format>
+native_paged_cache<Format> to_native_paged_cache(const paged_cache_view<Format>& cache,
+                                                 matrix_view<const std::int32_t> block_table,
+                                                 matrix_view<const std::int32_t> context_lens) {
+  using native = native_paged_cache<Format>;
+  const detail::vector<std::int64_t> keys = native_request_keys(cache, block_table, context_lens);
+  const std::int64_t B = context_lens.rows;
   native out;
   out.requests = B;
   out.keys = keys;

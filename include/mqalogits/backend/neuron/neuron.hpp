@@ -4,6 +4,9 @@
 #pragma once
 
 #include "core.hpp"
+#include "decode_steps.hpp"
+#include "dtype.hpp"
+#include "memory.hpp"
 #include "native_paged.hpp"
 #include "report.hpp"
 #include "schedule.hpp"

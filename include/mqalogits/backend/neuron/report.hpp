@@ -31,6 +31,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "../../config.hpp"
 #include "../../std_abi.hpp"
@@ -252,6 +253,42 @@ class capture {
  private:
   capture_state previous_;
 };
+
+// Adds one core's counters into an accumulated report (peaks are maxima, the rest sums).
+inline void accumulate(report& into, const report& call) {
+  into.generation = call.generation;
+  into.psum_read_exclusive = call.psum_read_exclusive;
+  into.sbuf_vector_gpsimd_exclusive = call.sbuf_vector_gpsimd_exclusive;
+  into.dma_bytes += call.dma_bytes;
+  into.dma_transfers += call.dma_transfers;
+  into.dma_descriptors += call.dma_descriptors;
+  into.dma_small_descriptors += call.dma_small_descriptors;
+  into.dma_inefficient_descriptors += call.dma_inefficient_descriptors;
+  into.dma_gathers += call.dma_gathers;
+  into.dma_gathered_blocks += call.dma_gathered_blocks;
+  into.dma_seconds += call.dma_seconds;
+  into.matmul_score += call.matmul_score;
+  into.matmul_head_sum += call.matmul_head_sum;
+  into.matmul_transpose += call.matmul_transpose;
+  into.matmul_broadcast += call.matmul_broadcast;
+  into.matmul_flops += call.matmul_flops;
+  into.vector_transposes += call.vector_transposes;
+  into.topk_calls += call.topk_calls;
+  into.scalar_psum_seconds += call.scalar_psum_seconds;
+  into.vector_psum_seconds += call.vector_psum_seconds;
+  for (auto [a, b] :
+       {std::pair{&into.tensor, &call.tensor}, std::pair{&into.scalar, &call.scalar},
+        std::pair{&into.vector, &call.vector}, std::pair{&into.gpsimd, &call.gpsimd}}) {
+    a->instructions += b->instructions;
+    a->cycles += b->cycles;
+    a->seconds += b->seconds;
+  }
+  into.roofline_dma_s += call.roofline_dma_s;
+  into.roofline_tensor_s += call.roofline_tensor_s;
+  into.roofline_elementwise_s += call.roofline_elementwise_s;
+  into.peak_sbuf_bytes = std::max(into.peak_sbuf_bytes, call.peak_sbuf_bytes);
+  into.peak_psum_bytes = std::max(into.peak_psum_bytes, call.peak_psum_bytes);
+}
 
 }  // namespace neuron_backend
 MQALOGITS_NAMESPACE_END

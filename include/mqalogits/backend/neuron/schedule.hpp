@@ -19,7 +19,7 @@
 //   times a power of two is exact in bf16, so the bf16 matmul loses nothing.
 // - trn3 multiplies MXFP8 / MXFP4 natively (nc_matmul_mx): x4-packed words on 32 partitions, the
 //   scales in the quadrant's rows. Four consecutive keys of a block go to the four quadrants
-//   (quadrant j holds keys 4c + j), so four row-tiled 32-partition matmuls cover 4 x 256 keys.
+//   (quadrant j holds keys 4c + j), so four row-tiled 32-partition matmuls cover 4 x 128 keys.
 // - fp8_per_token: the Q scale is folded into the weights and the K scale applied to the
 //   head-summed row (relu(s x d) = |s| relu(sign(s) d): the sign flips the codes), so the codes
 //   go through bf16 matmuls (trn1 / trn2) or fp8 "double row" matmuls (trn3, native e4m3fn)
@@ -27,16 +27,20 @@
 //
 // Decode (paged, sparse, paged-sparse; one query row or a request's next_n rows): heads on PSUM
 //   partitions, floor(128 / H) query rows per pass: S [rows x H, n] = matmul(stationary Q^T,
-//   moving K^T); ScalarE relu while evacuating S to SBUF (fp32); the weighted head sum is ONE
-//   matmul per pass with a block-diagonal weight stationary ([rows x H, rows], w[r, h] at
-//   (r x H + h, r)): logits [rows, n], in fp32 (bf16 relu scores would cost 2^-9 of the
-//   accuracy contract's M, over its 2^-14 budget).
+//   moving K^T); ScalarE relu while evacuating S into the chunk's relu scores (fp32: bf16 relu
+//   scores would cost 2^-9 of the accuracy contract's M, over its 2^-14 budget). The weighted
+//   head sum puts the keys on its output partitions: per 128 keys one fp32 matmul of the relu
+//   columns as stationary against the block-diagonal weights ([rows x H, rows], w[r, h] at
+//   (r x H + h, r)) as moving (head_sum_chunk), and the epilogue runs on all 128 partitions
+//   (epilogue_partitions). fp8_per_token keeps [rows, n] head sums, scaled per key.
 // Prefill (dense): query tokens on partitions, up to 128 rows: per head h,
-//   S_h [rows, n] = matmul(stationary Q_h^T, moving K^T), ScalarE relu on evacuation, VectorE
-//   acc += relu * w[:, h] (a per-partition scalar), heads in order.
-// Epilogue (one function, `epilogue`): VectorE casts a chunk's fp32 logits to the output type
-// (RNE for bf16) and writes -inf in masked columns; one DMA writes each row's candidate columns;
+//   S_h [rows, n] = matmul(stationary Q_h^T, moving K^T), relu on evacuation, acc += relu *
+//   w[:, h] (a per-partition scalar), heads in order; each pass on the engine that would finish
+//   it first (ScalarE / VectorE, VectorE / GpSimd).
+// Epilogue (`epilogue`, prefill and per-token decode): casts a tile's fp32 logits to the output
+// type (RNE for bf16) with -inf in masked columns; one DMA writes each row's candidate columns.
 // -inf outside them when clean_logits.
+// PSUM: every streaming tile is double-buffered (psum_buffers), and all of them fit the 8 banks.
 #pragma once
 
 #include <algorithm>
@@ -72,8 +76,13 @@ namespace neuron_backend {
 
 // Moving columns of one score matmul: one PSUM bank of fp32.
 inline constexpr std::int64_t key_tile = 512;
-// Columns of one row-tiled MX matmul (trn3): four of them cover 4 x 256 keys in 2 PSUM banks.
-inline constexpr std::int64_t quadrant_tile = 256;
+// Columns of one row-tiled MX matmul (trn3): four of them cover 4 x 128 keys in one PSUM bank.
+// Every streaming PSUM tile of a kernel (scores, head sum, transposes, the broadcast) is
+// double-buffered, as the estimate's overlapped engines need, and the four of them take all
+// 8 banks that way; 4 x 256 keys (two banks for scores and head sum) would need 12.
+inline constexpr std::int64_t quadrant_tile = 128;
+// PSUM buffers of each streaming tile: TensorE writes one while ScalarE / VectorE drain the other.
+inline constexpr int psum_buffers = 2;
 // Keys per partition row of a dense chunk: 32 rows of 128 codes, 4 KiB (efficient DMA rows).
 inline constexpr std::int64_t contiguous_block = 32;
 // Query rows per prefill item: one per partition.
@@ -139,7 +148,7 @@ class kernel {
   // Keys stored in the Neuron-native MX layout (native_paged.hpp): whole blocks by DMA.
   static constexpr bool native = requires { requires Plan::native_mx_layout; };
   static_assert(!native || mx, "mqalogits neuron model: the native MX layout needs trn3 and MX");
-  // Columns per quadrant matmul: 256 (4 x 256 keys), native: one 128-token block per quadrant.
+  // Columns per quadrant matmul: 128 (4 x 128 keys); native: one 128-token block per quadrant.
   static constexpr std::int64_t quadrant_step = native ? 128 : quadrant_tile;
   static constexpr float minus_inf = -std::numeric_limits<float>::infinity();
 
@@ -162,49 +171,75 @@ class kernel {
         // Streaming tiles of constant shape: an overflow is a compile error (fits_sbuf_v /
         // fits_psum_v).
         relu_(c.template sbuf<shape<dtype::fp32, 128, score_step>>("relu(scores)")),
-        scores_(c.template psum<shape<dtype::fp32, 128, score_step>>("scores")),
-        head_(c.template psum<shape<dtype::fp32, 128, score_step>>("head sum")) {
-    // Per-call tiles sized by the chunk (runtime: an overflow is a named error).
-    if constexpr (!native) {  // native blocks go straight to K^T
-      raw_ = mx             ? c.sbuf("K words", word_type, rows_, block_ * words)
-             : fp8_operands ? c.sbuf("K codes", dtype::fp8, rows_, block_ * db)
-                            : c.sbuf("K bytes", dtype::u8, rows_, block_ * db);
-      if constexpr (mx_format) exps_ = c.sbuf("K scales", dtype::u8, rows_, block_ * sb);
-    }
-    if constexpr (per_token) {
-      k_scale_ = c.sbuf("K scales", dtype::fp32, rows_, block_);
-      k_scale_row_ = c.sbuf("K scale row", dtype::fp32, 1, chunk_);
-      ones_ = c.sbuf("ones", dtype::fp32, 1, 128);
-      c.memset(window(ones_), 1.0f);
-    }
-    if constexpr (mx) {
-      kt_ = c.sbuf("K^T", word_type, 128, rows_ * slots_ / mx_pack);
-      kt_scales_ = c.sbuf("K^T scales", dtype::u8, 128, rows_ * slots_ / mx_pack);
-      stage_ = c.sbuf("scale staging", dtype::u8, 128, 128);
-      tpx_ = c.psum("transpose (words)", 128, 128, word_type);
-      if (!native && (words < mx_quadrant || slots_ != block_))
-        stage_words_ = c.sbuf("word staging", word_type, rows_, 128);
-    } else {
-      if constexpr (fp4) codes_ = c.sbuf("K codes", dtype::u8, rows_, block_ * D);
-      kt_ = c.sbuf("K^T", operand_type, D, chunk_);
-      if constexpr (!fp8_operands) codes_t_ = c.sbuf("K^T codes", dtype::bf16, D, chunk_);
-      if constexpr (mx_format) {
-        exps_t_ = c.sbuf("K^T exponents", dtype::bf16, 4, chunk_);
-        spread_ = c.sbuf("exponent spread", dtype::bf16, 4, D);
-        // 0/1 matrix spreading exponent row b to the 32 partitions of its scale block (rows of
-        // the 4-byte field past D / 32 spread nowhere).
-        c.memset(window(spread_), 0.0f);
-        if (c.computes())
-          for (int d = 0; d < D; ++d) spread_.at(d / scale_block, d) = 1.0f;
-      }
-      if constexpr (mx_format || per_token) bcast_ = c.psum("broadcast", 128, key_tile);
-    }
-    tp_ = c.psum("transpose", 128, 128);
-    logits_ = c.template sbuf<shape<dtype::fp32, 128, score_step>>("logits");
-    out_tile_ = c.template sbuf<shape<out_type, 128, score_step>>("logits out");
+        scores_(c.template psum<shape<dtype::fp32, 128, score_step>, psum_buffers>("scores")) {
+    allocate_decode_tiles();
+    allocate_key_tiles();
+    tp_ = c_.psum("transpose", 128, 128, dtype::fp32, psum_buffers);
+    logits_ = c_.template sbuf<shape<dtype::fp32, 128, score_step>>("logits");
+    out_tile_ = c_.template sbuf<shape<out_type, 128, score_step>>("logits out");
     valid_.resize(static_cast<std::size_t>(chunk_));
   }
 
+ private:
+  // Decode's head-sum tiles: fp8_per_token sums [rows, n] tiles by rows; the others the whole
+  // chunk's relu scores with the keys on the output partitions.
+  void allocate_decode_tiles() {
+    if constexpr (!Plan::prefill && per_token) {
+      head_ = c_.template psum<shape<dtype::fp32, 128, score_step>, psum_buffers>("head sum");
+    } else if constexpr (!Plan::prefill) {
+      // The chunk's relu scores in K^T's padded key order (up to 4 padding slots per block and
+      // the last tile's 4 x 128 columns), and the keys-on-partitions head sum and epilogue.
+      const std::int64_t cols =
+          (rows_ * slots_ + mx_pack + score_step - 1) / score_step * score_step;
+      const std::int64_t width = cols / 128 * decode_rows_per_pass(heads_);
+      relu_chunk_ = c_.sbuf("relu(scores) of a chunk", dtype::fp32, 128, cols);
+      head_ = c_.psum("head sum (keys on partitions)", 128, width, dtype::fp32, psum_buffers);
+      out_part_ = c_.sbuf("logits out (keys on partitions)", out_type, 128, width);
+      mask_ = c_.sbuf("key mask (keys on partitions)", dtype::u8, 128, width);
+    }
+  }
+
+  // Per-call tiles sized by the chunk (runtime: an overflow is a named error): the blocks as
+  // loaded, and the operand K^T with its staging.
+  void allocate_key_tiles() {
+    if constexpr (!native) {  // native blocks go straight to K^T
+      raw_ = mx             ? c_.sbuf("K words", word_type, rows_, block_ * words)
+             : fp8_operands ? c_.sbuf("K codes", dtype::fp8, rows_, block_ * db)
+                            : c_.sbuf("K bytes", dtype::u8, rows_, block_ * db);
+      if constexpr (mx_format) exps_ = c_.sbuf("K scales", dtype::u8, rows_, block_ * sb);
+    }
+    if constexpr (per_token) {
+      k_scale_ = c_.sbuf("K scales", dtype::fp32, rows_, block_);
+      k_scale_row_ = c_.sbuf("K scale row", dtype::fp32, 1, chunk_);
+      ones_ = c_.sbuf("ones", dtype::fp32, 1, 128);
+      c_.memset(window(ones_), 1.0f);
+    }
+    if constexpr (mx) {
+      kt_ = c_.sbuf("K^T", word_type, 128, rows_ * slots_ / mx_pack);
+      kt_scales_ = c_.sbuf("K^T scales", dtype::u8, 128, rows_ * slots_ / mx_pack);
+      stage_ = c_.sbuf("scale staging", dtype::u8, 128, 128);
+      tpx_ = c_.psum("transpose (words)", 128, 128, word_type, psum_buffers);
+      if (!native && (words < mx_quadrant || slots_ != block_))
+        stage_words_ = c_.sbuf("word staging", word_type, rows_, 128);
+    } else {
+      if constexpr (fp4) codes_ = c_.sbuf("K codes", dtype::u8, rows_, block_ * D);
+      kt_ = c_.sbuf("K^T", operand_type, D, chunk_);
+      if constexpr (!fp8_operands) codes_t_ = c_.sbuf("K^T codes", dtype::bf16, D, chunk_);
+      if constexpr (mx_format) {
+        exps_t_ = c_.sbuf("K^T exponents", dtype::bf16, 4, chunk_);
+        spread_ = c_.sbuf("exponent spread", dtype::bf16, 4, D);
+        // 0/1 matrix spreading exponent row b to the 32 partitions of its scale block (rows of
+        // the 4-byte field past D / 32 spread nowhere).
+        c_.memset(window(spread_), 0.0f);
+        if (c_.computes())
+          for (int d = 0; d < D; ++d) spread_.at(d / scale_block, d) = 1.0f;
+      }
+      if constexpr (mx_format || per_token)
+        bcast_ = c_.psum("broadcast", 128, key_tile, dtype::fp32, psum_buffers);
+    }
+  }
+
+ public:
   void run() {
     if (clean_ && part_ == 0) fill_outside();
     work_list work;
@@ -223,34 +258,51 @@ class kernel {
       }
       chunks.push_back(it);
     }
-    for (const work_item& ch : chunks)
-      for (std::int64_t k0 = ch.key_begin; k0 < ch.key_end; k0 += chunk_) {
-        // LNC = 2: the two cores split the queries (prefill row tiles, decode groups).
-        const std::int64_t owner = Plan::prefill ? ch.row_begin / prefill_rows : ch.group;
-        if (owner % parts_ != part_) continue;
-        const std::int64_t nk = std::min(chunk_, ch.key_end - k0);
-        load_keys(ch.group, k0, nk);
-        if constexpr (Plan::prefill)
-          prefill(ch, k0, nk);
-        else
-          decode(ch, k0, nk);
-      }
+    // The key chunks in the order they run: (item, first key, keys). LNC = 2: the two cores
+    // split the queries (prefill row tiles, decode groups).
+    detail::vector<key_chunk> order;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      const work_item& ch = chunks[i];
+      const std::int64_t owner = Plan::prefill ? ch.row_begin / prefill_rows : ch.group;
+      if (owner % parts_ != part_) continue;
+      for (std::int64_t k0 = ch.key_begin; k0 < ch.key_end; k0 += chunk_)
+        order.push_back({i, k0, std::min(chunk_, ch.key_end - k0)});
+    }
+    // Prefill: the query tiles that start at the same key of one group share their keys, so
+    // the longest runs first and the K^T it leaves resident serves the others (decoded once,
+    // not once per 128-query tile).
+    if constexpr (Plan::prefill)
+      std::stable_sort(order.begin(), order.end(), [&](const key_chunk& a, const key_chunk& b) {
+        const std::int64_t ga = chunks[a.item].group, gb = chunks[b.item].group;
+        return ga != gb ? ga < gb : a.k0 != b.k0 ? a.k0 < b.k0 : a.nk > b.nk;
+      });
+    for (const key_chunk& kc : order) {
+      const work_item& ch = chunks[kc.item];
+      load_keys(ch.group, kc.k0, kc.nk);
+      if constexpr (Plan::prefill)
+        prefill(ch, kc.k0, kc.nk);
+      else
+        decode(ch, kc.k0, kc.nk);
+    }
   }
 
  private:
   // ---- keys ----
 
+  struct key_chunk {
+    std::size_t item;
+    std::int64_t k0, nk;
+  };
+
   // Keys [k0, k0 + nk) of group g, block by block, into K^T (natural order along the free axis).
+  // A prefill chunk whose keys K^T already holds (the same group and first key, no more keys)
+  // only marks them.
   void load_keys(std::int64_t g, std::int64_t k0, std::int64_t nk) {
     const std::int64_t B = block_, R = (nk + B - 1) / B;
     const int r = static_cast<int>(R);
-    bool masked = false;
-    keys_.assign(static_cast<std::size_t>(R * B), key_ref{});
-    for (std::int64_t o = 0; o < R * B; ++o) {
-      if (o < nk) keys_[static_cast<std::size_t>(o)] = plan_.key(g, k0 + o);
-      valid_[static_cast<std::size_t>(o)] = keys_[static_cast<std::size_t>(o)].valid();
-      masked |= !valid_[static_cast<std::size_t>(o)];
-    }
+    const bool masked = mark_keys(g, k0, nk, R * B);
+    if (Plan::prefill && resident_.group == g && resident_.k0 == k0 && nk <= resident_.nk) return;
+    resident_ = {g, k0, nk};
     if constexpr (native) {
       load_native_blocks(g, k0, R);
       return;
@@ -260,7 +312,28 @@ class kernel {
       if constexpr (mx_format) c_.memset(window(exps_, 0, r, 0, B * sb), 0.0f);
       if constexpr (per_token) c_.memset(window(k_scale_, 0, r, 0, B), 0.0f);
     }
-    // Blocks with at least one valid key are read whole, one per partition row.
+    read_key_blocks(R);
+    keys_to_operand(r);
+  }
+
+  // The plan's keys of slots [0, slots) of the chunk into keys_ / valid_; whether any is masked.
+  bool mark_keys(std::int64_t g, std::int64_t k0, std::int64_t nk, std::int64_t slots) {
+    bool masked = false;
+    keys_.assign(static_cast<std::size_t>(slots), key_ref{});
+    for (std::int64_t o = 0; o < slots; ++o) {
+      const auto i = static_cast<std::size_t>(o);
+      if (o < nk) keys_[i] = plan_.key(g, k0 + o);
+      valid_[i] = keys_[i].valid();
+      masked |= !valid_[i];
+    }
+    return masked;
+  }
+
+  // The R blocks holding at least one valid key, read whole, one per partition row: codes,
+  // scales (and, per token, the scales again as one row in key order on partition 0). A gather
+  // (indirect DMA) for block tables and sparse blocks, plain DMA for dense rows.
+  void read_key_blocks(std::int64_t R) {
+    const std::int64_t B = block_;
     detail::vector<unsigned char> read(static_cast<std::size_t>(R), 0);
     std::int64_t blocks = 0;
     for (std::int64_t p = 0; p < R; ++p) {
@@ -313,7 +386,12 @@ class kernel {
                  t.values_in(window(k_scale_row_), 0, p * B + s, &f, 1, dma_row::part_of_block);
                });
     }
+  }
 
+  // The loaded blocks of r partition rows into the matmul operand K^T: MX words and scales
+  // transposed into quadrants (trn3), else the codes transposed and decoded.
+  void keys_to_operand(int r) {
+    const std::int64_t B = block_;
     if constexpr (mx) {
       transpose_mx_keys(r, B);
     } else {
@@ -326,7 +404,7 @@ class kernel {
       transpose_codes(
           codes, mx_format ? &exps_ : nullptr, r, B, fp8_operands ? kt_ : codes_t_,
           [&](std::int64_t s) { return s; }, B);
-      if constexpr (!fp8_operands) decode_operand(kt_, R * B);
+      if constexpr (!fp8_operands) decode_operand(kt_, r * B);
     }
   }
 
@@ -432,11 +510,22 @@ class kernel {
   // per-token Q scales (if any) flip the codes' signs and are returned in qscale [np, S].
   void load_q(std::int64_t first, int np, std::int64_t S, std::int64_t stride, tile& qt, tile& qsc,
               tile& qscale) {
+    tile raw, exps;
+    read_q(first, np, S, raw, exps, qscale);
+    if constexpr (mx)
+      q_operand_mx(np, S, stride, raw, exps, qt, qsc);
+    else
+      q_operand(np, S, stride, raw, exps, qscale, qt);
+  }
+
+  // Q rows [first, first + np x S) as stored: codes into raw [np, S x row], MX exponents into
+  // exps [np, S x 4] or per-token scales into qscale [np, S]. One DMA each, a row per partition
+  // when the rows are contiguous, else a row per Q row.
+  void read_q(std::int64_t first, int np, std::int64_t S, tile& raw, tile& exps, tile& qscale) {
     const bool contiguous = q_.data_stride == db && q_.scale_stride == sb;
-    tile raw = mx             ? c_.sbuf("Q words", word_type, np, S * words)
-               : fp8_operands ? c_.sbuf("Q codes", dtype::fp8, np, S * db)
-                              : c_.sbuf("Q bytes", dtype::u8, np, S * db);
-    tile exps;
+    raw = mx             ? c_.sbuf("Q words", word_type, np, S * words)
+          : fp8_operands ? c_.sbuf("Q codes", dtype::fp8, np, S * db)
+                         : c_.sbuf("Q bytes", dtype::u8, np, S * db);
     {
       auto t = c_.dma();
       for (int p = 0; p < np; ++p) {
@@ -472,65 +561,72 @@ class kernel {
         if (contiguous) t.row(S * sb);
       }
     }
-    if constexpr (mx) {
-      // Each slot's words replicated into the four quadrants (the four row tiles), its scales
-      // into each quadrant's first rows.
-      qt = c_.sbuf("Q^T", word_type, 128, S * stride);
-      qsc = c_.sbuf("Q^T scales", dtype::u8, 128, S * stride);
-      if (S * stride > np * S) {  // padding columns (even stationary size) stay zero
-        c_.memset(window(qt), 0.0f);
-        c_.memset(window(qsc), 0.0f);
+  }
+
+  // trn3 MX: each slot's words replicated into the four quadrants (the four row tiles) of
+  // qt [128, S x stride], its scales into each quadrant's first rows of qsc.
+  void q_operand_mx(int np, std::int64_t S, std::int64_t stride, tile& raw, tile& exps, tile& qt,
+                    tile& qsc) {
+    qt = c_.sbuf("Q^T", word_type, 128, S * stride);
+    qsc = c_.sbuf("Q^T scales", dtype::u8, 128, S * stride);
+    if (S * stride > np * S) {  // padding columns (even stationary size) stay zero
+      c_.memset(window(qt), 0.0f);
+      c_.memset(window(qsc), 0.0f);
+    }
+    tile stage_w = c_.sbuf("Q staging", word_type, np, 128);
+    detail::vector<std::int32_t> map(128);
+    detail::vector<unsigned char> is_scale(128);
+    detail::vector<unsigned char> is_word(128);
+    for (int i = 0; i < 128; ++i) is_word[static_cast<std::size_t>(i)] = i % mx_quadrant < words;
+    for (std::int64_t s = 0; s < S; ++s) {
+      for (int i = 0; i < 128; ++i)
+        map[static_cast<std::size_t>(i)] =
+            static_cast<std::int32_t>(s * words + std::min(i % mx_quadrant, words - 1));
+      // Full quadrants (D = 128) take every word; shorter rows are padded with zero words.
+      c_.select(window(stage_w), window(raw), map.data(),
+                words == mx_quadrant ? nullptr : is_word.data(), 0.0f);
+      c_.transpose(window(tpx_, 0, 128, 0, np), window(stage_w));
+      c_.copy(window(qt, 0, 128, s * stride, np), window(tpx_, 0, 128, 0, np));
+      for (int i = 0; i < 128; ++i) {
+        is_scale[static_cast<std::size_t>(i)] = i % mx_quadrant < used_scales;
+        map[static_cast<std::size_t>(i)] =
+            static_cast<std::int32_t>(s * sb + std::min(i % mx_quadrant, sb - 1));
       }
-      tile stage_w = c_.sbuf("Q staging", word_type, np, 128);
-      detail::vector<std::int32_t> map(128);
-      detail::vector<unsigned char> is_scale(128);
-      detail::vector<unsigned char> is_word(128);
-      for (int i = 0; i < 128; ++i) is_word[static_cast<std::size_t>(i)] = i % mx_quadrant < words;
-      for (std::int64_t s = 0; s < S; ++s) {
-        for (int i = 0; i < 128; ++i)
-          map[static_cast<std::size_t>(i)] =
-              static_cast<std::int32_t>(s * words + std::min(i % mx_quadrant, words - 1));
-        // Full quadrants (D = 128) take every word; shorter rows are padded with zero words.
-        c_.select(window(stage_w), window(raw), map.data(),
-                  words == mx_quadrant ? nullptr : is_word.data(), 0.0f);
-        c_.transpose(window(tpx_, 0, 128, 0, np), window(stage_w));
-        c_.copy(window(qt, 0, 128, s * stride, np), window(tpx_, 0, 128, 0, np));
-        for (int i = 0; i < 128; ++i) {
-          is_scale[static_cast<std::size_t>(i)] = i % mx_quadrant < used_scales;
-          map[static_cast<std::size_t>(i)] =
-              static_cast<std::int32_t>(s * sb + std::min(i % mx_quadrant, sb - 1));
-        }
-        c_.select(window(stage_, 0, np, 0, 128), window(exps), map.data(), is_scale.data(), 0.0f);
-        c_.transpose(window(tp_, 0, 128, 0, np), window(stage_, 0, np, 0, 128));
-        c_.copy(window(qsc, 0, 128, s * stride, np), window(tp_, 0, 128, 0, np));
-      }
+      c_.select(window(stage_, 0, np, 0, 128), window(exps), map.data(), is_scale.data(), 0.0f);
+      c_.transpose(window(tp_, 0, 128, 0, np), window(stage_, 0, np, 0, 128));
+      c_.copy(window(qsc, 0, 128, s * stride, np), window(tp_, 0, 128, 0, np));
+    }
+  }
+
+  // trn1 / trn2 (and trn3 per-token): the codes (nibbles unpacked, per-token signs flipped)
+  // transposed into qt [D, S x stride] and decoded to bf16 (or kept as fp8 codes on trn3).
+  void q_operand(int np, std::int64_t S, std::int64_t stride, tile& raw, tile& exps, tile& qscale,
+                 tile& qt) {
+    window codes(raw, 0, np, 0, S * db);
+    tile unpacked;
+    if constexpr (fp4) {
+      unpacked = c_.sbuf("Q codes", dtype::u8, np, S * D);
+      c_.unpack_nibbles(window(unpacked), codes);
+      codes = window(unpacked);
+    }
+    if constexpr (per_token)
+      if (q_.scales) c_.flip_signs(codes, window(qscale), D);
+    qt = c_.sbuf("Q^T", operand_type, D, S * stride);
+    if (S * stride > np * S) c_.memset(window(qt), 0.0f);
+    if constexpr (fp8_operands) {
+      transpose_codes(
+          codes, nullptr, np, S, qt, [&](std::int64_t s) { return s * stride; }, 1);
     } else {
-      window codes(raw, 0, np, 0, S * db);
-      tile unpacked;
-      if constexpr (fp4) {
-        unpacked = c_.sbuf("Q codes", dtype::u8, np, S * D);
-        c_.unpack_nibbles(window(unpacked), codes);
-        codes = window(unpacked);
-      }
-      if constexpr (per_token)
-        if (q_.scales) c_.flip_signs(codes, window(qscale), D);
-      qt = c_.sbuf("Q^T", operand_type, D, S * stride);
-      if (S * stride > np * S) c_.memset(window(qt), 0.0f);
-      if constexpr (fp8_operands) {
+      // The Q codes pass through codes_t_ / exps_t_ (free between key chunks).
+      for (std::int64_t s0 = 0; s0 < S; s0 += chunk_ / stride) {
+        const std::int64_t n = std::min(S - s0, chunk_ / stride);
+        const window part(*codes.t, 0, np, s0 * D, n * D);
         transpose_codes(
-            codes, nullptr, np, S, qt, [&](std::int64_t s) { return s * stride; }, 1);
-      } else {
-        // The Q codes pass through codes_t_ / exps_t_ (free between key chunks).
-        for (std::int64_t s0 = 0; s0 < S; s0 += chunk_ / stride) {
-          const std::int64_t n = std::min(S - s0, chunk_ / stride);
-          const window part(*codes.t, 0, np, s0 * D, n * D);
-          transpose_codes(
-              part, mx_format ? &exps : nullptr, np, n, codes_t_,
-              [&](std::int64_t s) { return s * stride; }, 1, s0);
-          tile piece = c_.sbuf("Q^T piece", dtype::bf16, D, n * stride);
-          decode_operand(piece, n * stride);
-          c_.copy(window(qt, 0, D, s0 * stride, n * stride), window(piece));
-        }
+            part, mx_format ? &exps : nullptr, np, n, codes_t_,
+            [&](std::int64_t s) { return s * stride; }, 1, s0);
+        tile piece = c_.sbuf("Q^T piece", dtype::bf16, D, n * stride);
+        decode_operand(piece, n * stride);
+        c_.copy(window(qt, 0, D, s0 * stride, n * stride), window(piece));
       }
     }
   }
@@ -580,20 +676,53 @@ class kernel {
             c_.matmul_mx(s, window(pq_.qt, q0, mx_quadrant, h * rs, rs),
                          window(pq_.qsc, q0, sb, h * rs, rs), window(kt_, q0, mx_quadrant, c0, n),
                          window(kt_scales_, q0, sb, c0, n));
-            c_.activation(window(relu_, 0, r, j, n, mx_pack),
-                          window(scores_, 0, r, j * quadrant_tile, n), activation_fn::relu);
           }
+          // Quadrant j holds keys 4c + j: one relu evacuation of the four, in key order.
+          c_.activation_2d(window(relu_, 0, r, 0, 1), mx_pack, 1, window(scores_, 0, r, 0, 1),
+                           quadrant_tile, mx_pack, n, activation_fn::relu, relu_engine(keys));
         } else {
           const window s(scores_, 0, r, 0, n);
           c_.matmul(s, window(pq_.qt, 0, D, h * rs, r), window(kt_, 0, D, c0, n));
-          c_.activation(window(relu_, 0, r, 0, n), s, activation_fn::relu);
+          c_.activation(window(relu_, 0, r, 0, n), s, activation_fn::relu, nullptr,
+                        relu_engine(keys));
         }
-        c_.scale_add(acc, window(relu_, 0, r, 0, keys), window(pq_.w, 0, r, h, 1),
-                     h == 0 ? write_mode::overwrite : write_mode::accumulate);
+        const write_mode mode = h == 0 ? write_mode::overwrite : write_mode::accumulate;
+        c_.scale_add(acc, window(relu_, 0, r, 0, keys), window(pq_.w, 0, r, h, 1), mode,
+                     accumulate_engine(keys, mode));
       }
       if constexpr (per_token) apply_key_scales(acc, r, first);
       epilogue(acc, item.row_begin, R, k0 + first, first);
     }
+  }
+
+  // Prefill's two elementwise passes per head go to whichever engine would finish them first,
+  // given what each has queued (list scheduling; a static schedule balances them the same
+  // way): the relu evacuation of n scores per partition on ScalarE or VectorE, the weighted
+  // accumulation on VectorE or GpSimd, at their documented widths. trn1 keeps them on ScalarE /
+  // VectorE: its VectorE and ScalarE cannot read PSUM at once, nor VectorE and GpSimd SBUF.
+  static double engine_seconds(std::int64_t elements, int inputs, double rate, double hz) {
+    return static_cast<double>(common_traits::engine_fixed_cycles +
+                               (inputs > 1 ? 2 : 1) * static_cast<std::int64_t>(std::ceil(
+                                                          static_cast<double>(elements) / rate))) /
+           hz;
+  }
+  elementwise_engine relu_engine(std::int64_t n) {
+    if constexpr (tr::psum_read_exclusive) return elementwise_engine::scalar;
+    const report& r = c_.counters();
+    const double on_scalar =
+        r.scalar.seconds + engine_seconds(n, 1, tr::scalar_other_rate, tr::scalar_hz);
+    const double on_vector =
+        r.vector.seconds + engine_seconds(n, 1, tr::vector_other_rate, tr::vector_hz);
+    return on_vector < on_scalar ? elementwise_engine::vector : elementwise_engine::scalar;
+  }
+  elementwise_engine accumulate_engine(std::int64_t n, write_mode mode) {
+    if constexpr (tr::sbuf_vector_gpsimd_exclusive) return elementwise_engine::vector;
+    const int inputs = mode == write_mode::overwrite ? 1 : 2;
+    const report& r = c_.counters();
+    const double on_vector =
+        r.vector.seconds + engine_seconds(n, inputs, tr::vector_other_rate, tr::vector_hz);
+    const double on_gpsimd = r.gpsimd.seconds + engine_seconds(n, inputs, 1.0, tr::gpsimd_hz);
+    return on_gpsimd < on_vector ? elementwise_engine::gpsimd : elementwise_engine::vector;
   }
 
   // acc [rows, n] *= |K scale| of its columns: the scale row broadcast to the rows by a matmul
@@ -651,62 +780,95 @@ class kernel {
         : mx   ? (padded(nk - 1) + mx_pack) / mx_pack
                : nk;
     const std::int64_t step = mx ? quadrant_step : key_tile;
-    detail::vector<std::int32_t> cols;  // padded column of each key (blocks of slots_ != block_)
     for (decode_pass& pass : passes_) {
-      const int P = static_cast<int>(pass.partitions), Ps = static_cast<int>(pass.stride);
-      const int rows = static_cast<int>(pass.row_end - pass.row_begin);
       for (std::int64_t c0 = 0; c0 < kcols; c0 += step) {
-        const std::int64_t n = std::min(step, kcols - c0), keys = mx ? mx_pack * n : n;
-        // The tile's first key and the keys it holds (slots past a block's end hold none).
-        const std::int64_t first = mx ? natural(mx_pack * c0) : c0;
-        const std::int64_t written =
-            std::min(mx ? natural(mx_pack * c0 + keys) : c0 + keys, nk) - first;
-        cols.clear();
-        if (slots_ != block_)
-          for (std::int64_t i = 0; i < written; ++i)
-            cols.push_back(static_cast<std::int32_t>(padded(first + i) - mx_pack * c0));
-        if constexpr (mx) {
-          for (int j = 0; j < mx_pack; ++j) {
-            const int q0 = j * mx_quadrant;
-            c_.matmul_mx(window(scores_, 0, Ps, j * quadrant_tile, n),
-                         window(pass.qt, q0, mx_quadrant, 0, Ps), window(pass.qsc, q0, sb, 0, Ps),
-                         window(kt_, q0, mx_quadrant, c0, n), window(kt_scales_, q0, sb, c0, n));
-            // Quadrant j holds keys 4c + j (native: the block 4 x (c / 128) + j).
-            c_.activation(
-                native ? window(relu_, 0, P, j * n, n) : window(relu_, 0, P, j, n, mx_pack),
-                window(scores_, 0, P, j * quadrant_tile, n), activation_fn::relu);
-          }
-        } else {
-          const window s(scores_, 0, P, 0, n);
-          c_.matmul(s, window(pass.qt, 0, D, 0, P), window(kt_, 0, D, c0, n));
-          c_.activation(window(relu_, 0, P, 0, n), s, activation_fn::relu);
-        }
-        // The head sum: one matmul for all rows of the pass. Its zero weights would carry a NaN
-        // or Inf score of one row into the others (0 x NaN = NaN), so a tile holding one takes
-        // a matmul per row instead, the last row first: row i's matmul writes partitions
-        // 0..i (its weights in column i), and the rows below overwrite theirs afterwards.
-        const window sum(head_, 0, rows, 0, keys);
-        const window relu(relu_, 0, P, 0, keys);
-        if (rows == 1 || c_.all_finite(relu)) {
-          c_.matmul(sum, window(pass.w), relu, matmul_kind::head_sum);
-        } else {
-          const int h = static_cast<int>(heads_);
-          for (int i = rows - 1; i >= 0; --i)
-            c_.matmul(window(head_, 0, i + 1, 0, keys), window(pass.w, i * h, h, 0, i + 1),
-                      window(relu_, i * h, h, 0, keys), matmul_kind::head_sum);
-        }
+        const std::int64_t n = std::min(step, kcols - c0);
         if constexpr (per_token) {
-          const window b(bcast_, 0, rows, 0, keys), dst(logits_, 0, rows, 0, keys);
-          c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, first, keys),
-                    matmul_kind::broadcast);
-          c_.multiply_abs(dst, sum, b);
-          epilogue(window(logits_, 0, rows, 0, written), pass.row_begin, rows, k0 + first, first);
-        } else {  // straight from PSUM
-          epilogue(window(head_, 0, rows, 0, cols.empty() ? written : keys), pass.row_begin, rows,
-                   k0 + first, first, cols);
+          score_tile(pass, c0, n, relu_, 0);
+          per_token_tile(pass, k0, nk, c0, n);
+        } else {
+          score_tile(pass, c0, n, relu_chunk_, mx ? mx_pack * c0 : c0);
         }
       }
+      if constexpr (!per_token) head_sum_chunk(pass, k0, nk, mx ? mx_pack * kcols : kcols);
     }
+  }
+
+  // The pass's scores against K^T columns [c0, c0 + n), relu'd into `relu` from column `at` in
+  // K^T's (padded) key order: one matmul (trn3 MX: four row-tiled ones) and one evacuation.
+  void score_tile(decode_pass& pass, std::int64_t c0, std::int64_t n, tile& relu, std::int64_t at) {
+    const int P = static_cast<int>(pass.partitions), Ps = static_cast<int>(pass.stride);
+    if constexpr (mx) {
+      for (int j = 0; j < mx_pack; ++j) {
+        const int q0 = j * mx_quadrant;
+        c_.matmul_mx(window(scores_, 0, Ps, j * quadrant_tile, n),
+                     window(pass.qt, q0, mx_quadrant, 0, Ps), window(pass.qsc, q0, sb, 0, Ps),
+                     window(kt_, q0, mx_quadrant, c0, n), window(kt_scales_, q0, sb, c0, n));
+      }
+      // Quadrant j holds keys 4c + j (native: the block 4 x (c / 128) + j, columns in order).
+      c_.activation_2d(window(relu, 0, P, at, 1), native ? 1 : mx_pack, native ? n : 1,
+                       window(scores_, 0, P, 0, 1), quadrant_tile, mx_pack, n, activation_fn::relu);
+    } else {
+      const window s(scores_, 0, P, 0, n);
+      c_.matmul(s, window(pass.qt, 0, D, 0, P), window(kt_, 0, D, c0, n));
+      c_.activation(window(relu, 0, P, at, n), s, activation_fn::relu);
+    }
+  }
+
+  // fp8_per_token (K^T in natural order): the head sum of relu_'s n columns as [rows, n], times
+  // |K scale| of each key (a ones-matmul broadcast of the scale row), then the epilogue.
+  void per_token_tile(decode_pass& pass, std::int64_t k0, std::int64_t nk, std::int64_t c0,
+                      std::int64_t n) {
+    const int P = static_cast<int>(pass.partitions);
+    const int rows = static_cast<int>(pass.row_end - pass.row_begin);
+    const window sum(head_, 0, rows, 0, n), relu(relu_, 0, P, 0, n);
+    // One matmul for all rows of the pass. Its zero weights would carry a NaN or Inf score of
+    // one row into the others (0 x NaN = NaN), so a tile holding one takes a matmul per row
+    // instead, the last row first: row i's matmul writes partitions 0..i (its weights in
+    // column i), and the rows below overwrite theirs afterwards.
+    if (rows == 1 || c_.all_finite(relu)) {
+      c_.matmul(sum, window(pass.w), relu, matmul_kind::head_sum);
+    } else {
+      const int h = static_cast<int>(heads_);
+      for (int i = rows - 1; i >= 0; --i)
+        c_.matmul(window(head_, 0, i + 1, 0, n), window(pass.w, i * h, h, 0, i + 1),
+                  window(relu_, i * h, h, 0, n), matmul_kind::head_sum);
+    }
+    const window b(bcast_, 0, rows, 0, n), dst(logits_, 0, rows, 0, n);
+    c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, c0, n),
+              matmul_kind::broadcast);
+    c_.multiply_abs(dst, sum, b);
+    const std::int64_t written = std::min(c0 + n, nk) - c0;
+    epilogue(window(logits_, 0, rows, 0, written), pass.row_begin, rows, k0 + c0, c0);
+  }
+
+  // The head sum of a whole chunk with its keys on the output partitions: relu_chunk_ holds
+  // [P, ncols] (padded key order); U = ceil(ncols / 128) matmuls, matmul u taking columns
+  // u, u + U, ... as stationary ([P, <= 128]) against the weights [P, rows] as moving, so
+  // head_ (i, u x rows + r) = logit of row r at column i x U + u. Each costs max(rows, 64)
+  // cycles (4 passes: fp32) for up to 128 keys of every row, against max(keys, 64) per row
+  // block with the keys along the moving side; and the epilogue works on all 128 partitions.
+  void head_sum_chunk(decode_pass& pass, std::int64_t k0, std::int64_t nk, std::int64_t ncols) {
+    const int P = static_cast<int>(pass.partitions);
+    const int rows = static_cast<int>(pass.row_end - pass.row_begin);
+    const std::int64_t U = (ncols + 127) / 128;
+    // A NaN or Inf score would reach the other rows through their zero weights (0 x NaN): a
+    // chunk holding one takes a matmul per row, each writing its own column.
+    const bool together = rows == 1 || c_.all_finite(window(relu_chunk_, 0, P, 0, ncols));
+    const int h = static_cast<int>(heads_);
+    for (std::int64_t u = 0; u < U; ++u) {
+      const std::int64_t m = (ncols - u + U - 1) / U;  // columns u, u + U, ... below ncols
+      if (together) {
+        c_.matmul(window(head_, 0, static_cast<int>(m), u * rows, rows),
+                  window(relu_chunk_, 0, P, u, m, U), window(pass.w), matmul_kind::head_sum);
+      } else {
+        for (int i = 0; i < rows; ++i)
+          c_.matmul(window(head_, 0, static_cast<int>(m), u * rows + i, 1),
+                    window(relu_chunk_, i * h, h, u, m, U), window(pass.w, i * h, h, i, 1),
+                    matmul_kind::head_sum);
+      }
+    }
+    epilogue_partitions(pass.row_begin, rows, k0, nk, ncols, U);
   }
 
   // A chunk's key o at its column in K^T's padded order, and the first key at or after a padded
@@ -758,6 +920,71 @@ class kernel {
     }
   }
 
+  // The key of the chunk at padded column pc of K^T, or -1 for a padding slot or past nk.
+  std::int64_t key_at(std::int64_t pc, std::int64_t nk) const {
+    const std::int64_t k =
+        native || !mx ? pc : (pc % slots_ < block_ ? pc / slots_ * block_ + pc % slots_ : nk);
+    return k < nk ? k : -1;
+  }
+
+  // A chunk's logits with its keys on partitions (head_sum_chunk): head_ [np, U x rows] holds
+  // padded column i x U + u of row r at (i, u x rows + r). They are cast on all np partitions,
+  // U x rows elements each (ScalarE, or, to write -inf on masked keys when clean, VectorE's
+  // predicated copy with a mask tile built by an iota and a compare), then written by one DMA:
+  // per partition and row, each run of consecutive keys in the row's range is one descriptor.
+  void epilogue_partitions(std::int64_t r0, int rows, std::int64_t k0, std::int64_t nk,
+                           std::int64_t ncols, std::int64_t U) {
+    const int np = static_cast<int>((ncols + U - 1) / U);
+    const std::int64_t width = U * rows;
+    const window in(head_, 0, np, 0, width), o(out_part_, 0, np, 0, width);
+    bool masked = false;
+    for (std::int64_t k = 0; clean_ && k < nk && !masked; ++k)
+      masked = !valid_[static_cast<std::size_t>(k)];
+    if (masked) {
+      if (c_.computes())
+        for (int i = 0; i < np; ++i)
+          for (std::int64_t u = 0; u < U; ++u) {
+            const std::int64_t k = key_at(i * U + u, nk);
+            for (int r = 0; r < rows; ++r)
+              mask_.at(i, u * rows + r) = k >= 0 && valid_[static_cast<std::size_t>(k)];
+          }
+      c_.gpsimd_elementwise(width, 1);  // iota
+      c_.vector_elementwise(width, 2);  // compare against the valid range
+      c_.select_where(o, in, window(mask_, 0, np, 0, width), minus_inf);
+    } else {
+      c_.activation(o, in, activation_fn::identity);
+    }
+    auto t = c_.dma();
+    detail::vector<float> run;
+    for (int r = 0; r < rows; ++r) {
+      const row_keys rk = plan_.row(r0 + r);
+      const std::int64_t lo = std::max<std::int64_t>(0, rk.key_begin - k0);
+      const std::int64_t hi = std::min(nk, rk.key_end - k0);
+      for (int i = 0; i < np && lo < hi; ++i) {
+        std::int64_t start = -1, prev = -1;
+        const auto flush = [&] {
+          if (start < 0) return;
+          const std::int64_t n = prev - start + 1;
+          t.row(n * static_cast<std::int64_t>(sizeof(O)));
+          if (c_.computes())
+            output_.consume(0, r0 + r, k0 + start - rk.col_offset, run.data(),
+                            valid_.data() + start, n);
+          start = -1;
+          run.clear();
+        };
+        for (std::int64_t u = 0; u < U && i * U + u < ncols; ++u) {
+          const std::int64_t k = key_at(i * U + u, nk);
+          if (k < lo || k >= hi || (start >= 0 && k != prev + 1)) flush();
+          if (k < lo || k >= hi) continue;
+          if (start < 0) start = k;
+          prev = k;
+          if (c_.computes()) run.push_back(head_.at(i, u * rows + r));
+        }
+        flush();
+      }
+    }
+  }
+
   // -inf in every column outside a row's candidate range: a DMA from a constant SBUF row (the
   // values are the output policy's begin).
   void fill_outside() {
@@ -791,9 +1018,13 @@ class kernel {
   // on trn3's MX matmul (the extra slots hold zero words); block_ elsewhere.
   std::int64_t heads_, block_, chunk_, rows_, slots_;
   tile relu_, scores_, head_;
+  tile relu_chunk_, out_part_, mask_;  // decode: the keys-on-partitions head sum and epilogue
   tile raw_, exps_, codes_, k_scale_, k_scale_row_, ones_, kt_, kt_scales_, stage_, tpx_;
   tile stage_words_;  // trn3 MX rows of fewer than 32 words, padded to a quadrant
   tile codes_t_, exps_t_, spread_, bcast_, tp_, logits_, out_tile_;
+  struct {
+    std::int64_t group = -1, k0 = -1, nk = 0;
+  } resident_;  // the keys K^T holds
   detail::vector<key_ref> keys_;
   detail::vector<unsigned char> valid_;
   prefill_q pq_;
