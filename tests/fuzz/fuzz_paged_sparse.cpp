@@ -66,7 +66,7 @@ void run(input& in, const char* combo) {
   i64 H = in.range(1, 8);
   while (H > 1 && rows * cap * block * H > 12000) --H;
   defect d = pick_defect<defect>(in);
-  const ml::options opt = pick_options(in);
+  ml::options opt = pick_options(in);
 
   // Lengths and indices; the table slots read are those of the selected valid positions.
   const i64 lens_n = rows + (d == defect::lens_size ? 1 : 0);
@@ -205,7 +205,17 @@ void run(input& in, const char* combo) {
     default:
       break;
   }
+  // A row longer than its block table is an error, unless the call asks to mask the positions
+  // past it (what the reference computes).
+  bool long_context = false;
+  for (i64 r = 0; r < rows; ++r) long_context |= lens[r] > capacity;
+  opt.truncate_long_contexts = long_context && in.one_in(2);
   auto call = [&] { ml::fp8_fp4_paged_sparse_mqa_logits(qv, cv, wv, meta, ov, opt); };
+  if (d == defect::none && table_ok && long_context && !opt.truncate_long_contexts) {
+    expect_rejected(out, context + " (long context)", where, call);
+    if (meta.has_snapshot()) finding(context + ": a rejected first call left a snapshot");
+    return;
+  }
   if (d != defect::none || !table_ok) {
     expect_rejected(out, context, where, call);
     if (d != defect::default_metadata && meta.has_snapshot())
