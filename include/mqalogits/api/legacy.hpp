@@ -57,6 +57,12 @@ inline options with_clean_logits(const options& opt, bool clean_logits) {
   return o;
 }
 
+// The paged schedule as the object get_paged_mqa_logits_metadata returns, or as upstream's int32
+// [num_workers + 1, 2] array (what engines pass as schedule_meta), checked against context_lens.
+template <class S>
+concept paged_schedule_argument =
+    std::same_as<S, paged_mqa_schedule> || std::convertible_to<S, matrix_view<const std::int32_t>>;
+
 }  // namespace detail
 
 // Dense: upstream's fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
@@ -76,12 +82,13 @@ void fp8_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
 // Paged decode: upstream's fp8_paged_mqa_logits(q, kv_cache, weights, context_lens,
 // block_table, schedule_meta, max_context_len, clean_logits = false). Columns, validity and index
 // types (int32 or int64) as fp8_fp4_paged_mqa_logits.
-template <backend_tag Backend, weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
+template <backend_tag Backend, weight_input WT, index_matrix Lens, detail::legacy_paged_output Out,
+          detail::paged_schedule_argument Schedule>
 void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
                           const Lens& context_lens,
                           matrix_view<const index_matrix_value_of<Lens>> block_table,
-                          const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
+                          const Schedule& schedule_meta, std::int64_t max_context_len,
                           bool clean_logits, Out out, const options& opt = {}) {
   detail::require_bare_q("fp8_paged_mqa_logits", q);
   fp8_fp4_paged_mqa_logits(backend, q, kv_cache, weights, context_lens, block_table, schedule_meta,
@@ -89,43 +96,14 @@ void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
                            detail::with_clean_logits(opt, clean_logits));
 }
 // With upstream's varlen `indices` (next_n = 1), as fp8_fp4_paged_mqa_logits takes them.
-template <backend_tag Backend, weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
+template <backend_tag Backend, weight_input WT, index_matrix Lens, detail::legacy_paged_output Out,
+          detail::paged_schedule_argument Schedule>
 void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
                           const Lens& context_lens,
                           matrix_view<const index_matrix_value_of<Lens>> block_table,
-                          const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
+                          const Schedule& schedule_meta, std::int64_t max_context_len,
                           bool clean_logits, Out out,
-                          std::span<const index_matrix_value_of<Lens>> indices,
-                          const options& opt = {}) {
-  detail::require_bare_q("fp8_paged_mqa_logits", q);
-  fp8_fp4_paged_mqa_logits(backend, q, kv_cache, weights, context_lens, block_table, schedule_meta,
-                           max_context_len, detail::legacy_out(out), indices,
-                           detail::with_clean_logits(opt, clean_logits));
-}
-
-// With the schedule as upstream's int32 [num_workers + 1, 2] array (what engines pass as
-// schedule_meta), checked against context_lens as fp8_fp4_paged_mqa_logits checks it.
-template <backend_tag Backend, weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
-void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
-                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
-                          const Lens& context_lens,
-                          matrix_view<const index_matrix_value_of<Lens>> block_table,
-                          matrix_view<const std::int32_t> schedule_meta,
-                          std::int64_t max_context_len, bool clean_logits, Out out,
-                          const options& opt = {}) {
-  detail::require_bare_q("fp8_paged_mqa_logits", q);
-  fp8_fp4_paged_mqa_logits(backend, q, kv_cache, weights, context_lens, block_table, schedule_meta,
-                           max_context_len, detail::legacy_out(out),
-                           detail::with_clean_logits(opt, clean_logits));
-}
-template <backend_tag Backend, weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
-void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
-                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
-                          const Lens& context_lens,
-                          matrix_view<const index_matrix_value_of<Lens>> block_table,
-                          matrix_view<const std::int32_t> schedule_meta,
-                          std::int64_t max_context_len, bool clean_logits, Out out,
                           std::span<const index_matrix_value_of<Lens>> indices,
                           const options& opt = {}) {
   detail::require_bare_q("fp8_paged_mqa_logits", q);
@@ -146,22 +124,24 @@ void fp8_mqa_logits(const rows_view<fp8_per_token>& q, const rows_view<fp8_per_t
                  clean_logits, max_seqlen_k, out, opt);
 }
 
-template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
+template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out,
+          detail::paged_schedule_argument Schedule>
 void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
                           const Lens& context_lens,
                           matrix_view<const index_matrix_value_of<Lens>> block_table,
-                          const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
+                          const Schedule& schedule_meta, std::int64_t max_context_len,
                           bool clean_logits, Out out, const options& opt = {}) {
   fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
                        schedule_meta, max_context_len, clean_logits, out, opt);
 }
-template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
+template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out,
+          detail::paged_schedule_argument Schedule>
 void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
                           const Lens& context_lens,
                           matrix_view<const index_matrix_value_of<Lens>> block_table,
-                          const paged_mqa_schedule& schedule_meta, std::int64_t max_context_len,
+                          const Schedule& schedule_meta, std::int64_t max_context_len,
                           bool clean_logits, Out out,
                           std::span<const index_matrix_value_of<Lens>> indices,
                           const options& opt = {}) {
@@ -169,7 +149,8 @@ void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
                        schedule_meta, max_context_len, clean_logits, out, indices, opt);
 }
 
-template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
+template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out,
+          detail::paged_schedule_argument Schedule>
 void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
                           const Lens& context_lens,
@@ -180,7 +161,8 @@ void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
   fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
                        schedule_meta, max_context_len, clean_logits, out, opt);
 }
-template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out>
+template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out,
+          detail::paged_schedule_argument Schedule>
 void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
                           const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
                           const Lens& context_lens,
