@@ -11,8 +11,8 @@
 #include "../output/logits_row.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
-#include "overlap.hpp"
-#include "validate.hpp"
+#include "../check/overlap.hpp"
+#include "../check/shapes.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace detail {

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "../api/overlap.hpp"
-#include "../api/validate.hpp"
+#include "../check/overlap.hpp"
+#include "../check/shapes.hpp"
 #include "../config.hpp"
 #include "../exec/executor.hpp"
 #include "../exec/options.hpp"

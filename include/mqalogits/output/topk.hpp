@@ -51,8 +51,8 @@
 #include <utility>
 #include <vector>
 
-#include "../api/overlap.hpp"
-#include "../api/validate.hpp"
+#include "../check/overlap.hpp"
+#include "../check/shapes.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../exec/executor.hpp"

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <type_traits>
 
-#include "../api/overlap.hpp"
-#include "../api/validate.hpp"
+#include "../check/overlap.hpp"
+#include "../check/shapes.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../format/fp8_per_token.hpp"

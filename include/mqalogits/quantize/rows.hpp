@@ -20,8 +20,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "../api/overlap.hpp"
-#include "../api/validate.hpp"
+#include "../check/overlap.hpp"
+#include "../check/shapes.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../format/bf16.hpp"

@@ -12,8 +12,8 @@
 #include <span>
 #include <type_traits>
 
-#include "../api/overlap.hpp"
-#include "../api/validate.hpp"
+#include "../check/overlap.hpp"
+#include "../check/shapes.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../format/e2m1.hpp"

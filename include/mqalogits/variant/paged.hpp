@@ -16,7 +16,7 @@
 #include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
-#include "metadata_checks.hpp"
+#include "../check/index_arrays.hpp"
 #include "plan.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN

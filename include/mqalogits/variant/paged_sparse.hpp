@@ -28,7 +28,7 @@
 #include "../std_abi.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
-#include "metadata_checks.hpp"
+#include "../check/index_arrays.hpp"
 #include "plan.hpp"
 #include "reset_on_move.hpp"
 #include "sparse.hpp"

@@ -17,7 +17,7 @@
 #include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
-#include "metadata_checks.hpp"
+#include "../check/index_arrays.hpp"
 #include "plan.hpp"
 #include "reset_on_move.hpp"
 

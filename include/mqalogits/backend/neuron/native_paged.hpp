@@ -24,13 +24,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "../../api/validate.hpp"
+#include "../../check/shapes.hpp"
 #include "../../config.hpp"
 #include "../../error.hpp"
 #include "../../output/logits_row.hpp"
 #include "../../std_abi.hpp"
 #include "../../variant/plan.hpp"
-#include "../../view/checks.hpp"
+#include "../../check/extent.hpp"
 #include "../../view/matrix_view.hpp"
 #include "../../view/paged_cache_view.hpp"
 #include "../backend.hpp"

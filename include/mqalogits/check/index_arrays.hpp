@@ -1,6 +1,6 @@
-// Checks the metadata functions share: they read the caller's int32 or int64 arrays (lengths,
-// ks / ke, block tables, sparse indices) before any kernel runs, so they must reject null
-// pointers and strides whose byte offsets overflow before the first read.
+// The checks of an index array (lengths, ks / ke, block tables, sparse indices) that the
+// metadata functions read before any kernel runs: no null pointer with entries, and the
+// natural alignment of its int32 or int64 elements, before the first read.
 #pragma once
 
 #include <cstdint>
@@ -8,9 +8,9 @@
 
 #include "../config.hpp"
 #include "../error.hpp"
-#include "../view/checks.hpp"
 #include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
+#include "extent.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace detail {

@@ -9,7 +9,7 @@
 
 #include "../config.hpp"
 #include "../error.hpp"
-#include "matrix_view.hpp"
+#include "../view/matrix_view.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace detail {

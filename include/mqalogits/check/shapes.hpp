@@ -1,5 +1,6 @@
-// Argument checks shared by the entry points. Each names the function, the argument
-// and the offending value; all run before anything is written.
+// The shape checks of the views a call takes (Q and key rows, weights, logits, index spans, the
+// paged cache): each names the function, the argument and the offending value; all run before
+// anything is written.
 #pragma once
 
 #include <cstddef>
@@ -11,25 +12,14 @@
 
 #include "../config.hpp"
 #include "../error.hpp"
-#include "../format/bf16.hpp"
-#include "../format/fp16.hpp"
-#include "../view/checks.hpp"
 #include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
 #include "../view/rows_view.hpp"
+#include "elements.hpp"
+#include "extent.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
-
-// Weights: fp32 (upstream), bf16 (DeepGEMM-Ascend) or fp16 (upstream SM100); math is fp32.
-template <class T>
-concept weight_element =
-    std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, fp16>;
-template <class T>
-concept logit_element = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
-// A weights view's element type as the entry points deduce it (const or not).
-template <class T>
-concept weight_input = weight_element<std::remove_const_t<T>>;
 
 namespace detail {
 
