@@ -5,14 +5,15 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../backend/default.hpp"
+#include "../backend/host/topk_output.hpp"
+#include "../check/overlap.hpp"
+#include "../check/shapes.hpp"
 #include "../config.hpp"
 #include "../exec/options.hpp"
 #include "../output/logits_row.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
-#include "../check/overlap.hpp"
-#include "../check/shapes.hpp"
+#include "default_backend.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace detail {

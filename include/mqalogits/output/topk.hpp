@@ -26,43 +26,24 @@
 // column, -1 kept; offsets has one int32 or int64 entry per row, each >= 0 and small enough that
 // every column plus it fits int32 (checked).
 //
-// How it runs on the host: a row's keys are scored by one or several executor tasks; each task
-// streams the scores of the rows it works on through a candidate buffer of 4k keys per row.
-// Each time the buffer fills it is cut to a few more than its k best (a threshold read off a
-// sample of it), whose smallest becomes the admission threshold, so memory never depends on the
-// context length; a finished row's best are radix sorted. (4k: a prefill row of up to 4k
-// columns, k = 2048 of 8192 say, is then cut once, at its end.) A row scored by one task is
-// written by that task; rows shared by neighbouring tasks are merged once in finish(), in task
-// order. The per-task buffers belong to the calling thread and are reused by its later calls,
-// so a warm call allocates nothing.
+// This header holds what the caller writes and its checks; the host's output policy that runs
+// a selection, whichever backend computed the scores, is backend/host/topk_output.hpp.
 #pragma once
 
 #include <algorithm>
-#include <array>
-#include <atomic>
-#include <bit>
 #include <cstdint>
-#include <functional>
-#include <iterator>
 #include <limits>
-#include <memory>
 #include <span>
 #include <type_traits>
-#include <utility>
-#include <vector>
 
 #include "../check/overlap.hpp"
 #include "../check/shapes.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
-#include "../exec/executor.hpp"
-#include "../exec/options.hpp"
-#include "../exec/thread_scratch.hpp"
-#include "../std_abi.hpp"
 #include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
+#include "../view/paged_cache_view.hpp"
 #include "output.hpp"
-#include "topk_select.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
@@ -129,346 +110,11 @@ topk_offset_selection<I> topk(matrix_view<std::int32_t> indices, matrix_view<flo
   return {indices, values, offsets.offsets};
 }
 
-namespace detail {
-
-// Scratch of one executor task: the candidate buffers of the rows it is scoring now, and the
-// sorted candidates of the rows it shares with a neighbouring task (merged in finish()).
-struct alignas(64) topk_task {
-  struct spilled_row {
-    std::int64_t row = 0, begin = 0, count = 0;
-  };
-  std::int64_t row_begin = 0, row_end = 0;
-  bool shared = false;
-  detail::vector<std::uint64_t> candidates;  // [rows of the block, capacity]
-  detail::vector<std::int64_t> count;        // candidates held per row
-  detail::vector<std::uint64_t> floor;       // per row: a key must exceed it to enter
-  detail::vector<float> floor_value;         // its score (-inf until the buffer first fills)
-  detail::vector<std::uint64_t> spill;
-  detail::vector<spilled_row> spilled;
-  detail::vector<std::uint64_t> sort_scratch;  // capacity keys (task 0's also serves finish())
-};
-
-struct topk_scratch {
-  struct part {
-    std::int64_t row = 0, task = 0, begin = 0, count = 0;
-  };
-  detail::vector<topk_task> tasks;
-  detail::vector<part> parts;  // the spilled rows of every task, by row
-  detail::vector<std::uint64_t> merge;
-  // Per output row, the highest threshold any task has reached on it: a task that holds k keys
-  // above a key proves that key is not among the row's k best, so the other tasks of a row
-  // split across tasks drop it too (a later task of a long decode row starts near the final
-  // threshold instead of refilling its buffer from nothing). Only raised; only a hint: the
-  // result is the exact top k whichever task publishes first.
-  std::unique_ptr<std::atomic<std::uint64_t>[], detail::array_delete> row_floor;
-  std::size_t row_floor_rows = 0;
-  // Per output row, whether it has been written (finish() pads the others).
-  detail::vector<unsigned char> written;
-};
-
-// Column -> what `indices` holds.
-struct column_numbering {
-  std::int32_t operator()(std::int64_t, std::int32_t col) const { return col; }
-};
-// Context position -> cache slot of the paged kernel; rows (b, j) of request b share its
-// block-table row. Only selected positions are translated, and those lie inside the context,
-// whose block-table entries the kernel has checked (int32 or int64, as the call passes them).
-template <class I>
-struct slot_numbering {
-  matrix_view<const I> block_table;
-  std::int32_t page_kv = 1;
-  std::int64_t next_n = 1;
-  std::int32_t operator()(std::int64_t row, std::int32_t pos) const {
-    const std::int64_t page = block_table(row / next_n, pos / page_kv);
-    return static_cast<std::int32_t>(page * page_kv + pos % page_kv);
-  }
-};
-
-// Column -> column + offsets[row] (the dense kernel's topk_offset); the entry point has checked
-// that every sum fits int32.
-template <class I>
-struct offset_numbering {
-  std::span<const I> offsets;
-  std::int32_t operator()(std::int64_t row, std::int32_t col) const {
-    return static_cast<std::int32_t>(col + offsets[static_cast<std::size_t>(row)]);
-  }
-};
-
-}  // namespace detail
-
-template <class Numbering>
-class topk_output {
- public:
-  // The host driver groups consecutive work items into tasks for this output and says which
-  // rows each task is on (open_rows / close_task), so candidate storage is per task, not per
-  // 512-key work item.
-  static constexpr bool groups_work_items = true;
-
-  topk_output(const matrix_view<std::int32_t>& indices, const matrix_view<float>& values,
-              Numbering numbering = {})
-      : indices_(indices), values_(values), number_(numbering) {}
-
-  void check(const char* where, std::int64_t rows, std::int64_t cols) const {
-    using detail::require;
-    require(indices_.cols >= 1, where, [&](auto& m) {
-      m << "top-k indices has " << indices_.cols << " columns (k must be >= 1)";
-    });
-    detail::check_matrix(where, "top-k indices", indices_, rows, indices_.cols);
-    if (has_values())
-      detail::check_matrix(where, "top-k values", values_, rows, indices_.cols);
-    else
-      require(values_.rows == 0 && values_.cols == 0, where, [&](auto& m) {
-        m << "top-k values is null with shape [" << values_.rows << ", " << values_.cols << "]";
-      });
-    // Columns are written as int32.
-    require(cols <= std::int64_t{std::numeric_limits<std::int32_t>::max()}, where, [&](auto& m) {
-      m << "top-k over " << cols << " columns: column numbers do not fit int32";
-    });
-  }
-
-  // The scratch of `tasks` tasks with up to max_rows rows open at once, all of it reserved
-  // first (so no task or finish() allocates, and a failed allocation leaves the output as it
-  // was).
-  template <class Plan>
-  void begin(const Plan& plan, std::int64_t tasks, const executor_ref&, std::int64_t max_rows = 1) {
-    k_ = indices_.cols;
-    const std::int64_t cols = std::max<std::int64_t>(plan.num_cols(), 0);
-    // 4k per row, or more than the row can hold (never full, never cut) when that is less.
-    capacity_ = std::min<std::int64_t>(4 * k_, cols + 1);
-    const auto rows = static_cast<std::size_t>(std::max<std::int64_t>(max_rows, 1));
-    // A shared row spills at most what keep_at_least keeps of a full buffer, and no more than
-    // its columns.
-    const auto kept = static_cast<std::size_t>(
-        std::min(detail::keep_at_least_bound(capacity_, k_), std::max<std::int64_t>(cols, 1)));
-    scratch_ = &lease_.get();
-    if (static_cast<std::int64_t>(scratch_->tasks.size()) < tasks)
-      scratch_->tasks.resize(static_cast<std::size_t>(tasks));
-    for (std::int64_t t = 0; t < tasks; ++t) {
-      detail::topk_task& s = scratch_->tasks[static_cast<std::size_t>(t)];
-      s.row_begin = s.row_end = 0;
-      s.spill.clear();
-      s.spilled.clear();
-      if (s.candidates.size() < rows * static_cast<std::size_t>(capacity_))
-        s.candidates.resize(rows * static_cast<std::size_t>(capacity_));
-      s.count.reserve(rows);
-      s.floor.reserve(rows);
-      s.floor_value.reserve(rows);
-      // Only a task's first and last row blocks can be shared with a neighbour.
-      s.spilled.reserve(2 * rows);
-      s.spill.reserve(2 * rows * kept);
-      if (s.sort_scratch.size() < static_cast<std::size_t>(capacity_))
-        s.sort_scratch.resize(static_cast<std::size_t>(capacity_));
-    }
-    const auto out_rows = static_cast<std::size_t>(indices_.rows);
-    if (scratch_->row_floor_rows < out_rows) {
-      scratch_->row_floor.reset(new std::atomic<std::uint64_t>[out_rows]());
-      scratch_->row_floor_rows = out_rows;
-    }
-    for (std::size_t r = 0; r < out_rows; ++r)
-      scratch_->row_floor[r].store(0, std::memory_order_relaxed);
-    const auto n = static_cast<std::size_t>(tasks);
-    scratch_->parts.reserve(2 * rows * n);
-    // The candidates merged for one row: at most k per task, and one per column in all.
-    scratch_->merge.reserve(std::min(n * kept, static_cast<std::size_t>(cols)));
-    scratch_->written.assign(out_rows, 0);
-    tasks_ = tasks;
-  }
-
-  // Task `task` starts scoring rows [row_begin, row_end); `shared`: a neighbouring task scores
-  // some of their keys too.
-  void open_rows(std::int64_t task, std::int64_t row_begin, std::int64_t row_end, bool shared) {
-    detail::topk_task& s = scratch_->tasks[static_cast<std::size_t>(task)];
-    close_rows(s);
-    const auto rows = static_cast<std::size_t>(row_end - row_begin);
-    s.row_begin = row_begin;
-    s.row_end = row_end;
-    s.shared = shared;
-    // Within what begin() reserved: no allocation here.
-    s.candidates.resize(std::max(s.candidates.size(), rows * static_cast<std::size_t>(capacity_)));
-    s.count.assign(rows, 0);
-    s.floor.assign(rows, 0);  // every key is > 0: NaN-free or not, its rank is >= 2^23
-    s.floor_value.assign(rows, -std::numeric_limits<float>::infinity());
-  }
-  void close_task(std::int64_t task) {
-    close_rows(scratch_->tasks[static_cast<std::size_t>(task)]);
-  }
-
-  void consume(std::int64_t task, std::int64_t row, std::int64_t col, const float* scores,
-               const unsigned char* valid, std::int64_t n) {
-    detail::topk_task& s = scratch_->tasks[static_cast<std::size_t>(task)];
-    const auto ri = static_cast<std::size_t>(row - s.row_begin);
-    if (s.shared) {  // adopt a higher threshold another task of this row has reached
-      const std::uint64_t best =
-          scratch_->row_floor[static_cast<std::size_t>(row)].load(std::memory_order_relaxed);
-      if (best > s.floor[ri]) {
-        s.floor[ri] = best;
-        s.floor_value[ri] = detail::topk_key::value(best);
-      }
-    }
-    std::uint64_t* keys = s.candidates.data() + ri * static_cast<std::size_t>(capacity_);
-    std::int64_t held = s.count[ri];
-    std::uint64_t floor = s.floor[ri];
-    float floor_value = s.floor_value[ri];
-    // Slices no longer than the room left, so a slice never overfills the buffer; a full one
-    // keeps at least its k best, the smallest of which becomes the new threshold.
-    for (std::int64_t i = 0; i < n;) {
-      const std::int64_t m = std::min(n - i, capacity_ - held);
-      held += select_isa::admit_keys(scores + i, valid + i, m, col + i, floor, floor_value,
-                                     keys + held);
-      i += m;
-      if (held < capacity_) continue;
-      const detail::kept_keys kept = detail::keep_at_least<select_isa>(keys, held, k_);
-      held = kept.count;
-      // (Never lowered: keys held from before an adopted threshold may rank below it.)
-      if (kept.least <= floor) continue;
-      floor = kept.least;
-      floor_value = detail::topk_key::value(floor);
-      if (s.shared) {
-        auto& best = scratch_->row_floor[static_cast<std::size_t>(row)];
-        std::uint64_t seen = best.load(std::memory_order_relaxed);
-        while (seen < floor &&
-               !best.compare_exchange_weak(seen, floor, std::memory_order_relaxed)) {
-        }
-      }
-    }
-    s.count[ri] = held;
-    s.floor[ri] = floor;
-    s.floor_value[ri] = floor_value;
-  }
-
-  // Rows scored by several tasks: each task's best k candidates of the row, merged once here
-  // (in task order; the order does not change the result, the ranking is total). Then the rows
-  // no task scored (no valid column) padded with -1 and -inf.
-  void finish(const executor_ref& exec) {
-    auto& parts = scratch_->parts;
-    parts.clear();
-    for (std::int64_t t = 0; t < tasks_; ++t)
-      for (const auto& sp : scratch_->tasks[static_cast<std::size_t>(t)].spilled)
-        parts.push_back({sp.row, t, sp.begin, sp.count});
-    std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) {
-      return a.row != b.row ? a.row < b.row : a.task < b.task;
-    });
-    detail::vector<std::uint64_t>& merge = scratch_->merge;
-    for (std::size_t i = 0; i < parts.size();) {
-      const std::int64_t row = parts[i].row;
-      merge.clear();
-      // Some task holds k keys at or above the row's threshold, so nothing below it is needed.
-      const std::uint64_t bar =
-          scratch_->row_floor[static_cast<std::size_t>(row)].load(std::memory_order_relaxed);
-      for (; i < parts.size() && parts[i].row == row; ++i) {
-        const auto& spill = scratch_->tasks[static_cast<std::size_t>(parts[i].task)].spill;
-        std::copy_if(spill.begin() + parts[i].begin,
-                     spill.begin() + parts[i].begin + parts[i].count, std::back_inserter(merge),
-                     [bar](std::uint64_t key) { return key >= bar; });
-      }
-      auto n = static_cast<std::int64_t>(merge.size());
-      if (n > k_) {
-        detail::keep_best<select_isa>(merge.data(), n, k_);
-        n = k_;
-      }
-      // (Every task has returned: task 0's sort scratch is free.)
-      detail::sort_descending(merge.data(), n, scratch_->tasks.front().sort_scratch.data());
-      write_row(row, merge.data(), n);
-    }
-    constexpr std::int64_t rows_per_task = 64;
-    auto pad = [&](std::int64_t t) {
-      const std::int64_t last = std::min(indices_.rows, (t + 1) * rows_per_task);
-      for (std::int64_t r = t * rows_per_task; r < last; ++r)
-        if (!scratch_->written[static_cast<std::size_t>(r)]) write_row(r, nullptr, 0);
-    };
-    detail::checked_parallel_for(exec, (indices_.rows + rows_per_task - 1) / rows_per_task, pad);
-  }
-
-  bool has_values() const { return values_.data != nullptr; }
-  std::int64_t k() const { return indices_.cols; }
-  // The bytes this output writes: indices and values are checked against the call's inputs and
-  // against each other.
-  std::array<detail::byte_range, 2> written_ranges() const {
-    return {detail::range_of("top-k indices", indices_),
-            has_values() ? detail::range_of("top-k values", values_) : detail::byte_range{}};
-  }
-
- private:
-  // The rows a task was on are done (for this task): written, or kept for the merge.
-  void close_rows(detail::topk_task& s) {
-    for (std::int64_t r = s.row_begin; r < s.row_end; ++r) {
-      const auto ri = static_cast<std::size_t>(r - s.row_begin);
-      std::uint64_t* keys = s.candidates.data() + ri * static_cast<std::size_t>(capacity_);
-      std::int64_t n = s.count[ri];
-      if (s.shared) {
-        // At least its k best (cut exactly, with the other tasks' candidates, in finish()),
-        // those below the row's best threshold dropped first.
-        const std::uint64_t bar =
-            scratch_->row_floor[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
-        n = select_isa::compact_at_least(keys, n, bar);
-        if (n > k_) n = detail::keep_at_least<select_isa>(keys, n, k_).count;
-        s.spilled.push_back({r, static_cast<std::int64_t>(s.spill.size()), n});
-        s.spill.insert(s.spill.end(), keys, keys + n);
-      } else {
-        // A few more than k sorted costs less than an exact cut to k first.
-        if (n > k_) n = detail::keep_at_least<select_isa>(keys, n, k_).count;
-        detail::sort_descending(keys, n, s.sort_scratch.data());
-        write_row(r, keys, std::min(n, k_));
-      }
-    }
-    s.row_begin = s.row_end = 0;
-  }
-
-  // Row r from its m best keys in descending order, padded to k. (Rows are written once each,
-  // by one task or by finish(): the flags are distinct bytes, so tasks set them without a race.)
-  void write_row(std::int64_t r, const std::uint64_t* keys, std::int64_t m) const {
-    scratch_->written[static_cast<std::size_t>(r)] = 1;
-    std::int32_t* idx = indices_.row(r);
-    float* val = has_values() ? values_.row(r) : nullptr;
-    for (std::int64_t i = 0; i < m; ++i) {
-      idx[i] = number_(r, detail::topk_key::column(keys[i]));
-      if (val) val[i] = detail::topk_key::value(keys[i]);
-    }
-    std::fill(idx + m, idx + indices_.cols, -1);
-    if (val) std::fill(val + m, val + indices_.cols, -std::numeric_limits<float>::infinity());
-  }
-
-  // The host instruction set the selection steps run on (the scores may come from either
-  // backend).
-  using select_isa = host_backend::topk_isa;
-
-  matrix_view<std::int32_t> indices_;
-  matrix_view<float> values_;
-  Numbering number_;
-  detail::thread_scratch<detail::topk_scratch> lease_;  // taken in begin()
-  detail::topk_scratch* scratch_ = nullptr;
-  std::int64_t k_ = 0, capacity_ = 0, tasks_ = 0;
-};
-
-// A column selection passed where a kernel takes its output (every kernel).
-inline topk_output<detail::column_numbering> to_output_policy(
-    const topk_selection<topk_index::column_t>& sel, const options&) {
-  return topk_output<detail::column_numbering>(sel.indices, sel.values);
-}
-
-static_assert(output_policy<topk_output<detail::column_numbering>>);
-static_assert(grouped_output_policy<topk_output<detail::column_numbering>>);
-
 // What fp8_fp4_paged_mqa_logits accepts in the position of its output: any output, or a
 // slot-translating selection (which needs the block table it is given).
 template <class T>
 concept paged_output_argument =
     output_argument<T> || std::is_same_v<T, topk_selection<topk_index::slot_t>>;
-
-namespace detail {
-template <class Out, class I>
-auto paged_output_policy(const Out& out, const options& opt, matrix_view<const I>, std::int32_t,
-                         std::int64_t) {
-  return to_output_policy(out, opt);
-}
-template <class I>
-topk_output<slot_numbering<I>> paged_output_policy(const topk_selection<topk_index::slot_t>& sel,
-                                                   const options&, matrix_view<const I> block_table,
-                                                   std::int32_t page_kv, std::int64_t next_n) {
-  return topk_output<slot_numbering<I>>(sel.indices, sel.values,
-                                        slot_numbering<I>{block_table, page_kv, next_n});
-}
-}  // namespace detail
 
 // What the dense kernel accepts in the position of its output: any output, or a selection with
 // per-row offsets.
@@ -480,16 +126,6 @@ template <class T>
 concept dense_output_argument = output_argument<T> || is_topk_offset_selection<T>;
 
 namespace detail {
-template <class Out>
-auto dense_output_policy(const Out& out, const options& opt) {
-  return to_output_policy(out, opt);
-}
-template <class I>
-topk_output<offset_numbering<I>> dense_output_policy(const topk_offset_selection<I>& sel,
-                                                     const options&) {
-  return topk_output<offset_numbering<I>>(sel.indices, sel.values,
-                                          offset_numbering<I>{sel.offsets});
-}
 // One offset per row, each >= 0 and with offset + (cols - 1) within int32.
 template <class I>
 void check_topk_offsets(const char* where, std::span<const I> offsets, std::int64_t rows,
@@ -511,6 +147,18 @@ byte_range topk_offsets_range(const Out&) {
 template <class I>
 byte_range topk_offsets_range(const topk_offset_selection<I>& sel) {
   return range_of("top-k offsets", sel.offsets);
+}
+// A slot-translating selection writes page * page_kv + slot as int32: every slot of the cache
+// must fit.
+template <class Out, class Format>
+void check_topk_slots(const char*, const Out&, const paged_cache_view<Format>&) {}
+template <class Format>
+void check_topk_slots(const char* where, const topk_selection<topk_index::slot_t>&,
+                      const paged_cache_view<Format>& cache) {
+  require(cache.num_pages <= (std::int64_t{INT32_MAX} + 1) / cache.page_kv, where, [&](auto& m) {
+    m << "top-k slots of " << cache.num_pages << " pages x page_kv " << cache.page_kv
+      << " do not fit int32";
+  });
 }
 }  // namespace detail
 

@@ -105,7 +105,7 @@ struct format_kernels {
   keys_kernel<i8_query, i8_keys> (*fold_kernel)(int head_vectors);
 };
 
-// The two streaming steps of the fused top-k (topk_key.hpp's keys).
+// The two streaming steps of the fused top-k (isa/topk_key.hpp's keys).
 struct topk_steps {
   std::int64_t (*admit_keys)(const float* scores, const unsigned char* valid, std::int64_t n,
                              std::int64_t col, std::uint64_t floor, float bar, std::uint64_t* out);

@@ -24,16 +24,17 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../check/extent.hpp"
 #include "../../check/shapes.hpp"
 #include "../../config.hpp"
 #include "../../error.hpp"
 #include "../../output/logits_row.hpp"
 #include "../../std_abi.hpp"
 #include "../../variant/plan.hpp"
-#include "../../check/extent.hpp"
 #include "../../view/matrix_view.hpp"
 #include "../../view/paged_cache_view.hpp"
 #include "../backend.hpp"
+#include "../host/topk_output.hpp"
 #include "schedule.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN

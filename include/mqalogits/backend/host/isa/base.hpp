@@ -21,7 +21,7 @@
 #include "../../../format/e4m3.hpp"
 #include "../../../format/fp32_scale.hpp"
 #include "../../../format/ue8m0.hpp"
-#include "../../../output/topk_key.hpp"
+#include "topk_key.hpp"
 
 #if defined(__clang__)
 #define MQALOGITS_UNROLL _Pragma("unroll")

@@ -1,9 +1,8 @@
-// The selection primitives under the fused top-k (output/topk.hpp), over the keys of
-// topk_key.hpp: the cuts of a full candidate buffer back to its best keys, and the sort of a
-// finished row. (The admission of scores and the compaction are per host ISA:
-// backend/host/isa/*.hpp.) All of them run on scores that arrive in random order, so they
-// avoid data-dependent branches: a mispredicted branch per key costs more than the arithmetic
-// it would save.
+// The selection primitives under the fused top-k (topk_output.hpp), over the keys of
+// isa/topk_key.hpp: the cuts of a full candidate buffer back to its best keys, and the sort of a
+// finished row. (The admission of scores and the compaction are per host ISA: isa/*.hpp.) All of
+// them run on scores that arrive in random order, so they avoid data-dependent branches: a
+// mispredicted branch per key costs more than the arithmetic it would save.
 #pragma once
 
 #include <algorithm>
@@ -15,10 +14,10 @@
 #include <span>
 #include <utility>
 
-#include "../backend/host/dispatch.hpp"
-#include "../config.hpp"
-#include "../std_abi.hpp"
-#include "topk_key.hpp"
+#include "../../config.hpp"
+#include "../../std_abi.hpp"
+#include "dispatch.hpp"
+#include "isa/topk_key.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace detail {

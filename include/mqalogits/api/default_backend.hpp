@@ -3,16 +3,16 @@
 // MQALOGITS_NEURON_GEN_TRN1 / _TRN2 / _TRN3 (CMake's MQALOGITS_NEURON_GEN; trn2 if none).
 #pragma once
 
+#include "../backend/backend.hpp"
+#include "../backend/host/driver.hpp"
 #include "../config.hpp"
-#include "backend.hpp"
-#include "host/driver.hpp"
 
 #if defined(MQALOGITS_BACKEND_NEURON)
 #if (defined(MQALOGITS_NEURON_GEN_TRN1) + defined(MQALOGITS_NEURON_GEN_TRN2) + \
      defined(MQALOGITS_NEURON_GEN_TRN3)) > 1
 #error "mqalogits: more than one of MQALOGITS_NEURON_GEN_TRN1 / _TRN2 / _TRN3 is defined; pick one"
 #endif
-#include "neuron/neuron.hpp"
+#include "../backend/neuron/neuron.hpp"
 #endif
 
 MQALOGITS_NAMESPACE_BEGIN
