@@ -23,115 +23,18 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
                       std::int64_t max_context_len, Out out, const std::span<const I>* indices,
                       const options& opt) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
-  using detail::require;
   const matrix_view<const std::remove_const_t<WT>> w = weights;
-  const std::int64_t B = context_lens.rows, next_n = context_lens.cols;
-  require(next_n >= 1 && B >= 0, where, [&](auto& m) {
-    m << "context_lens shape [" << B << ", " << next_n << "] must be [B, next_n >= 1]";
-  });
-  detail::check_matrix(where, "context_lens", context_lens, B, next_n);
-  // The plan's capacity max_blocks * page_kv must not overflow int64.
-  require(block_table.cols >= 1 && block_table.cols <= INT64_MAX / max_page_kv, where,
-          [&](auto& m) { m << "block_table has " << block_table.cols << " columns"; });
-  detail::check_matrix(where, "block_table", block_table, B, block_table.cols);
-  require(max_context_len > 0, where,
-          [&](auto& m) { m << "max_context_len = " << max_context_len << " must be > 0"; });
-  detail::check_cache(where, cache);
-  require(supported_page_kv(cache.page_kv), where, [&](auto& m) {
-    m << "page_kv = " << cache.page_kv << " is not supported (1.." << max_page_kv << ")";
-  });
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t j = 0; j < next_n; ++j)
-      detail::check_paged_context_len(where, context_lens(b, j), b, j);
-  // The schedule must describe these very lengths; a stale one would skip work.
-  require(schedule.next_n() == next_n && schedule.num_rows() == B * next_n &&
-              schedule.page_kv() == cache.page_kv,
-          where, [&](auto& m) {
-            m << "schedule was made for "
-              << schedule.num_rows() / std::max<std::int64_t>(schedule.next_n(), 1) << " x "
-              << schedule.next_n() << " rows with page_kv " << schedule.page_kv()
-              << ", the call has " << B << " x " << next_n << " with page_kv " << cache.page_kv;
-          });
-  // Varlen: the call's indices must be the schedule's (its requests are their runs).
-  require(schedule.varlen() == (indices != nullptr), where, [&](auto& m) {
-    m << (indices ? "indices given but the schedule was made without them"
-                  : "the schedule was made with indices, the call has none")
-      << " (pass the same indices to get_paged_mqa_logits_metadata and the kernel)";
-  });
-  if (indices) {
-    check_span(where, "indices", *indices, B);
-    for (std::int64_t r = 0; r < B; ++r)
-      require((*indices)[static_cast<std::size_t>(r)] ==
-                  schedule.indices()[static_cast<std::size_t>(r)],
-              where, [&](auto& m) {
-                m << "indices[" << r << "] = " << (*indices)[static_cast<std::size_t>(r)]
-                  << " but the schedule was made with "
-                  << schedule.indices()[static_cast<std::size_t>(r)]
-                  << " (regenerate it with get_paged_mqa_logits_metadata)";
-              });
-  }
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t j = 0; j < next_n; ++j)
-      require(
-          schedule.context_lens()[static_cast<std::size_t>(b * next_n + j)] == context_lens(b, j),
-          where, [&](auto& m) {
-            m << "schedule is stale: context_lens[" << b << "][" << j
-              << "] = " << context_lens(b, j) << " but the schedule was made for "
-              << schedule.context_lens()[static_cast<std::size_t>(b * next_n + j)]
-              << " (regenerate it with get_paged_mqa_logits_metadata)";
-          });
-  if (!opt.truncate_long_contexts) {
-    const std::int64_t capacity = block_table.cols * std::int64_t{cache.page_kv};
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t j = 0; j < next_n; ++j) {
-        const std::int64_t len = context_lens(b, j);
-        require(len <= capacity, where, [&](auto& m) {
-          m << "context_lens[" << b << "][" << j << "] = " << len
-            << " is longer than its block table, max_blocks * page_kv = " << block_table.cols
-            << " * " << cache.page_kv << " = " << capacity
-            << " (options::truncate_long_contexts masks the positions past it)";
-        });
-        require(len <= max_context_len, where, [&](auto& m) {
-          m << "context_lens[" << b << "][" << j << "] = " << len
-            << " is longer than max_context_len = " << max_context_len
-            << " (options::truncate_long_contexts masks the positions past it)";
-        });
-      }
-  }
+  check_paged_inputs(where, cache, context_lens, block_table, max_context_len);
+  schedule.check_made_for(where, context_lens, cache.page_kv, indices);
+  if (!opt.truncate_long_contexts)
+    check_contexts_fit(where, context_lens, block_table.cols, cache.page_kv, max_context_len);
   const paged_plan<Format, I> plan(cache, block_table, context_lens, max_context_len, schedule);
   // A slot-translating top-k writes block_table[b, pos / page_kv] * page_kv + pos % page_kv.
-  auto output = detail::paged_output_policy(out, opt, block_table, cache.page_kv, next_n);
-  detail::check_q_weights_out(where, q, w, output, B * next_n, max_context_len);
-  detail::check_same_head_dim(where, "cache", cache.head_dim, q.head_dim);
-  if constexpr (std::is_same_v<Out, topk_selection<topk_index::slot_t>>)
-    require(cache.num_pages <= (std::int64_t{INT32_MAX} + 1) / cache.page_kv, where, [&](auto& m) {
-      m << "top-k slots of " << cache.num_pages << " pages x page_kv " << cache.page_kv
-        << " do not fit int32";
-    });
-  // Every block-table slot the kernel reads must name a page; slots past the context are not read.
-  // A varlen request reads through its first row's table: the others must hold the same pages in
-  // every slot it reads.
-  for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
-    const std::int64_t slots = (plan.group_keys(g) + cache.page_kv - 1) / cache.page_kv;
-    const std::int64_t b = plan.table_row(g);
-    for (std::int64_t s = 0; s < slots; ++s) {
-      const std::int64_t page = block_table(b, s);
-      require(page >= 0 && page < cache.num_pages, where, [&](auto& m) {
-        m << "block_table[" << b << "][" << s << "] = " << page
-          << " is not a page (num_pages = " << cache.num_pages << ")";
-      });
-    }
-    if (!indices) continue;
-    const row_span rows = plan.group_rows(g);
-    for (std::int64_t r = rows.begin + 1; r < rows.end; ++r)
-      for (std::int64_t s = 0; s < slots; ++s)
-        require(block_table(r, s) == block_table(b, s), where, [&](auto& m) {
-          m << "block_table[" << r << "][" << s << "] = " << block_table(r, s)
-            << " differs from block_table[" << b << "][" << s << "] = " << block_table(b, s)
-            << ", but indices[" << r << "] = indices[" << b
-            << "]: rows of one request need identical block-table rows";
-        });
-  }
+  auto output = paged_output_policy(out, opt, block_table, cache.page_kv, context_lens.cols);
+  check_q_weights_out(where, q, w, output, plan.num_rows(), max_context_len);
+  check_same_head_dim(where, "cache", cache.head_dim, q.head_dim);
+  check_topk_slots(where, out, cache);
+  plan.check_block_table(where);
   detail::check_no_overlap(
       where, output,
       {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),

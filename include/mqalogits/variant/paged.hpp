@@ -10,13 +10,15 @@
 #include <utility>
 #include <vector>
 
+#include "../check/extent.hpp"
+#include "../check/index_arrays.hpp"
+#include "../check/shapes.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../std_abi.hpp"
 #include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
-#include "../check/index_arrays.hpp"
 #include "plan.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -101,6 +103,12 @@ class paged_mqa_schedule {
     return k;
   }
 
+  // Throws unless the schedule was made for these lengths (every one), this page size and these
+  // varlen indices (null: none): a stale or foreign schedule would skip work.
+  template <index_value I>
+  void check_made_for(const char* where, matrix_view<const I> context_lens, std::int32_t page_kv,
+                      const std::span<const I>* indices) const;
+
   template <index_value I>
   friend paged_mqa_schedule detail::make_paged_schedule(const char*, matrix_view<const I>,
                                                         std::int32_t, int,
@@ -165,6 +173,98 @@ void check_paged_context_len(const char* where, I len, std::int64_t b, std::int6
       m << "context_lens[" << b << "][" << j << "] = " << len << " > " << max_paged_context_len
         << " (the longest context the paged kernel takes, as DeepGEMM's int32 lengths)";
     });
+}
+
+}  // namespace detail
+
+template <index_value I>
+void paged_mqa_schedule::check_made_for(const char* where, matrix_view<const I> context_lens,
+                                        std::int32_t page_kv,
+                                        const std::span<const I>* indices) const {
+  using detail::require;
+  const std::int64_t B = context_lens.rows, next_n = context_lens.cols;
+  require(next_n_ == next_n && num_rows() == B * next_n && page_kv_ == page_kv, where,
+          [&](auto& m) {
+            m << "schedule was made for " << num_rows() / std::max<std::int64_t>(next_n_, 1)
+              << " x " << next_n_ << " rows with page_kv " << page_kv_ << ", the call has " << B
+              << " x " << next_n << " with page_kv " << page_kv;
+          });
+  // Varlen: the call's indices must be the schedule's (its requests are their runs).
+  require(varlen_ == (indices != nullptr), where, [&](auto& m) {
+    m << (indices ? "indices given but the schedule was made without them"
+                  : "the schedule was made with indices, the call has none")
+      << " (pass the same indices to get_paged_mqa_logits_metadata and the kernel)";
+  });
+  if (indices) {
+    detail::check_span(where, "indices", *indices, B);
+    for (std::size_t r = 0; r < indices->size(); ++r)
+      require((*indices)[r] == indices_[r], where, [&](auto& m) {
+        m << "indices[" << r << "] = " << (*indices)[r] << " but the schedule was made with "
+          << indices_[r] << " (regenerate it with get_paged_mqa_logits_metadata)";
+      });
+  }
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t j = 0; j < next_n; ++j) {
+      const std::int32_t made_for = lens_[static_cast<std::size_t>(b * next_n + j)];
+      require(made_for == context_lens(b, j), where, [&](auto& m) {
+        m << "schedule is stale: context_lens[" << b << "][" << j << "] = " << context_lens(b, j)
+          << " but the schedule was made for " << made_for
+          << " (regenerate it with get_paged_mqa_logits_metadata)";
+      });
+    }
+}
+
+namespace detail {
+
+// The paged call's own arguments before the schedule is compared with them: context_lens
+// [B, next_n >= 1] of lengths the kernel takes, block_table [B, max_blocks >= 1], a positive
+// max_context_len and a cache of a supported page size.
+template <class Format, index_value I>
+void check_paged_inputs(const char* where, const paged_cache_view<Format>& cache,
+                        matrix_view<const I> context_lens, matrix_view<const I> block_table,
+                        std::int64_t max_context_len) {
+  const std::int64_t B = context_lens.rows, next_n = context_lens.cols;
+  require(next_n >= 1 && B >= 0, where, [&](auto& m) {
+    m << "context_lens shape [" << B << ", " << next_n << "] must be [B, next_n >= 1]";
+  });
+  check_matrix(where, "context_lens", context_lens, B, next_n);
+  // The plan's capacity max_blocks * page_kv must not overflow int64.
+  require(block_table.cols >= 1 && block_table.cols <= INT64_MAX / max_page_kv, where,
+          [&](auto& m) { m << "block_table has " << block_table.cols << " columns"; });
+  check_matrix(where, "block_table", block_table, B, block_table.cols);
+  require(max_context_len > 0, where,
+          [&](auto& m) { m << "max_context_len = " << max_context_len << " must be > 0"; });
+  check_cache(where, cache);
+  require(supported_page_kv(cache.page_kv), where, [&](auto& m) {
+    m << "page_kv = " << cache.page_kv << " is not supported (1.." << max_page_kv << ")";
+  });
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t j = 0; j < next_n; ++j)
+      check_paged_context_len(where, context_lens(b, j), b, j);
+}
+
+// Without options::truncate_long_contexts, every length must fit its block table
+// (max_blocks * page_kv positions) and max_context_len.
+template <index_value I>
+void check_contexts_fit(const char* where, matrix_view<const I> context_lens,
+                        std::int64_t max_blocks, std::int32_t page_kv,
+                        std::int64_t max_context_len) {
+  const std::int64_t capacity = max_blocks * std::int64_t{page_kv};
+  for (std::int64_t b = 0; b < context_lens.rows; ++b)
+    for (std::int64_t j = 0; j < context_lens.cols; ++j) {
+      const std::int64_t len = context_lens(b, j);
+      require(len <= capacity, where, [&](auto& m) {
+        m << "context_lens[" << b << "][" << j << "] = " << len
+          << " is longer than its block table, max_blocks * page_kv = " << max_blocks << " * "
+          << page_kv << " = " << capacity
+          << " (options::truncate_long_contexts masks the positions past it)";
+      });
+      require(len <= max_context_len, where, [&](auto& m) {
+        m << "context_lens[" << b << "][" << j << "] = " << len
+          << " is longer than max_context_len = " << max_context_len
+          << " (options::truncate_long_contexts masks the positions past it)";
+      });
+    }
 }
 
 }  // namespace detail
@@ -474,6 +574,34 @@ class paged_plan {
                                   std::min(keys, (u + 1) * unit)});
       }
       list.close_task();
+    }
+  }
+
+  // Throws unless every block-table slot the plan reads names a page (slots past a request's
+  // keys are not read) and, for varlen requests read through their first row's table, the
+  // request's other rows hold the same pages in every slot it reads.
+  void check_block_table(const char* where) const {
+    using detail::require;
+    for (std::int64_t g = 0; g < num_groups(); ++g) {
+      const std::int64_t slots = (group_keys(g) + cache_.page_kv - 1) / cache_.page_kv;
+      const std::int64_t b = table_row(g);
+      for (std::int64_t s = 0; s < slots; ++s) {
+        const std::int64_t page = table_(b, s);
+        require(page >= 0 && page < cache_.num_pages, where, [&](auto& m) {
+          m << "block_table[" << b << "][" << s << "] = " << page
+            << " is not a page (num_pages = " << cache_.num_pages << ")";
+        });
+      }
+      if (!schedule_->varlen()) continue;
+      const row_span rows = group_rows(g);
+      for (std::int64_t r = rows.begin + 1; r < rows.end; ++r)
+        for (std::int64_t s = 0; s < slots; ++s)
+          require(table_(r, s) == table_(b, s), where, [&](auto& m) {
+            m << "block_table[" << r << "][" << s << "] = " << table_(r, s)
+              << " differs from block_table[" << b << "][" << s << "] = " << table_(b, s)
+              << ", but indices[" << r << "] = indices[" << b
+              << "]: rows of one request need identical block-table rows";
+          });
     }
   }
 

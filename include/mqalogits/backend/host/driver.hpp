@@ -30,22 +30,22 @@ namespace host_backend {
 
 inline constexpr std::int64_t key_tile = 512;  // keys decoded together (one work item's worth)
 
-// The buffers decode_rows fills for `rows` query rows of hp (padded) heads.
+// The buffers decode_rows fills for `rows` query rows of `padded` heads (padded_heads).
 template <class Format>
-void reserve_rows(workspace& ws, std::int64_t rows, int hp) {
+void reserve_rows(workspace& ws, std::int64_t rows, int padded) {
   constexpr int head_dim = Format::head_dim;
-  ws.w.reserve(static_cast<std::size_t>(rows * hp));
+  ws.w.reserve(static_cast<std::size_t>(rows * padded));
   if constexpr (int8_path<Format>) {
     constexpr int blocks = Format::blocks;
-    ws.q_i8.reserve(static_cast<std::size_t>(rows * hp * head_dim / 4));
-    ws.q_bias.reserve(static_cast<std::size_t>(rows * hp * blocks));
-    ws.q_scale.reserve(static_cast<std::size_t>(rows * hp * blocks));
-    ws.q_fold.reserve(static_cast<std::size_t>(rows * hp * head_dim / 4));
-    ws.q_fold_start.reserve(static_cast<std::size_t>(rows * hp));
-    ws.q_fold_scale.reserve(static_cast<std::size_t>(rows * hp));
+    ws.q_i8.reserve(static_cast<std::size_t>(rows * padded * head_dim / 4));
+    ws.q_bias.reserve(static_cast<std::size_t>(rows * padded * blocks));
+    ws.q_scale.reserve(static_cast<std::size_t>(rows * padded * blocks));
+    ws.q_fold.reserve(static_cast<std::size_t>(rows * padded * head_dim / 4));
+    ws.q_fold_start.reserve(static_cast<std::size_t>(rows * padded));
+    ws.q_fold_scale.reserve(static_cast<std::size_t>(rows * padded));
     ws.q_folds.reserve(static_cast<std::size_t>(rows));
   } else {
-    ws.q_f32.reserve(static_cast<std::size_t>(rows * hp * head_dim));
+    ws.q_f32.reserve(static_cast<std::size_t>(rows * padded * head_dim));
   }
 }
 
@@ -59,39 +59,44 @@ host_abi::rows_ref rows_of(const rows_view<Format>& q) {
   return {q.data, q.scales, q.data_stride, q.scale_stride};
 }
 
-// Decoded query rows of one item, in the workspace.
+// Decoded query rows [first_row, end_row) of one item, in the workspace (kept when the
+// workspace holds them already from an earlier item of this call).
 template <class Format, class W>
 void decode_rows(const host_abi::format_kernels& kernels, const rows_view<Format>& q,
-                 const matrix_view<const W>& w, std::int64_t r0, std::int64_t r1,
+                 const matrix_view<const W>& w, std::int64_t first_row, std::int64_t end_row,
                  std::uint64_t call, workspace& ws) {
-  if (ws.call == call && ws.row_begin == r0 && ws.row_end == r1) return;
+  if (ws.call == call && ws.row_begin == first_row && ws.row_end == end_row) return;
   const int heads = static_cast<int>(w.cols);
-  const int hp = padded_heads(kernels, heads);
-  const std::int64_t rows = r1 - r0;
-  reserve_rows<Format>(ws, rows, hp);
-  const host_abi::rows_ref qr = rows_of(q);
+  const int padded = padded_heads(kernels, heads);
+  const std::int64_t rows = end_row - first_row;
+  reserve_rows<Format>(ws, rows, padded);
+  const host_abi::rows_ref q_rows = rows_of(q);
   constexpr int head_dim = Format::head_dim;
   if constexpr (int8_path<Format>) {
     constexpr int blocks = Format::blocks;
     for (std::int64_t r = 0; r < rows; ++r) {
-      kernels.decode_q_i8(qr, (r0 + r) * heads, heads, hp, ws.q_i8.data() + r * hp * head_dim / 4,
-                          ws.q_bias.data() + r * hp * blocks, ws.q_scale.data() + r * hp * blocks);
-      ws.q_folds.data()[r] =
-          kernels.fold_rows && kernels.decode_q_i8_fold(qr, (r0 + r) * heads, heads, hp,
-                                                        ws.q_fold.data() + r * hp * head_dim / 4,
-                                                        ws.q_fold_start.data() + r * hp,
-                                                        ws.q_fold_scale.data() + r * hp);
+      const std::int64_t q_row = (first_row + r) * heads;  // the row's first head
+      kernels.decode_q_i8(q_rows, q_row, heads, padded, ws.q_i8.data() + r * padded * head_dim / 4,
+                          ws.q_bias.data() + r * padded * blocks,
+                          ws.q_scale.data() + r * padded * blocks);
+      ws.q_folds.data()[r] = kernels.fold_rows &&
+                             kernels.decode_q_i8_fold(q_rows, q_row, heads, padded,
+                                                      ws.q_fold.data() + r * padded * head_dim / 4,
+                                                      ws.q_fold_start.data() + r * padded,
+                                                      ws.q_fold_scale.data() + r * padded);
     }
   } else {
     for (std::int64_t r = 0; r < rows; ++r)
-      kernels.decode_q_f32(qr, (r0 + r) * heads, heads, hp, ws.q_f32.data() + r * hp * head_dim);
+      kernels.decode_q_f32(q_rows, (first_row + r) * heads, heads, padded,
+                           ws.q_f32.data() + r * padded * head_dim);
   }
-  float* wd = ws.w.data();
+  float* weights = ws.w.data();  // [rows, padded], zero past the heads
   for (std::int64_t r = 0; r < rows; ++r)
-    for (int h = 0; h < hp; ++h) wd[r * hp + h] = h < heads ? to_float(w(r0 + r, h)) : 0.0f;
+    for (int h = 0; h < padded; ++h)
+      weights[r * padded + h] = h < heads ? to_float(w(first_row + r, h)) : 0.0f;
   ws.call = call;
-  ws.row_begin = r0;
-  ws.row_end = r1;
+  ws.row_begin = first_row;
+  ws.row_end = end_row;
 }
 
 // The buffers of one decoded key tile, and the scores of one row over it (plus a key group's
@@ -154,76 +159,111 @@ struct row_scores {
   float* at(std::int64_t t) const { return scores + (t - first_key); }
 };
 
-// Scores of keys [lo, hi) of the decoded tile starting at key k0, for the fp32 path's query row
-// `row` (its index among the workspace's decoded rows).
+// Scores of keys [lo, hi) of the decoded tile that starts at key tile_begin, for the fp32
+// path's query row `row` (its index among the workspace's decoded rows).
 template <class Format>
 void score_row_f32(const host_abi::format_kernels& kernels, const workspace& ws, std::int64_t row,
-                   int heads, std::int64_t k0, std::int64_t lo, std::int64_t hi, row_scores out) {
+                   int heads, std::int64_t tile_begin, std::int64_t lo, std::int64_t hi,
+                   row_scores out) {
   constexpr int head_dim = Format::head_dim;
-  const int hp = padded_heads(kernels, heads);
-  const host_abi::f32_query query{ws.q_f32.data() + row * hp * head_dim, ws.w.data() + row * hp,
-                                  heads, hp};
-  const auto kernel = kernels.f32_kernel(hp / kernels.lanes);
+  const int padded = padded_heads(kernels, heads);
+  const host_abi::f32_query query{ws.q_f32.data() + row * padded * head_dim,
+                                  ws.w.data() + row * padded, heads, padded};
+  const auto kernel = kernels.f32_kernel(padded / kernels.lanes);
   for (std::int64_t t = lo; t < hi; t += kernel.keys)
-    kernel.fn(query, {ws.k_f32.data() + (t - k0) * head_dim}, out.at(t));
+    kernel.fn(query, {ws.k_f32.data() + (t - tile_begin) * head_dim}, out.at(t));
 }
 
-// The same for the int8 path: per-block kernel, or for a row that folds, the folded kernel on
-// the keys that fold and the per-block one on the others. A group mixing both runs both and
-// keeps each key's own, so which of the two a logit comes from depends only on its query and
-// key rows, never on its neighbours.
+// The int8 path's query row `row` in its per-block form (codes, per-block bias and scale).
 template <class Format>
-void score_row_i8(const host_abi::format_kernels& kernels, const workspace& ws, std::int64_t row,
-                  int heads, std::int64_t k0, std::int64_t lo, std::int64_t hi, row_scores out) {
+host_abi::i8_query block_query_of(const workspace& ws, std::int64_t row, int heads, int padded) {
   constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
-  constexpr int key_bytes = host_backend::i8_key_bytes<head_dim>;
-  const int hp = padded_heads(kernels, heads);
-  const host_abi::i8_query block_query{ws.q_i8.data() + row * hp * head_dim / 4,
-                                       ws.q_bias.data() + row * hp * blocks,
-                                       ws.q_scale.data() + row * hp * blocks,
-                                       ws.w.data() + row * hp,
-                                       heads,
-                                       hp};
-  const auto block_kernel = kernels.i8_kernel(hp / kernels.lanes);
-  auto per_block = [&](std::int64_t from, std::int64_t to, row_scores into) {
-    for (std::int64_t t = from; t < to; t += block_kernel.keys)
-      block_kernel.fn(
-          block_query,
-          {ws.k_i8.data() + (t - k0) * key_bytes, ws.k_scale.data() + (t - k0) * blocks},
-          into.at(t));
-  };
-  if (!kernels.fold_rows || !ws.q_folds.data()[row]) {
-    per_block(lo, hi, out);
-    return;
-  }
-  const host_abi::i8_query fold_query{ws.q_fold.data() + row * hp * head_dim / 4,
-                                      ws.q_fold_start.data() + row * hp,
-                                      ws.q_fold_scale.data() + row * hp,
-                                      ws.w.data() + row * hp,
-                                      heads,
-                                      hp};
-  const auto fold_kernel = kernels.fold_kernel(hp / kernels.lanes);
+  return {ws.q_i8.data() + row * padded * head_dim / 4,
+          ws.q_bias.data() + row * padded * blocks,
+          ws.q_scale.data() + row * padded * blocks,
+          ws.w.data() + row * padded,
+          heads,
+          padded};
+}
+// ... and in its folded form (MXFP4 rows whose blocks fold into one scale).
+template <class Format>
+host_abi::i8_query folded_query_of(const workspace& ws, std::int64_t row, int heads, int padded) {
+  constexpr int head_dim = Format::head_dim;
+  return {ws.q_fold.data() + row * padded * head_dim / 4,
+          ws.q_fold_start.data() + row * padded,
+          ws.q_fold_scale.data() + row * padded,
+          ws.w.data() + row * padded,
+          heads,
+          padded};
+}
+
+// Scores of keys [lo, hi) of the decoded tile with the per-block kernel.
+template <class Format>
+void score_keys_per_block(
+    const host_abi::keys_kernel<host_abi::i8_query, host_abi::i8_keys>& kernel,
+    const host_abi::i8_query& query, const workspace& ws, std::int64_t tile_begin, std::int64_t lo,
+    std::int64_t hi, row_scores out) {
+  constexpr int key_bytes = host_backend::i8_key_bytes<Format::head_dim>;
+  constexpr int blocks = Format::blocks;
+  for (std::int64_t t = lo; t < hi; t += kernel.keys)
+    kernel.fn(query,
+              {ws.k_i8.data() + (t - tile_begin) * key_bytes,
+               ws.k_scale.data() + (t - tile_begin) * blocks},
+              out.at(t));
+}
+
+// The same for a row that folds: the folded kernel on each key group of keys that fold, the
+// per-block one on a group of keys that do not. A group mixing both runs both and keeps each
+// key's own, so which of the two a logit comes from depends only on its query and key rows,
+// never on its neighbours.
+template <class Format>
+void score_row_folded(const host_abi::format_kernels& kernels, const workspace& ws,
+                      std::int64_t row, int heads, std::int64_t tile_begin, std::int64_t lo,
+                      std::int64_t hi, row_scores out) {
+  constexpr int key_bytes = host_backend::i8_key_bytes<Format::head_dim>;
+  const int padded = padded_heads(kernels, heads);
+  const host_abi::i8_query block_query = block_query_of<Format>(ws, row, heads, padded);
+  const host_abi::i8_query fold_query = folded_query_of<Format>(ws, row, heads, padded);
+  const auto block_kernel = kernels.i8_kernel(padded / kernels.lanes);
+  const auto fold_kernel = kernels.fold_kernel(padded / kernels.lanes);
   const unsigned char* key_folds = ws.k_folds.data();
   // Per-block scores of a group that mixes both forms: after the row's tile and its padding.
   float* const mixed = out.scores + key_tile + max_group_keys;
   for (std::int64_t t = lo; t < hi; t += fold_kernel.keys) {
     const std::int64_t count = std::min<std::int64_t>(fold_kernel.keys, hi - t);
     int folded = 0;
-    for (std::int64_t i = 0; i < count; ++i) folded += key_folds[t - k0 + i];
+    for (std::int64_t i = 0; i < count; ++i) folded += key_folds[t - tile_begin + i];
     if (folded == 0) {
-      per_block(t, t + count, out);
+      score_keys_per_block<Format>(block_kernel, block_query, ws, tile_begin, t, t + count, out);
       continue;
     }
     fold_kernel.fn(fold_query,
-                   {ws.k_fold.data() + (t - k0) * key_bytes, ws.k_fold_scale.data() + (t - k0)},
+                   {ws.k_fold.data() + (t - tile_begin) * key_bytes,
+                    ws.k_fold_scale.data() + (t - tile_begin)},
                    out.at(t));
     if (folded < count)
       for (std::int64_t u = t; u < t + count; u += block_kernel.keys) {
-        per_block(u, u + 1, {mixed, u});
+        score_keys_per_block<Format>(block_kernel, block_query, ws, tile_begin, u, u + 1,
+                                     {mixed, u});
         for (std::int64_t i = u; i < std::min(u + block_kernel.keys, t + count); ++i)
-          if (!key_folds[i - k0]) *out.at(i) = mixed[i - u];
+          if (!key_folds[i - tile_begin]) *out.at(i) = mixed[i - u];
       }
   }
+}
+
+// The int8 path's row: per-block kernel, or for a row that folds, score_row_folded.
+template <class Format>
+void score_row_i8(const host_abi::format_kernels& kernels, const workspace& ws, std::int64_t row,
+                  int heads, std::int64_t tile_begin, std::int64_t lo, std::int64_t hi,
+                  row_scores out) {
+  if (kernels.fold_rows && ws.q_folds.data()[row]) {
+    score_row_folded<Format>(kernels, ws, row, heads, tile_begin, lo, hi, out);
+    return;
+  }
+  const int padded = padded_heads(kernels, heads);
+  score_keys_per_block<Format>(kernels.i8_kernel(padded / kernels.lanes),
+                               block_query_of<Format>(ws, row, heads, padded), ws, tile_begin, lo,
+                               hi, out);
 }
 
 // One work item: its query rows decoded (or reused), then per key tile the keys decoded once
@@ -236,23 +276,26 @@ void run_item(const host_abi::format_kernels& kernels, const rows_view<Format>& 
   decode_rows(kernels, q, w, item.row_begin, item.row_end, call, ws);
   const host_abi::rows_folding folding = item_folding<Format>(item, ws);
   float* scores = ws.scores.reserve(score_slots);
-  for (std::int64_t k0 = item.key_begin; k0 < item.key_end; k0 += key_tile) {
-    const std::int64_t n = std::min(key_tile, item.key_end - k0);
-    decode_tile<Format>(kernels, plan, item.group, k0, n, folding, ws);
+  for (std::int64_t tile_begin = item.key_begin; tile_begin < item.key_end;
+       tile_begin += key_tile) {
+    const std::int64_t tile_end = std::min(tile_begin + key_tile, item.key_end);
+    decode_tile<Format>(kernels, plan, item.group, tile_begin, tile_end - tile_begin, folding, ws);
     const unsigned char* valid = ws.key_valid.data();
     for (std::int64_t r = item.row_begin; r < item.row_end; ++r) {
-      const row_keys rk = plan.row(r);
-      const std::int64_t lo = std::max(k0, rk.key_begin), hi = std::min(k0 + n, rk.key_end);
+      const row_keys keys = plan.row(r);
+      // The row's keys in this tile.
+      const std::int64_t lo = std::max(tile_begin, keys.key_begin);
+      const std::int64_t hi = std::min(tile_end, keys.key_end);
       if (lo >= hi) continue;
       // The row's scores over the tile are gathered and handed to the output once: the scores
       // of keys [lo, hi) are columns lo - col_offset on of row r. (Once per key group would
       // cost a selecting output its per-call work every 4-14 keys.)
-      const std::int64_t row = r - ws.row_begin;
+      const std::int64_t decoded_row = r - ws.row_begin;
       if constexpr (int8_path<Format>)
-        score_row_i8<Format>(kernels, ws, row, heads, k0, lo, hi, {scores, lo});
+        score_row_i8<Format>(kernels, ws, decoded_row, heads, tile_begin, lo, hi, {scores, lo});
       else
-        score_row_f32<Format>(kernels, ws, row, heads, k0, lo, hi, {scores, lo});
-      output.consume(task, r, lo - rk.col_offset, scores, valid + (lo - k0), hi - lo);
+        score_row_f32<Format>(kernels, ws, decoded_row, heads, tile_begin, lo, hi, {scores, lo});
+      output.consume(task, r, lo - keys.col_offset, scores, valid + (lo - tile_begin), hi - lo);
     }
   }
 }
@@ -269,11 +312,11 @@ template <class Format, class W>
 void reserve_workspaces(const host_abi::format_kernels& kernels, const scoped_call_scratch& scratch,
                         const matrix_view<const W>& w, std::int64_t tasks, std::int64_t max_rows,
                         const options& opt) {
-  const int hp = padded_heads(kernels, static_cast<int>(w.cols));
+  const int padded = padded_heads(kernels, static_cast<int>(w.cols));
   const std::int64_t running =
       std::min<std::int64_t>(tasks, std::max(1, opt.executor.concurrency()));
   scratch.reserve(static_cast<std::size_t>(running), [&](workspace& ws) {
-    reserve_rows<Format>(ws, max_rows, hp);
+    reserve_rows<Format>(ws, max_rows, padded);
     reserve_tile<Format>(ws);
   });
 }

@@ -207,19 +207,19 @@ class topk_output {
   void consume(std::int64_t task, std::int64_t row, std::int64_t col, const float* scores,
                const unsigned char* valid, std::int64_t n) {
     detail::topk_task& s = scratch_->tasks[static_cast<std::size_t>(task)];
-    const auto ri = static_cast<std::size_t>(row - s.row_begin);
+    const auto block_row = static_cast<std::size_t>(row - s.row_begin);
     if (s.shared) {  // adopt a higher threshold another task of this row has reached
       const std::uint64_t best =
           scratch_->row_floor[static_cast<std::size_t>(row)].load(std::memory_order_relaxed);
-      if (best > s.floor[ri]) {
-        s.floor[ri] = best;
-        s.floor_value[ri] = detail::topk_key::value(best);
+      if (best > s.floor[block_row]) {
+        s.floor[block_row] = best;
+        s.floor_value[block_row] = detail::topk_key::value(best);
       }
     }
-    std::uint64_t* keys = s.candidates.data() + ri * static_cast<std::size_t>(capacity_);
-    std::int64_t held = s.count[ri];
-    std::uint64_t floor = s.floor[ri];
-    float floor_value = s.floor_value[ri];
+    std::uint64_t* keys = s.candidates.data() + block_row * static_cast<std::size_t>(capacity_);
+    std::int64_t held = s.count[block_row];
+    std::uint64_t floor = s.floor[block_row];
+    float floor_value = s.floor_value[block_row];
     // Slices no longer than the room left, so a slice never overfills the buffer; a full one
     // keeps at least its k best, the smallest of which becomes the new threshold.
     for (std::int64_t i = 0; i < n;) {
@@ -242,9 +242,9 @@ class topk_output {
         }
       }
     }
-    s.count[ri] = held;
-    s.floor[ri] = floor;
-    s.floor_value[ri] = floor_value;
+    s.count[block_row] = held;
+    s.floor[block_row] = floor;
+    s.floor_value[block_row] = floor_value;
   }
 
   // Rows scored by several tasks: each task's best k candidates of the row, merged once here
@@ -303,9 +303,9 @@ class topk_output {
   // The rows a task was on are done (for this task): written, or kept for the merge.
   void close_rows(detail::topk_task& s) {
     for (std::int64_t r = s.row_begin; r < s.row_end; ++r) {
-      const auto ri = static_cast<std::size_t>(r - s.row_begin);
-      std::uint64_t* keys = s.candidates.data() + ri * static_cast<std::size_t>(capacity_);
-      std::int64_t n = s.count[ri];
+      const auto block_row = static_cast<std::size_t>(r - s.row_begin);
+      std::uint64_t* keys = s.candidates.data() + block_row * static_cast<std::size_t>(capacity_);
+      std::int64_t n = s.count[block_row];
       if (s.shared) {
         // At least its k best (cut exactly, with the other tasks' candidates, in finish()),
         // those below the row's best threshold dropped first.
