@@ -13,7 +13,8 @@ The graph is checked twice: with every folder its own node (backend/host apart
 from backend/), and with each folder merged into its top-level folder
 (backend/host/isa and backend/neuron into backend/). A loop between folders at
 either level has no floor: the script names it, with a pair of headers that
-draws each of its arrows, and exits with status 1.
+draws each of its arrows, and exits with status 1; so does an arrow out of a
+folder held to a fixed set of folders (ONLY).
 
     python3 tools/include_graph.py [repository root]
 """
@@ -23,6 +24,10 @@ import sys
 from collections import defaultdict
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include", "mqalogits")
+# Folders held to a fixed set of folders below them: the argument checks sit under every layer
+# that calls them (output/, quantize/, variant/, backend/, api/), so they see only the views
+# and formats they check.
+ONLY = {"check": {".", "format", "view"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -136,7 +141,14 @@ def check(pairs, top_level):
         for v in sorted(x for x in rooms if floor[x] == f):
             below = ", ".join(sorted(room_arrows[v])) or "-"
             print(f"  floor {f}: {v} -> {below}")
-    return 1 if loops else 0
+    failed = bool(loops)
+    for folder, allowed in ([] if top_level else ONLY.items()):
+        for b in sorted(arrows[folder] - allowed):
+            h, t = witness[(folder, b)]
+            print(f"{folder}/ may include only {', '.join(sorted(allowed))}: "
+                  f"{h} includes {t}")
+            failed = True
+    return 1 if failed else 0
 
 
 def main():
