@@ -23,12 +23,12 @@
 #include <utility>
 #include <vector>
 
+#include "../check/index_arrays.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../std_abi.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
-#include "../check/index_arrays.hpp"
 #include "plan.hpp"
 #include "reset_on_move.hpp"
 #include "sparse.hpp"

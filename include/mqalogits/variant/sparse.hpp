@@ -11,13 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "../check/index_arrays.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../std_abi.hpp"
 #include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
-#include "../check/index_arrays.hpp"
 #include "plan.hpp"
 #include "reset_on_move.hpp"
 
