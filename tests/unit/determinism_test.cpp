@@ -224,8 +224,10 @@ TEMPLATE_LIST_TEST_CASE("determinism: host, every kernel, 20 runs over 1..N thre
   all_kernels<ml::backend::host, TestType>("host");
 }
 
+#if !defined(MQALOGITS_TEST_HOST_COMBOS_ONLY)  // (support/kernel_check.hpp says when)
 TEMPLATE_LIST_TEST_CASE("determinism: NeuronCore model, every kernel, 6 runs",
                         "[determinism][neuron]", check::all_formats) {
   all_kernels<ml::backend::neuron<ml::backend::trn2>, TestType>("neuron trn2", true);
   all_kernels<ml::backend::neuron<ml::backend::trn3>, TestType>("neuron trn3", true);
 }
+#endif
