@@ -149,31 +149,5 @@ void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
                        schedule_meta, max_context_len, clean_logits, out, indices, opt);
 }
 
-template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out,
-          detail::paged_schedule_argument Schedule>
-void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
-                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
-                          const Lens& context_lens,
-                          matrix_view<const index_matrix_value_of<Lens>> block_table,
-                          matrix_view<const std::int32_t> schedule_meta,
-                          std::int64_t max_context_len, bool clean_logits, Out out,
-                          const options& opt = {}) {
-  fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
-                       schedule_meta, max_context_len, clean_logits, out, opt);
-}
-template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out,
-          detail::paged_schedule_argument Schedule>
-void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
-                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
-                          const Lens& context_lens,
-                          matrix_view<const index_matrix_value_of<Lens>> block_table,
-                          matrix_view<const std::int32_t> schedule_meta,
-                          std::int64_t max_context_len, bool clean_logits, Out out,
-                          std::span<const index_matrix_value_of<Lens>> indices,
-                          const options& opt = {}) {
-  fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
-                       schedule_meta, max_context_len, clean_logits, out, indices, opt);
-}
-
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_END
 MQALOGITS_NAMESPACE_END
