@@ -102,7 +102,7 @@ void run(input& in, const char* combo) {
   auto iv = idx.view();
   iv.cols = cap;
   i64 num_kv_arg = num_kv;
-  if (d == defect::indices && !break_matrix(in, iv, pick_how<matrix_defect>(in))) d = defect::none;
+  break_named_view(in, d, breaks(defect::indices, iv));
   if (d == defect::num_kv_bad)
     num_kv_arg = in.one_in(2) ? 0 : -static_cast<i64>(in.range(1, 1 << 20));
   const std::span<const i32> ks_span(ks.data(), static_cast<std::size_t>(ks_n));
@@ -122,18 +122,7 @@ void run(input& in, const char* combo) {
   auto kvv = kv.view();
   auto wv = w.view();
   auto ov = out.view();
-  bool broken = true;
-  switch (d) {
-    case defect::kv:
-      broken = break_rows(in, kvv, pick_how<rows_defect>(in));
-      break;
-    case defect::weights_or_output:
-      broken = break_weights_or_output(in, wv, ov);
-      break;
-    default:
-      break;
-  }
-  if (!broken) d = defect::none;  // the view was too small to break that way
+  break_named_view(in, d, breaks(defect::kv, kvv), breaks(defect::weights_or_output, wv, ov));
   auto call = [&] { ml::fp8_fp4_sparse_mqa_logits(qv, kvv, wv, meta, ov, opt); };
   if (d != defect::none) return expect_rejected(out, context, where, call);
   expect_ok(out, context, outcome(call, context));

@@ -11,6 +11,7 @@
 #include <mqalogits/mqalogits.hpp>
 
 #include "reference/random_inputs.hpp"
+#include "support/error_of.hpp"
 #include "support/kernel_check.hpp"
 
 namespace ml = mqalogits;
@@ -20,20 +21,9 @@ static_assert(std::is_base_of_v<std::invalid_argument, ml::error>);
 
 namespace {
 
-constexpr std::int64_t huge = std::numeric_limits<std::int64_t>::max() / 2;
+using check::expect_error;
 
-// Runs fn, which must throw mqalogits::error (caught as std::invalid_argument) whose message
-// contains every part.
-template <class Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    FAIL("no error thrown; expected one naming " << *parts.begin());
-  } catch (const std::invalid_argument& e) {
-    CHECK(dynamic_cast<const ml::error*>(&e) != nullptr);
-    for (const std::string& p : parts) CHECK_THAT(e.what(), Catch::Contains(p));
-  }
-}
+constexpr std::int64_t huge = std::numeric_limits<std::int64_t>::max() / 2;
 
 // ---- dense -------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@
 #include <mqalogits/mqalogits.hpp>
 
 #include "reference/random_inputs.hpp"
+#include "support/error_of.hpp"
 #include "support/kernel_check.hpp"
 
 namespace ml = mqalogits;
@@ -35,15 +36,7 @@ namespace rnd = ref::rand;
 
 namespace {
 
-template <class Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    FAIL("no error thrown; expected one naming " << *parts.begin());
-  } catch (const ml::error& e) {
-    for (const std::string& p : parts) CHECK_THAT(e.what(), Catch::Contains(p));
-  }
-}
+using check::expect_error;
 
 // ---- fixtures: one small valid call of each kernel ------------------------------------------
 
