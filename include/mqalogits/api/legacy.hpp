@@ -81,7 +81,8 @@ void fp8_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
 
 // Paged decode: upstream's fp8_paged_mqa_logits(q, kv_cache, weights, context_lens,
 // block_table, schedule_meta, max_context_len, clean_logits = false). Columns, validity and index
-// types (int32 or int64) as fp8_fp4_paged_mqa_logits.
+// types (int32 or int64) as fp8_fp4_paged_mqa_logits. It and the form with indices below (here
+// and on the default backend) each forward to fp8_fp4_paged_mqa_logits's matching form.
 template <backend_tag Backend, weight_input WT, index_matrix Lens, detail::legacy_paged_output Out,
           detail::paged_schedule_argument Schedule>
 void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
