@@ -393,6 +393,15 @@ inline i64 pick_stride(input& in, i64 minimum, i64 max_pad) {
   return in.one_in(3) ? minimum + in.range(1, max_pad) : minimum;
 }
 
+// Q of `rows` query rows (one more or one fewer when `wrong`: a target's q_rows defect), its
+// strides the minimum or a little more, its scales left out now and then where Q may have none.
+template <class Format>
+rows_buf<Format> q_buf(input& in, content& c, i64 rows, bool wrong) {
+  const i64 n = rows + (wrong ? (in.one_in(2) ? -1 : 1) : 0);
+  return rows_buf<Format>(c, n, pick_stride(in, Format::data_bytes, 40),
+                          pick_stride(in, Format::scale_bytes, 4), in.one_in(2));
+}
+
 // The huge byte stride a rejected view claims: with 2+ rows its extent overflows int64.
 inline constexpr i64 overflowing_stride = std::numeric_limits<i64>::max() / 2 + 1;
 

@@ -89,9 +89,7 @@ void run(input& in, const char* combo) {
 
   content c(in);
   const cache_buf<Format> cache(c, num_pages, page_kv, page_stride);
-  const i64 q_rows = rows * H + (d == defect::q_rows ? (in.one_in(2) ? -1 : 1) : 0);
-  const rows_buf<Format> q(c, q_rows, pick_stride(in, Format::data_bytes, 40),
-                           pick_stride(in, Format::scale_bytes, 4), in.one_in(2));
+  const auto q = q_buf<Format>(in, c, rows * H, d == defect::q_rows);
   const weights_buf<W> w(c, rows, H, pick_stride(in, H, 3));
   const auto out =
       output_for<O>(in, rows, max_context_len, d == defect::out_rows, d == defect::out_cols);
