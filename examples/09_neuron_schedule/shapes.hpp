@@ -21,32 +21,54 @@ std::string format_tag() {
   return std::is_same_v<Format, ml::mxfp4> ? "mxfp4" : "mxfp8";
 }
 
+// The inputs of a paged decode: `batch` requests of one query token, each with `context`
+// positions in pages of their own (request b's pages follow request b - 1's).
+template <class Format>
+struct decode_inputs {
+  std::int64_t blocks;
+  std::vector<std::uint8_t> q, q_sf, cache;
+  std::vector<float> w;
+  std::vector<std::int32_t> lens, table;
+  ml::paged_cache_view<Format> cv;
+  ml::matrix_view<const std::int32_t> lv, tv;
+
+  decode_inputs(std::int64_t batch, std::int64_t context)
+      : blocks(context / page_kv),
+        q(static_cast<std::size_t>(batch * heads * Format::data_bytes)),
+        q_sf(static_cast<std::size_t>(batch * heads * Format::scale_bytes), 127),
+        cache(static_cast<std::size_t>(batch * blocks * page_kv *
+                                       ml::paged_cache_view<Format>::token_bytes)),
+        w(static_cast<std::size_t>(batch * heads), 0.125f),
+        lens(static_cast<std::size_t>(batch), static_cast<std::int32_t>(context)),
+        table(static_cast<std::size_t>(batch * blocks)),
+        cv(cache.data(), batch * blocks, page_kv),
+        lv(lens.data(), batch, 1),
+        tv(table.data(), batch, blocks) {
+    for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
+  }
+  decode_inputs(const decode_inputs&) = delete;  // the views point into this object
+  ml::rows_view<Format> q_view() const {
+    return ml::rows_view<Format>(q.data(), q_sf.data(),
+                                 static_cast<std::int64_t>(lens.size()) * heads);
+  }
+  ml::matrix_view<const float> w_view() const {
+    return ml::matrix_view<const float>(w.data(), static_cast<std::int64_t>(lens.size()), heads);
+  }
+};
+
 // Paged decode: `batch` requests of one query token, each with `context` positions.
 template <class Gen, class Format>
 ml::neuron_backend::report paged_decode(std::int64_t batch, std::int64_t context,
                                         ml::neuron_backend::capture_options opt = {}) {
-  const std::int64_t blocks = context / page_kv, rows = batch;
-  std::vector<std::uint8_t> q(static_cast<std::size_t>(rows * heads * Format::data_bytes)),
-      q_sf(static_cast<std::size_t>(rows * heads * Format::scale_bytes), 127);
-  const std::int64_t token_bytes = ml::paged_cache_view<Format>::token_bytes;
-  std::vector<std::uint8_t> cache(static_cast<std::size_t>(batch * blocks * page_kv * token_bytes));
-  std::vector<float> w(static_cast<std::size_t>(rows * heads), 0.125f);
-  std::vector<std::int32_t> lens(static_cast<std::size_t>(batch),
-                                 static_cast<std::int32_t>(context));
-  std::vector<std::int32_t> table(static_cast<std::size_t>(batch * blocks));
-  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
-  const ml::paged_cache_view<Format> cv(cache.data(), batch * blocks, page_kv);
-  const ml::matrix_view<const std::int32_t> lv(lens.data(), batch, 1),
-      tv(table.data(), batch, blocks);
-  const auto schedule = ml::get_paged_mqa_logits_metadata(lv, page_kv, 1);
-  ml::logits_buffer<ml::bf16> out(rows, context);
+  const decode_inputs<Format> in(batch, context);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(in.lv, page_kv, 1);
+  ml::logits_buffer<ml::bf16> out(batch, context);
   ml::neuron_backend::report rep;
   opt.cost_only = true;
   {
     ml::neuron_backend::capture cap(rep, opt);
-    ml::fp8_fp4_paged_mqa_logits(
-        ml::backend::neuron<Gen>{}, ml::rows_view<Format>(q.data(), q_sf.data(), rows * heads), cv,
-        ml::matrix_view<const float>(w.data(), rows, heads), lv, tv, schedule, context, out.view());
+    ml::fp8_fp4_paged_mqa_logits(ml::backend::neuron<Gen>{}, in.q_view(), in.cv, in.w_view(), in.lv,
+                                 in.tv, schedule, context, out.view());
   }
   return rep;
 }
@@ -54,27 +76,14 @@ ml::neuron_backend::report paged_decode(std::int64_t batch, std::int64_t context
 // The same decode with the K cache converted to the Neuron-native MX layout (trn3).
 template <class Gen, class Format>
 ml::neuron_backend::report paged_decode_native(std::int64_t batch, std::int64_t context) {
-  const std::int64_t blocks = context / page_kv, rows = batch;
-  std::vector<std::uint8_t> q(static_cast<std::size_t>(rows * heads * Format::data_bytes)),
-      q_sf(static_cast<std::size_t>(rows * heads * Format::scale_bytes), 127);
-  const std::int64_t token_bytes = ml::paged_cache_view<Format>::token_bytes;
-  std::vector<std::uint8_t> cache(static_cast<std::size_t>(batch * blocks * page_kv * token_bytes));
-  std::vector<float> w(static_cast<std::size_t>(rows * heads), 0.125f);
-  std::vector<std::int32_t> lens(static_cast<std::size_t>(batch),
-                                 static_cast<std::int32_t>(context));
-  std::vector<std::int32_t> table(static_cast<std::size_t>(batch * blocks));
-  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
-  const ml::paged_cache_view<Format> cv(cache.data(), batch * blocks, page_kv);
-  const ml::matrix_view<const std::int32_t> lv(lens.data(), batch, 1),
-      tv(table.data(), batch, blocks);
-  const auto native = ml::neuron_backend::to_native_paged_cache(cv, tv, lv);
-  ml::logits_buffer<ml::bf16> out(rows, context);
+  const decode_inputs<Format> in(batch, context);
+  const auto native = ml::neuron_backend::to_native_paged_cache(in.cv, in.tv, in.lv);
+  ml::logits_buffer<ml::bf16> out(batch, context);
   ml::neuron_backend::report rep;
   {
     ml::neuron_backend::capture cap(rep, {.cost_only = true});
     ml::neuron_backend::fp8_fp4_paged_mqa_logits_native(
-        ml::backend::neuron<Gen>{}, ml::rows_view<Format>(q.data(), q_sf.data(), rows * heads),
-        native, ml::matrix_view<const float>(w.data(), rows, heads), lv, context, out.view());
+        ml::backend::neuron<Gen>{}, in.q_view(), native, in.w_view(), in.lv, context, out.view());
   }
   return rep;
 }

@@ -1058,6 +1058,17 @@ void check_sparse_call(const char* where, const q_input& qi,
                     (metadata.use_unaligned_ks ? "True" : "False"));
 }
 
+// What both sparse kernels return: bf16 logits [rows, capacity x block] in upstream's padded
+// rows, or with `topk` the top-k of each row.
+template <class Meta>
+output_request sparse_output(const Meta& meta, const std::optional<topk_request>& topk) {
+  return {.rows = meta.num_rows(),
+          .cols = meta.num_cols(),
+          .stride = upstream_stride(meta.num_cols(), logits_type::bf16),
+          .type = logits_type::bf16,
+          .topk = topk};
+}
+
 py::object fp8_fp4_sparse_mqa_logits(const py::object& q, const py::object& kv,
                                      const py::object& weights, const py::object& metadata_obj,
                                      i64 num_max_sparse_blocks, i64 sparse_block_kv,
@@ -1075,12 +1086,8 @@ py::object fp8_fp4_sparse_mqa_logits(const py::object& q, const py::object& kv,
   check_sparse_call(where, in.q, metadata, num_max_sparse_blocks, sparse_block_kv,
                     use_unaligned_ks);
   const auto& meta = metadata.meta;
-  const output_request req{.rows = meta.num_rows(),
-                           .cols = meta.num_cols(),
-                           .stride = upstream_stride(meta.num_cols(), logits_type::bf16),
-                           .type = logits_type::bf16,
-                           .topk = t};
-  return run_kernel(where, in, with_outputs(req, outs), num_threads, &run_sparse, meta);
+  return run_kernel(where, in, with_outputs(sparse_output(meta, t), outs), num_threads, &run_sparse,
+                    meta);
 }
 
 // The paged-sparse Q: [num_q, H, D] or decode's [num_q, 1, H, D].
@@ -1123,12 +1130,8 @@ py::object fp8_fp4_paged_sparse_mqa_logits(
   const auto in = inputs_of<cache_input>(where, paged_sparse_q(where, q), kv_cache, weights);
   check_paged_sparse_call(where, in.q, in.k, metadata, num_max_sparse_blocks, sparse_block_kv);
   const auto& meta = metadata.meta;
-  const output_request req{.rows = meta.num_rows(),
-                           .cols = meta.num_cols(),
-                           .stride = upstream_stride(meta.num_cols(), logits_type::bf16),
-                           .type = logits_type::bf16,
-                           .topk = t};
-  return run_kernel(where, in, with_outputs(req, outs), num_threads, &run_paged_sparse, meta);
+  return run_kernel(where, in, with_outputs(sparse_output(meta, t), outs), num_threads,
+                    &run_paged_sparse, meta);
 }
 
 // ---- the cache writer ----

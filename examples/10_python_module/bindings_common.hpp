@@ -162,14 +162,8 @@ ml::rows_view<Format> q_view(const q_input& q) {
 
 template <class Format>
 ml::rows_view<Format> k_view(const kv_input& k) {
-  ml::rows_view<Format> v;
-  v.data = k.data;
-  v.scales = k.scales;
-  v.rows = k.rows;
-  v.data_stride = k.data_stride;
-  v.scale_stride = k.scale_stride;
-  v.head_dim = k.head_dim;
-  return v;
+  return ml::rows_view<Format>(k.data, k.scales, k.rows, ml::head_dim_t{k.head_dim}, k.data_stride,
+                               k.scale_stride);
 }
 
 template <class Format>

@@ -257,6 +257,28 @@ std::pair<at::Tensor, at::Tensor> mx_q_pair(const char* where,
   return {codes, sf};
 }
 
+// Both sparse kernels after their own checks: bf16 logits [rows, cols] of the metadata (out or a
+// new tensor), q_pair's views in the format of its codes, k_of(format) the keys' view, then
+// kernel(q, k, weights, logits, options).
+template <class Meta, class KeysOf, class Kernel>
+at::Tensor sparse_logits(const char* where, const std::pair<at::Tensor, at::Tensor>& q_pair,
+                         const Meta& meta, const at::Tensor& weights,
+                         const c10::optional<at::Tensor>& out, KeysOf&& k_of, Kernel&& kernel) {
+  const at::Tensor &q_codes = q_pair.first, &q_sf = q_pair.second;
+  at::Tensor result =
+      logits_output(where, out, meta.num_rows(), meta.num_cols(), c10::ScalarType::BFloat16);
+  const run_options run = options_for(true);
+  with_format(format_of(q_codes, true), [&](auto format) {
+    using F = decltype(format);
+    if constexpr (!std::is_same_v<F, ml::fp8_per_token>) {
+      const auto qv = ml::as_rows_view<F>(q_codes, q_sf, where, "q", "q_sf");
+      const auto k = k_of(format);
+      with_bf16_io(where, weights, result, [&](auto w, auto o) { kernel(qv, k, w, o, run.opt); });
+    }
+  });
+  return result;
+}
+
 at::Tensor fp8_fp4_sparse_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
                                      const std::vector<at::Tensor>& kv, const at::Tensor& weights,
                                      const c10::intrusive_ptr<sparse_metadata>& metadata,
@@ -277,22 +299,15 @@ at::Tensor fp8_fp4_sparse_mqa_logits(const c10::List<c10::optional<at::Tensor>>&
         << " but the metadata was made with " << (meta.use_unaligned_ks() ? "True" : "False");
     });
     const std::pair<at::Tensor, at::Tensor> q_pair = mx_q_pair(where, q);
-    const at::Tensor &q_codes = q_pair.first, &q_sf = q_pair.second;
-    require_rank(where, "q", q_codes, 3, "[num_q_tokens, num_heads, head_dim]");
-    at::Tensor result =
-        logits_output(where, out, meta.num_rows(), meta.num_cols(), c10::ScalarType::BFloat16);
-    const run_options run = options_for(true);
-    with_format(format_of(q_codes, true), [&](auto format) {
-      using F = decltype(format);
-      if constexpr (!std::is_same_v<F, ml::fp8_per_token>) {
-        const auto qv = ml::as_rows_view<F>(q_codes, q_sf, where, "q", "q_sf");
-        const auto kvv = ml::as_rows_view<F>(kv[0], kv[1], where, "kv", "kv_sf");
-        with_bf16_io(where, weights, result, [&](auto w, auto o) {
-          ml::fp8_fp4_sparse_mqa_logits(ml::backend::host{}, qv, kvv, w, meta, o, run.opt);
+    require_rank(where, "q", q_pair.first, 3, "[num_q_tokens, num_heads, head_dim]");
+    return sparse_logits(
+        where, q_pair, meta, weights, out,
+        [&](auto format) {
+          return ml::as_rows_view<decltype(format)>(kv[0], kv[1], where, "kv", "kv_sf");
+        },
+        [&](const auto& qv, const auto& kvv, auto w, auto o, const ml::options& opt) {
+          ml::fp8_fp4_sparse_mqa_logits(ml::backend::host{}, qv, kvv, w, meta, o, opt);
         });
-      }
-    });
-    return result;
   });
 }
 
@@ -310,23 +325,16 @@ at::Tensor fp8_fp4_paged_sparse_mqa_logits(
     check_geometry(where, num_max_sparse_blocks, sparse_block_kv, meta.capacity(),
                    meta.sparse_block_kv());
     const std::pair<at::Tensor, at::Tensor> q_pair = mx_q_pair(where, q);
-    const at::Tensor &q_codes = q_pair.first, &q_sf = q_pair.second;
-    require_rank(where, "q", q_codes, 4, "[num_q_tokens, 1, num_heads, head_dim]");
-    require_dim(where, "q", q_codes, 1, 1, "next_n");
-    at::Tensor result =
-        logits_output(where, out, meta.num_rows(), meta.num_cols(), c10::ScalarType::BFloat16);
-    const run_options run = options_for(true);
-    with_format(format_of(q_codes, true), [&](auto format) {
-      using F = decltype(format);
-      if constexpr (!std::is_same_v<F, ml::fp8_per_token>) {
-        const auto qv = ml::as_rows_view<F>(q_codes, q_sf, where, "q", "q_sf");
-        const auto cache = ml::as_paged_cache_view<F>(kv_cache, where, "kv_cache");
-        with_bf16_io(where, weights, result, [&](auto w, auto o) {
-          ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, qv, cache, w, meta, o, run.opt);
+    require_rank(where, "q", q_pair.first, 4, "[num_q_tokens, 1, num_heads, head_dim]");
+    require_dim(where, "q", q_pair.first, 1, 1, "next_n");
+    return sparse_logits(
+        where, q_pair, meta, weights, out,
+        [&](auto format) {
+          return ml::as_paged_cache_view<decltype(format)>(kv_cache, where, "kv_cache");
+        },
+        [&](const auto& qv, const auto& cache, auto w, auto o, const ml::options& opt) {
+          ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, qv, cache, w, meta, o, opt);
         });
-      }
-    });
-    return result;
   });
 }
 

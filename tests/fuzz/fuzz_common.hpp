@@ -317,13 +317,18 @@ std::string outcome(Fn&& call, const std::string& context) {
   }
 }
 
+// An input with a defect: err, its outcome, must be an error naming the function `where`.
+inline void expect_error(const std::string& err, const char* where, const std::string& context) {
+  if (err.empty()) finding(context + ": invalid input was accepted");
+  if (err.rfind(where, 0) != 0) finding(context + ": error does not name " + where + ": " + err);
+}
+
 // Invalid input: an error naming the function, and the output bit-for-bit unchanged.
 template <class O, class Fn>
 void expect_rejected(const out_buf<O>& out, const std::string& context, const char* where,
                      Fn&& call) {
   const std::string err = outcome(call, context);
-  if (err.empty()) finding(context + ": invalid input was accepted");
-  if (err.rfind(where, 0) != 0) finding(context + ": error does not name " + where + ": " + err);
+  expect_error(err, where, context);
   if (!out.all_untouched()) finding(context + ": rejected call wrote the output (" + err + ")");
 }
 
@@ -386,6 +391,15 @@ Defect pick_defect(input& in) {
 // A stride: the minimum, usually, or a little more (padding the kernel must skip).
 inline i64 pick_stride(input& in, i64 minimum, i64 max_pad) {
   return in.one_in(3) ? minimum + in.range(1, max_pad) : minimum;
+}
+
+// Q of `rows` query rows (one more or one fewer when `wrong`: a target's q_rows defect), its
+// strides the minimum or a little more, its scales left out now and then where Q may have none.
+template <class Format>
+rows_buf<Format> q_buf(input& in, content& c, i64 rows, bool wrong) {
+  const i64 n = rows + (wrong ? (in.one_in(2) ? -1 : 1) : 0);
+  return rows_buf<Format>(c, n, pick_stride(in, Format::data_bytes, 40),
+                          pick_stride(in, Format::scale_bytes, 4), in.one_in(2));
 }
 
 // The huge byte stride a rejected view claims: with 2+ rows its extent overflows int64.
@@ -510,6 +524,57 @@ bool break_cache(input& in, ml::paged_cache_view<Format>& v, cache_defect how) {
       v.num_pages = -static_cast<i64>(in.range(1, 100));
       return true;
   }
+}
+
+// ---- Applying them: each target names, for defects of its own enum, the view each one breaks ----
+
+// The two matrices break_weights_or_output picks from.
+template <class W, class O>
+struct weights_and_output {
+  ml::matrix_view<W>& weights;
+  ml::matrix_view<O>& out;
+};
+
+template <class T>
+bool break_view(input& in, ml::matrix_view<T>& v) {
+  return break_matrix(in, v, pick_how<matrix_defect>(in));
+}
+template <class Format>
+bool break_view(input& in, ml::rows_view<Format>& v) {
+  return break_rows(in, v, pick_how<rows_defect>(in));
+}
+template <class Format>
+bool break_view(input& in, ml::paged_cache_view<Format>& v) {
+  return break_cache(in, v, pick_how<cache_defect>(in));
+}
+template <class W, class O>
+bool break_view(input& in, weights_and_output<W, O> v) {
+  return break_weights_or_output(in, v.weights, v.out);
+}
+
+// Defect `when` of a target breaks `view` (a view, or weights_and_output).
+template <class Defect, class View>
+struct view_defect {
+  Defect when;
+  View view;
+};
+template <class Defect, class View>
+view_defect<Defect, View&> breaks(Defect when, View& view) {
+  return {when, view};
+}
+template <class Defect, class W, class O>
+view_defect<Defect, weights_and_output<W, O>> breaks(Defect when, ml::matrix_view<W>& weights,
+                                                     ml::matrix_view<O>& out) {
+  return {when, {weights, out}};
+}
+
+// Breaks the view that d names among `defects`, if any; d becomes Defect::none when that view is
+// too small to break that way (the target then runs the case as a valid one).
+template <class Defect, class... Views>
+void break_named_view(input& in, Defect& d, view_defect<Defect, Views>... defects) {
+  bool broken = true;
+  (void)((d == defects.when && (broken = break_view(in, defects.view), true)) || ...);
+  if (!broken) d = Defect::none;
 }
 
 // Picks one format x weight x logit type combination from the next input byte and calls

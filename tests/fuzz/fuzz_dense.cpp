@@ -71,7 +71,6 @@ void run(input& in, const char* combo) {
   auto wv = w.view();
   auto ov = out.view();
   i64 seqlen = max_seqlen_k;
-  bool broken = true;
   switch (d) {
     case defect::max_seqlen_negative:
       seqlen = in.one_in(2) ? -1 : std::numeric_limits<i64>::min();
@@ -79,19 +78,11 @@ void run(input& in, const char* combo) {
     case defect::kv_negative_rows:
       kvv.rows = -static_cast<i64>(in.range(1, 1000));
       break;
-    case defect::kv:
-      broken = break_rows(in, kvv, pick_how<rows_defect>(in));
-      break;
-    case defect::q:
-      broken = break_rows(in, qv, pick_how<rows_defect>(in));
-      break;
-    case defect::weights_or_output:
-      broken = break_weights_or_output(in, wv, ov);
-      break;
     default:
       break;
   }
-  if (!broken) d = defect::none;  // the view was too small to break that way
+  break_named_view(in, d, breaks(defect::kv, kvv), breaks(defect::q, qv),
+                   breaks(defect::weights_or_output, wv, ov));
 
   const std::string context = std::string("dense ") + combo + ": rows=" + std::to_string(rows) +
                               " N=" + std::to_string(N) + " H=" + std::to_string(H) +

@@ -17,10 +17,6 @@ template <class Fn>
 std::string run_case(const std::string& context, Fn&& call) {
   return outcome(call, context);
 }
-void expect_error(const std::string& err, const char* where, const std::string& context) {
-  if (err.empty()) finding(context + ": a defect was accepted");
-  if (err.rfind(where, 0) != 0) finding(context + ": error does not name " + where + ": " + err);
-}
 
 // ---- store_into_pages ----
 

@@ -89,9 +89,7 @@ void run(input& in, const char* combo) {
 
   content c(in);
   const cache_buf<Format> cache(c, num_pages, page_kv, page_stride);
-  const i64 q_rows = rows * H + (d == defect::q_rows ? (in.one_in(2) ? -1 : 1) : 0);
-  const rows_buf<Format> q(c, q_rows, pick_stride(in, Format::data_bytes, 40),
-                           pick_stride(in, Format::scale_bytes, 4), in.one_in(2));
+  const auto q = q_buf<Format>(in, c, rows * H, d == defect::q_rows);
   const weights_buf<W> w(c, rows, H, pick_stride(in, H, 3));
   const auto out =
       output_for<O>(in, rows, max_context_len, d == defect::out_rows, d == defect::out_cols);
@@ -131,7 +129,6 @@ void run(input& in, const char* combo) {
   auto tv = table.view();
   auto ov = out.view();
   i64 mcl = max_context_len;
-  bool broken = true;
   switch (d) {
     case defect::lens_negative: {
       // The metadata rejects it, and so does the kernel (with the schedule of the valid lengths).
@@ -147,28 +144,17 @@ void run(input& in, const char* combo) {
     case defect::max_context_len:
       mcl = in.one_in(2) ? 0 : -static_cast<i64>(in.range(1, 1 << 30));
       break;
-    case defect::weights_or_output:
-      broken = break_weights_or_output(in, wv, ov);
-      break;
-    case defect::cache:
-      broken = break_cache(in, cv, pick_how<cache_defect>(in));
-      break;
     case defect::page_kv_unsupported:
       cv.page_kv = static_cast<i32>(in.pick({0, -64, 1025, 4096}));
       break;
     case defect::table_no_cols:
       tv.cols = 0;
       break;
-    case defect::table:
-      broken = break_matrix(in, tv, pick_how<matrix_defect>(in));
-      break;
-    case defect::lengths:
-      broken = break_matrix(in, lv, pick_how<matrix_defect>(in));
-      break;
     default:
       break;
   }
-  if (!broken) d = defect::none;  // the view was too small to break that way
+  break_named_view(in, d, breaks(defect::weights_or_output, wv, ov), breaks(defect::cache, cv),
+                   breaks(defect::table, tv), breaks(defect::lengths, lv));
 
   // A context longer than its table or the output is an error, unless the call asks to mask the
   // positions past them (what the reference computes).

@@ -129,9 +129,7 @@ void run(input& in, const char* combo) {
 
   content c(in);
   const cache_buf<Format> cache(c, num_pages, page_kv, page_stride);
-  const i64 q_rows = rows * H + (d == defect::q_rows ? (in.one_in(2) ? -1 : 1) : 0);
-  const rows_buf<Format> q(c, q_rows, pick_stride(in, Format::data_bytes, 40),
-                           pick_stride(in, Format::scale_bytes, 4), in.one_in(2));
+  const auto q = q_buf<Format>(in, c, rows * H, d == defect::q_rows);
   const weights_buf<W> w(c, rows, H, pick_stride(in, H, 3));
   const i64 cols = cap * block;
   const auto out = output_for<O>(in, rows, cols, d == defect::out_rows, d == defect::out_cols);
@@ -162,15 +160,10 @@ void run(input& in, const char* combo) {
     case defect::table_no_cols:
       tv.cols = 0;
       break;
-    case defect::table:
-      if (!break_matrix(in, tv, pick_how<matrix_defect>(in))) d = defect::none;
-      break;
-    case defect::indices:
-      if (!break_matrix(in, iv, pick_how<matrix_defect>(in))) d = defect::none;
-      break;
     default:
       break;
   }
+  break_named_view(in, d, breaks(defect::table, tv), breaks(defect::indices, iv));
   const std::span<const i32> lens_span(lens.data(), static_cast<std::size_t>(lens_n));
   // DeepGEMM's request indices: none, or one distinct request per row (the table rows differ).
   std::vector<i32> requests;
@@ -192,19 +185,8 @@ void run(input& in, const char* combo) {
   auto cv = cache.view();
   auto wv = w.view();
   auto ov = out.view();
-  switch (d) {
-    case defect::cache_page_kv:
-      cv.page_kv = page_kv == 64 ? 128 : 64;
-      break;
-    case defect::weights_or_output:
-      if (!break_weights_or_output(in, wv, ov)) d = defect::none;
-      break;
-    case defect::cache:
-      if (!break_cache(in, cv, pick_how<cache_defect>(in))) d = defect::none;
-      break;
-    default:
-      break;
-  }
+  if (d == defect::cache_page_kv) cv.page_kv = page_kv == 64 ? 128 : 64;
+  break_named_view(in, d, breaks(defect::weights_or_output, wv, ov), breaks(defect::cache, cv));
   // A row longer than its block table is an error, unless the call asks to mask the positions
   // past it (what the reference computes).
   bool long_context = false;

@@ -85,9 +85,7 @@ void run(input& in, const char* combo) {
   const i64 kv_rows = d == defect::kv_short ? in.range(1, num_kv - 1) : num_kv + kv_extra;
   const rows_buf<Format> kv(c, kv_rows, pick_stride(in, Format::data_bytes, 40),
                             pick_stride(in, Format::scale_bytes, 4));
-  const i64 q_rows = rows * H + (d == defect::q_rows ? (in.one_in(2) ? -1 : 1) : 0);
-  const rows_buf<Format> q(c, q_rows, pick_stride(in, Format::data_bytes, 40),
-                           pick_stride(in, Format::scale_bytes, 4), in.one_in(2));
+  const auto q = q_buf<Format>(in, c, rows * H, d == defect::q_rows);
   const weights_buf<W> w(c, rows, H, pick_stride(in, H, 3));
   const auto out =
       output_for<O>(in, rows, std::max<i64>(cols, 0), d == defect::out_rows, d == defect::out_cols);
@@ -102,7 +100,7 @@ void run(input& in, const char* combo) {
   auto iv = idx.view();
   iv.cols = cap;
   i64 num_kv_arg = num_kv;
-  if (d == defect::indices && !break_matrix(in, iv, pick_how<matrix_defect>(in))) d = defect::none;
+  break_named_view(in, d, breaks(defect::indices, iv));
   if (d == defect::num_kv_bad)
     num_kv_arg = in.one_in(2) ? 0 : -static_cast<i64>(in.range(1, 1 << 20));
   const std::span<const i32> ks_span(ks.data(), static_cast<std::size_t>(ks_n));
@@ -122,18 +120,7 @@ void run(input& in, const char* combo) {
   auto kvv = kv.view();
   auto wv = w.view();
   auto ov = out.view();
-  bool broken = true;
-  switch (d) {
-    case defect::kv:
-      broken = break_rows(in, kvv, pick_how<rows_defect>(in));
-      break;
-    case defect::weights_or_output:
-      broken = break_weights_or_output(in, wv, ov);
-      break;
-    default:
-      break;
-  }
-  if (!broken) d = defect::none;  // the view was too small to break that way
+  break_named_view(in, d, breaks(defect::kv, kvv), breaks(defect::weights_or_output, wv, ov));
   auto call = [&] { ml::fp8_fp4_sparse_mqa_logits(qv, kvv, wv, meta, ov, opt); };
   if (d != defect::none) return expect_rejected(out, context, where, call);
   expect_ok(out, context, outcome(call, context));

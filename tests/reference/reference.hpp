@@ -53,6 +53,23 @@ inline double e4m3(std::uint8_t code) {
   return (code & 0x80) ? -v : v;
 }
 
+// The e4m3fn code nearest to x (ties to the even code), saturating at 448 as a GPU's
+// satfinite conversion does; NaN -> 0x7F. A search over every code, through e4m3 above.
+inline std::uint8_t satfinite_e4m3(float x) {
+  if (std::isnan(x)) return 0x7F;
+  const double a = std::fabs(static_cast<double>(x));
+  int best = 0x7E;  // 448
+  if (a < 448) {
+    best = 0;
+    for (int c = 1; c <= 0x7E; ++c) {
+      const double d = std::fabs(e4m3(static_cast<std::uint8_t>(c)) - a);
+      const double bd = std::fabs(e4m3(static_cast<std::uint8_t>(best)) - a);
+      if (d < bd || (d == bd && (c & 1) == 0)) best = c;
+    }
+  }
+  return static_cast<std::uint8_t>(best | (std::signbit(x) ? 0x80 : 0));
+}
+
 // e2m1: s ee m, bias 1; e = 0 is subnormal m/2 (so 0 or 0.5).
 inline double e2m1(std::uint8_t nibble) {
   const int e = (nibble >> 1) & 0x3, m = nibble & 0x1;

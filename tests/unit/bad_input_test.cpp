@@ -11,7 +11,9 @@
 #include <mqalogits/mqalogits.hpp>
 
 #include "reference/random_inputs.hpp"
+#include "support/error_of.hpp"
 #include "support/kernel_check.hpp"
+#include "support/kernel_inputs.hpp"
 
 namespace ml = mqalogits;
 namespace rnd = ref::rand;
@@ -20,33 +22,18 @@ static_assert(std::is_base_of_v<std::invalid_argument, ml::error>);
 
 namespace {
 
-constexpr std::int64_t huge = std::numeric_limits<std::int64_t>::max() / 2;
+using check::expect_error;
 
-// Runs fn, which must throw mqalogits::error (caught as std::invalid_argument) whose message
-// contains every part.
-template <class Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    FAIL("no error thrown; expected one naming " << *parts.begin());
-  } catch (const std::invalid_argument& e) {
-    CHECK(dynamic_cast<const ml::error*>(&e) != nullptr);
-    for (const std::string& p : parts) CHECK_THAT(e.what(), Catch::Contains(p));
-  }
-}
+constexpr std::int64_t huge = std::numeric_limits<std::int64_t>::max() / 2;
 
 // ---- dense -------------------------------------------------------------------------------
 
-struct dense_fixture {
+struct dense_fixture : check::row_call_inputs<ml::mxfp8, float> {
   static constexpr std::int64_t num_q = 2, H = 4, N = 9, max_seqlen_k = 8;
-  rnd::engine rng{101};
-  rnd::owned_rows<ml::mxfp8> q = rnd::rows<ml::mxfp8>(rng, num_q* H);
-  rnd::owned_rows<ml::mxfp8> kv = rnd::rows<ml::mxfp8>(rng, N);
-  rnd::owned_matrix<float> w = rnd::weights<float>(rng, num_q, H);
   std::vector<std::int32_t> ks{0, 2}, ke{9, 7};
   ml::logits_buffer<ml::bf16> out{num_q, max_seqlen_k};
 
-  dense_fixture() { check::fill_sentinel(out); }
+  dense_fixture() : row_call_inputs(101, num_q, H, N) { check::fill_sentinel(out); }
 
   // The call with every argument overridable.
   void call(ml::rows_view<ml::mxfp8> qv, ml::rows_view<ml::mxfp8> kvv,
@@ -224,16 +211,12 @@ TEST_CASE("bad input, dense: byte extents that overflow int64", "[bad_input]") {
 
 namespace {
 
-struct paged_fixture {
+struct paged_fixture : check::paged_call_inputs<ml::mxfp4, ml::bf16> {
   static constexpr std::int64_t B = 2, next_n = 2, H = 2, pages = 4, max_blocks = 3,
                                 max_context_len = 96;
   static constexpr std::int32_t page_kv = 32;
-  rnd::engine rng{103};
-  rnd::owned_paged_cache<ml::mxfp4> cache = rnd::paged_cache<ml::mxfp4>(rng, pages, page_kv);
   rnd::owned_matrix<std::int32_t> lens = make_lens();
   rnd::owned_matrix<std::int32_t> table = rnd::block_table(rng, lens, max_blocks, page_kv, pages);
-  rnd::owned_rows<ml::mxfp4> q = rnd::rows<ml::mxfp4>(rng, B* next_n* H);
-  rnd::owned_matrix<ml::bf16> w = rnd::weights<ml::bf16>(rng, B* next_n, H);
   ml::paged_mqa_schedule schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 3);
   ml::logits_buffer<float> out{B * next_n, max_context_len};
 
@@ -242,7 +225,9 @@ struct paged_fixture {
     m(0, 0) = 40, m(0, 1) = 41, m(1, 0) = 10, m(1, 1) = 11;  // slots 2 (req 0) and 1.. unread
     return m;
   }
-  paged_fixture() { check::fill_sentinel(out); }
+  paged_fixture() : paged_call_inputs(103, pages, page_kv, B * next_n, H) {
+    check::fill_sentinel(out);
+  }
 
   struct args {
     ml::rows_view<ml::mxfp4> q;
@@ -445,17 +430,13 @@ TEST_CASE("bad input, paged: cache, strides, nulls and overflowing extents", "[b
 
 namespace {
 
-struct sparse_fixture {
+struct sparse_fixture : check::row_call_inputs<ml::mxfp8, float> {
   static constexpr std::int64_t rows = 2, H = 3, N = 40, cap = 4, B = 8;
-  rnd::engine rng{107};
-  rnd::owned_rows<ml::mxfp8> q = rnd::rows<ml::mxfp8>(rng, rows* H);
-  rnd::owned_rows<ml::mxfp8> kv = rnd::rows<ml::mxfp8>(rng, N);
-  rnd::owned_matrix<float> w = rnd::weights<float>(rng, rows, H);
   std::vector<std::int32_t> ks{0, 5}, ke{40, 30};
   rnd::owned_matrix<std::int32_t> idx = rnd::sparse_indices(rng, rows, cap, 5);
   ml::logits_buffer<ml::bf16> out{rows, cap* B};
 
-  sparse_fixture() { check::fill_sentinel(out); }
+  sparse_fixture() : row_call_inputs(107, rows, H, N) { check::fill_sentinel(out); }
   ml::sparse_mqa_metadata meta(std::int64_t block = B) {
     return ml::get_sparse_mqa_logits_metadata(ks, ke, N, idx.view(), block);
   }
@@ -598,16 +579,12 @@ TEST_CASE("bad input, sparse kernel: kv, shapes, strides, metadata", "[bad_input
 
 namespace {
 
-struct paged_sparse_fixture {
+struct paged_sparse_fixture : check::paged_call_inputs<ml::mxfp8, float> {
   static constexpr std::int64_t rows = 2, H = 2, cap = 8, B = 16, pages = 3, max_blocks = 3;
   static constexpr std::int32_t page_kv = 64;
-  rnd::engine rng{109};
-  rnd::owned_paged_cache<ml::mxfp8> cache = rnd::paged_cache<ml::mxfp8>(rng, pages, page_kv);
   std::vector<std::int32_t> lens{70, 128};
   rnd::owned_matrix<std::int32_t> table = make_table();
   rnd::owned_matrix<std::int32_t> idx = make_idx();
-  rnd::owned_rows<ml::mxfp8> q = rnd::rows<ml::mxfp8>(rng, rows* H);
-  rnd::owned_matrix<float> w = rnd::weights<float>(rng, rows, H);
   ml::logits_buffer<float> out{rows, cap* B};
 
   rnd::owned_matrix<std::int32_t> make_table() {
@@ -620,7 +597,9 @@ struct paged_sparse_fixture {
     for (std::int64_t b = 0; b < cap; ++b) m(0, b) = m(1, b) = static_cast<std::int32_t>(b);
     return m;
   }
-  paged_sparse_fixture() { check::fill_sentinel(out); }
+  paged_sparse_fixture() : paged_call_inputs(109, pages, page_kv, rows, H) {
+    check::fill_sentinel(out);
+  }
   ml::paged_sparse_mqa_metadata meta(
       ml::paged_sparse_protocol protocol = ml::paged_sparse_protocol::reread) {
     return ml::get_paged_sparse_mqa_logits_metadata(lens, table.view(), page_kv, idx.view(), B,

@@ -28,32 +28,24 @@
 #include <mqalogits/mqalogits.hpp>
 
 #include "reference/random_inputs.hpp"
+#include "support/error_of.hpp"
 #include "support/kernel_check.hpp"
+#include "support/kernel_inputs.hpp"
 
 namespace ml = mqalogits;
 namespace rnd = ref::rand;
 
 namespace {
 
-template <class Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    FAIL("no error thrown; expected one naming " << *parts.begin());
-  } catch (const ml::error& e) {
-    for (const std::string& p : parts) CHECK_THAT(e.what(), Catch::Contains(p));
-  }
-}
+using check::expect_error;
 
 // ---- fixtures: one small valid call of each kernel ------------------------------------------
 
-struct dense_case {
+struct dense_case : check::row_call_inputs<ml::mxfp8, float> {
   static constexpr std::int64_t num_q = 2, H = 4, N = 40, cols = 32;
-  rnd::engine rng{1301};
-  rnd::owned_rows<ml::mxfp8> q = rnd::rows<ml::mxfp8>(rng, num_q* H);
-  rnd::owned_rows<ml::mxfp8> kv = rnd::rows<ml::mxfp8>(rng, N);
-  rnd::owned_matrix<float> w = rnd::weights<float>(rng, num_q, H);
   std::vector<std::int32_t> ks{0, 3}, ke{40, 30};
+
+  dense_case() : row_call_inputs(1301, num_q, H, N) {}
 
   void run(ml::matrix_view<const float> wv, std::span<const std::int32_t> s,
            std::span<const std::int32_t> e, ml::matrix_view<float> out,
@@ -65,41 +57,35 @@ struct dense_case {
   }
 };
 
-struct paged_case {
+struct paged_case : check::paged_call_inputs<ml::mxfp8, float> {
   static constexpr std::int64_t B = 2, next_n = 1, H = 2, pages = 4, max_blocks = 3, cols = 96;
   static constexpr std::int32_t page_kv = 32;
-  rnd::engine rng{1303};
-  rnd::owned_paged_cache<ml::mxfp8> cache = rnd::paged_cache<ml::mxfp8>(rng, pages, page_kv);
   rnd::owned_matrix<std::int32_t> lens = rnd::context_lens(rng, B, next_n, 90, 40);
-  rnd::owned_rows<ml::mxfp8> q = rnd::rows<ml::mxfp8>(rng, B* next_n* H);
-  rnd::owned_matrix<float> w = rnd::weights<float>(rng, B* next_n, H);
   ml::paged_mqa_schedule schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 2);
+
+  paged_case() : paged_call_inputs(1303, pages, page_kv, B * next_n, H) {}
 };
 
-struct sparse_case {
+struct sparse_case : check::row_call_inputs<ml::mxfp8, float> {
   static constexpr std::int64_t rows = 2, H = 2, N = 64, cap = 4, B = 8;
-  rnd::engine rng{1305};
-  rnd::owned_rows<ml::mxfp8> q = rnd::rows<ml::mxfp8>(rng, rows* H);
-  rnd::owned_rows<ml::mxfp8> kv = rnd::rows<ml::mxfp8>(rng, N);
-  rnd::owned_matrix<float> w = rnd::weights<float>(rng, rows, H);
   std::vector<std::int32_t> ks{0, 5}, ke{64, 50};
   rnd::owned_matrix<std::int32_t> idx = rnd::sparse_indices(rng, rows, cap, N / B);
+
+  sparse_case() : row_call_inputs(1305, rows, H, N) {}
   ml::sparse_mqa_metadata meta() {
     return ml::get_sparse_mqa_logits_metadata(ks, ke, N, idx.view(), B);
   }
 };
 
-struct paged_sparse_case {
+struct paged_sparse_case : check::paged_call_inputs<ml::mxfp8, float> {
   static constexpr std::int64_t rows = 2, H = 2, cap = 8, B = 16, pages = 3, max_blocks = 2;
   static constexpr std::int32_t page_kv = 64;
-  rnd::engine rng{1307};
-  rnd::owned_paged_cache<ml::mxfp8> cache = rnd::paged_cache<ml::mxfp8>(rng, pages, page_kv);
   std::vector<std::int32_t> lens{70, 128};
   rnd::owned_matrix<std::int32_t> table = rnd::block_table(
       rng, std::vector<std::int64_t>{70, 128}, max_blocks, page_kv, pages, /*garbage=*/false);
   rnd::owned_matrix<std::int32_t> idx = rnd::sparse_indices(rng, rows, cap, 8);
-  rnd::owned_rows<ml::mxfp8> q = rnd::rows<ml::mxfp8>(rng, rows* H);
-  rnd::owned_matrix<float> w = rnd::weights<float>(rng, rows, H);
+
+  paged_sparse_case() : paged_call_inputs(1307, pages, page_kv, rows, H) {}
   ml::paged_sparse_mqa_metadata meta() {
     return ml::get_paged_sparse_mqa_logits_metadata(lens, table.view(), page_kv, idx.view(), B);
   }

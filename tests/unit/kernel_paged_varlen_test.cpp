@@ -20,14 +20,7 @@ namespace rnd = ref::rand;
 
 namespace {
 
-// fn must throw an mqalogits::error whose message contains every part.
-template <class Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> parts) {
-  const std::string message = check::error_of(fn);
-  INFO("message: " << message);
-  REQUIRE(!message.empty());
-  for (const std::string& p : parts) CHECK_THAT(message, Catch::Contains(p));
-}
+using check::expect_error;
 
 // Rows grouped into requests of 1..max_group rows. Every row of a request has the request's
 // block-table row in the slots the request reads (up to its longest row) and its own garbage

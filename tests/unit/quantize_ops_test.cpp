@@ -98,20 +98,7 @@ void gather_case(int page_kv, std::int64_t padding, std::vector<int> lens, std::
 
 // ---- e4m3 and e2m1 references ----
 
-std::uint8_t satfinite_e4m3(float x) {
-  if (std::isnan(x)) return 0x7F;
-  const double a = std::fabs(static_cast<double>(x));
-  int best = 0x7E;
-  if (a < 448) {
-    best = 0;
-    for (int c = 1; c <= 0x7E; ++c) {
-      const double d = std::fabs(ref::e4m3(static_cast<std::uint8_t>(c)) - a);
-      const double bd = std::fabs(ref::e4m3(static_cast<std::uint8_t>(best)) - a);
-      if (d < bd || (d == bd && (c & 1) == 0)) best = c;
-    }
-  }
-  return static_cast<std::uint8_t>(best | (std::signbit(x) ? 0x80 : 0));
-}
+using ref::satfinite_e4m3;
 
 // vLLM's _e2m1_nibble: buckets with each boundary in the lower one, sign only on a non-zero code.
 std::uint8_t vllm_e2m1(float x) {

@@ -23,22 +23,7 @@ namespace rnd = ref::rand;
 
 namespace {
 
-// The e4m3fn code nearest to x (ties to the even code), saturating at 448 as the GPU's
-// satfinite conversion does; NaN -> 0x7F.
-std::uint8_t satfinite_e4m3(float x) {
-  if (std::isnan(x)) return 0x7F;
-  const double a = std::fabs(static_cast<double>(x));
-  int best = 0x7E;  // 448
-  if (a < 448) {
-    best = 0;
-    for (int c = 1; c <= 0x7E; ++c) {
-      const double d = std::fabs(ref::e4m3(static_cast<std::uint8_t>(c)) - a);
-      const double bd = std::fabs(ref::e4m3(static_cast<std::uint8_t>(best)) - a);
-      if (d < bd || (d == bd && (c & 1) == 0)) best = c;
-    }
-  }
-  return static_cast<std::uint8_t>(best | (std::signbit(x) ? 0x80 : 0));
-}
+using ref::satfinite_e4m3;
 
 struct vllm_row {
   std::vector<std::uint8_t> codes;

@@ -81,7 +81,8 @@ void fp8_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
 
 // Paged decode: upstream's fp8_paged_mqa_logits(q, kv_cache, weights, context_lens,
 // block_table, schedule_meta, max_context_len, clean_logits = false). Columns, validity and index
-// types (int32 or int64) as fp8_fp4_paged_mqa_logits.
+// types (int32 or int64) as fp8_fp4_paged_mqa_logits. It and the form with indices below (here
+// and on the default backend) each forward to fp8_fp4_paged_mqa_logits's matching form.
 template <backend_tag Backend, weight_input WT, index_matrix Lens, detail::legacy_paged_output Out,
           detail::paged_schedule_argument Schedule>
 void fp8_paged_mqa_logits(Backend backend, const rows_view<fp8_per_token>& q,
@@ -143,32 +144,6 @@ void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
                           matrix_view<const index_matrix_value_of<Lens>> block_table,
                           const Schedule& schedule_meta, std::int64_t max_context_len,
                           bool clean_logits, Out out,
-                          std::span<const index_matrix_value_of<Lens>> indices,
-                          const options& opt = {}) {
-  fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
-                       schedule_meta, max_context_len, clean_logits, out, indices, opt);
-}
-
-template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out,
-          detail::paged_schedule_argument Schedule>
-void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
-                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
-                          const Lens& context_lens,
-                          matrix_view<const index_matrix_value_of<Lens>> block_table,
-                          matrix_view<const std::int32_t> schedule_meta,
-                          std::int64_t max_context_len, bool clean_logits, Out out,
-                          const options& opt = {}) {
-  fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,
-                       schedule_meta, max_context_len, clean_logits, out, opt);
-}
-template <weight_input WT, index_matrix Lens, detail::legacy_paged_output Out,
-          detail::paged_schedule_argument Schedule>
-void fp8_paged_mqa_logits(const rows_view<fp8_per_token>& q,
-                          const paged_cache_view<fp8_per_token>& kv_cache, matrix_view<WT> weights,
-                          const Lens& context_lens,
-                          matrix_view<const index_matrix_value_of<Lens>> block_table,
-                          matrix_view<const std::int32_t> schedule_meta,
-                          std::int64_t max_context_len, bool clean_logits, Out out,
                           std::span<const index_matrix_value_of<Lens>> indices,
                           const options& opt = {}) {
   fp8_paged_mqa_logits(default_backend{}, q, kv_cache, weights, context_lens, block_table,

@@ -6,9 +6,11 @@
 #include <cstdint>
 
 #include "../config.hpp"
+#include "element.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
+// An element codec (element.hpp): the members float_e4m3 has, with a nibble's values.
 struct float_e2m1 {
   static constexpr const char* name = "e2m1";
   static constexpr float max_finite = 6.0f;
@@ -43,15 +45,8 @@ struct float_e2m1 {
   }
 };
 
-namespace detail {
-constexpr std::array<float, 16> make_e2m1_table() {
-  std::array<float, 16> table{};
-  for (std::size_t c = 0; c < 16; ++c) table[c] = float_e2m1::decode(static_cast<std::uint8_t>(c));
-  return table;
-}
-}  // namespace detail
-
-inline constexpr std::array<float, 16> e2m1_values = detail::make_e2m1_table();
+// All 16 codes decoded once, at compile time.
+inline constexpr std::array<float, 16> e2m1_values = detail::decoded_codes<float_e2m1>();
 
 constexpr float float_e2m1::element(const std::uint8_t* packed, int i) {
   return e2m1_values[nibble(packed, i)];

@@ -7,9 +7,11 @@
 #include <limits>
 
 #include "../config.hpp"
+#include "element.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
+// An element codec (element.hpp): the members float_e2m1 has, with a byte's values.
 struct float_e4m3 {
   static constexpr const char* name = "e4m3fn";
   static constexpr float max_finite = 448.0f;
@@ -35,16 +37,8 @@ struct float_e4m3 {
   }
 };
 
-namespace detail {
-constexpr std::array<float, 256> make_e4m3_table() {
-  std::array<float, 256> table{};
-  for (std::size_t c = 0; c < 256; ++c) table[c] = float_e4m3::decode(static_cast<std::uint8_t>(c));
-  return table;
-}
-}  // namespace detail
-
 // All 256 codes decoded once, at compile time.
-inline constexpr std::array<float, 256> e4m3_values = detail::make_e4m3_table();
+inline constexpr std::array<float, 256> e4m3_values = detail::decoded_codes<float_e4m3>();
 
 constexpr float float_e4m3::element(const std::uint8_t* data, int i) {
   return e4m3_values[data[i]];

@@ -10,6 +10,8 @@
 
 MQALOGITS_NAMESPACE_BEGIN
 
+// Its storage members mirror bf16's (bits, from_bits, ==): written in each so both stay plain
+// 2-byte aggregates with no base class.
 struct fp16 {
   std::uint16_t bits = 0;
 

@@ -66,6 +66,7 @@ struct paged_cache_view {
 };
 
 namespace detail {
+// The same cache seen as another head-dim binding of its format, member by member as rebind_rows.
 template <class To, class From>
 paged_cache_view<To> rebind_cache(const paged_cache_view<From>& v) {
   paged_cache_view<To> r;

@@ -83,6 +83,8 @@ struct rows_view {
 
 namespace detail {
 // The same rows seen as another head-dim binding of their format (the kernel's compiled one).
+// Member by member, as rebind_cache copies a cache's: the constructors would turn a zero stride
+// (which the checks reject) into the packed one.
 template <class To, class From>
 rows_view<To> rebind_rows(const rows_view<From>& v) {
   rows_view<To> r;

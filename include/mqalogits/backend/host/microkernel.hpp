@@ -243,6 +243,8 @@ struct i8_path {
 // dot product is one exact int32 sum (|sum| <= 128 x 96 x 96 < 2^24, so its conversion
 // to fp32 is exact too), scaled once by the product of the two rows' scales (capped like the
 // per-block path's, so an all-zero sum stays 0).
+// Its members follow i8_path's (the interface score_keys takes) and its chunk reads the same
+// words, but kept apart: tiles built from shared lambdas were scheduled differently by GCC.
 template <int D>
 struct i8_fold_path {
   // data[i8_query_word<lanes>(D / 4, s, h)]: the 4 bytes of elements 4s..4s+3 of head h (stored

@@ -19,8 +19,12 @@
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
 
-struct isa_avx2 : plain_decoders {
-  using plain_decoders::decode_row_f32;
+struct isa_avx2 : x86_e4m3_decoders<isa_avx2>,
+#if defined(MQALOGITS_HOST_VNNI256)
+                  x86_fold_settings<true> {
+#else
+                  x86_fold_settings<false> {
+#endif
   static constexpr const char* name = "avx2";
   // The path's full name (target.hpp's tag): the ISA and its int8 extension.
 #if defined(MQALOGITS_HOST_VNNI256)
@@ -47,19 +51,9 @@ struct isa_avx2 : plain_decoders {
   static constexpr register_block i8_fold_blocks[] = {{1, 1, 6}};
 #endif
   using int8 = int8_offset_keys;
-#if defined(MQALOGITS_HOST_VNNI256)
-  static constexpr int fold_query_spread = fold_spread;
-  static constexpr bool fold_rows = true;
-#else
-  // vpmaddubsw saturates its int16 pair sums: folded keys reach 192 (k + 96), so queries may
-  // only be shifted by up to 2 (|q| <= 48: 2 x 192 x 48 = 18432 < 2^15).
-  static constexpr int fold_query_spread = 2;
-  // And the folded kernel cannot sum in int16 (its pairs reach 18432), so each of its steps
-  // costs vpmaddubsw + vpmaddwd + vpaddd where the per-block kernel's costs vpmaddubsw + vpaddw:
-  // rows that fold run faster through the per-block kernel, and the driver never folds.
-  static constexpr bool fold_rows = false;
-#endif
 
+  // These operations (and the top-k steps below) mirror isa_avx512's in shape only: 256-bit
+  // types, intrinsics, masks and reductions differ, so each ISA spells its own.
   static vf zero() {
     return _mm256_setzero_ps();
   }
@@ -135,21 +129,6 @@ struct isa_avx2 : plain_decoders {
 #endif
   static vf to_float(vi a) {
     return _mm256_cvtepi32_ps(a);
-  }
-
-  // e4m3 rows (MXFP8, FP8 per-token): every code to its exact fp32 value, then one multiply by
-  // the block (or row) scale, the one rounding Format::decode_row does too. Other formats keep
-  // their own decode_row.
-  template <class Format>
-  static void decode_row_f32(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
-    if constexpr (e4m3_ue8m0_rows<Format> && Format::data_bytes == Format::head_dim) {
-      for (int b = 0; b < Format::blocks; ++b)
-        decode_e4m3(data + 32 * b, 32, _mm256_set1_ps(ue8m0_values[scales[b]]), out + 32 * b);
-    } else if constexpr (e4m3_fp32_rows<Format> && Format::data_bytes == Format::head_dim) {
-      decode_e4m3(data, Format::head_dim, _mm256_set1_ps(Format::block_scale(scales, 0)), out);
-    } else {
-      Format::decode_row(data, scales, out);
-    }
   }
 
   // Nibbles through each block's 16-entry table (vpshufb), two blocks per 32-byte load: each
@@ -271,6 +250,20 @@ struct isa_avx2 : plain_decoders {
                            _mm256_load_si256(reinterpret_cast<const __m256i*>(first_lanes[n])),
                            front);
     return n;
+  }
+
+  // ---- e4m3 rows (MXFP8, FP8 per-token), which decode_row_f32 routes here: every code to its
+  // exact fp32 value, then one multiply by the block (or row) scale, the one rounding
+  // Format::decode_row does too ----
+  friend struct x86_e4m3_decoders<isa_avx2>;
+  template <int Blocks>
+  static void decode_e4m3_ue8m0(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
+    for (int b = 0; b < Blocks; ++b)
+      decode_e4m3(data + 32 * b, 32, _mm256_set1_ps(ue8m0_values[scales[b]]), out + 32 * b);
+  }
+  template <int Blocks>
+  static void decode_e4m3_fp32(const std::uint8_t* data, float scale, float* out) {
+    decode_e4m3(data, 32 * Blocks, _mm256_set1_ps(scale), out);
   }
 
   // n codes (a multiple of 8), 8 per step. A normal code (exponent field e >= 1, mantissa m) is

@@ -19,7 +19,12 @@ MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
 
-struct isa_avx512 {
+struct isa_avx512 : x86_e4m3_decoders<isa_avx512>,
+#if defined(MQALOGITS_HOST_VNNI512)
+                    x86_fold_settings<true> {
+#else
+                    x86_fold_settings<false> {
+#endif
   static constexpr const char* name = "avx512";
   // The path's full name (target.hpp's tag): the ISA and its int8 extension.
 #if defined(MQALOGITS_HOST_VNNI512)
@@ -40,19 +45,9 @@ struct isa_avx512 {
   static constexpr register_block i8_blocks[] = {{2, 2, 6}, {1, 1, 10}};
   static constexpr register_block i8_fold_blocks[] = {{2, 2, 6}, {1, 1, 14}};
   using int8 = int8_offset_keys;
-#if defined(MQALOGITS_HOST_VNNI512)
-  static constexpr int fold_query_spread = fold_spread;
-  static constexpr bool fold_rows = true;
-#else
-  // vpmaddubsw saturates its int16 pair sums: folded keys reach 192 (k + 96), so queries may
-  // only be shifted by up to 2 (|q| <= 48: 2 x 192 x 48 = 18432 < 2^15).
-  static constexpr int fold_query_spread = 2;
-  // And the folded kernel cannot sum in int16 (its pairs reach 18432), so each of its steps
-  // costs vpmaddubsw + vpmaddwd + vpaddd where the per-block kernel's costs vpmaddubsw + vpaddw:
-  // rows that fold run faster through the per-block kernel, and the driver never folds.
-  static constexpr bool fold_rows = false;
-#endif
 
+  // These operations (and the top-k steps below) mirror isa_avx2's in shape only: 512-bit
+  // types, intrinsics, masks and reductions differ, so each ISA spells its own.
   static vf zero() {
     return _mm512_setzero_ps();
   }
@@ -121,21 +116,6 @@ struct isa_avx512 {
 #endif
   static vf to_float(vi a) {
     return _mm512_cvtepi32_ps(a);
-  }
-
-  // MXFP8 rows: e4m3 -> fp16 is a pure bit move (same mantissa, exponent bias 7 vs 15: value /
-  // 2^8, subnormals included), vcvtph2ps widens exactly, x 256 restores the value (exact), x the
-  // block scale is the one rounding Format::decode_row does too. 0x7F / 0xFF would land on a
-  // finite fp16: made NaN. Other formats keep their own decode_row.
-  template <class Format>
-  static void decode_row_f32(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
-    if constexpr (e4m3_ue8m0_rows<Format> && Format::data_bytes == Format::head_dim) {
-      decode_e4m3_ue8m0<Format::blocks>(data, scales, out);
-    } else if constexpr (e4m3_fp32_rows<Format> && Format::data_bytes == Format::head_dim) {
-      decode_e4m3_fp32<Format::head_dim / 32>(data, Format::block_scale(scales, 0), out);
-    } else {
-      Format::decode_row(data, scales, out);
-    }
   }
 
   // One packed e2m1 row of 128 (64 bytes) into 128 bytes codes.block[b][nibble] in the stored
@@ -239,6 +219,13 @@ struct isa_avx512 {
                              _mm512_maskz_compress_epi64(take, v));
     return n;
   }
+
+  // ---- e4m3 rows (MXFP8, FP8 per-token), which decode_row_f32 routes here ----
+  // e4m3 -> fp16 is a pure bit move (same mantissa, exponent bias 7 vs 15: value / 2^8,
+  // subnormals included), vcvtph2ps widens exactly, x 256 restores the value (exact), x the
+  // block scale is the one rounding Format::decode_row does too. 0x7F / 0xFF would land on a
+  // finite fp16: made NaN.
+  friend struct x86_e4m3_decoders<isa_avx512>;
 
   // 32 e4m3 codes to fp16 (value / 2^8, exact; NaN codes made NaN), in two halves of 16 lanes.
   static __m512i e4m3_to_half(__m256i bytes) {
