@@ -57,12 +57,6 @@ inline options with_clean_logits(const options& opt, bool clean_logits) {
   return o;
 }
 
-// The paged schedule as the object get_paged_mqa_logits_metadata returns, or as upstream's int32
-// [num_workers + 1, 2] array (what engines pass as schedule_meta), checked against context_lens.
-template <class S>
-concept paged_schedule_argument =
-    std::same_as<S, paged_mqa_schedule> || std::convertible_to<S, matrix_view<const std::int32_t>>;
-
 }  // namespace detail
 
 // Dense: upstream's fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <span>
 #include <type_traits>
@@ -44,29 +45,53 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
   detail::dispatch<Backend>(q, plan, w, output, opt);
 }
 
+// The paged schedule as the object get_paged_mqa_logits_metadata returns, or as upstream's int32
+// [num_workers + 1, 2] array (what engines pass as schedule_meta, see
+// write_paged_mqa_schedule_array): the array must be the one get_paged_mqa_logits_metadata writes
+// for these context_lens and this page size, or the call fails naming the first row that
+// differs; it is checked in O(B + num_workers) and the output is untouched on error.
+template <class S>
+concept paged_schedule_argument =
+    std::same_as<S, paged_mqa_schedule> || std::convertible_to<S, matrix_view<const std::int32_t>>;
+
+// The object itself, or the one the array describes (rebuilt from context_lens and checked).
+template <index_value I, class S, class Lens>
+decltype(auto) schedule_object(const S& schedule, const Lens& context_lens, std::int32_t page_kv,
+                               const std::span<const I>* indices) {
+  if constexpr (std::same_as<S, paged_mqa_schedule>)
+    return (schedule);  // a reference: no copy
+  else
+    return schedule_from_array<I>("fp8_fp4_paged_mqa_logits",
+                                  matrix_view<const std::int32_t>(schedule), context_lens, page_kv,
+                                  indices);
+}
+
 }  // namespace detail
 
 // q: [B * next_n * H] rows, row (b, j, h); cache: the paged cache; weights: [B * next_n, H];
 // context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1]); block_table: [B, max_blocks], shared by
 // the next_n rows of a request; schedule: from get_paged_mqa_logits_metadata on the same
-// context_lens; out: [B * next_n, max_context_len]. Column j is context position j, valid iff
-// j < context_lens[b][j']. A length past max_blocks * page_kv or max_context_len is an error,
-// unless options::truncate_long_contexts, which masks the columns j >= max_blocks * page_kv. out
-// may also be a top-k selection, ml::topk(indices, values, ml::topk_index::slot) to get cache
-// slots. Block-table slots past the context are never read; every slot that is read must name a
-// page. context_lens and block_table are both int32 (as DeepGEMM takes them) or both int64, read in
-// place; a length must be in [0, max_paged_context_len].
+// context_lens, as its object or as upstream's int32 [num_workers + 1, 2] array (checked against
+// context_lens in O(B + num_workers), a mismatch named by its first row); out: [B * next_n,
+// max_context_len]. Column j is context position j, valid iff j < context_lens[b][j']. A length
+// past max_blocks * page_kv or max_context_len is an error, unless options::truncate_long_contexts,
+// which masks the columns j >= max_blocks * page_kv. out may also be a top-k selection,
+// ml::topk(indices, values, ml::topk_index::slot) to get cache slots. Block-table slots past the
+// context are never read; every slot that is read must name a page. context_lens and block_table
+// are both int32 (as DeepGEMM takes them) or both int64, read in place; a length must be in [0,
+// max_paged_context_len].
 template <backend_tag Backend, class Format, weight_input WT, index_matrix Lens,
-          paged_output_argument Out>
+          paged_output_argument Out, detail::paged_schedule_argument Schedule>
 void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
                               const paged_cache_view<Format>& cache, matrix_view<WT> weights,
                               const Lens& context_lens,
                               matrix_view<const index_matrix_value_of<Lens>> block_table,
-                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
-                              Out out, const options& opt = {}) {
+                              const Schedule& schedule, std::int64_t max_context_len, Out out,
+                              const options& opt = {}) {
   using I = index_matrix_value_of<Lens>;
-  detail::paged_mqa_logits<Backend, Format, WT, I>(q, cache, weights, context_lens, block_table,
-                                                   schedule, max_context_len, out, nullptr, opt);
+  const auto& s = detail::schedule_object<I>(schedule, context_lens, cache.page_kv, nullptr);
+  detail::paged_mqa_logits<Backend, Format, WT, I>(q, cache, weights, context_lens, block_table, s,
+                                                   max_context_len, out, nullptr, opt);
 }
 
 // Varlen (upstream's `indices`, next_n = 1): indices [B], the ones the schedule was made with
@@ -74,91 +99,38 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
 // identical block-table rows in every slot their request reads. Results equal the call without
 // indices.
 template <backend_tag Backend, class Format, weight_input WT, index_matrix Lens,
-          paged_output_argument Out>
+          paged_output_argument Out, detail::paged_schedule_argument Schedule>
 void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
                               const paged_cache_view<Format>& cache, matrix_view<WT> weights,
                               const Lens& context_lens,
                               matrix_view<const index_matrix_value_of<Lens>> block_table,
-                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
-                              Out out, std::span<const index_matrix_value_of<Lens>> indices,
-                              const options& opt = {}) {
-  using I = index_matrix_value_of<Lens>;
-  detail::paged_mqa_logits<Backend, Format, WT, I>(q, cache, weights, context_lens, block_table,
-                                                   schedule, max_context_len, out, &indices, opt);
-}
-
-// With the schedule as upstream's int32 [num_workers + 1, 2] array (see
-// write_paged_mqa_schedule_array): the array must be the one get_paged_mqa_logits_metadata
-// writes for these context_lens and this page size, or the call fails naming the first row that
-// differs; it is checked in O(B + num_workers) and the output is untouched on error.
-template <backend_tag Backend, class Format, weight_input WT, index_matrix Lens,
-          paged_output_argument Out>
-void fp8_fp4_paged_mqa_logits(Backend backend, const rows_view<Format>& q,
-                              const paged_cache_view<Format>& cache, matrix_view<WT> weights,
-                              const Lens& context_lens,
-                              matrix_view<const index_matrix_value_of<Lens>> block_table,
-                              matrix_view<const std::int32_t> schedule,
-                              std::int64_t max_context_len, Out out, const options& opt = {}) {
-  using I = index_matrix_value_of<Lens>;
-  const paged_mqa_schedule s = detail::schedule_from_array<I>("fp8_fp4_paged_mqa_logits", schedule,
-                                                              context_lens, cache.page_kv, nullptr);
-  fp8_fp4_paged_mqa_logits(backend, q, cache, weights, context_lens, block_table, s,
-                           max_context_len, out, opt);
-}
-template <backend_tag Backend, class Format, weight_input WT, index_matrix Lens,
-          paged_output_argument Out>
-void fp8_fp4_paged_mqa_logits(Backend backend, const rows_view<Format>& q,
-                              const paged_cache_view<Format>& cache, matrix_view<WT> weights,
-                              const Lens& context_lens,
-                              matrix_view<const index_matrix_value_of<Lens>> block_table,
-                              matrix_view<const std::int32_t> schedule,
-                              std::int64_t max_context_len, Out out,
+                              const Schedule& schedule, std::int64_t max_context_len, Out out,
                               std::span<const index_matrix_value_of<Lens>> indices,
                               const options& opt = {}) {
   using I = index_matrix_value_of<Lens>;
-  const paged_mqa_schedule s = detail::schedule_from_array<I>(
-      "fp8_fp4_paged_mqa_logits", schedule, context_lens, cache.page_kv, &indices);
-  fp8_fp4_paged_mqa_logits(backend, q, cache, weights, context_lens, block_table, s,
-                           max_context_len, out, indices, opt);
+  const auto& s = detail::schedule_object<I>(schedule, context_lens, cache.page_kv, &indices);
+  detail::paged_mqa_logits<Backend, Format, WT, I>(q, cache, weights, context_lens, block_table, s,
+                                                   max_context_len, out, &indices, opt);
 }
 
 // The same call on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <class Format, weight_input WT, index_matrix Lens, paged_output_argument Out>
+template <class Format, weight_input WT, index_matrix Lens, paged_output_argument Out,
+          detail::paged_schedule_argument Schedule>
 void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
                               matrix_view<WT> weights, const Lens& context_lens,
                               matrix_view<const index_matrix_value_of<Lens>> block_table,
-                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
-                              Out out, const options& opt = {}) {
-  fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
-                           schedule, max_context_len, out, opt);
-}
-template <class Format, weight_input WT, index_matrix Lens, paged_output_argument Out>
-void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
-                              matrix_view<WT> weights, const Lens& context_lens,
-                              matrix_view<const index_matrix_value_of<Lens>> block_table,
-                              const paged_mqa_schedule& schedule, std::int64_t max_context_len,
-                              Out out, std::span<const index_matrix_value_of<Lens>> indices,
+                              const Schedule& schedule, std::int64_t max_context_len, Out out,
                               const options& opt = {}) {
   fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
-                           schedule, max_context_len, out, indices, opt);
-}
-
-template <class Format, weight_input WT, index_matrix Lens, paged_output_argument Out>
-void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
-                              matrix_view<WT> weights, const Lens& context_lens,
-                              matrix_view<const index_matrix_value_of<Lens>> block_table,
-                              matrix_view<const std::int32_t> schedule,
-                              std::int64_t max_context_len, Out out, const options& opt = {}) {
-  fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
                            schedule, max_context_len, out, opt);
 }
-template <class Format, weight_input WT, index_matrix Lens, paged_output_argument Out>
+template <class Format, weight_input WT, index_matrix Lens, paged_output_argument Out,
+          detail::paged_schedule_argument Schedule>
 void fp8_fp4_paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
                               matrix_view<WT> weights, const Lens& context_lens,
                               matrix_view<const index_matrix_value_of<Lens>> block_table,
-                              matrix_view<const std::int32_t> schedule,
-                              std::int64_t max_context_len, Out out,
+                              const Schedule& schedule, std::int64_t max_context_len, Out out,
                               std::span<const index_matrix_value_of<Lens>> indices,
                               const options& opt = {}) {
   fp8_fp4_paged_mqa_logits(default_backend{}, q, cache, weights, context_lens, block_table,
