@@ -288,6 +288,10 @@ TEMPLATE_LIST_TEST_CASE("neuron edge cases: NaN codes and scales, empty rows", "
   const rnd::code_options nan{.nan_codes = std::is_same_v<F, ml::mxfp8> ? 3 : 0, .nan_scales = 2};
   dense_case<Gen, F, float, float>(rng, 4, 16, 100, 100, true, nan);
   paged_case<Gen, F, ml::bf16, ml::bf16>(rng, 2, 2, 64, 64, 150, true, nan);
+  // Packed passes (one query row of H <= 64): a NaN or Inf score of one request must not reach
+  // the request it shares the head sum with.
+  paged_case<Gen, F, float, float>(rng, 3, 1, 64, 64, 150, true, nan);
+  paged_case<Gen, F, float, float>(rng, 4, 1, 32, 16, 150, true, nan);
   // Every row empty: the output is all -inf, nothing is read.
   {
     const auto q = rnd::rows<F>(rng, 2 * 8);
