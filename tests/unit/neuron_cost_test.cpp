@@ -438,6 +438,29 @@ TEMPLATE_TEST_CASE("neuron cost rules: a matmul's output starts at a PE column t
     CHECK_NOTHROW(c.matmul(nb::window(out, 96, 32, 0, 8), nb::window(st), nb::window(mv)));
 }
 
+TEST_CASE("neuron cost: the decode head sum's two layouts, compared on the model", "[neuron]") {
+  // One row of H = 64 on trn3, 16 keys. Keys on partitions: one fp32 matmul of 4 x max(1, 64)
+  // cycles, a cast of 1 element on 16 partitions (fp32 in: 1 per cycle), 16 descriptors of
+  // 2 B. One partition per row: 4 x max(16, 64) cycles, a cast of 16 elements, 1 descriptor.
+  using tr = nb::traits<trn3>;
+  const auto dma = [](double bytes, double descriptors) {
+    return tr::dma_fixed_s / tr::dma_queues +
+           (bytes + descriptors * tr::dma_descriptor_overhead_bytes) / tr::dma_bytes_per_s;
+  };
+  const auto t = nb::head_sum_layouts<trn3>(16, 1, 64);
+  CHECK(t.keys_on_partitions_s ==
+        Approx(4 * 64 / tr::tensor_hz + (60 + 1) / tr::scalar_hz + dma(32, 16)));
+  CHECK(t.row_per_partition_s ==
+        Approx(4 * 64 / tr::tensor_hz + (60 + 16) / tr::scalar_hz + dma(32, 1)));
+  CHECK(t.row_per_partition_s < t.keys_on_partitions_s);  // the descriptors decide, barely
+  // 8192 keys: 64 matmuls of 4 x 64 cycles against 16 of 4 x 512, and a cast of 64 elements
+  // against 8192: keys on partitions wins by more than 2x, from about 100 keys on.
+  const auto long_chunk = nb::head_sum_layouts<trn3>(8192, 1, 64);
+  CHECK(2 * long_chunk.keys_on_partitions_s < long_chunk.row_per_partition_s);
+  const auto t128 = nb::head_sum_layouts<trn2>(128, 1, 64);
+  CHECK(t128.keys_on_partitions_s < t128.row_per_partition_s);
+}
+
 TEST_CASE("example 09: line format, implied bound, trn3 below trn2 for MX decode", "[neuron]") {
   const auto l1 = neuron_shapes::lines<trn1>();
   const auto l2 = neuron_shapes::lines<trn2>();
