@@ -102,14 +102,14 @@ void dense_case(rnd::engine& rng, std::int64_t num_q, std::int64_t H, std::int64
 template <class Gen, class Format, class O, class W>
 void paged_case(rnd::engine& rng, std::int64_t B, std::int64_t next_n, std::int64_t H,
                 std::int32_t page_kv, std::int64_t max_len, bool clean,
-                const rnd::code_options& codes = {}) {
+                const rnd::code_options& codes = {}, std::int64_t min_len = 0) {
   INFO("paged B " << B << " next_n " << next_n << " H " << H << " page_kv " << page_kv
                   << " max_len " << max_len << " clean " << clean);
   const std::int64_t max_blocks = (max_len + page_kv - 1) / page_kv + 1, pages = B * max_blocks;
   const auto q = rnd::rows<Format>(rng, B * next_n * H, codes);
   const auto cache = rnd::paged_cache<Format>(rng, pages, page_kv, 0, codes);
   const auto w = rnd::weights<W>(rng, B * next_n, H);
-  const auto lens = rnd::context_lens(rng, B, next_n, max_len);
+  const auto lens = rnd::context_lens(rng, B, next_n, max_len, min_len);
   const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, pages);
   const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 3);
   auto host = garbage<O>(B * next_n, max_len), neuron = garbage<O>(B * next_n, max_len);
@@ -242,6 +242,19 @@ TEMPLATE_LIST_TEST_CASE("neuron paged: H = 128 and page sizes 128 / 256", "[neur
   const std::int32_t page_kv = GENERATE(128, 256);
   rnd::engine rng(3000 + page_kv);
   paged_case<Gen, F, ml::bf16, ml::bf16>(rng, 2, 2, 128, page_kv, 600, true);
+}
+
+// Requests longer than one chunk (4096 keys for pages of 128): packed passes pair a request's
+// own chunks, of different lengths (and, four to a pack for H = 32 on trn2 / trn3, two
+// requests'), with NaN / Inf scores among them.
+TEMPLATE_LIST_TEST_CASE("neuron paged: packed passes over several chunks per request", "[neuron]",
+                        combos) {
+  using Gen = typename TestType::gen;
+  using F = typename TestType::format;
+  rnd::engine rng(3300);
+  const rnd::code_options nan{.nan_codes = std::is_same_v<F, ml::mxfp8> ? 2 : 0, .nan_scales = 1};
+  paged_case<Gen, F, ml::bf16, float>(rng, 2, 1, 64, 128, 5000, true, {}, 4200);
+  paged_case<Gen, F, float, float>(rng, 2, 1, 32, 128, 5000, false, nan, 4200);
 }
 
 // Every page size from 1 to 1024 is allowed; a sample of them (odd sizes, sizes around the
