@@ -138,8 +138,9 @@ class kernel {
       "mqalogits neuron model: no kernel for this scale codec (it reads UE8M0 bytes per "
       "32 elements or one scale per row)");
   static constexpr bool mx_format = is_mx_format_v<Format>;
-  static constexpr bool per_token = !mx_format;           // one scale per row
-  static constexpr bool mx = tr::mx_matmul && mx_format;  // trn3 MX matmul
+  static constexpr bool per_token = !mx_format;                // one scale per row
+  static constexpr bool packs = !Plan::prefill && !per_token;  // decode passes may be packed
+  static constexpr bool mx = tr::mx_matmul && mx_format;       // trn3 MX matmul
   static constexpr bool fp4 = Format::data_type::bits == 4;
   static constexpr bool fp8_operands = per_token && tr::native_e4m3fn;  // trn3 fp8_per_token
   static constexpr dtype word_type = fp4 ? dtype::fp4x4 : dtype::fp8x4;
@@ -285,17 +286,18 @@ class kernel {
       });
     for (const key_chunk& kc : order) {
       const work_item& ch = chunks[kc.item];
-      if (const int slot = pack_slot(ch)) {
-        pack_chunk(ch, kc.k0, kc.nk, slot);
-        continue;
-      }
+      if constexpr (packs)
+        if (const int slot = pack_slot(ch)) {
+          pack_chunk(ch, kc.k0, kc.nk, slot);
+          continue;
+        }
       load_keys(ch.group, kc.k0, kc.nk);
       if constexpr (Plan::prefill)
         prefill(ch, kc.k0, kc.nk);
       else
         decode(ch, kc.k0, kc.nk);
     }
-    run_pack();
+    if constexpr (packs) run_pack();
   }
 
  private:
@@ -887,16 +889,12 @@ class kernel {
   // Partitions of one packed pass for an item: its pass rounded up to a column tile (64, or 32
   // on v3 and later); 0 when it is not packed (per-token scales, several passes, P > 64).
   int pack_slot(const work_item& item) const {
-    if constexpr (Plan::prefill || per_token) {
-      return 0;
-    } else {
-      const std::int64_t rows = item.row_end - item.row_begin, P = rows * heads_;
-      if (rows > decode_rows_per_pass(heads_)) return 0;
-      const std::int64_t stride = mx ? P + (P & 1) : P;
-      for (int slot = tr::pe_column_tile; slot <= 64; slot *= 2)
-        if (stride <= slot) return slot;
-      return 0;
-    }
+    const std::int64_t rows = item.row_end - item.row_begin, P = rows * heads_;
+    if (rows > decode_rows_per_pass(heads_)) return 0;
+    const std::int64_t stride = mx ? P + (P & 1) : P;
+    for (int slot = tr::pe_column_tile; slot <= 64; slot *= 2)
+      if (stride <= slot) return slot;
+    return 0;
   }
 
   // Loads the chunk's keys and Q into the next slot of the pack; a full pack runs.
