@@ -267,14 +267,12 @@ void check_contexts_fit(const char* where, matrix_view<const I> context_lens,
     }
 }
 
-}  // namespace detail
-
-// The schedule with or without varlen indices (null: every next_n rows are a request).
+// The arguments a schedule is made from: context_lens [B, next_n], a supported page size, a
+// worker count within the cap, and varlen indices (next_n 1) that group their rows.
 template <index_value I>
-paged_mqa_schedule detail::make_paged_schedule(const char* where, matrix_view<const I> context_lens,
-                                               std::int32_t page_kv, int num_workers,
-                                               const std::span<const I>* indices) {
-  using detail::require;
+void check_schedule_arguments(const char* where, matrix_view<const I> context_lens,
+                              std::int32_t page_kv, int num_workers,
+                              const std::span<const I>* indices) {
   require(context_lens.rows >= 0 && context_lens.cols >= 1, where, [&](auto& m) {
     m << "context_lens shape [" << context_lens.rows << ", " << context_lens.cols
       << "] must be [B, next_n] with next_n >= 1";
@@ -298,6 +296,16 @@ paged_mqa_schedule detail::make_paged_schedule(const char* where, matrix_view<co
     });
     detail::check_varlen_indices(where, *indices, context_lens.rows);
   }
+}
+}  // namespace detail
+
+// The schedule with or without varlen indices (null: every next_n rows are a request).
+template <index_value I>
+paged_mqa_schedule detail::make_paged_schedule(const char* where, matrix_view<const I> context_lens,
+                                               std::int32_t page_kv, int num_workers,
+                                               const std::span<const I>* indices) {
+  using detail::require;
+  check_schedule_arguments(where, context_lens, page_kv, num_workers, indices);
 
   paged_mqa_schedule s;
   s.next_n_ = context_lens.cols;
