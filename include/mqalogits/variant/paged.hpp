@@ -556,6 +556,21 @@ class paged_plan {
     const std::int64_t page = page_of(g, k), slot = k % cache_.page_kv;
     return {cache_.data(page, slot), cache_.scale(page, slot)};
   }
+  // Keys [k0, k0 + n) of group g in order, visit(i, key k0 + i): the same keys as key(), one
+  // division for the run and then page by page (the driver looks a tile's keys up at once).
+  template <class Visit>
+  void keys(std::int64_t g, std::int64_t k0, std::int64_t n, Visit visit) const {
+    const std::int64_t page_kv = cache_.page_kv, data_bytes = cache_.data_bytes();
+    std::int64_t page_slot = k0 / page_kv, slot = k0 % page_kv;
+    for (std::int64_t i = 0; i < n; ++page_slot, slot = 0) {
+      const std::int64_t page = table_(table_row(g), page_slot);
+      const std::uint8_t* data = cache_.data(page, slot);
+      const std::uint8_t* scale = cache_.scale(page, slot);
+      const std::int64_t run = std::min(n - i, page_kv - slot);
+      for (std::int64_t j = 0; j < run; ++j, ++i)
+        visit(i, key_ref{data + j * data_bytes, scale + j * Format::scale_bytes});
+    }
+  }
 
   // Per scheduled worker, one task: its run of (request, unit) pairs. A request of more than
   // rows_per_item rows is cut into row blocks, each block's units back to back.

@@ -109,6 +109,7 @@ void reserve_tile(workspace& ws) {
   const auto rows = static_cast<std::size_t>(key_tile + max_group_keys);
   ws.key_valid.reserve(rows);
   ws.refs.reserve(rows);
+  ws.next_refs.reserve(rows);
   if constexpr (int8_path<Format>) {
     ws.k_i8.reserve(rows * i8_key_bytes);
     ws.k_scale.reserve(rows * static_cast<std::size_t>(Format::blocks));
@@ -121,21 +122,32 @@ void reserve_tile(workspace& ws) {
   ws.scores.reserve(score_slots);
 }
 
-// Keys [k0, k0 + n) of group g into the workspace tile; masked keys decode as zeros. The key
-// addresses are looked up first (plan.key once per key), then the path decodes them.
-template <class Format, class Plan>
-void decode_tile(const host_abi::format_kernels& kernels, const Plan& plan, std::int64_t g,
-                 std::int64_t k0, std::int64_t n, host_abi::rows_folding folding, workspace& ws) {
-  reserve_tile<Format>(ws);
-  host_abi::key_ptrs* refs = ws.refs.data();
-  for (std::int64_t i = 0; i < n; ++i) {
-    const key_ref key = plan.key(g, k0 + i);
-    refs[i] = {key.data, key.scale};
-  }
-  kernels.decode_keys(refs, n, folding,
-                      {ws.key_valid.data(), ws.k_f32.data(), ws.k_i8.data(), ws.k_scale.data(),
-                       ws.k_fold.data(), ws.k_fold_scale.data(), ws.k_folds.data()});
+// The addresses of keys [k0, k0 + n) of group g: the plan's own run lookup when it has one (a
+// paged plan walks page by page rather than dividing per key), else plan.key per key.
+template <class Plan>
+void look_up_keys(const Plan& plan, std::int64_t g, std::int64_t k0, std::int64_t n,
+                  host_abi::key_ptrs* refs) {
+  auto put = [refs](std::int64_t i, key_ref key) { refs[i] = {key.data, key.scale}; };
+  if constexpr (requires { plan.keys(g, k0, n, put); })
+    plan.keys(g, k0, n, put);
+  else
+    for (std::int64_t i = 0; i < n; ++i) put(i, plan.key(g, k0 + i));
 }
+
+// The keys of the tile scored next, fetched into L2 a few at a time while the current tile is
+// scored: its decode then reads L2 instead of waiting on memory, which matters where the keys
+// are scattered over pages that the hardware prefetcher does not follow.
+template <class Format>
+struct next_tile_fetch {
+  const host_abi::key_ptrs* keys = nullptr;
+  std::int64_t n = 0, done = 0;
+  // After a key group is scored: as many keys as the group held.
+  void step(std::int64_t count) {
+    for (const std::int64_t end = std::min(n, done + count); done < end; ++done)
+      prefetch_key<Format>(keys[done]);
+  }
+  void finish() { step(n); }
+};
 
 // Which of an item's query rows take the folded MXFP4 kernel.
 template <class Format>
@@ -164,14 +176,16 @@ struct row_scores {
 template <class Format>
 void score_row_f32(const host_abi::format_kernels& kernels, const workspace& ws, std::int64_t row,
                    int heads, std::int64_t tile_begin, std::int64_t lo, std::int64_t hi,
-                   row_scores out) {
+                   row_scores out, next_tile_fetch<Format>& fetch) {
   constexpr int head_dim = Format::head_dim;
   const int padded = padded_heads(kernels, heads);
   const host_abi::f32_query query{ws.q_f32.data() + row * padded * head_dim,
                                   ws.w.data() + row * padded, heads, padded};
   const auto kernel = kernels.f32_kernel(padded / kernels.lanes);
-  for (std::int64_t t = lo; t < hi; t += kernel.keys)
+  for (std::int64_t t = lo; t < hi; t += kernel.keys) {
     kernel.fn(query, {ws.k_f32.data() + (t - tile_begin) * head_dim}, out.at(t));
+    fetch.step(kernel.keys);
+  }
 }
 
 // The int8 path's query row `row` in its per-block form (codes, per-block bias and scale).
@@ -202,14 +216,16 @@ template <class Format>
 void score_keys_per_block(
     const host_abi::keys_kernel<host_abi::i8_query, host_abi::i8_keys>& kernel,
     const host_abi::i8_query& query, const workspace& ws, std::int64_t tile_begin, std::int64_t lo,
-    std::int64_t hi, row_scores out) {
+    std::int64_t hi, row_scores out, next_tile_fetch<Format>& fetch) {
   constexpr int key_bytes = host_backend::i8_key_bytes<Format::head_dim>;
   constexpr int blocks = Format::blocks;
-  for (std::int64_t t = lo; t < hi; t += kernel.keys)
+  for (std::int64_t t = lo; t < hi; t += kernel.keys) {
     kernel.fn(query,
               {ws.k_i8.data() + (t - tile_begin) * key_bytes,
                ws.k_scale.data() + (t - tile_begin) * blocks},
               out.at(t));
+    fetch.step(kernel.keys);
+  }
 }
 
 // The same for a row that folds: the folded kernel on each key group of keys that fold, the
@@ -219,7 +235,7 @@ void score_keys_per_block(
 template <class Format>
 void score_row_folded(const host_abi::format_kernels& kernels, const workspace& ws,
                       std::int64_t row, int heads, std::int64_t tile_begin, std::int64_t lo,
-                      std::int64_t hi, row_scores out) {
+                      std::int64_t hi, row_scores out, next_tile_fetch<Format>& fetch) {
   constexpr int key_bytes = host_backend::i8_key_bytes<Format::head_dim>;
   const int padded = padded_heads(kernels, heads);
   const host_abi::i8_query block_query = block_query_of<Format>(ws, row, heads, padded);
@@ -234,17 +250,19 @@ void score_row_folded(const host_abi::format_kernels& kernels, const workspace& 
     int folded = 0;
     for (std::int64_t i = 0; i < count; ++i) folded += key_folds[t - tile_begin + i];
     if (folded == 0) {
-      score_keys_per_block<Format>(block_kernel, block_query, ws, tile_begin, t, t + count, out);
+      score_keys_per_block<Format>(block_kernel, block_query, ws, tile_begin, t, t + count, out,
+                                   fetch);
       continue;
     }
     fold_kernel.fn(fold_query,
                    {ws.k_fold.data() + (t - tile_begin) * key_bytes,
                     ws.k_fold_scale.data() + (t - tile_begin)},
                    out.at(t));
+    fetch.step(count);
     if (folded < count)
       for (std::int64_t u = t; u < t + count; u += block_kernel.keys) {
         score_keys_per_block<Format>(block_kernel, block_query, ws, tile_begin, u, u + 1,
-                                     {mixed, u});
+                                     {mixed, u}, fetch);
         for (std::int64_t i = u; i < std::min(u + block_kernel.keys, t + count); ++i)
           if (!key_folds[i - tile_begin]) *out.at(i) = mixed[i - u];
       }
@@ -255,31 +273,47 @@ void score_row_folded(const host_abi::format_kernels& kernels, const workspace& 
 template <class Format>
 void score_row_i8(const host_abi::format_kernels& kernels, const workspace& ws, std::int64_t row,
                   int heads, std::int64_t tile_begin, std::int64_t lo, std::int64_t hi,
-                  row_scores out) {
+                  row_scores out, next_tile_fetch<Format>& fetch) {
   if (kernels.fold_rows && ws.q_folds.data()[row]) {
-    score_row_folded<Format>(kernels, ws, row, heads, tile_begin, lo, hi, out);
+    score_row_folded<Format>(kernels, ws, row, heads, tile_begin, lo, hi, out, fetch);
     return;
   }
   const int padded = padded_heads(kernels, heads);
   score_keys_per_block<Format>(kernels.i8_kernel(padded / kernels.lanes),
                                block_query_of<Format>(ws, row, heads, padded), ws, tile_begin, lo,
-                               hi, out);
+                               hi, out, fetch);
 }
 
 // One work item: its query rows decoded (or reused), then per key tile the keys decoded once
-// and each row's scores over them handed to the output.
+// and each row's scores over them handed to the output. While a tile is scored, the next one's
+// keys are fetched: the item's own next tile, or after its last the first tile of `next` (the
+// item this thread runs next, if known).
 template <class Format, class Plan, class W, class Output>
 void run_item(const host_abi::format_kernels& kernels, const rows_view<Format>& q, const Plan& plan,
               const matrix_view<const W>& w, Output& output, std::int64_t task,
-              const work_item& item, std::uint64_t call, workspace& ws) {
+              const work_item& item, const work_item* next, std::uint64_t call, workspace& ws) {
   const int heads = static_cast<int>(w.cols);
   decode_rows(kernels, q, w, item.row_begin, item.row_end, call, ws);
   const host_abi::rows_folding folding = item_folding<Format>(item, ws);
   float* scores = ws.scores.reserve(score_slots);
+  reserve_tile<Format>(ws);
+  host_abi::key_ptrs *refs = ws.refs.data(), *next_refs = ws.next_refs.data();
+  look_up_keys(plan, item.group, item.key_begin, std::min(key_tile, item.key_end - item.key_begin),
+               refs);
   for (std::int64_t tile_begin = item.key_begin; tile_begin < item.key_end;
        tile_begin += key_tile) {
     const std::int64_t tile_end = std::min(tile_begin + key_tile, item.key_end);
-    decode_tile<Format>(kernels, plan, item.group, tile_begin, tile_end - tile_begin, folding, ws);
+    next_tile_fetch<Format> fetch{next_refs};
+    if (tile_end < item.key_end) {
+      fetch.n = std::min(key_tile, item.key_end - tile_end);
+      look_up_keys(plan, item.group, tile_end, fetch.n, next_refs);
+    } else if (next) {
+      fetch.n = std::min(key_tile, next->key_end - next->key_begin);
+      look_up_keys(plan, next->group, next->key_begin, fetch.n, next_refs);
+    }
+    kernels.decode_keys(refs, tile_end - tile_begin, folding,
+                        {ws.key_valid.data(), ws.k_f32.data(), ws.k_i8.data(), ws.k_scale.data(),
+                         ws.k_fold.data(), ws.k_fold_scale.data(), ws.k_folds.data()});
     const unsigned char* valid = ws.key_valid.data();
     for (std::int64_t r = item.row_begin; r < item.row_end; ++r) {
       const row_keys keys = plan.row(r);
@@ -292,11 +326,18 @@ void run_item(const host_abi::format_kernels& kernels, const rows_view<Format>& 
       // cost a selecting output its per-call work every 4-14 keys.)
       const std::int64_t decoded_row = r - ws.row_begin;
       if constexpr (int8_path<Format>)
-        score_row_i8<Format>(kernels, ws, decoded_row, heads, tile_begin, lo, hi, {scores, lo});
+        score_row_i8<Format>(kernels, ws, decoded_row, heads, tile_begin, lo, hi, {scores, lo},
+                             fetch);
       else
-        score_row_f32<Format>(kernels, ws, decoded_row, heads, tile_begin, lo, hi, {scores, lo});
+        score_row_f32<Format>(kernels, ws, decoded_row, heads, tile_begin, lo, hi, {scores, lo},
+                              fetch);
       output.consume(task, r, lo - keys.col_offset, scores, valid + (lo - tile_begin), hi - lo);
     }
+    fetch.finish();
+    // Swapped by hand: no standard template is instantiated on the kernel ABI's types.
+    host_abi::key_ptrs* const scored = refs;
+    refs = next_refs;
+    next_refs = scored;
   }
 }
 
@@ -306,6 +347,8 @@ void run_item(const host_abi::format_kernels& kernels, const rows_view<Format>& 
 // a block is scored by one task or by neighbouring ones: only a task's first and last block
 // can be shared.
 inline constexpr std::int64_t tasks_per_thread = 4;
+// Tasks per executor thread of an output without per-task state (runs of consecutive items).
+inline constexpr std::int64_t runs_per_thread = 16;
 
 // Reserves one workspace per task that runs at once, for items of up to max_rows rows.
 template <class Format, class W>
@@ -349,7 +392,8 @@ void run_grouped(const host_abi::format_kernels& kernels, const rows_view<Format
                             (last < items && same_rows(i, last - 1) && same_rows(last - 1, last));
         output.open_rows(t, item(i).row_begin, item(i).row_end, shared);
       }
-      run_item(kernels, q, plan, w, output, t, item(i), call, ws);
+      run_item(kernels, q, plan, w, output, t, item(i), i + 1 < last ? &item(i + 1) : nullptr, call,
+               ws);
     }
     output.close_task(t);
   };
@@ -381,18 +425,25 @@ void run_call(const host_abi::format_kernels& kernels, const rows_view<Format>& 
       std::sort(work.items.begin(), work.items.end(), by_block);
     run_grouped(kernels, q, plan, w, output, opt, scratch, max_rows, call);
   } else {
+    // Tasks of consecutive items, in the plan's order (the paged schedule's balanced runs,
+    // back to back): a thread's consecutive items mostly share their query rows (decoded once)
+    // and each item's keys are fetched while the one before is scored; many tasks per thread,
+    // so that a pool handing out tasks dynamically still balances when a core is shared. Each
+    // item is its own task for the output.
+    const std::int64_t tasks =
+        std::min(items, runs_per_thread * std::max(1, opt.executor.concurrency()));
     // Every allocation of the call before its first output write.
-    reserve_workspaces<Format>(kernels, scratch, w, items, max_rows, opt);
+    reserve_workspaces<Format>(kernels, scratch, w, tasks, max_rows, opt);
     output.begin(plan, items, opt.executor);
-    // One executor task per work item, in the plan's order (the paged schedule's balanced runs,
-    // back to back): a pool handing out indices dynamically then balances even when a core is
-    // shared, and a thread's consecutive items mostly share their query rows (decoded once).
-    auto task = [&](std::int64_t i) {
+    auto task = [&](std::int64_t t) {
+      const std::int64_t first = items * t / tasks, last = items * (t + 1) / tasks;
       const scoped_call_scratch::lease leased(scratch);
-      run_item(kernels, q, plan, w, output, i, work.items[static_cast<std::size_t>(i)], call,
-               leased.get());
+      for (std::int64_t i = first; i < last; ++i)
+        run_item(kernels, q, plan, w, output, i, work.items[static_cast<std::size_t>(i)],
+                 i + 1 < last ? &work.items[static_cast<std::size_t>(i + 1)] : nullptr, call,
+                 leased.get());
     };
-    detail::checked_parallel_for(opt.executor, items, task);
+    detail::checked_parallel_for(opt.executor, tasks, task);
   }
   output.finish(opt.executor);
 }

@@ -77,7 +77,8 @@ struct workspace {
   aligned_buffer<float> k_fold_scale;
   aligned_buffer<unsigned char> k_folds;
   aligned_buffer<unsigned char> key_valid;
-  aligned_buffer<host_abi::key_ptrs> refs;
+  // The addresses of the tile's keys, and of the tile scored next (fetched while this one is).
+  aligned_buffer<host_abi::key_ptrs> refs, next_refs;
   aligned_buffer<float> scores;
 
   // Sealed while a call's tasks run: every buffer was reserved for the call before it.
@@ -87,6 +88,7 @@ struct workspace {
     for (auto* b : {&q_i8, &q_bias, &q_fold, &q_fold_start}) b->seal(sealed);
     for (auto* b : {&q_folds, &k_i8, &k_fold, &k_folds, &key_valid}) b->seal(sealed);
     refs.seal(sealed);
+    next_refs.seal(sealed);
   }
 };
 
