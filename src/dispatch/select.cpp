@@ -45,7 +45,8 @@ cpu_features detect() {
 #if defined(MQALOGITS_DISPATCH_X86_CPUID)
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
-  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12);
+  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12),
+             f16c = c & (1u << 29);
   if (!osxsave || !avx) return f;
   unsigned xcr0_lo = 0, xcr0_hi = 0;
   __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
@@ -58,7 +59,7 @@ cpu_features detect() {
              avx512vl = b & (1u << 31), avx512vnni = c & (1u << 11);
   __cpuid_count(7, 1, a, b, c, d);
   const bool avxvnni = a & (1u << 4);
-  f.avx2_fma = avx2 && fma;
+  f.avx2_fma = avx2 && fma && f16c;  // F16C: every AVX2 CPU has it, the paths use it
   f.avx_vnni = f.avx2_fma && avxvnni;
   f.avx512 = f.avx2_fma && zmm_state && avx512f && avx512dq && avx512bw && avx512vl;
   f.avx512_vnni = f.avx512 && avx512vnni;

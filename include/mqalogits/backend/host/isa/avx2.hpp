@@ -1,8 +1,8 @@
 // The AVX2 + FMA path: 8 fp32 lanes, 16 vector registers. Int8 dot products through AVX-VNNI
 // when the target has it, else vpmaddubsw + vpmaddwd (exact here: the pair sums of |u8 * s8|
 // stay far below int16 saturation). Both multiply unsigned by signed bytes: keys are offset.
-// Its own exact decoder for e4m3 rows (MXFP8 and FP8 per-token), built from integer and fp32
-// operations only (no F16C, which -mavx2 does not imply).
+// e4m3 rows (MXFP8 and FP8 per-token) through half precision where the target has F16C, else
+// its own exact decoder built from integer and fp32 operations (-mavx2 does not imply F16C).
 #pragma once
 
 #include "base.hpp"
@@ -59,6 +59,9 @@ struct isa_avx2 : x86_e4m3_decoders<isa_avx2>,
   }
   static vf load(const float* p) {
     return in_register(_mm256_loadu_ps(p));
+  }
+  static void store(float* p, vf v) {
+    _mm256_storeu_ps(p, v);
   }
   static vf broadcast(const float* p) {
     return _mm256_broadcast_ss(p);
@@ -252,10 +255,65 @@ struct isa_avx2 : x86_e4m3_decoders<isa_avx2>,
     return n;
   }
 
-  // ---- e4m3 rows (MXFP8, FP8 per-token), which decode_row_f32 routes here: every code to its
-  // exact fp32 value, then one multiply by the block (or row) scale, the one rounding
-  // Format::decode_row does too ----
+  // ---- e4m3 rows (MXFP8, FP8 per-token), which decode_row_f32 routes here ----
   friend struct x86_e4m3_decoders<isa_avx2>;
+#if defined(__F16C__)
+  // With F16C (every AVX2 CPU has it; the dispatch library's avx2 paths require it): through
+  // half precision, as the AVX-512 path. 16 codes to fp16 (value / 2^8, exact): the code
+  // sign-extended and shifted left by 7, the copy of the sign on bit 14 cleared; with Nan, the
+  // NaN codes (magnitude bits all set) made NaN, without, a row must hold none (has_nan_code).
+  template <bool Nan>
+  static __m256i e4m3_to_half(__m128i bytes) {
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(bytes), 7),
+                                       _mm256_set1_epi16(static_cast<short>(0xBF80)));
+    if constexpr (!Nan) {
+      return h;
+    } else {
+      const __m256i magnitude = _mm256_set1_epi16(0x3F80);
+      const __m256i is_nan = _mm256_cmpeq_epi16(_mm256_and_si256(h, magnitude), magnitude);
+      return _mm256_blendv_epi8(h, _mm256_set1_epi16(0x7E00), is_nan);
+    }
+  }
+  template <int Blocks>
+  static bool has_nan_code(const std::uint8_t* data) {
+    const __m256i low7 = _mm256_set1_epi8(0x7F);
+    __m256i any = _mm256_setzero_si256();
+    MQALOGITS_UNROLL
+    for (int b = 0; b < Blocks; ++b)
+      any = _mm256_or_si256(
+          any, _mm256_cmpeq_epi8(
+                   _mm256_and_si256(
+                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + 32 * b)), low7),
+                   low7));
+    return !_mm256_testz_si256(any, any);
+  }
+  // Blocks x 32 codes, each block as four vectors of 8 fp32 (code / 2^8) handed to
+  // visit(block, parts) (x86_e4m3_decoders scales and stores them).
+  template <int Blocks, bool Nan, class Visit>
+  static void e4m3_blocks(const std::uint8_t* data, Visit visit) {
+    MQALOGITS_UNROLL
+    for (int b = 0; b < Blocks; ++b) {
+      const __m256i h0 =
+          e4m3_to_half<Nan>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 32 * b)));
+      const __m256i h1 =
+          e4m3_to_half<Nan>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 32 * b + 16)));
+      const __m256 parts[4] = {_mm256_cvtph_ps(_mm256_castsi256_si128(h0)),
+                               _mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1)),
+                               _mm256_cvtph_ps(_mm256_castsi256_si128(h1)),
+                               _mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1))};
+      visit(b, parts);
+    }
+  }
+  template <int Blocks, class Visit>
+  static void e4m3_halves(const std::uint8_t* data, Visit visit) {
+    if (has_nan_code<Blocks>(data))
+      e4m3_blocks<Blocks, true>(data, visit);
+    else
+      e4m3_blocks<Blocks, false>(data, visit);
+  }
+#else
+  // Without F16C (-mavx2 alone does not enable it): every code to its exact fp32 value, then one
+  // multiply by the block (or row) scale, the one rounding Format::decode_row does too.
   template <int Blocks>
   static void decode_e4m3_ue8m0(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
     for (int b = 0; b < Blocks; ++b)
@@ -292,6 +350,7 @@ struct isa_avx2 : x86_e4m3_decoders<isa_avx2>,
       _mm256_storeu_ps(out + i, _mm256_mul_ps(v, scale));
     }
   }
+#endif
 };
 
 }  // namespace host_backend

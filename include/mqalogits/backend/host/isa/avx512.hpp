@@ -54,6 +54,9 @@ struct isa_avx512 : x86_e4m3_decoders<isa_avx512>,
   static vf load(const float* p) {
     return in_register(_mm512_loadu_ps(p));
   }
+  static void store(float* p, vf v) {
+    _mm512_storeu_ps(p, v);
+  }
   static vf broadcast(const float* p) {
     return _mm512_set1_ps(*p);
   }
@@ -227,55 +230,57 @@ struct isa_avx512 : x86_e4m3_decoders<isa_avx512>,
   // finite fp16: made NaN.
   friend struct x86_e4m3_decoders<isa_avx512>;
 
-  // 32 e4m3 codes to fp16 (value / 2^8, exact; NaN codes made NaN), in two halves of 16 lanes.
+  // 32 e4m3 codes to fp16 (value / 2^8, exact), in two halves of 16 lanes: the code sign-extended
+  // to 16 bits and shifted left by 7 puts its 7 magnitude bits on the half's exponent and
+  // mantissa and its sign on bit 15; the copy of the sign on bit 14 is cleared. With Nan, the
+  // NaN codes are made NaN; without, a row must hold none (has_nan_code).
+  template <bool Nan>
   static __m512i e4m3_to_half(__m256i bytes) {
+    const __m512i h = _mm512_and_si512(_mm512_slli_epi16(_mm512_cvtepi8_epi16(bytes), 7),
+                                       _mm512_set1_epi16(static_cast<short>(0xBF80)));
+    if constexpr (!Nan) {
+      return h;
+    } else {
+      const __m256i low7 = _mm256_set1_epi8(0x7F);
+      const __mmask32 is_nan = _mm256_cmpeq_epi8_mask(_mm256_and_si256(bytes, low7), low7);
+      return _mm512_mask_mov_epi16(h, is_nan, _mm512_set1_epi16(0x7E00));
+    }
+  }
+
+  // Whether a row of Blocks x 32 codes holds a NaN code (0x7F or 0xFF): checked once per row, so
+  // that the decode of the (usual) rows without one skips the per-block fix.
+  template <int Blocks>
+  static bool has_nan_code(const std::uint8_t* data) {
+    __mmask32 any = 0;
     const __m256i low7 = _mm256_set1_epi8(0x7F);
-    const __m512i x = _mm512_cvtepu8_epi16(bytes);
-    const __m512i h = _mm512_or_si512(
-        _mm512_and_si512(_mm512_slli_epi16(x, 8), _mm512_set1_epi16(static_cast<short>(0x8000))),
-        _mm512_and_si512(_mm512_slli_epi16(x, 7), _mm512_set1_epi16(0x3F80)));
-    const __mmask32 is_nan = _mm256_cmpeq_epi8_mask(_mm256_and_si256(bytes, low7), low7);
-    return _mm512_mask_mov_epi16(h, is_nan, _mm512_set1_epi16(0x7E00));
+    MQALOGITS_UNROLL
+    for (int b = 0; b < Blocks; ++b)
+      any |= _mm256_cmpeq_epi8_mask(
+          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + 32 * b)),
+                           low7),
+          low7);
+    return any != 0;
   }
 
-  // FP8 per-token rows: x 2^8 restores each code's value exactly, x the row scale is the one
-  // rounding Format::decode_row does too.
-  template <int Blocks>
-  static void decode_e4m3_fp32(const std::uint8_t* data, float scale, float* out) {
-    const __m512 restore = _mm512_set1_ps(256.0f);
-    const __m512 s = _mm512_set1_ps(scale);
+  // Blocks x 32 codes, each block's two halves of 16 widened to fp32 (code / 2^8) and handed to
+  // visit(block, parts) (x86_e4m3_decoders scales and stores them).
+  template <int Blocks, bool Nan, class Visit>
+  static void e4m3_blocks(const std::uint8_t* data, Visit visit) {
+    MQALOGITS_UNROLL
     for (int b = 0; b < Blocks; ++b) {
       const __m512i h =
-          e4m3_to_half(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + 32 * b)));
-      const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
-      const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
-      _mm512_storeu_ps(out + 32 * b, _mm512_mul_ps(_mm512_mul_ps(lo, restore), s));
-      _mm512_storeu_ps(out + 32 * b + 16, _mm512_mul_ps(_mm512_mul_ps(hi, restore), s));
+          e4m3_to_half<Nan>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + 32 * b)));
+      const __m512 parts[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(h)),
+                               _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1))};
+      visit(b, parts);
     }
   }
-
-  template <int Blocks>
-  static void decode_e4m3_ue8m0(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
-    const __m512 restore = _mm512_set1_ps(256.0f);
-    for (int b = 0; b < Blocks; ++b) {
-      const __m512i h =
-          e4m3_to_half(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + 32 * b)));
-      const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
-      const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
-      const std::uint8_t e = scales[b];
-      // 2^8 * 2^(e - 127) is a normal float for 1 <= e <= 246: one multiply, the same rounding.
-      // Byte 0 keeps its own subnormal scale (2^-127), so that denormals-are-zero reads the
-      // block as 0 here as on every other path.
-      if (e != 0 && e <= 246) {
-        const __m512 s = _mm512_set1_ps(ue8m0_values[e + 8]);
-        _mm512_storeu_ps(out + 32 * b, _mm512_mul_ps(lo, s));
-        _mm512_storeu_ps(out + 32 * b + 16, _mm512_mul_ps(hi, s));
-      } else {
-        const __m512 s = _mm512_set1_ps(ue8m0_values[e]);
-        _mm512_storeu_ps(out + 32 * b, _mm512_mul_ps(_mm512_mul_ps(lo, restore), s));
-        _mm512_storeu_ps(out + 32 * b + 16, _mm512_mul_ps(_mm512_mul_ps(hi, restore), s));
-      }
-    }
+  template <int Blocks, class Visit>
+  static void e4m3_halves(const std::uint8_t* data, Visit visit) {
+    if (has_nan_code<Blocks>(data))
+      e4m3_blocks<Blocks, true>(data, visit);
+    else
+      e4m3_blocks<Blocks, false>(data, visit);
   }
 };
 

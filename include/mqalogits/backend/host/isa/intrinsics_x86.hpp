@@ -21,9 +21,12 @@ MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
 #include <immintrin.h>
 MQALOGITS_GCC12_INTRINSICS_WARNINGS_ON
 
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "../../../config.hpp"
+#include "../../../format/ue8m0.hpp"
 #include "base.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -66,6 +69,13 @@ struct x86_fold_settings<false> {
 // I::decode_e4m3_ue8m0<blocks>(data, scales, out), FP8 per-token rows to
 // I::decode_e4m3_fp32<blocks>(data, row scale, out) (blocks of 32 codes), other formats to
 // their own Format::decode_row (plain_decoders).
+//
+// Those two are written here for paths that widen e4m3 through half precision:
+// I::e4m3_halves<Blocks>(data, visit) hands visit(block, parts) each block's 32 codes as fp32
+// vectors worth code / 2^8 (exact: e4m3 -> fp16 is a bit move, vcvtph2ps widens exactly). x 2^8
+// restores each value exactly and x the scale is the one rounding Format::decode_row does too;
+// where the scale's 2^8 multiple is a normal float, the two are one multiply by that multiple
+// (the same product, rounded once). A path without the widening defines its own.
 template <class I>
 struct x86_e4m3_decoders : plain_decoders {
   template <class Format>
@@ -78,6 +88,50 @@ struct x86_e4m3_decoders : plain_decoders {
     } else {
       Format::decode_row(data, scales, out);
     }
+  }
+
+  template <int Blocks>
+  static void decode_e4m3_ue8m0(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
+    I::template e4m3_halves<Blocks>(data, [&](int b, const auto& parts) {
+      const std::uint8_t e = scales[b];
+      // 2^8 x 2^(e - 127) is a normal float for 1 <= e <= 246. Byte 0 keeps its own subnormal
+      // scale (2^-127), so that denormals-are-zero reads the block as 0 here as on every other
+      // path.
+      if (e != 0 && e <= 246)
+        store_scaled(out + 32 * b, parts, ue8m0_values[e + 8]);
+      else
+        store_scaled(out + 32 * b, parts, 256.0f, ue8m0_values[e]);
+    });
+  }
+
+  template <int Blocks>
+  static void decode_e4m3_fp32(const std::uint8_t* data, float scale, float* out) {
+    const float magnitude = std::fabs(scale);
+    if (magnitude >= 0x1p-100f && magnitude <= 0x1p100f) {
+      const float both = scale * 256.0f;
+      I::template e4m3_halves<Blocks>(
+          data, [&](int b, const auto& parts) { store_scaled(out + 32 * b, parts, both); });
+    } else {
+      I::template e4m3_halves<Blocks>(data, [&](int b, const auto& parts) {
+        store_scaled(out + 32 * b, parts, 256.0f, scale);
+      });
+    }
+  }
+
+ private:
+  // out[p] = parts[p] x s (x t), vector by vector.
+  template <class V, std::size_t N>
+  static void store_scaled(float* out, const V (&parts)[N], float s) {
+    const V sv = I::broadcast(&s);
+    MQALOGITS_UNROLL
+    for (std::size_t p = 0; p < N; ++p) I::store(out + p * I::lanes, I::mul(parts[p], sv));
+  }
+  template <class V, std::size_t N>
+  static void store_scaled(float* out, const V (&parts)[N], float s, float t) {
+    const V sv = I::broadcast(&s), tv = I::broadcast(&t);
+    MQALOGITS_UNROLL
+    for (std::size_t p = 0; p < N; ++p)
+      I::store(out + p * I::lanes, I::mul(I::mul(parts[p], sv), tv));
   }
 };
 
