@@ -41,59 +41,22 @@ double fma_peak() {
   return bench::fma_peak_gflops();
 }
 
-// Valid codes of any format (no e4m3 NaN), sane scales (fp32 per-token scales near 2^-6).
+// The pages of B requests x `blocks` in request order: back to back, or at random page slots of
+// a 4 GiB mapping (bench::paged_cache) with or without huge pages.
 template <class Format>
-void fill_token(std::uint8_t* data, std::uint8_t* scale, std::uint64_t seed) {
-  bench::fill_data<Format>(data, Format::data_bytes, seed);
-  if constexpr (std::is_same_v<typename Format::data_type, ml::float_e4m3>)
-    for (int i = 0; i < Format::data_bytes; ++i)
-      if ((data[i] & 0x7F) == 0x7F) data[i] ^= 1;
-  if constexpr (std::is_same_v<typename Format::scale_type, ml::fp32_row_scale>) {
-    const float s = std::ldexp(1.0f + static_cast<float>(bench::mix(seed) % 8) / 8, -6);
-    std::memcpy(scale, &s, 4);
-  } else {
-    bench::fill_scales(scale, Format::scale_bytes, seed ^ 0x5CA1E);
-  }
-}
-
-// A paged cache of `arena` bytes of which the pages of B requests x `blocks` are filled:
-// back to back (contiguous) or at random page slots of the whole arena.
-template <class Format>
-struct arena_cache {
-  static constexpr std::int64_t page_kv = 64;
-  static constexpr std::int64_t stride = page_kv * (Format::data_bytes + Format::scale_bytes);
-  std::size_t bytes;
-  std::uint8_t* base;
-  std::int64_t pages;
+struct laid_out_cache {
+  bench::paged_cache<Format> cache;
   std::vector<std::int32_t> table;
-  arena_cache(std::int64_t b, std::int64_t blocks, std::size_t arena, int advice, bool scatter)
-      : bytes(arena),
-        base(static_cast<std::uint8_t*>(mmap(nullptr, arena, PROT_READ | PROT_WRITE,
-                                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0))),
-        pages(static_cast<std::int64_t>(arena) / stride) {
-    if (base == MAP_FAILED) std::abort();
-    madvise(base, arena, advice);
-    std::vector<std::int32_t> slots(static_cast<std::size_t>(pages));
-    for (std::int64_t i = 0; i < pages; ++i)
-      slots[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
-    if (scatter) std::shuffle(slots.begin(), slots.end(), std::mt19937_64(7));
-    table.assign(slots.begin(), slots.begin() + b * blocks);
-    const ml::paged_cache_view<Format> v = view();
-    for (std::int64_t p : table)
-      for (std::int64_t t = 0; t < page_kv; ++t)
-        fill_token<Format>(const_cast<std::uint8_t*>(v.data(p, t)),
-                           const_cast<std::uint8_t*>(v.scale(p, t)),
-                           static_cast<std::uint64_t>(p * page_kv + t));
+  laid_out_cache(std::int64_t b, std::int64_t blocks, std::size_t scatter_over, int advice)
+      : cache(b * blocks, 64, 11, scatter_over, advice) {
+    for (std::int32_t p = 0; p < b * blocks; ++p) table.push_back(cache.slot(p));
   }
-  ~arena_cache() { munmap(base, bytes); }
-  arena_cache(const arena_cache&) = delete;
-  arena_cache& operator=(const arena_cache&) = delete;
-  ml::paged_cache_view<Format> view() const { return {base, pages, page_kv}; }
+  ml::paged_cache_view<Format> view() const { return cache.view(); }
 };
 
 template <class Format>
-std::vector<ml::host_abi::key_ptrs> keys_in_call_order(const arena_cache<Format>& c, std::int64_t b,
-                                                       std::int64_t context) {
+std::vector<ml::host_abi::key_ptrs> keys_in_call_order(const laid_out_cache<Format>& c,
+                                                       std::int64_t b, std::int64_t context) {
   const ml::paged_cache_view<Format> v = c.view();
   const std::int64_t blocks = context / 64;
   std::vector<ml::host_abi::key_ptrs> refs;
@@ -140,13 +103,6 @@ struct experiment {
         q(B * h, 12),
         w(bench::weights(B * h, 13)),
         padded(static_cast<int>((h + kernels.lanes - 1) / kernels.lanes * kernels.lanes)) {
-    for (std::int64_t r = 0; r < B * H; ++r) {
-      std::uint8_t scale[8];
-      fill_token<Format>(q.data.data() + r * Format::data_bytes, scale,
-                         static_cast<std::uint64_t>(r) ^ 99);
-      if (!std::is_same_v<Format, ml::fp8_per_token>)
-        std::memcpy(q.scales.data() + r * Format::scale_bytes, scale, Format::scale_bytes);
-    }
     const ml::host_abi::rows_ref rows{q.data.data(), q_scales(), Format::data_bytes,
                                       Format::scale_bytes};
     w_row.assign(static_cast<std::size_t>(padded), 0.0f);
@@ -169,7 +125,7 @@ struct experiment {
   double flop_per_key() const { return 2.0 * static_cast<double>(H) * Format::head_dim; }
 
   // Seconds per key of each experiment.
-  double call(const arena_cache<Format>& c) {
+  double call(const laid_out_cache<Format>& c) {
     const ml::matrix_view<const std::int32_t> l(lens.data(), B, 1, 1),
         t(c.table.data(), B, blocks, blocks);
     const auto schedule = ml::get_paged_mqa_logits_metadata(l, 64, 1);
@@ -274,18 +230,15 @@ void run_format(const char* name, std::int64_t h, int rounds) {
   experiment<Format> e(h);
   struct layout {
     const char* name;
-    std::size_t arena;
+    std::size_t scatter_over;
     int advice;
-    bool scatter;
   };
-  const std::size_t contiguous_bytes =
-      static_cast<std::size_t>(e.B * e.blocks * arena_cache<Format>::stride);
-  const layout layouts[] = {{"contiguous", contiguous_bytes, MADV_NOHUGEPAGE, false},
-                            {"scattered 4K", std::size_t{4} << 30, MADV_NOHUGEPAGE, true},
-                            {"scattered 2M", std::size_t{4} << 30, MADV_HUGEPAGE, true}};
+  const layout layouts[] = {{"contiguous", 0, MADV_NOHUGEPAGE},
+                            {"scattered 4K", std::size_t{4} << 30, MADV_NOHUGEPAGE},
+                            {"scattered 2M", std::size_t{4} << 30, MADV_HUGEPAGE}};
   const std::int64_t aheads[] = {0, 8, 32, 128};
   for (const layout& l : layouts) {
-    arena_cache<Format> c(e.B, e.blocks, l.arena, l.advice, l.scatter);
+    laid_out_cache<Format> c(e.B, e.blocks, l.scatter_over, l.advice);
     const auto refs = keys_in_call_order(c, e.B, e.context);
     std::vector<double> call, dec, dec_l2, sc, pf[4], inter;
     e.call(c);  // warm

@@ -14,8 +14,10 @@ import re
 import statistics
 import subprocess
 
-LINE = re.compile(r"^(?P<shape>\S.*?)\s+MXFP8 best\s+[\d.]+% median\s+(?P<m8>[\d.]+)% of fp32 FMA "
-                  r"peak \| MXFP4 best\s+[\d.]+% median\s+(?P<m4>[\d.]+)%")
+# A shape's line: its first format (MXFP8, or FP8tok on the FP8 per-token shapes, whose names
+# say so) against MXFP4.
+LINE = re.compile(r"^(?P<shape>\S.*?)\s+(?:MXFP8|FP8tok) best\s+[\d.]+% median\s+(?P<m8>[\d.]+)% "
+                  r"of fp32 FMA peak \| MXFP4 best\s+[\d.]+% median\s+(?P<m4>[\d.]+)%")
 
 
 def run(binary, rounds, threads, env=None):

@@ -4,9 +4,12 @@
 // sane range, exact-bf16 weights.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +24,12 @@ namespace bench {
 
 namespace ml = mqalogits;
 
+#if defined(MADV_NOHUGEPAGE)
+inline constexpr int no_huge_pages = MADV_NOHUGEPAGE;
+#else
+inline constexpr int no_huge_pages = 0;
+#endif
+
 inline std::uint64_t mix(std::uint64_t x) {  // splitmix64
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -34,7 +43,7 @@ void fill_data(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
     const std::uint64_t r = mix(seed + i);
     for (std::size_t j = 0; j < 8 && i + j < n; ++j) {
       auto b = static_cast<std::uint8_t>(r >> (8 * j));
-      if constexpr (std::is_same_v<Format, ml::mxfp8>)
+      if constexpr (std::is_same_v<typename Format::data_type, ml::float_e4m3>)
         if ((b & 0x7F) == 0x7F) b ^= 1;  // no NaN codes
       p[i + j] = b;
     }
@@ -63,6 +72,19 @@ inline void fill_scales(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
   }
 }
 
+// Scales of Format: UE8M0 bytes as fill_scales, or fp32 row scales in [2^-6, 2^-5).
+template <class Format>
+void fill_format_scales(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
+  if constexpr (std::is_same_v<typename Format::scale_type, ml::fp32_row_scale>) {
+    for (std::size_t i = 0; i + 4 <= n; i += 4) {
+      const float s = (1.0f + static_cast<float>(mix(seed + i) % 64) / 64.0f) / 64.0f;
+      std::memcpy(p + i, &s, 4);
+    }
+  } else {
+    fill_scales(p, n, seed);
+  }
+}
+
 template <class Format>
 struct rows {
   std::int64_t n = 0;
@@ -72,7 +94,7 @@ struct rows {
         data(static_cast<std::size_t>(count * Format::data_bytes)),
         scales(static_cast<std::size_t>(count * Format::scale_bytes)) {
     fill_data<Format>(data.data(), data.size(), seed);
-    fill_scales(scales.data(), scales.size(), seed ^ 0x5CA1E);
+    fill_format_scales<Format>(scales.data(), scales.size(), seed ^ 0x5CA1E);
   }
   ml::rows_view<Format> view() const { return {data.data(), scales.data(), n}; }
 };
@@ -84,24 +106,58 @@ inline std::vector<ml::bf16> weights(std::int64_t n, std::uint64_t seed) {
   return w;
 }
 
+// A paged cache of num_pages pages: back to back in one buffer, or (scatter_over > 0) at random
+// page slots of an anonymous mapping of that many bytes, as an engine's multi-GiB cache whose
+// pages a request finds wherever the allocator left them; the mapping gets `advice`
+// (MADV_NOHUGEPAGE by default: engines' caches get no huge pages unless they ask). The view
+// spans every slot; slot(p) is where page p sits.
 template <class Format>
 struct paged_cache {
+  static constexpr std::int64_t token_bytes = Format::data_bytes + Format::scale_bytes;
   std::int64_t pages = 0;
   std::int32_t page_kv = 64;
   std::vector<std::uint8_t> bytes;
-  paged_cache(std::int64_t num_pages, std::int32_t tokens_per_page, std::uint64_t seed)
+  std::shared_ptr<std::uint8_t> mapping;
+  std::vector<std::int32_t> slots;
+  paged_cache(std::int64_t num_pages, std::int32_t tokens_per_page, std::uint64_t seed,
+              std::size_t scatter_over = 0, int advice = no_huge_pages)
       : pages(num_pages), page_kv(tokens_per_page) {
-    const std::int64_t stride = std::int64_t{page_kv} * (Format::data_bytes + Format::scale_bytes);
-    bytes.resize(static_cast<std::size_t>(pages * stride));
-    for (std::int64_t p = 0; p < pages; ++p) {
-      std::uint8_t* base = bytes.data() + p * stride;
-      fill_data<Format>(base, static_cast<std::size_t>(page_kv * Format::data_bytes),
+    const std::int64_t stride = std::int64_t{page_kv} * token_bytes;
+    slots.resize(static_cast<std::size_t>(num_pages));
+    std::iota(slots.begin(), slots.end(), 0);
+    if (scatter_over > 0) {
+      pages = static_cast<std::int64_t>(scatter_over) / stride;
+      void* m = mmap(nullptr, scatter_over, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (m == MAP_FAILED || pages < num_pages) std::abort();
+      madvise(m, scatter_over, advice);
+      mapping = std::shared_ptr<std::uint8_t>(
+          static_cast<std::uint8_t*>(m),
+          [scatter_over](std::uint8_t* q) { munmap(q, scatter_over); });
+      std::vector<std::int32_t> all(static_cast<std::size_t>(pages));
+      std::iota(all.begin(), all.end(), 0);
+      for (std::int64_t i = 0; i < num_pages; ++i)  // the first num_pages of a shuffle
+        std::swap(all[static_cast<std::size_t>(i)],
+                  all[static_cast<std::size_t>(
+                      i + static_cast<std::int64_t>(mix(seed + static_cast<std::uint64_t>(i)) %
+                                                    static_cast<std::uint64_t>(pages - i)))]);
+      slots.assign(all.begin(), all.begin() + num_pages);
+    } else {
+      bytes.resize(static_cast<std::size_t>(pages * stride));
+    }
+    for (std::int64_t p = 0; p < num_pages; ++p) {
+      std::uint8_t* page = base() + slots[static_cast<std::size_t>(p)] * stride;
+      fill_data<Format>(page, static_cast<std::size_t>(page_kv * Format::data_bytes),
                         seed + static_cast<std::uint64_t>(p) * 1000003u);
-      fill_scales(base + page_kv * Format::data_bytes,
-                  static_cast<std::size_t>(page_kv * Format::scale_bytes), seed ^ p);
+      fill_format_scales<Format>(page + page_kv * Format::data_bytes,
+                                 static_cast<std::size_t>(page_kv * Format::scale_bytes), seed ^ p);
     }
   }
-  ml::paged_cache_view<Format> view() const { return {bytes.data(), pages, page_kv}; }
+  std::uint8_t* base() const {
+    return mapping ? mapping.get() : const_cast<std::uint8_t*>(bytes.data());
+  }
+  std::int32_t slot(std::int32_t p) const { return slots[static_cast<std::size_t>(p)]; }
+  ml::paged_cache_view<Format> view() const { return {base(), pages, page_kv}; }
 };
 
 // A random permutation of [0, n).
@@ -152,19 +208,21 @@ struct paged_inputs {
   rows<Format> q;
   std::vector<ml::bf16> w;
   std::vector<std::int32_t> lens, table;
-  paged_inputs(std::int64_t b, std::int64_t nn, std::int64_t ctx, std::int64_t h)
+  paged_inputs(std::int64_t b, std::int64_t nn, std::int64_t ctx, std::int64_t h,
+               std::size_t scatter_over = 0)
       : B(b),
         next_n(nn),
         context(ctx),
         H(h),
         blocks(ctx / 64),
-        cache(b * (ctx / 64), 64, 11),
+        cache(b * (ctx / 64), 64, 11, scatter_over),
         q(b * nn * h, 12),
         w(weights(b * nn * h, 13)) {
     for (std::int64_t i = 0; i < B; ++i)
       for (std::int64_t j = 0; j < next_n; ++j)
         lens.push_back(static_cast<std::int32_t>(context - next_n + 1 + j));
     table = permutation(B * blocks, 14);
+    for (auto& p : table) p = cache.slot(p);
   }
   ml::matrix_view<const std::int32_t> lens_view() const { return {lens.data(), B, next_n, next_n}; }
   ml::matrix_view<const std::int32_t> table_view() const {

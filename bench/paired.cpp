@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <mqalogits/mqalogits.hpp>
@@ -33,8 +34,15 @@ using bench::fma_peak_gflops;
 using bench::peak_instruction;
 using bench::wall_seconds;
 
+// The label a format's figures are printed under.
+template <class F>
+const char* label() {
+  return std::is_same_v<F, ml::mxfp8> ? "MXFP8" : std::is_same_v<F, ml::mxfp4> ? "MXFP4" : "FP8tok";
+}
+
 struct kernel {
   std::string name;
+  const char* format;
   double flop;
   std::function<void(const ml::options&)> run;
 };
@@ -44,6 +52,7 @@ kernel dense(std::int64_t nq, std::int64_t n, std::int64_t h) {
   auto in = std::make_shared<bench::dense_inputs<F>>(nq, n, h);
   auto out = std::make_shared<ml::logits_buffer<ml::bf16>>(in->num_q, in->N);
   return {"dense " + std::to_string(nq) + "x" + std::to_string(n) + " H" + std::to_string(h),
+          label<F>(),
           2.0 * static_cast<double>(h) * ml::head_dim * static_cast<double>(in->valid_pairs()),
           [in, out](const ml::options& opt) {
             ml::fp8_fp4_mqa_logits(ml::backend::host{}, in->q.view(), in->kv.view(), in->wv(),
@@ -53,10 +62,13 @@ kernel dense(std::int64_t nq, std::int64_t n, std::int64_t h) {
 }
 
 // Paged decode (page 64) into bf16 logits, or, with topk > 0, into the best topk slots of each
-// row (the fused top-k, as an engine's decode step uses it).
+// row (the fused top-k, as an engine's decode step uses it). H heads; `scattered`: the pages lie
+// at random over a 4 GiB cache without huge pages (bench::paged_cache), as in a serving engine.
 template <class F>
-kernel paged(std::int64_t b, std::int64_t next_n, std::int64_t ctx, std::int64_t topk = 0) {
-  auto in = std::make_shared<bench::paged_inputs<F>>(b, next_n, ctx, 64);
+kernel paged(std::int64_t b, std::int64_t next_n, std::int64_t ctx, std::int64_t topk = 0,
+             std::int64_t h = 64, bool scattered = false) {
+  auto in = std::make_shared<bench::paged_inputs<F>>(b, next_n, ctx, h,
+                                                     scattered ? std::size_t{4} << 30 : 0);
   using schedule_t = decltype(ml::get_paged_mqa_logits_metadata(in->lens_view(), in->page_kv, 1));
   auto schedule = std::make_shared<schedule_t>(
       ml::get_paged_mqa_logits_metadata(in->lens_view(), in->page_kv, 1));
@@ -64,8 +76,10 @@ kernel paged(std::int64_t b, std::int64_t next_n, std::int64_t ctx, std::int64_t
   auto out = std::make_shared<ml::logits_buffer<ml::bf16>>(topk ? 1 : rows, in->context);
   auto idx = std::make_shared<std::vector<std::int32_t>>(static_cast<std::size_t>(rows * topk));
   std::string name = "paged " + std::to_string(b) + "x" + std::to_string(next_n) + "x" +
-                     std::to_string(ctx) + (topk ? " top" + std::to_string(topk) : "");
-  return {name, 2.0 * 64 * ml::head_dim * static_cast<double>(in->valid_pairs()),
+                     std::to_string(ctx) + (topk ? " top" + std::to_string(topk) : "") +
+                     (h != 64 ? " H" + std::to_string(h) : "") + (scattered ? " scattered" : "");
+  return {name, label<F>(),
+          2.0 * static_cast<double>(h) * ml::head_dim * static_cast<double>(in->valid_pairs()),
           [in, out, idx, schedule, rows, topk](const ml::options& opt) {
             if (topk)
               ml::fp8_fp4_paged_mqa_logits(
@@ -87,10 +101,56 @@ kernel sparse() {
   auto meta = std::make_shared<meta_t>(
       ml::get_sparse_mqa_logits_metadata(in->ks, in->ke, in->N, in->idx_view(), in->blk));
   auto out = std::make_shared<ml::logits_buffer<ml::bf16>>(in->rows_n, in->cap * in->blk);
-  return {"sparse 64x128x16", 2.0 * 64 * ml::head_dim * static_cast<double>(in->valid_pairs()),
+  return {"sparse 64x128x16", label<F>(),
+          2.0 * 64 * ml::head_dim * static_cast<double>(in->valid_pairs()),
           [in, out, meta](const ml::options& opt) {
             ml::fp8_fp4_sparse_mqa_logits(ml::backend::host{}, in->q.view(), in->kv.view(),
                                           in->wv(), *meta, out->view(), opt);
+          }};
+}
+
+// DeepSeek-V3.2's indexer decode step as vLLM calls it: 64 heads, page 64, fp32 weights and fp32
+// logits (upstream's fp8_paged_mqa_logits), pages scattered over a 4 GiB cache without huge
+// pages. bench/python_decode.py times the same call through the Python module.
+template <class F>
+kernel deepseek_decode(std::int64_t b, std::int64_t next_n, std::int64_t ctx) {
+  auto in = std::make_shared<bench::paged_inputs<F>>(b, next_n, ctx, 64, std::size_t{4} << 30);
+  using schedule_t = decltype(ml::get_paged_mqa_logits_metadata(in->lens_view(), in->page_kv, 1));
+  auto schedule = std::make_shared<schedule_t>(
+      ml::get_paged_mqa_logits_metadata(in->lens_view(), in->page_kv, 1));
+  const std::int64_t rows = in->B * in->next_n;
+  auto w = std::make_shared<std::vector<float>>();
+  for (const ml::bf16 x : in->w) w->push_back(ml::to_float(x));
+  auto out = std::make_shared<ml::logits_buffer<float>>(rows, in->context);
+  return {"deepseek decode " + std::to_string(b) + "x" + std::to_string(next_n) + "x" +
+              std::to_string(ctx) + " fp32",
+          label<F>(), 2.0 * 64 * ml::head_dim * static_cast<double>(in->valid_pairs()),
+          [in, w, out, schedule, rows](const ml::options& opt) {
+            // FP8 per-token Q carries no scales (engines fold them into the weights).
+            const ml::rows_view<F> q(
+                in->q.data.data(),
+                std::is_same_v<F, ml::fp8_per_token> ? nullptr : in->q.scales.data(), in->q.n);
+            ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, q, in->cache.view(),
+                                         ml::matrix_view<const float>(w->data(), rows, 64, 64),
+                                         in->lens_view(), in->table_view(), *schedule, in->context,
+                                         out->view(), opt);
+          }};
+}
+
+// The sparse shape's selection read through a block table over the same KV's pages.
+template <class F>
+kernel paged_sparse() {
+  auto in = std::make_shared<bench::sparse_inputs<F>>(64, 128, 16, 32768, 64);
+  using meta_t = decltype(ml::get_paged_sparse_mqa_logits_metadata(in->lens, in->table_view(), 64,
+                                                                   in->idx_view(), in->blk));
+  auto meta = std::make_shared<meta_t>(ml::get_paged_sparse_mqa_logits_metadata(
+      in->lens, in->table_view(), 64, in->idx_view(), in->blk));
+  auto out = std::make_shared<ml::logits_buffer<ml::bf16>>(in->rows_n, in->cap * in->blk);
+  return {"paged sparse 64x128x16", label<F>(),
+          2.0 * 64 * ml::head_dim * static_cast<double>(in->valid_pairs()),
+          [in, out, meta](const ml::options& opt) {
+            ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, in->q.view(), in->cache.view(),
+                                                in->wv(), *meta, out->view(), opt);
           }};
 }
 
@@ -141,6 +201,39 @@ int main(int argc, char** argv) {
       },
       [] {
         return std::pair{sparse<ml::mxfp8>(), sparse<ml::mxfp4>()};
+      },
+      [] {
+        return std::pair{paged_sparse<ml::mxfp8>(), paged_sparse<ml::mxfp4>()};
+      },
+      // Decode as engines serve it: many requests, pages scattered over a large cache.
+      [] {
+        return std::pair{paged<ml::mxfp8>(64, 1, 8192, 0, 64, true),
+                         paged<ml::mxfp4>(64, 1, 8192, 0, 64, true)};
+      },
+      [] {
+        return std::pair{paged<ml::mxfp8>(64, 2, 8192, 0, 64, true),
+                         paged<ml::mxfp4>(64, 2, 8192, 0, 64, true)};
+      },
+      [] {
+        return std::pair{paged<ml::mxfp8>(64, 1, 8192, 0, 32, true),
+                         paged<ml::mxfp4>(64, 1, 8192, 0, 32, true)};
+      },
+      [] {
+        return std::pair{paged<ml::mxfp8>(1, 1, 32768, 0, 64, true),
+                         paged<ml::mxfp4>(1, 1, 32768, 0, 64, true)};
+      },
+      [] {
+        return std::pair{deepseek_decode<ml::fp8_per_token>(8, 1, 16384),
+                         deepseek_decode<ml::mxfp4>(8, 1, 16384)};
+      },
+      // The vLLM / sglang cache: FP8 with one fp32 scale per token (132 bytes), against MXFP4.
+      [] {
+        return std::pair{paged<ml::fp8_per_token>(64, 1, 8192, 0, 64, true),
+                         paged<ml::mxfp4>(64, 1, 8192, 0, 64, true)};
+      },
+      [] {
+        return std::pair{paged<ml::fp8_per_token>(64, 1, 8192, 0, 32, true),
+                         paged<ml::mxfp4>(64, 1, 8192, 0, 32, true)};
       }};
   for (auto& make : shapes) {
     auto [k8, k4] = make();
@@ -154,7 +247,7 @@ int main(int argc, char** argv) {
       return std::max(1, static_cast<int>(2e-3 / std::max(1e-7, seconds() - t0)));
     };
     const int n8 = reps(k8), n4 = reps(k4);
-    std::vector<double> r8, r4;
+    std::vector<double> r8, r4, g8, g4;  // % of the peak, GFLOP/s
     double top = 0;
     for (int r = 0; r < rounds; ++r) {
       const double p0 = fma_peak_gflops();
@@ -169,14 +262,18 @@ int main(int argc, char** argv) {
       top = std::max({top, p0, p1, p2});
       r8.push_back(k8.flop / t8 / 1e9 / (threads * (p0 + p1) / 2));
       r4.push_back(k4.flop / t4 / 1e9 / (threads * (p1 + p2) / 2));
+      g8.push_back(k8.flop / t8 / 1e9);
+      g4.push_back(k4.flop / t4 / 1e9);
     }
     std::printf(
-        "%-24s MXFP8 best %5.1f%% median %5.1f%% of fp32 FMA peak | MXFP4 best %5.1f%% median "
-        "%5.1f%% | MXFP4/MXFP8 best %.2fx median %.2fx (peak %.0f GFLOP/s per thread)\n",
-        k8.name.c_str(), 100 * *std::max_element(r8.begin(), r8.end()), 100 * median(r8),
-        100 * *std::max_element(r4.begin(), r4.end()), 100 * median(r4),
+        "%-34s %s best %5.1f%% median %5.1f%% of fp32 FMA peak | %s best %5.1f%% median "
+        "%5.1f%% | %s/%s best %.2fx median %.2fx (peak %.0f GFLOP/s per thread) | medians "
+        "%.1f / %.1f GFLOP/s\n",
+        (k8.name + (k8.format == std::string("MXFP8") ? "" : " " + std::string(k8.format))).c_str(),
+        k8.format, 100 * *std::max_element(r8.begin(), r8.end()), 100 * median(r8), k4.format,
+        100 * *std::max_element(r4.begin(), r4.end()), 100 * median(r4), k4.format, k8.format,
         *std::max_element(r4.begin(), r4.end()) / *std::max_element(r8.begin(), r8.end()),
-        median(r4) / median(r8), top);
+        median(r4) / median(r8), top, median(g8), median(g4));
   }
 }
 #else

@@ -141,10 +141,19 @@ template <class Format>
 struct next_tile_fetch {
   const host_abi::key_ptrs* keys = nullptr;
   std::int64_t n = 0, done = 0;
-  // After a key group is scored: as many keys as the group held.
+  std::uintptr_t scale_line = 0;  // the cache line of the last key's scales
+  // After a key group is scored: as many keys as the group held. Keys of a page keep their
+  // scales side by side, so a line of scales is fetched once, not once per key: each fetch that
+  // misses holds one of the core's few miss buffers until memory answers.
   void step(std::int64_t count) {
-    for (const std::int64_t end = std::min(n, done + count); done < end; ++done)
-      prefetch_key<Format>(keys[done]);
+    for (const std::int64_t end = std::min(n, done + count); done < end; ++done) {
+      const host_abi::key_ptrs& key = keys[done];
+      if (!key.data) continue;
+      for (int b = 0; b < Format::data_bytes; b += 64) prefetch_line(key.data + b);
+      const auto line = reinterpret_cast<std::uintptr_t>(key.scale) / 64;
+      if (line != scale_line) prefetch_line(key.scale);
+      scale_line = line;
+    }
   }
   void finish() { step(n); }
 };

@@ -20,16 +20,20 @@ namespace host_backend {
 // on memory (paged keys sit wherever their pages are).
 inline constexpr std::int64_t prefetch_keys = 32;
 
+// One cache line into L2 (prefetcht1): L1 stays for the query row and the tile being written.
+inline void prefetch_line(const void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 2);
+#else
+  (void)p;
+#endif
+}
+
 template <class Format>
 inline void prefetch_key(const host_abi::key_ptrs& key) {
-#if defined(__GNUC__) || defined(__clang__)
   if (!key.data) return;
-  // Into L2 (prefetcht1): L1 stays for the query row and the tile being written.
-  for (int b = 0; b < Format::data_bytes; b += 64) __builtin_prefetch(key.data + b, 0, 2);
-  __builtin_prefetch(key.scale, 0, 2);
-#else
-  (void)key;
-#endif
+  for (int b = 0; b < Format::data_bytes; b += 64) prefetch_line(key.data + b);
+  prefetch_line(key.scale);
 }
 
 template <class I, class Format>
