@@ -88,7 +88,10 @@ struct table_entries {
   }
 
   static void decode_keys(const host_abi::key_ptrs* keys, std::int64_t n,
-                          host_abi::rows_folding folding, const host_abi::tile_buffers& out) {
+                          host_abi::rows_folding folding, const host_abi::tile_buffers& buffers) {
+    // A local copy: read through the reference, the buffer pointers are reloaded after every
+    // byte stored (a store through uint8_t* may change them).
+    const host_abi::tile_buffers out = buffers;
     for (std::int64_t i = 0; i < std::min(n, prefetch_keys); ++i) prefetch_key<Format>(keys[i]);
     for (std::int64_t i = 0; i < n; ++i) {
       if (i + prefetch_keys < n) prefetch_key<Format>(keys[i + prefetch_keys]);
