@@ -162,15 +162,17 @@ struct experiment {
   }
   // Decode and score one after the other, key group by key group (decode group g + 1, then score
   // group g) instead of tile by tile: whether the out-of-order core overlaps the decode of one
-  // group with the FMAs of the other.
-  double interleaved(const std::vector<ml::host_abi::key_ptrs>& refs) {
+  // group with the FMAs of the other. The groups are decoded into two small buffers that stay in
+  // L1; with `repeat`, the keys are the first tile's, over and over (read from L2).
+  double interleaved(const std::vector<ml::host_abi::key_ptrs>& refs, bool repeat) {
     std::vector<float> scores(static_cast<std::size_t>(tile::keys));
     const auto n = static_cast<std::int64_t>(refs.size());
     const int vectors = padded / kernels.lanes;
     const ml::host_abi::tile_buffers b = decoded.buffers();
-    auto decode_at = [&](std::int64_t i, std::int64_t count) {
-      const std::int64_t slot = i % hb::key_tile;
-      kernels.decode_keys(refs.data() + i, count, ml::host_abi::rows_folding::none,
+    // Group g's keys in slots (g % 2) x 16.
+    auto decode_at = [&](std::int64_t i, std::int64_t count, std::int64_t slot) {
+      kernels.decode_keys(refs.data() + (repeat ? i % hb::key_tile : i), count,
+                          ml::host_abi::rows_folding::none,
                           {b.valid + slot, b.f32 + slot * 128, b.i8 + slot * 128,
                            b.i8_scales + slot * 4, b.fold, b.fold_scales, b.folds});
     };
@@ -178,14 +180,11 @@ struct experiment {
     if constexpr (!hb::int8_path<Format>) {
       const auto k = kernels.f32_kernel(vectors);
       const ml::host_abi::f32_query query{qt.data(), w_row.data(), static_cast<int>(H), padded};
-      for (std::int64_t i = 0; i < n; i += hb::key_tile) {
-        const std::int64_t m = std::min(hb::key_tile, n - i);
-        decode_at(i, std::min<std::int64_t>(k.keys, m));
-        for (std::int64_t t = 0; t < m; t += k.keys) {
-          if (t + k.keys < m)
-            decode_at(i + t + k.keys, std::min<std::int64_t>(k.keys, m - t - k.keys));
-          k.fn(query, {decoded.f32.data() + t * 128}, scores.data() + t);
-        }
+      decode_at(0, std::min<std::int64_t>(k.keys, n), 0);
+      for (std::int64_t t = 0, g = 0; t < n; t += k.keys, ++g) {
+        if (t + k.keys < n)
+          decode_at(t + k.keys, std::min<std::int64_t>(k.keys, n - t - k.keys), (g + 1) % 2 * 16);
+        k.fn(query, {decoded.f32.data() + g % 2 * 16 * 128}, scores.data() + t % hb::key_tile);
       }
     }
     const double s = cpu_seconds() - t0;
@@ -240,7 +239,7 @@ void run_format(const char* name, std::int64_t h, int rounds) {
   for (const layout& l : layouts) {
     laid_out_cache<Format> c(e.B, e.blocks, l.scatter_over, l.advice);
     const auto refs = keys_in_call_order(c, e.B, e.context);
-    std::vector<double> call, dec, dec_l2, sc, pf[4], inter;
+    std::vector<double> call, dec, dec_l2, sc, pf[4], inter, inter_l2;
     e.call(c);  // warm
     for (int r = 0; r < rounds; ++r) {
       const auto ratio = [&](double seconds_per_key) {
@@ -250,7 +249,10 @@ void run_format(const char* name, std::int64_t h, int rounds) {
       dec.push_back(ratio(e.decode(refs)));
       dec_l2.push_back(ratio(e.decode(refs, true)));
       sc.push_back(ratio(e.score(200)));
-      if (!hb::int8_path<Format>) inter.push_back(ratio(e.interleaved(refs)));
+      if (!hb::int8_path<Format>) {
+        inter.push_back(ratio(e.interleaved(refs, false)));
+        inter_l2.push_back(ratio(e.interleaved(refs, true)));
+      }
       for (int a = 0; a < 4; ++a) pf[a].push_back(ratio(e.decode_prefetch(refs, aheads[a])));
     }
     const double peak = fma_peak();
@@ -260,11 +262,12 @@ void run_format(const char* name, std::int64_t h, int rounds) {
         "%-13s H%-3lld %-13s call %6.1f ns/key %5.1f%% | score %6.1f ns %5.1f%% | decode "
         "%5.1f ns (L2 %4.1f) | decode+score %5.1f%% | decode, prefetch 0/8/32/128 ahead: %5.1f "
         "%5.1f "
-        "%5.1f %5.1f ns | by group %5.1f%%\n",
+        "%5.1f %5.1f ns | by group %5.1f%% (L2 %5.1f%%, decode L2 + score %5.1f%%)\n",
         name, static_cast<long long>(h), l.name, ns(median(call)), 100 * median(call), ns(s),
         100 * s, ns(d), ns(median(dec_l2)), 100 / (1 / d + 1 / s), ns(median(pf[0])),
         ns(median(pf[1])), ns(median(pf[2])), ns(median(pf[3])),
-        inter.empty() ? 0.0 : 100 * median(inter));
+        inter.empty() ? 0.0 : 100 * median(inter), inter.empty() ? 0.0 : 100 * median(inter_l2),
+        100 / (1 / median(dec_l2) + 1 / s));
     std::fflush(stdout);
   }
 }
