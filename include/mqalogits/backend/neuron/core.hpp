@@ -214,6 +214,7 @@ class core {
 
   // out [M, N] (PSUM) = stationary [K, M]^T @ moving [K, N], contraction K on partitions; fp32
   // accumulation; write_mode::overwrite (the default: the first matmul into a tile) or accumulate.
+  // `out` may start past partition 0 where the stationary fits a column tile (see check_matmul).
   // Operands both bf16, both fp32 (4 passes) or both fp8 (e4m3fn codes, where native; double
   // row: two moving rows per cycle on trn2 / trn3). Cost: max(N, 64) cycles per pass.
   void matmul(const window& out, const window& stationary, const window& moving,
@@ -635,6 +636,11 @@ class core {
     check_partition_start(st);
     check_partition_start(mv);
     check_partition_start(out);
+    // Output partitions are PE columns: a stationary of free size <= 64 (<= 32 on v3 and later)
+    // may sit in a later column tile (nc_matmul's tile_position) and write from its partition.
+    check(out.p0 % traits_type::pe_column_tile == 0,
+          "a matmul writes PSUM from the first partition of a PE column tile (a multiple of 64 "
+          "on trn1, of 32 on trn2 / trn3)");
   }
   void write_psum(const window& out, const detail::vector<float>& acc, write_mode mode) {
     for (std::int64_t m = 0; m < out.np; ++m)
