@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "../../config.hpp"
 #include "../../error.hpp"
@@ -28,9 +29,31 @@
 MQALOGITS_NAMESPACE_BEGIN
 namespace neuron_backend {
 
-// The roofline of one call (report::roofline_*), from the plan and the documented rates.
-template <class Gen, class Format, class Plan, class W, class O>
-void add_roofline(report& r, const Plan& plan, std::int64_t heads) {
+// logits_row_output<O> as the schedule's logits_sink: the only code compiled per logit type.
+template <class Plan, class O>
+class logits_row_sink final : public logits_sink {
+ public:
+  logits_row_sink(logits_row_output<O>& output, const Plan& plan)
+      : logits_sink(std::is_same_v<O, float> ? dtype::fp32 : dtype::bf16,
+                    static_cast<std::int64_t>(sizeof(O)), output.clean()),
+        output_(output),
+        plan_(plan) {}
+  void begin() override { output_.begin(plan_, 1, executor_ref{}); }
+  void consume(std::int64_t row, std::int64_t col, const float* scores, const unsigned char* valid,
+               std::int64_t n) override {
+    output_.consume(0, row, col, scores, valid, n);
+  }
+
+ private:
+  logits_row_output<O>& output_;
+  const Plan& plan_;
+};
+
+// The roofline of one call (report::roofline_*), from the plan and the documented rates, for
+// weights and logits of w_bytes and o_bytes per element.
+template <class Gen, class Format, class Plan>
+void add_roofline(report& r, const Plan& plan, std::int64_t heads, std::int64_t w_bytes,
+                  std::int64_t o_bytes) {
   using tr = traits<Gen>;
   constexpr bool mx = tr::mx_matmul && is_mx_format_v<Format>;
   // No instruction takes the codes as they are: MX before trn3, e4m3fn before trn3.
@@ -51,8 +74,6 @@ void add_roofline(report& r, const Plan& plan, std::int64_t heads) {
   const std::int64_t rows = plan.num_rows();
   logits = rows * plan.num_cols();
   const std::int64_t token = Format::data_bytes + Format::scale_bytes;
-  const std::int64_t w_bytes = static_cast<std::int64_t>(sizeof(W));
-  const std::int64_t o_bytes = static_cast<std::int64_t>(sizeof(O));
   const double bytes =
       static_cast<double>(rows * heads * (token + w_bytes) + keys * token + logits * o_bytes);
   r.roofline_dma_s += bytes / tr::dma_bytes_per_s;
@@ -88,14 +109,15 @@ struct backend_kernels<backend::neuron<Gen>> {
                         << tr::max_logical_cores << " on " << tr::name << ")";
                     });
     const bool compute = !(cap.target && cap.options.cost_only);
+    const neuron_backend::weights_ref weights(w);
+    neuron_backend::logits_row_sink<Plan, O> sink(output, plan);
     neuron_backend::report call;
     double busiest = 0;
     const char* bound = "";
     for (int part = 0; part < cores; ++part) {
       neuron_backend::core<Gen> c(compute);
       {
-        neuron_backend::kernel<Gen, Format, Plan, W, logits_row_output<O>> k(c, q, plan, w, output,
-                                                                             part, cores);
+        neuron_backend::kernel<Gen, Format, Plan> k(c, q, plan, weights, sink, part, cores);
         k.run();
       }
       const neuron_backend::report& one = c.counters();
@@ -107,7 +129,9 @@ struct backend_kernels<backend::neuron<Gen>> {
     }
     if (compute) output.finish(executor_ref{});
     if (cap.target) {
-      neuron_backend::add_roofline<Gen, Format, Plan, W, O>(call, plan, w.cols);
+      neuron_backend::add_roofline<Gen, Format, Plan>(call, plan, w.cols,
+                                                      static_cast<std::int64_t>(sizeof(W)),
+                                                      static_cast<std::int64_t>(sizeof(O)));
       neuron_backend::report& r = *cap.target;
       neuron_backend::accumulate(r, call);
       r.calls += 1;

@@ -115,22 +115,61 @@ template <class Format>
 inline constexpr bool runs_format_v =
     runs_scale_codec_v<typename Format::scale_type, Format::scale_block, Format::head_dim>;
 
-// The element type an output policy writes (the logits row's O; fp32 for others).
-template <class Output>
-struct output_element {
-  using type = float;
-};
-template <class Output>
-requires requires {
-  typename Output::element_type;
-}
-struct output_element<Output> {
-  using type = typename Output::element_type;
+// The weights [rows, heads] as the schedule reads them. Their element type changes no
+// instruction, only the bytes each DMA descriptor moves and the conversion to fp32, so it is
+// known here by its size and a conversion: one schedule serves every weight type.
+struct weights_ref {
+  const void* data = nullptr;
+  std::int64_t rows = 0, cols = 0, stride = 0;  // in elements
+  std::int64_t element_bytes = 0;
+  float (*load)(const void* data, std::int64_t index) = nullptr;  // element `index` as fp32
+
+  template <class W>
+  explicit weights_ref(const matrix_view<const W>& w)
+      : data(w.data),
+        rows(w.rows),
+        cols(w.cols),
+        stride(w.stride),
+        element_bytes(static_cast<std::int64_t>(sizeof(W))),
+        load([](const void* p, std::int64_t i) { return to_float(static_cast<const W*>(p)[i]); }) {}
+  float at(std::int64_t r, std::int64_t h) const {
+    return data ? load(data, r * stride + h) : 0.0f;
+  }
 };
 
-template <class Gen, class Format, class Plan, class W, class Output>
+// Where the schedule's logits go. The logit type and the output policy change no instruction,
+// only the cast's target type, the bytes each output descriptor moves and where the values land,
+// so the schedule sees them through this interface; the adaptor per output type (kernels.hpp)
+// is all that is compiled per type.
+class logits_sink {
+ public:
+  logits_sink(dtype type, std::int64_t element_bytes, bool clean)
+      : type_(type), element_bytes_(element_bytes), clean_(clean) {}
+  logits_sink(const logits_sink&) = delete;
+  logits_sink& operator=(const logits_sink&) = delete;
+
+  dtype type() const { return type_; }  // the cast's target: fp32 or bf16
+  std::int64_t element_bytes() const { return element_bytes_; }
+  bool clean() const { return clean_; }  // -inf in masked and uncovered columns
+  // The values of every column outside a row's candidate range (the output policy's begin).
+  virtual void begin() = 0;
+  // Scores of row `row` from column `col`: n fp32 values and their valid flags.
+  virtual void consume(std::int64_t row, std::int64_t col, const float* scores,
+                       const unsigned char* valid, std::int64_t n) = 0;
+
+ protected:
+  ~logits_sink() = default;
+
+ private:
+  dtype type_;
+  std::int64_t element_bytes_;
+  bool clean_;
+};
+
+// The schedule of one call on one core, for a generation, format and plan: weights and outputs
+// of every type reach it through weights_ref and logits_sink.
+template <class Gen, class Format, class Plan>
 class kernel {
-  using O = typename output_element<Output>::type;
   static_assert(variant_plan<Plan>, "mqalogits neuron model: Plan is not a variant plan");
   using tr = traits<Gen>;
   static_assert(
@@ -146,7 +185,6 @@ class kernel {
   static constexpr dtype word_type = fp4 ? dtype::fp4x4 : dtype::fp8x4;
   // The matmul operand: x4 words (trn3 MX), fp8 codes (trn3 per-token) or decoded bf16.
   static constexpr dtype operand_type = mx ? word_type : fp8_operands ? dtype::fp8 : dtype::bf16;
-  static constexpr dtype out_type = std::is_same_v<O, float> ? dtype::fp32 : dtype::bf16;
   static constexpr int db = Format::data_bytes, sb = Format::scale_bytes;
   static constexpr int D = Format::head_dim;          // the contraction: partitions of K^T and Q^T
   static constexpr int words = D / mx_pack;           // x4 words per row
@@ -160,14 +198,14 @@ class kernel {
   static constexpr float minus_inf = -std::numeric_limits<float>::infinity();
 
  public:
-  kernel(core<Gen>& c, const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-         Output& output, int part, int parts)
+  kernel(core<Gen>& c, const rows_view<Format>& q, const Plan& plan, const weights_ref& w,
+         logits_sink& output, int part, int parts)
       : c_(c),
         q_(q),
         plan_(plan),
         w_(w),
         output_(output),
-        clean_(clean_of(output)),
+        clean_(output.clean()),
         part_(part),
         parts_(parts),
         heads_(w.cols),
@@ -183,7 +221,9 @@ class kernel {
     allocate_key_tiles();
     tp_ = c_.psum("transpose", 128, 128, dtype::fp32, psum_buffers);
     logits_ = c_.template sbuf<shape<dtype::fp32, 128, score_step>>("logits");
-    out_tile_ = c_.template sbuf<shape<out_type, 128, score_step>>("logits out");
+    out_tile_ = output_.type() == dtype::fp32
+                    ? c_.template sbuf<shape<dtype::fp32, 128, score_step>>("logits out")
+                    : c_.template sbuf<shape<dtype::bf16, 128, score_step>>("logits out");
     valid_.resize(static_cast<std::size_t>(chunk_));
   }
 
@@ -201,7 +241,7 @@ class kernel {
       const std::int64_t width = cols / 128 * max_head_sum_rows;
       relu_chunk_ = c_.sbuf("relu(scores) of a chunk", dtype::fp32, 128, cols);
       head_ = c_.psum("head sum (keys on partitions)", 128, width, dtype::fp32, psum_buffers);
-      out_part_ = c_.sbuf("logits out (keys on partitions)", out_type, 128, width);
+      out_part_ = c_.sbuf("logits out (keys on partitions)", output_.type(), 128, width);
       mask_ = c_.sbuf("key mask (keys on partitions)", dtype::u8, 128, width);
       pack_w_ = c_.sbuf("weights (packed passes)", dtype::fp32, 128, max_head_sum_rows);
     }
@@ -666,7 +706,13 @@ class kernel {
     pq_.w = c_.sbuf("weights", dtype::fp32, R, H);
     {
       auto t = c_.dma();
-      for (std::int64_t i = 0; i < R; ++i) t.values_in(window(pq_.w), i, 0, w_.row(r0 + i), H);
+      detail::vector<float> row(static_cast<std::size_t>(H));
+      for (std::int64_t i = 0; i < R; ++i) {
+        for (std::int64_t h = 0; h < H && c_.computes(); ++h)
+          row[static_cast<std::size_t>(h)] = w_.at(r0 + i, h);
+        t.values_in(window(pq_.w), i, 0, row.data(), H, dma_row::part_of_block);
+        t.row(H * w_.element_bytes);
+      }
     }
     if constexpr (per_token)
       if (q_.scales) c_.multiply_abs(window(pq_.w), window(pq_.w), window(qscale));
@@ -792,8 +838,11 @@ class kernel {
   void load_weights(const window& dst, std::int64_t a, std::int64_t end) {
     auto t = c_.dma();
     for (std::int64_t r = a; r < end; ++r)
-      for (std::int64_t h = 0; h < heads_; ++h)
-        t.values_in(dst, (r - a) * heads_ + h, r - a, w_.row(r) + h, 1);
+      for (std::int64_t h = 0; h < heads_; ++h) {
+        const float v = c_.computes() ? w_.at(r, h) : 0.0f;
+        t.values_in(dst, (r - a) * heads_ + h, r - a, &v, 1, dma_row::part_of_block);
+        t.row(w_.element_bytes);
+      }
   }
 
   void load_decode_q(std::int64_t r0, std::int64_t r1) {
@@ -1068,7 +1117,7 @@ class kernel {
       const row_keys rk = plan_.row(r0 + r);
       const std::int64_t lo = std::max(k0, rk.key_begin), hi = std::min(k0 + nk, rk.key_end);
       if (lo >= hi) continue;
-      t.row((hi - lo) * static_cast<std::int64_t>(sizeof(O)));
+      t.row((hi - lo) * output_.element_bytes());
       if (!c_.computes()) continue;
       const float* scores = &logits.at(r, lo - k0);
       if (!cols.empty()) {
@@ -1078,7 +1127,7 @@ class kernel {
               logits.at(r, cols[static_cast<std::size_t>(i - k0)]);
         scores = row.data();
       }
-      output_.consume(0, r0 + r, lo - rk.col_offset, scores, valid + (lo - k0), hi - lo);
+      output_.consume(r0 + r, lo - rk.col_offset, scores, valid + (lo - k0), hi - lo);
     }
   }
 
@@ -1137,9 +1186,9 @@ class kernel {
       const auto flush = [&] {
         if (start < 0) return;
         const std::int64_t n = prev - start + 1;
-        t.row(n * static_cast<std::int64_t>(sizeof(O)));
+        t.row(n * output_.element_bytes());
         if (c_.computes())
-          output_.consume(0, part.row_begin + r, part.k0 + start - rk.col_offset, run.data(),
+          output_.consume(part.row_begin + r, part.k0 + start - rk.col_offset, run.data(),
                           part.valid + start, n);
         start = -1;
         run.clear();
@@ -1159,9 +1208,9 @@ class kernel {
   // -inf in every column outside a row's candidate range: a DMA from a constant SBUF row (the
   // values are the output policy's begin).
   void fill_outside() {
-    if (c_.computes()) output_.begin(plan_, 1, executor_ref{});
+    if (c_.computes()) output_.begin();
     auto t = c_.dma();
-    const std::int64_t cols = plan_.num_cols(), bytes = sizeof(O);
+    const std::int64_t cols = plan_.num_cols(), bytes = output_.element_bytes();
     for (std::int64_t r = 0; r < plan_.num_rows(); ++r) {
       const row_keys k = plan_.row(r);
       const std::int64_t c0 = k.empty() ? cols : k.key_begin - k.col_offset;
@@ -1171,18 +1220,11 @@ class kernel {
     }
   }
 
-  static bool clean_of(const Output& output) {
-    if constexpr (requires { output.clean(); })
-      return output.clean();
-    else
-      return true;
-  }
-
   core<Gen>& c_;
   const rows_view<Format>& q_;
   const Plan& plan_;
-  const matrix_view<const W>& w_;
-  Output& output_;
+  const weights_ref& w_;
+  logits_sink& output_;
   bool clean_;
   int part_, parts_;
   // slots_: key slots per block in K^T, the block rounded up to the 4 keys of one x4 column
