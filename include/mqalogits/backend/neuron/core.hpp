@@ -389,17 +389,27 @@ class core {
         for (std::int64_t i = 0; i < out.nc; ++i) out.at(p, i) = store_as(out.type(), value);
     vector_instruction(out.nc, 1, is_narrow(out.type()), false);
   }
-  // out = in (PSUM -> SBUF evacuation or a cast), lane by lane for x4 elements.
-  void copy(const window& out, const window& in) {
+  // out = in (PSUM -> SBUF evacuation or a cast), lane by lane for x4 elements: VectorE's
+  // tensor_copy, or (`on`) ScalarE's identity activation, whose fp32 data path carries one value
+  // per element, not x4 words.
+  void copy(const window& out, const window& in,
+            elementwise_engine on = elementwise_engine::vector) {
     check_same_shape(out, in);
     check(dtype_lanes(out.type()) == dtype_lanes(in.type()), "copy keeps the lanes");
     const int lanes = dtype_lanes(in.type());
+    check(on == elementwise_engine::vector || (on == elementwise_engine::scalar && lanes == 1),
+          "a copy runs on VectorE, or on ScalarE for one value per element");
     if (compute_)
       for (std::int64_t p = 0; p < in.np; ++p)
         for (std::int64_t i = 0; i < in.nc; ++i)
           for (int j = 0; j < lanes; ++j) out.at(p, i, j) = store_as(out.type(), in.at(p, i, j));
-    vector_instruction(in.nc, 1, is_narrow(in.type()) && is_narrow(out.type()),
-                       in.space() == memory::psum);
+    const std::int64_t before = report_.scalar.cycles;
+    evacuation_cost(in.nc, is_narrow(in.type()) && is_narrow(out.type()),
+                    in.space() == memory::psum, on);
+    if (on == elementwise_engine::scalar) {
+      ++report_.scalar_copies;
+      report_.scalar_copy_cycles += report_.scalar.cycles - before;
+    }
   }
   // acc = in * scalar[p] + (first ? 0 : acc), the per-partition scalar a [P, 1] tile (NKI's
   // scalar_tensor_tensor: two tensor inputs).

@@ -495,7 +495,7 @@ class kernel {
       c_.select(window(stage_, 0, r, 0, 128), window(exps_, 0, r, 0, B * sb), map.data(),
                 is_scale.data(), 0.0f);
       c_.transpose(window(tp_, 0, 128, 0, r), window(stage_, 0, r, 0, 128));
-      c_.copy(window(kt_scales_, 0, 128, gq, r, groups), window(tp_, 0, 128, 0, r));
+      c_.copy(window(kt_scales_, 0, 128, gq, r, groups), window(tp_, 0, 128, 0, r), copy_engine(r));
     }
   }
 
@@ -533,10 +533,11 @@ class kernel {
                        First first, std::int64_t step, std::int64_t exps_slot0 = 0) {
     for (std::int64_t s = 0; s < S; ++s) {
       c_.transpose(window(tp_, 0, D, 0, np), window(*codes.t, 0, np, codes.c0 + s * D, D));
-      c_.copy(window(dst, 0, D, first(s), np, step), window(tp_, 0, D, 0, np));
+      c_.copy(window(dst, 0, D, first(s), np, step), window(tp_, 0, D, 0, np), copy_engine(np));
       if (exps) {
         c_.transpose(window(tp_, 0, sb, 0, np), window(*exps, 0, np, (exps_slot0 + s) * sb, sb));
-        c_.copy(window(exps_t_, 0, sb, first(s), np, step), window(tp_, 0, sb, 0, np));
+        c_.copy(window(exps_t_, 0, sb, first(s), np, step), window(tp_, 0, sb, 0, np),
+                copy_engine(np));
       }
     }
   }
@@ -648,7 +649,7 @@ class kernel {
       }
       c_.select(window(stage_, 0, np, 0, 128), window(exps), map.data(), is_scale.data(), 0.0f);
       c_.transpose(window(tp_, 0, 128, 0, np), window(stage_, 0, np, 0, 128));
-      c_.copy(window(qsc, 0, 128, s * stride, np), window(tp_, 0, 128, 0, np));
+      c_.copy(window(qsc, 0, 128, s * stride, np), window(tp_, 0, 128, 0, np), copy_engine(np));
     }
   }
 
@@ -774,6 +775,20 @@ class kernel {
     const double on_vector =
         r.vector.seconds + engine_seconds(n, 1, tr::vector_other_rate, tr::vector_hz);
     return on_vector < on_scalar ? elementwise_engine::vector : elementwise_engine::scalar;
+  }
+  // The copies of transposed codes, exponents and scale bytes out of PSUM (fp32 there, integers
+  // below 256: exact through ScalarE's fp32 data path) likewise: ScalarE's identity activation
+  // or VectorE's tensor_copy, as AWS's kernels alternate their evacuations. trn1 keeps VectorE:
+  // its ScalarE and VectorE cannot read PSUM at once. (The x4 words of trn3's MX operands stay
+  // on VectorE: ScalarE carries one value per element.)
+  elementwise_engine copy_engine(std::int64_t n) {
+    if constexpr (tr::psum_read_exclusive) return elementwise_engine::vector;
+    const report& r = c_.counters();
+    const double on_scalar =
+        r.scalar.seconds + engine_seconds(n, 1, tr::scalar_other_rate, tr::scalar_hz);
+    const double on_vector =
+        r.vector.seconds + engine_seconds(n, 1, tr::vector_other_rate, tr::vector_hz);
+    return on_scalar < on_vector ? elementwise_engine::scalar : elementwise_engine::vector;
   }
   elementwise_engine accumulate_engine(std::int64_t n, write_mode mode) {
     if constexpr (tr::sbuf_vector_gpsimd_exclusive) return elementwise_engine::vector;
