@@ -378,12 +378,16 @@ TEST_CASE("neuron cost: sparse gathers one block per selected index, masks with 
   CHECK(rep.dma_gathered_blocks == 6);
   CHECK(rep.dma_descriptors == 3 + 3 + 2 * H + H + 64);
   // trn2: GpSimd writes the gathers' descriptors (no indirect DMA in hardware DGE), 16 cycles
-  // per descriptor, and takes the one-input integer steps of the e4m3 decode (three per decode
-  // of Q's or K's codes, one element per lane per cycle), so VectorE keeps four of the seven;
-  // and the iota of the epilogue's key mask.
-  const std::int64_t decode_calls = (rep.gpsimd.instructions - 2 - 1) / 3;
-  CHECK((rep.gpsimd.instructions - 2 - 1) % 3 == 0);
+  // per descriptor, and the iota of the epilogue's key mask. Each decode of Q's or K's codes
+  // follows one broadcast of its exponents and runs ten instructions: the five one-input integer
+  // steps (the e4m3 masks, shift and NaN compare, the exponents' two fixes) on GpSimd or
+  // VectorE, whichever would finish first, the other five on VectorE.
+  const std::int64_t decode_calls = rep.matmul_broadcast;
   CHECK(decode_calls >= 2);  // Q and K
+  const std::int64_t on_gpsimd = rep.gpsimd.instructions - 2 - 1;
+  CHECK(on_gpsimd > 0);
+  CHECK(on_gpsimd <= 5 * decode_calls);
+  CHECK(rep.vector.instructions >= 5 * decode_calls + (5 * decode_calls - on_gpsimd));
   for (std::int64_t c = B; c < 2 * B; ++c) CHECK(std::isinf(out(0, c)));
   CHECK(std::isfinite(out(0, 0)));
 }

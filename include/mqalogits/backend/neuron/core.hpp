@@ -538,18 +538,37 @@ class core {
     for (std::size_t k = fp4 ? 2 : 0; k < 7; ++k) {
       const decode_step& st = fp4 ? e2m1_decode_steps[k] : e4m3_decode_steps[k];
       if (st.applies_scale && !exps) continue;
-      // One-input integer steps (masks, shifts, the NaN compare) read and write SBUF only, so
-      // GpSimd takes them where it does not share VectorE's SBUF port (trn2 on).
-      if (!traits_type::sbuf_vector_gpsimd_exclusive && st.inputs == 1 && !st.bf16_arith) {
-        gpsimd_elementwise(out.nc, 1);
-        continue;
-      }
-      vector_instruction(out.nc, st.inputs, narrow && st.bf16_arith,
-                         st.applies_scale && exps->space() == memory::psum);
+      if (st.inputs == 1 && !st.bf16_arith)
+        integer_step(out.nc);
+      else
+        vector_instruction(out.nc, st.inputs, narrow && st.bf16_arith,
+                           st.applies_scale && exps->space() == memory::psum);
     }
     if (exps)  // 2^(e - 127) from the exponent integers: e << 7, fixes of e = 0 and e = 255
-      for (int i = 0; i < scale_decode_instructions; ++i)
-        vector_instruction(out.nc, 1, false, exps->space() == memory::psum && i == 0);
+      for (int i = 0; i < scale_decode_instructions; ++i) {
+        if (i > 0 || exps->space() == memory::sbuf)
+          integer_step(out.nc);
+        else
+          vector_instruction(out.nc, 1, false, true);
+      }
+  }
+  // A one-input integer step over n elements per partition (a mask, shift or compare) reading
+  // and writing SBUF: where GpSimd does not share VectorE's SBUF port (trn2 on), whichever of
+  // the two would finish it first given what each has queued, else VectorE.
+  void integer_step(std::int64_t n) {
+    if constexpr (!traits_type::sbuf_vector_gpsimd_exclusive) {
+      const double on_gpsimd =
+          report_.gpsimd.seconds +
+          static_cast<double>(common_traits::engine_fixed_cycles + n) / traits_type::gpsimd_hz;
+      const double on_vector = report_.vector.seconds + static_cast<double>(engine_cycles(
+                                                            n, 1, traits_type::vector_other_rate)) /
+                                                            traits_type::vector_hz;
+      if (on_gpsimd <= on_vector) {
+        gpsimd_elementwise(n, 1);
+        return;
+      }
+    }
+    vector_instruction(n, 1, false, false);
   }
   // Whether every element of `in` is finite (a tensor_reduce to one flag per partition, read
   // back by the schedule). Cost-only runs have no values: they take the finite path.
