@@ -47,4 +47,16 @@ int main() {
       "each taking half the requests; roofline %.2f vs %.2f us)\n",
       gather.estimated_seconds() * 1e6, lnc.estimated_seconds() * 1e6,
       gather.roofline_seconds() * 1e6, lnc.roofline_seconds() * 1e6);
+
+  // The decode head sum's two layouts for one chunk of one query row (H = 64), by chunk length:
+  // TensorE + ScalarE + DMA time of the head sum and its epilogue.
+  for (const std::int64_t keys : {16, 64, 96, 128, 1024, 8192}) {
+    const auto t2 = ml::neuron_backend::head_sum_layouts<ml::backend::trn2>(keys, 1, 64);
+    const auto t3 = ml::neuron_backend::head_sum_layouts<ml::backend::trn3>(keys, 1, 64);
+    std::printf(
+        "decode head sum of %lld keys x 1 row: keys on partitions %.3f us vs one partition per "
+        "row %.3f us (trn2), %.3f vs %.3f us (trn3)\n",
+        static_cast<long long>(keys), t2.keys_on_partitions_s * 1e6, t2.row_per_partition_s * 1e6,
+        t3.keys_on_partitions_s * 1e6, t3.row_per_partition_s * 1e6);
+  }
 }

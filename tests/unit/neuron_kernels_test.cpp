@@ -102,14 +102,14 @@ void dense_case(rnd::engine& rng, std::int64_t num_q, std::int64_t H, std::int64
 template <class Gen, class Format, class O, class W>
 void paged_case(rnd::engine& rng, std::int64_t B, std::int64_t next_n, std::int64_t H,
                 std::int32_t page_kv, std::int64_t max_len, bool clean,
-                const rnd::code_options& codes = {}) {
+                const rnd::code_options& codes = {}, std::int64_t min_len = 0) {
   INFO("paged B " << B << " next_n " << next_n << " H " << H << " page_kv " << page_kv
                   << " max_len " << max_len << " clean " << clean);
   const std::int64_t max_blocks = (max_len + page_kv - 1) / page_kv + 1, pages = B * max_blocks;
   const auto q = rnd::rows<Format>(rng, B * next_n * H, codes);
   const auto cache = rnd::paged_cache<Format>(rng, pages, page_kv, 0, codes);
   const auto w = rnd::weights<W>(rng, B * next_n, H);
-  const auto lens = rnd::context_lens(rng, B, next_n, max_len);
+  const auto lens = rnd::context_lens(rng, B, next_n, max_len, min_len);
   const auto table = rnd::block_table(rng, lens, max_blocks, page_kv, pages);
   const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 3);
   auto host = garbage<O>(B * next_n, max_len), neuron = garbage<O>(B * next_n, max_len);
@@ -244,6 +244,19 @@ TEMPLATE_LIST_TEST_CASE("neuron paged: H = 128 and page sizes 128 / 256", "[neur
   paged_case<Gen, F, ml::bf16, ml::bf16>(rng, 2, 2, 128, page_kv, 600, true);
 }
 
+// Requests longer than one chunk (4096 keys for pages of 128): packed passes pair a request's
+// own chunks, of different lengths (and, four to a pack for H = 32 on trn2 / trn3, two
+// requests'), with NaN / Inf scores among them.
+TEMPLATE_LIST_TEST_CASE("neuron paged: packed passes over several chunks per request", "[neuron]",
+                        combos) {
+  using Gen = typename TestType::gen;
+  using F = typename TestType::format;
+  rnd::engine rng(3300);
+  const rnd::code_options nan{.nan_codes = std::is_same_v<F, ml::mxfp8> ? 2 : 0, .nan_scales = 1};
+  paged_case<Gen, F, ml::bf16, float>(rng, 2, 1, 64, 128, 5000, true, {}, 4200);
+  paged_case<Gen, F, float, float>(rng, 2, 1, 32, 128, 5000, false, nan, 4200);
+}
+
 // Every page size from 1 to 1024 is allowed; a sample of them (odd sizes, sizes around the
 // 4-key groups of trn3's row-tiled MX matmul and around a 64-key page) on every format.
 TEMPLATE_TEST_CASE("neuron paged: page sizes 1..1024 on every format match ref and host",
@@ -288,6 +301,10 @@ TEMPLATE_LIST_TEST_CASE("neuron edge cases: NaN codes and scales, empty rows", "
   const rnd::code_options nan{.nan_codes = std::is_same_v<F, ml::mxfp8> ? 3 : 0, .nan_scales = 2};
   dense_case<Gen, F, float, float>(rng, 4, 16, 100, 100, true, nan);
   paged_case<Gen, F, ml::bf16, ml::bf16>(rng, 2, 2, 64, 64, 150, true, nan);
+  // Packed passes (one query row of H <= 64): a NaN or Inf score of one request must not reach
+  // the request it shares the head sum with.
+  paged_case<Gen, F, float, float>(rng, 3, 1, 64, 64, 150, true, nan);
+  paged_case<Gen, F, float, float>(rng, 4, 1, 32, 16, 150, true, nan);
   // Every row empty: the output is all -inf, nothing is read.
   {
     const auto q = rnd::rows<F>(rng, 2 * 8);

@@ -214,6 +214,7 @@ class core {
 
   // out [M, N] (PSUM) = stationary [K, M]^T @ moving [K, N], contraction K on partitions; fp32
   // accumulation; write_mode::overwrite (the default: the first matmul into a tile) or accumulate.
+  // `out` may start past partition 0 where the stationary fits a column tile (see check_matmul).
   // Operands both bf16, both fp32 (4 passes) or both fp8 (e4m3fn codes, where native; double
   // row: two moving rows per cycle on trn2 / trn3). Cost: max(N, 64) cycles per pass.
   void matmul(const window& out, const window& stationary, const window& moving,
@@ -388,17 +389,27 @@ class core {
         for (std::int64_t i = 0; i < out.nc; ++i) out.at(p, i) = store_as(out.type(), value);
     vector_instruction(out.nc, 1, is_narrow(out.type()), false);
   }
-  // out = in (PSUM -> SBUF evacuation or a cast), lane by lane for x4 elements.
-  void copy(const window& out, const window& in) {
+  // out = in (PSUM -> SBUF evacuation or a cast), lane by lane for x4 elements: VectorE's
+  // tensor_copy, or (`on`) ScalarE's identity activation, whose fp32 data path carries one value
+  // per element, not x4 words.
+  void copy(const window& out, const window& in,
+            elementwise_engine on = elementwise_engine::vector) {
     check_same_shape(out, in);
     check(dtype_lanes(out.type()) == dtype_lanes(in.type()), "copy keeps the lanes");
     const int lanes = dtype_lanes(in.type());
+    check(on == elementwise_engine::vector || (on == elementwise_engine::scalar && lanes == 1),
+          "a copy runs on VectorE, or on ScalarE for one value per element");
     if (compute_)
       for (std::int64_t p = 0; p < in.np; ++p)
         for (std::int64_t i = 0; i < in.nc; ++i)
           for (int j = 0; j < lanes; ++j) out.at(p, i, j) = store_as(out.type(), in.at(p, i, j));
-    vector_instruction(in.nc, 1, is_narrow(in.type()) && is_narrow(out.type()),
-                       in.space() == memory::psum);
+    const std::int64_t before = report_.scalar.cycles;
+    evacuation_cost(in.nc, is_narrow(in.type()) && is_narrow(out.type()),
+                    in.space() == memory::psum, on);
+    if (on == elementwise_engine::scalar) {
+      ++report_.scalar_copies;
+      report_.scalar_copy_cycles += report_.scalar.cycles - before;
+    }
   }
   // acc = in * scalar[p] + (first ? 0 : acc), the per-partition scalar a [P, 1] tile (NKI's
   // scalar_tensor_tensor: two tensor inputs).
@@ -527,18 +538,37 @@ class core {
     for (std::size_t k = fp4 ? 2 : 0; k < 7; ++k) {
       const decode_step& st = fp4 ? e2m1_decode_steps[k] : e4m3_decode_steps[k];
       if (st.applies_scale && !exps) continue;
-      // One-input integer steps (masks, shifts, the NaN compare) read and write SBUF only, so
-      // GpSimd takes them where it does not share VectorE's SBUF port (trn2 on).
-      if (!traits_type::sbuf_vector_gpsimd_exclusive && st.inputs == 1 && !st.bf16_arith) {
-        gpsimd_elementwise(out.nc, 1);
-        continue;
-      }
-      vector_instruction(out.nc, st.inputs, narrow && st.bf16_arith,
-                         st.applies_scale && exps->space() == memory::psum);
+      if (st.inputs == 1 && !st.bf16_arith)
+        integer_step(out.nc);
+      else
+        vector_instruction(out.nc, st.inputs, narrow && st.bf16_arith,
+                           st.applies_scale && exps->space() == memory::psum);
     }
     if (exps)  // 2^(e - 127) from the exponent integers: e << 7, fixes of e = 0 and e = 255
-      for (int i = 0; i < scale_decode_instructions; ++i)
-        vector_instruction(out.nc, 1, false, exps->space() == memory::psum && i == 0);
+      for (int i = 0; i < scale_decode_instructions; ++i) {
+        if (i > 0 || exps->space() == memory::sbuf)
+          integer_step(out.nc);
+        else
+          vector_instruction(out.nc, 1, false, true);
+      }
+  }
+  // A one-input integer step over n elements per partition (a mask, shift or compare) reading
+  // and writing SBUF: where GpSimd does not share VectorE's SBUF port (trn2 on), whichever of
+  // the two would finish it first given what each has queued, else VectorE.
+  void integer_step(std::int64_t n) {
+    if constexpr (!traits_type::sbuf_vector_gpsimd_exclusive) {
+      const double on_gpsimd =
+          report_.gpsimd.seconds +
+          static_cast<double>(common_traits::engine_fixed_cycles + n) / traits_type::gpsimd_hz;
+      const double on_vector = report_.vector.seconds + static_cast<double>(engine_cycles(
+                                                            n, 1, traits_type::vector_other_rate)) /
+                                                            traits_type::vector_hz;
+      if (on_gpsimd <= on_vector) {
+        gpsimd_elementwise(n, 1);
+        return;
+      }
+    }
+    vector_instruction(n, 1, false, false);
   }
   // Whether every element of `in` is finite (a tensor_reduce to one flag per partition, read
   // back by the schedule). Cost-only runs have no values: they take the finite path.
@@ -635,6 +665,11 @@ class core {
     check_partition_start(st);
     check_partition_start(mv);
     check_partition_start(out);
+    // Output partitions are PE columns: a stationary of free size <= 64 (<= 32 on v3 and later)
+    // may sit in a later column tile (nc_matmul's tile_position) and write from its partition.
+    check(out.p0 % traits_type::pe_column_tile == 0,
+          "a matmul writes PSUM from the first partition of a PE column tile (a multiple of 64 "
+          "on trn1, of 32 on trn2 / trn3)");
   }
   void write_psum(const window& out, const detail::vector<float>& acc, write_mode mode) {
     for (std::int64_t m = 0; m < out.np; ++m)

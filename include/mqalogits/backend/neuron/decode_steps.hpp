@@ -17,7 +17,8 @@ namespace neuron_backend {
 // even and odd elements, sign (n & 8) << 12 and magnitude (n & 7) << 6, OR, times 2^126, times
 // the scale. UE8M0 scales become bf16 2^(s - 127) by s << 7 plus fixes of s = 0 and s = 255
 // (three instructions over the 4 scales of a row, counted by the caller). Where VectorE and
-// GpSimd have separate SBUF ports (trn2), the one-input integer steps run on GpSimd.
+// GpSimd have separate SBUF ports (trn2), each one-input integer step reading SBUF (the masks,
+// shifts, the NaN compare, the scale fixes) runs on whichever of the two would finish it first.
 struct decode_step {
   int inputs;
   int num, den;

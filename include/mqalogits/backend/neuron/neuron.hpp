@@ -6,6 +6,8 @@
 #include "core.hpp"
 #include "decode_steps.hpp"
 #include "dtype.hpp"
+#include "kernels.hpp"
+#include "layouts.hpp"
 #include "memory.hpp"
 #include "native_paged.hpp"
 #include "report.hpp"

@@ -72,6 +72,8 @@ struct report {
   std::int64_t vector_transposes = 0;  // 32 x 32 VectorE transposes (trn1: NaN-exact)
   std::int64_t topk_calls = 0;         // nisa.topk on GpSimd
   engine_count tensor, scalar, vector, gpsimd;
+  // Of ScalarE's instructions and cycles: the copies out of PSUM it took from VectorE.
+  std::int64_t scalar_copies = 0, scalar_copy_cycles = 0;
   // Time ScalarE and VectorE spend reading PSUM: on trn1 they cannot overlap.
   double scalar_psum_seconds = 0.0, vector_psum_seconds = 0.0;
   bool psum_read_exclusive = false;           // trn1
@@ -274,6 +276,8 @@ inline void accumulate(report& into, const report& call) {
   into.matmul_flops += call.matmul_flops;
   into.vector_transposes += call.vector_transposes;
   into.topk_calls += call.topk_calls;
+  into.scalar_copies += call.scalar_copies;
+  into.scalar_copy_cycles += call.scalar_copy_cycles;
   into.scalar_psum_seconds += call.scalar_psum_seconds;
   into.vector_psum_seconds += call.vector_psum_seconds;
   for (auto [a, b] :

@@ -32,7 +32,10 @@
 //   head sum puts the keys on its output partitions: per 128 keys one fp32 matmul of the relu
 //   columns as stationary against the block-diagonal weights ([rows x H, rows], w[r, h] at
 //   (r x H + h, r)) as moving (head_sum_chunk), and the epilogue runs on all 128 partitions
-//   (epilogue_partitions). fp8_per_token keeps [rows, n] head sums, scaled per key.
+//   (epilogue_partitions). Chunks whose pass has at most 64 partitions (one row of H = 64) are
+//   packed, two (four of H <= 32 on v3 and later) to the PE array's column tiles, and share
+//   one relu evacuation, one head sum over 128 contraction partitions and one epilogue
+//   (packed-Q eviction, run_pack). fp8_per_token keeps [rows, n] head sums, scaled per key.
 // Prefill (dense): query tokens on partitions, up to 128 rows: per head h,
 //   S_h [rows, n] = matmul(stationary Q_h^T, moving K^T), relu on evacuation, acc += relu *
 //   w[:, h] (a per-partition scalar), heads in order; each pass on the engine that would finish
@@ -93,6 +96,9 @@ inline constexpr std::int64_t prefill_rows = common_traits::partitions;
 constexpr std::int64_t chunk_keys(std::int64_t block) {
   return std::min<std::int64_t>(128, (block >= 128 ? 4096 : 8192) / block) * block;
 }
+// Rows of one keys-on-partitions head sum: a pass's (at most 4) or a pack's (at most 4 passes of
+// one row, or 2 of two rows of H = 32).
+inline constexpr int max_head_sum_rows = 4;
 // Query rows per decode pass: two (H = 64) or four (H = 32) rows share one score matmul; other
 // head counts run one row per pass, so that every row's heads start on a partition the
 // access-pattern rules allow (needed by the NaN-exact head sum, see `decode`).
@@ -109,22 +115,61 @@ template <class Format>
 inline constexpr bool runs_format_v =
     runs_scale_codec_v<typename Format::scale_type, Format::scale_block, Format::head_dim>;
 
-// The element type an output policy writes (the logits row's O; fp32 for others).
-template <class Output>
-struct output_element {
-  using type = float;
-};
-template <class Output>
-requires requires {
-  typename Output::element_type;
-}
-struct output_element<Output> {
-  using type = typename Output::element_type;
+// The weights [rows, heads] as the schedule reads them. Their element type changes no
+// instruction, only the bytes each DMA descriptor moves and the conversion to fp32, so it is
+// known here by its size and a conversion: one schedule serves every weight type.
+struct weights_ref {
+  const void* data = nullptr;
+  std::int64_t rows = 0, cols = 0, stride = 0;  // in elements
+  std::int64_t element_bytes = 0;
+  float (*load)(const void* data, std::int64_t index) = nullptr;  // element `index` as fp32
+
+  template <class W>
+  explicit weights_ref(const matrix_view<const W>& w)
+      : data(w.data),
+        rows(w.rows),
+        cols(w.cols),
+        stride(w.stride),
+        element_bytes(static_cast<std::int64_t>(sizeof(W))),
+        load([](const void* p, std::int64_t i) { return to_float(static_cast<const W*>(p)[i]); }) {}
+  float at(std::int64_t r, std::int64_t h) const {
+    return data ? load(data, r * stride + h) : 0.0f;
+  }
 };
 
-template <class Gen, class Format, class Plan, class W, class Output>
+// Where the schedule's logits go. The logit type and the output policy change no instruction,
+// only the cast's target type, the bytes each output descriptor moves and where the values land,
+// so the schedule sees them through this interface; the adaptor per output type (kernels.hpp)
+// is all that is compiled per type.
+class logits_sink {
+ public:
+  logits_sink(dtype type, std::int64_t element_bytes, bool clean)
+      : type_(type), element_bytes_(element_bytes), clean_(clean) {}
+  logits_sink(const logits_sink&) = delete;
+  logits_sink& operator=(const logits_sink&) = delete;
+
+  dtype type() const { return type_; }  // the cast's target: fp32 or bf16
+  std::int64_t element_bytes() const { return element_bytes_; }
+  bool clean() const { return clean_; }  // -inf in masked and uncovered columns
+  // The values of every column outside a row's candidate range (the output policy's begin).
+  virtual void begin() = 0;
+  // Scores of row `row` from column `col`: n fp32 values and their valid flags.
+  virtual void consume(std::int64_t row, std::int64_t col, const float* scores,
+                       const unsigned char* valid, std::int64_t n) = 0;
+
+ protected:
+  ~logits_sink() = default;
+
+ private:
+  dtype type_;
+  std::int64_t element_bytes_;
+  bool clean_;
+};
+
+// The schedule of one call on one core, for a generation, format and plan: weights and outputs
+// of every type reach it through weights_ref and logits_sink.
+template <class Gen, class Format, class Plan>
 class kernel {
-  using O = typename output_element<Output>::type;
   static_assert(variant_plan<Plan>, "mqalogits neuron model: Plan is not a variant plan");
   using tr = traits<Gen>;
   static_assert(
@@ -132,14 +177,14 @@ class kernel {
       "mqalogits neuron model: no kernel for this scale codec (it reads UE8M0 bytes per "
       "32 elements or one scale per row)");
   static constexpr bool mx_format = is_mx_format_v<Format>;
-  static constexpr bool per_token = !mx_format;           // one scale per row
-  static constexpr bool mx = tr::mx_matmul && mx_format;  // trn3 MX matmul
+  static constexpr bool per_token = !mx_format;                // one scale per row
+  static constexpr bool packs = !Plan::prefill && !per_token;  // decode passes may be packed
+  static constexpr bool mx = tr::mx_matmul && mx_format;       // trn3 MX matmul
   static constexpr bool fp4 = Format::data_type::bits == 4;
   static constexpr bool fp8_operands = per_token && tr::native_e4m3fn;  // trn3 fp8_per_token
   static constexpr dtype word_type = fp4 ? dtype::fp4x4 : dtype::fp8x4;
   // The matmul operand: x4 words (trn3 MX), fp8 codes (trn3 per-token) or decoded bf16.
   static constexpr dtype operand_type = mx ? word_type : fp8_operands ? dtype::fp8 : dtype::bf16;
-  static constexpr dtype out_type = std::is_same_v<O, float> ? dtype::fp32 : dtype::bf16;
   static constexpr int db = Format::data_bytes, sb = Format::scale_bytes;
   static constexpr int D = Format::head_dim;          // the contraction: partitions of K^T and Q^T
   static constexpr int words = D / mx_pack;           // x4 words per row
@@ -153,14 +198,14 @@ class kernel {
   static constexpr float minus_inf = -std::numeric_limits<float>::infinity();
 
  public:
-  kernel(core<Gen>& c, const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-         Output& output, int part, int parts)
+  kernel(core<Gen>& c, const rows_view<Format>& q, const Plan& plan, const weights_ref& w,
+         logits_sink& output, int part, int parts)
       : c_(c),
         q_(q),
         plan_(plan),
         w_(w),
         output_(output),
-        clean_(clean_of(output)),
+        clean_(output.clean()),
         part_(part),
         parts_(parts),
         heads_(w.cols),
@@ -176,7 +221,9 @@ class kernel {
     allocate_key_tiles();
     tp_ = c_.psum("transpose", 128, 128, dtype::fp32, psum_buffers);
     logits_ = c_.template sbuf<shape<dtype::fp32, 128, score_step>>("logits");
-    out_tile_ = c_.template sbuf<shape<out_type, 128, score_step>>("logits out");
+    out_tile_ = output_.type() == dtype::fp32
+                    ? c_.template sbuf<shape<dtype::fp32, 128, score_step>>("logits out")
+                    : c_.template sbuf<shape<dtype::bf16, 128, score_step>>("logits out");
     valid_.resize(static_cast<std::size_t>(chunk_));
   }
 
@@ -191,11 +238,12 @@ class kernel {
       // the last tile's 4 x 128 columns), and the keys-on-partitions head sum and epilogue.
       const std::int64_t cols =
           (rows_ * slots_ + mx_pack + score_step - 1) / score_step * score_step;
-      const std::int64_t width = cols / 128 * decode_rows_per_pass(heads_);
+      const std::int64_t width = cols / 128 * max_head_sum_rows;
       relu_chunk_ = c_.sbuf("relu(scores) of a chunk", dtype::fp32, 128, cols);
       head_ = c_.psum("head sum (keys on partitions)", 128, width, dtype::fp32, psum_buffers);
-      out_part_ = c_.sbuf("logits out (keys on partitions)", out_type, 128, width);
+      out_part_ = c_.sbuf("logits out (keys on partitions)", output_.type(), 128, width);
       mask_ = c_.sbuf("key mask (keys on partitions)", dtype::u8, 128, width);
+      pack_w_ = c_.sbuf("weights (packed passes)", dtype::fp32, 128, max_head_sum_rows);
     }
   }
 
@@ -278,12 +326,18 @@ class kernel {
       });
     for (const key_chunk& kc : order) {
       const work_item& ch = chunks[kc.item];
+      if constexpr (packs)
+        if (const int slot = pack_slot(ch)) {
+          pack_chunk(ch, kc.k0, kc.nk, slot);
+          continue;
+        }
       load_keys(ch.group, kc.k0, kc.nk);
       if constexpr (Plan::prefill)
         prefill(ch, kc.k0, kc.nk);
       else
         decode(ch, kc.k0, kc.nk);
     }
+    if constexpr (packs) run_pack();
   }
 
  private:
@@ -441,7 +495,7 @@ class kernel {
       c_.select(window(stage_, 0, r, 0, 128), window(exps_, 0, r, 0, B * sb), map.data(),
                 is_scale.data(), 0.0f);
       c_.transpose(window(tp_, 0, 128, 0, r), window(stage_, 0, r, 0, 128));
-      c_.copy(window(kt_scales_, 0, 128, gq, r, groups), window(tp_, 0, 128, 0, r));
+      c_.copy(window(kt_scales_, 0, 128, gq, r, groups), window(tp_, 0, 128, 0, r), copy_engine(r));
     }
   }
 
@@ -479,10 +533,11 @@ class kernel {
                        First first, std::int64_t step, std::int64_t exps_slot0 = 0) {
     for (std::int64_t s = 0; s < S; ++s) {
       c_.transpose(window(tp_, 0, D, 0, np), window(*codes.t, 0, np, codes.c0 + s * D, D));
-      c_.copy(window(dst, 0, D, first(s), np, step), window(tp_, 0, D, 0, np));
+      c_.copy(window(dst, 0, D, first(s), np, step), window(tp_, 0, D, 0, np), copy_engine(np));
       if (exps) {
         c_.transpose(window(tp_, 0, sb, 0, np), window(*exps, 0, np, (exps_slot0 + s) * sb, sb));
-        c_.copy(window(exps_t_, 0, sb, first(s), np, step), window(tp_, 0, sb, 0, np));
+        c_.copy(window(exps_t_, 0, sb, first(s), np, step), window(tp_, 0, sb, 0, np),
+                copy_engine(np));
       }
     }
   }
@@ -594,7 +649,7 @@ class kernel {
       }
       c_.select(window(stage_, 0, np, 0, 128), window(exps), map.data(), is_scale.data(), 0.0f);
       c_.transpose(window(tp_, 0, 128, 0, np), window(stage_, 0, np, 0, 128));
-      c_.copy(window(qsc, 0, 128, s * stride, np), window(tp_, 0, 128, 0, np));
+      c_.copy(window(qsc, 0, 128, s * stride, np), window(tp_, 0, 128, 0, np), copy_engine(np));
     }
   }
 
@@ -652,7 +707,13 @@ class kernel {
     pq_.w = c_.sbuf("weights", dtype::fp32, R, H);
     {
       auto t = c_.dma();
-      for (std::int64_t i = 0; i < R; ++i) t.values_in(window(pq_.w), i, 0, w_.row(r0 + i), H);
+      detail::vector<float> row(static_cast<std::size_t>(H));
+      for (std::int64_t i = 0; i < R; ++i) {
+        for (std::int64_t h = 0; h < H && c_.computes(); ++h)
+          row[static_cast<std::size_t>(h)] = w_.at(r0 + i, h);
+        t.values_in(window(pq_.w), i, 0, row.data(), H, dma_row::part_of_block);
+        t.row(H * w_.element_bytes);
+      }
     }
     if constexpr (per_token)
       if (q_.scales) c_.multiply_abs(window(pq_.w), window(pq_.w), window(qscale));
@@ -715,6 +776,20 @@ class kernel {
         r.vector.seconds + engine_seconds(n, 1, tr::vector_other_rate, tr::vector_hz);
     return on_vector < on_scalar ? elementwise_engine::vector : elementwise_engine::scalar;
   }
+  // The copies of transposed codes, exponents and scale bytes out of PSUM (fp32 there, integers
+  // below 256: exact through ScalarE's fp32 data path) likewise: ScalarE's identity activation
+  // or VectorE's tensor_copy, as AWS's kernels alternate their evacuations. trn1 keeps VectorE:
+  // its ScalarE and VectorE cannot read PSUM at once. (The x4 words of trn3's MX operands stay
+  // on VectorE: ScalarE carries one value per element.)
+  elementwise_engine copy_engine(std::int64_t n) {
+    if constexpr (tr::psum_read_exclusive) return elementwise_engine::vector;
+    const report& r = c_.counters();
+    const double on_scalar =
+        r.scalar.seconds + engine_seconds(n, 1, tr::scalar_other_rate, tr::scalar_hz);
+    const double on_vector =
+        r.vector.seconds + engine_seconds(n, 1, tr::vector_other_rate, tr::vector_hz);
+    return on_scalar < on_vector ? elementwise_engine::scalar : elementwise_engine::vector;
+  }
   elementwise_engine accumulate_engine(std::int64_t n, write_mode mode) {
     if constexpr (tr::sbuf_vector_gpsimd_exclusive) return elementwise_engine::vector;
     const int inputs = mode == write_mode::overwrite ? 1 : 2;
@@ -741,78 +816,229 @@ class kernel {
     tile qt, qsc, w;  // Q^T [D, rows x H (even)], its scales, block-diagonal weights
   };
 
+  // Query rows of one head sum: `rows` rows from row_begin, their heads on partitions from p0,
+  // their logits in head-sum columns col .. col + rows - 1 of each key group; their chunk's keys
+  // [k0, k0 + nk) and its valid flags.
+  struct sum_part {
+    std::int64_t row_begin;
+    int rows, p0, col;
+    std::int64_t k0, nk;
+    const unsigned char* valid;
+  };
+
+  // The pass of query rows [a, end): Q^T (with its scales on trn3 MX) and, when `weights`, the
+  // block-diagonal weights [rows x H, rows] (a packed pass takes its weights in pack_w_).
+  decode_pass load_pass(std::int64_t a, std::int64_t end, bool weights) {
+    const std::int64_t rows = end - a, P = rows * heads_;
+    decode_pass pass;
+    pass.row_begin = a;
+    pass.row_end = end;
+    pass.partitions = P;
+    pass.stride = mx ? P + (P & 1) : P;
+    tile qscale;
+    load_q(a * heads_, static_cast<int>(P), 1, pass.stride, pass.qt, pass.qsc, qscale);
+    if (weights) {
+      pass.w = c_.sbuf("weights (block-diagonal)", dtype::fp32, P, rows);
+      c_.memset(window(pass.w), 0.0f);
+      load_weights(window(pass.w), a, end);
+      if constexpr (per_token)
+        if (q_.scales)
+          c_.multiply_abs(window(pass.w), window(pass.w),
+                          window(qscale, 0, static_cast<int>(P), 0, rows, 0));
+    }
+    return pass;
+  }
+
+  // w[r, h] of rows [a, end) onto partition (r - a) x H + h, column r - a of dst: one DMA.
+  void load_weights(const window& dst, std::int64_t a, std::int64_t end) {
+    auto t = c_.dma();
+    for (std::int64_t r = a; r < end; ++r)
+      for (std::int64_t h = 0; h < heads_; ++h) {
+        const float v = c_.computes() ? w_.at(r, h) : 0.0f;
+        t.values_in(dst, (r - a) * heads_ + h, r - a, &v, 1, dma_row::part_of_block);
+        t.row(w_.element_bytes);
+      }
+  }
+
   void load_decode_q(std::int64_t r0, std::int64_t r1) {
     if (dq_row_begin_ == r0 && dq_row_end_ == r1) return;  // resident from the last chunk
     passes_.clear();
     dq_row_begin_ = r0;
     dq_row_end_ = r1;
-    const std::int64_t H = heads_, per = decode_rows_per_pass(H);
-    for (std::int64_t a = r0; a < r1; a += per) {
-      decode_pass pass;
-      pass.row_begin = a;
-      pass.row_end = std::min(r1, a + per);
-      const std::int64_t rows = pass.row_end - a, P = rows * H;
-      pass.partitions = P;
-      pass.stride = mx ? P + (P & 1) : P;
-      tile qscale;
-      load_q(a * H, static_cast<int>(P), 1, pass.stride, pass.qt, pass.qsc, qscale);
-      // w[r, h] onto partition (r - a) x H + h, column r - a; zeros elsewhere.
-      pass.w = c_.sbuf("weights (block-diagonal)", dtype::fp32, P, rows);
-      c_.memset(window(pass.w), 0.0f);
-      {
-        auto t = c_.dma();
-        for (std::int64_t r = a; r < pass.row_end; ++r)
-          for (std::int64_t h = 0; h < H; ++h)
-            t.values_in(window(pass.w), (r - a) * H + h, r - a, w_.row(r) + h, 1);
-      }
-      if constexpr (per_token)
-        if (q_.scales)
-          c_.multiply_abs(window(pass.w), window(pass.w),
-                          window(qscale, 0, static_cast<int>(P), 0, rows, 0));
-      passes_.push_back(std::move(pass));
-    }
+    const std::int64_t per = decode_rows_per_pass(heads_);
+    for (std::int64_t a = r0; a < r1; a += per)
+      passes_.push_back(load_pass(a, std::min(r1, a + per), true));
+  }
+
+  // K^T columns holding a chunk of nk keys: x4 columns of padded slots on trn3 MX (native:
+  // whole 128-token blocks, four to a column block), one per key elsewhere.
+  std::int64_t decode_kcols(std::int64_t nk) const {
+    return native ? (nk + 4 * quadrant_step - 1) / (4 * quadrant_step) * quadrant_step
+           : mx   ? (padded(nk - 1) + mx_pack) / mx_pack
+                  : nk;
   }
 
   void decode(const work_item& item, std::int64_t k0, std::int64_t nk) {
     load_decode_q(item.row_begin, item.row_end);
-    const std::int64_t kcols =
-        native ? (nk + 4 * quadrant_step - 1) / (4 * quadrant_step) * quadrant_step
-        : mx   ? (padded(nk - 1) + mx_pack) / mx_pack
-               : nk;
+    const std::int64_t kcols = decode_kcols(nk);
     const std::int64_t step = mx ? quadrant_step : key_tile;
     for (decode_pass& pass : passes_) {
+      const int P = static_cast<int>(pass.partitions);
       for (std::int64_t c0 = 0; c0 < kcols; c0 += step) {
         const std::int64_t n = std::min(step, kcols - c0);
+        score_matmul(pass, 0, kt_, kt_scales_, c0, n);
         if constexpr (per_token) {
-          score_tile(pass, c0, n, relu_, 0);
+          evacuate_relu(relu_, P, 0, n);
           per_token_tile(pass, k0, nk, c0, n);
         } else {
-          score_tile(pass, c0, n, relu_chunk_, mx ? mx_pack * c0 : c0);
+          evacuate_relu(relu_chunk_, P, mx ? mx_pack * c0 : c0, n);
         }
       }
-      if constexpr (!per_token) head_sum_chunk(pass, k0, nk, mx ? mx_pack * kcols : kcols);
+      if constexpr (!per_token) {
+        const int rows = static_cast<int>(pass.row_end - pass.row_begin);
+        const sum_part part{pass.row_begin, rows, 0, 0, k0, nk, valid_.data()};
+        head_sum_chunk({&part, 1}, window(pass.w), rows, mx ? mx_pack * kcols : kcols);
+      }
     }
   }
 
-  // The pass's scores against K^T columns [c0, c0 + n), relu'd into `relu` from column `at` in
-  // K^T's (padded) key order: one matmul (trn3 MX: four row-tiled ones) and one evacuation.
-  void score_tile(decode_pass& pass, std::int64_t c0, std::int64_t n, tile& relu, std::int64_t at) {
-    const int P = static_cast<int>(pass.partitions), Ps = static_cast<int>(pass.stride);
+  // The pass's scores against K^T columns [c0, c0 + n) onto PSUM partitions [p0, p0 + stride):
+  // one matmul (trn3 MX: four row-tiled ones). A packed pass (p0 > 0) puts its stationary in a
+  // column tile of the PE array, whose outputs are those partitions.
+  void score_matmul(decode_pass& pass, int p0, tile& kt, tile& kt_scales, std::int64_t c0,
+                    std::int64_t n) {
+    const int Ps = static_cast<int>(pass.stride);
     if constexpr (mx) {
       for (int j = 0; j < mx_pack; ++j) {
         const int q0 = j * mx_quadrant;
-        c_.matmul_mx(window(scores_, 0, Ps, j * quadrant_tile, n),
+        c_.matmul_mx(window(scores_, p0, Ps, j * quadrant_tile, n),
                      window(pass.qt, q0, mx_quadrant, 0, Ps), window(pass.qsc, q0, sb, 0, Ps),
-                     window(kt_, q0, mx_quadrant, c0, n), window(kt_scales_, q0, sb, c0, n));
+                     window(kt, q0, mx_quadrant, c0, n), window(kt_scales, q0, sb, c0, n));
       }
-      // Quadrant j holds keys 4c + j (native: the block 4 x (c / 128) + j, columns in order).
+    } else {
+      c_.matmul(window(scores_, p0, Ps, 0, n), window(pass.qt, 0, D, 0, Ps),
+                window(kt, 0, D, c0, n));
+    }
+  }
+
+  // The relu of the scores on PSUM partitions [0, P), n columns (trn3 MX: n per quadrant), into
+  // `relu` from column `at` in K^T's (padded) key order: one evacuation.
+  void evacuate_relu(tile& relu, int P, std::int64_t at, std::int64_t n) {
+    if constexpr (mx)  // quadrant j holds keys 4c + j (native: block 4 x (c / 128) + j, in order)
       c_.activation_2d(window(relu, 0, P, at, 1), native ? 1 : mx_pack, native ? n : 1,
                        window(scores_, 0, P, 0, 1), quadrant_tile, mx_pack, n, activation_fn::relu);
-    } else {
-      const window s(scores_, 0, P, 0, n);
-      c_.matmul(s, window(pass.qt, 0, D, 0, P), window(kt_, 0, D, c0, n));
-      c_.activation(window(relu, 0, P, at, n), s, activation_fn::relu);
+    else
+      c_.activation(window(relu, 0, P, at, n), window(scores_, 0, P, 0, n), activation_fn::relu);
+  }
+
+  // ---- decode: packed passes (packed-Q eviction) ----
+
+  // One query row of H = 64 heads fills half of TensorE's 128 columns, half of the PSUM
+  // partitions its relu evacuation reads and half of the head sum's 128 contraction partitions.
+  // So chunks whose single pass has at most 64 partitions are packed, as AWS's MXFP8 decode
+  // packs its queries: each takes its own column tile of the PE array for its score matmuls
+  // (nc_matmul's tile_position: 2 x 64 columns, 4 x 32 on v3 and later), so its scores land on
+  // its own PSUM partitions, and one relu evacuation, one fp32 head sum over all the pack's
+  // partitions (block-diagonal weights) and one epilogue serve the whole pack. The chunks are
+  // consecutive in run order: other requests', or further chunks of one request (a 65536-key
+  // request pairs its own chunks). Each keeps its K^T resident until the pack runs.
+  struct packed_chunk {
+    decode_pass pass;
+    std::int64_t k0 = 0, nk = 0, kcols = 0;
+    std::size_t q_slot = 0;  // the slot whose pass holds this chunk's Q (one request's chunks)
+    tile kt, kt_scales;      // swapped in from kt_ / kt_scales_ after loading
+    detail::vector<unsigned char> valid;
+  };
+
+  // Partitions of one packed pass for an item: its pass rounded up to a column tile (64, or 32
+  // on v3 and later); 0 when it is not packed (per-token scales, several passes, P > 64).
+  int pack_slot(const work_item& item) const {
+    const std::int64_t rows = item.row_end - item.row_begin, P = rows * heads_;
+    if (rows > decode_rows_per_pass(heads_)) return 0;
+    const std::int64_t stride = mx ? P + (P & 1) : P;
+    for (int slot = tr::pe_column_tile; slot <= 64; slot *= 2)
+      if (stride <= slot) return slot;
+    return 0;
+  }
+
+  // Loads the chunk's keys and Q into the next slot of the pack; a full pack runs.
+  void pack_chunk(const work_item& item, std::int64_t k0, std::int64_t nk, int slot) {
+    if (packed_ > 0 && slot != pack_slot_) run_pack();
+    pack_slot_ = slot;
+    if (pack_.size() == packed_) {
+      packed_chunk pc;
+      pc.kt = c_.sbuf("K^T (packed chunk)", kt_.type(), kt_.partitions(), kt_.free());
+      if constexpr (mx)
+        pc.kt_scales = c_.sbuf("K^T scales (packed chunk)", dtype::u8, kt_scales_.partitions(),
+                               kt_scales_.free());
+      pack_.push_back(std::move(pc));
     }
+    packed_chunk& pc = pack_[packed_++];
+    load_keys(item.group, k0, nk);
+    std::swap(kt_, pc.kt);
+    if constexpr (mx) std::swap(kt_scales_, pc.kt_scales);
+    resident_ = {};
+    pc.valid.assign(valid_.begin(), valid_.end());
+    pc.k0 = k0;
+    pc.nk = nk;
+    pc.kcols = decode_kcols(nk);
+    // Q is resident where an earlier slot of the pack, or this slot's last chunk, has its rows.
+    const auto holds = [&](const decode_pass& p) {
+      return p.partitions > 0 && p.row_begin == item.row_begin && p.row_end == item.row_end;
+    };
+    pc.q_slot = packed_ - 1;
+    for (std::size_t s = 0; s + 1 < packed_ && pc.q_slot == packed_ - 1; ++s)
+      if (pack_[s].q_slot == s && holds(pack_[s].pass)) pc.q_slot = s;
+    if (pc.q_slot == packed_ - 1 && !holds(pc.pass))
+      pc.pass = load_pass(item.row_begin, item.row_end, false);
+    if (static_cast<int>(packed_) * slot == common_traits::partitions) run_pack();
+  }
+
+  // The pack's scores, tile by tile: each chunk's matmuls into its column tile, then one relu
+  // evacuation of all of them; then the head sum and epilogue of the pack.
+  void run_pack() {
+    if (packed_ == 0) return;
+    detail::vector<sum_part> parts;
+    std::int64_t kcols = 0;
+    int R = 0;
+    for (std::size_t s = 0; s < packed_; ++s) {
+      const packed_chunk& pc = pack_[s];
+      const decode_pass& pass = pack_[pc.q_slot].pass;
+      const int rows = static_cast<int>(pass.row_end - pass.row_begin);
+      parts.push_back({pass.row_begin, rows, static_cast<int>(s) * pack_slot_, R, pc.k0, pc.nk,
+                       pc.valid.data()});
+      R += rows;
+      kcols = std::max(kcols, pc.kcols);
+    }
+    const int P = parts.back().p0 + parts.back().rows * static_cast<int>(heads_);
+    load_pack_weights(parts);
+    const std::int64_t step = mx ? quadrant_step : key_tile;
+    for (std::int64_t c0 = 0; c0 < kcols; c0 += step) {
+      for (std::size_t s = 0; s < packed_; ++s) {
+        packed_chunk& pc = pack_[s];
+        if (c0 < pc.kcols)
+          score_matmul(pack_[pc.q_slot].pass, parts[s].p0, pc.kt, pc.kt_scales, c0,
+                       std::min(step, pc.kcols - c0));
+      }
+      // A chunk with fewer columns leaves earlier scores in its partitions past them: their
+      // relu is never written out, and reaches no other row (see head_sum_chunk).
+      evacuate_relu(relu_chunk_, P, mx ? mx_pack * c0 : c0, std::min(step, kcols - c0));
+    }
+    head_sum_chunk(parts, window(pack_w_, 0, P, 0, R), R, mx ? mx_pack * kcols : kcols);
+    packed_ = 0;
+  }
+
+  // The block-diagonal weights of the pack in pack_w_: part i's rows on its partitions and
+  // columns, zeros elsewhere (kept while the pack holds the same rows).
+  void load_pack_weights(std::span<const sum_part> parts) {
+    detail::vector<std::int64_t> rows;
+    for (const sum_part& p : parts) rows.push_back(p.row_begin);
+    if (rows == pack_w_rows_) return;
+    pack_w_rows_ = rows;
+    c_.memset(window(pack_w_), 0.0f);
+    for (const sum_part& p : parts)
+      load_weights(window(pack_w_, p.p0, p.rows * static_cast<int>(heads_), p.col, p.rows),
+                   p.row_begin, p.row_begin + p.rows);
   }
 
   // fp8_per_token (K^T in natural order): the head sum of relu_'s n columns as [rows, n], times
@@ -842,33 +1068,33 @@ class kernel {
     epilogue(window(logits_, 0, rows, 0, written), pass.row_begin, rows, k0 + c0, c0);
   }
 
-  // The head sum of a whole chunk with its keys on the output partitions: relu_chunk_ holds
-  // [P, ncols] (padded key order); U = ceil(ncols / 128) matmuls, matmul u taking columns
-  // u, u + U, ... as stationary ([P, <= 128]) against the weights [P, rows] as moving, so
-  // head_ (i, u x rows + r) = logit of row r at column i x U + u. Each costs max(rows, 64)
-  // cycles (4 passes: fp32) for up to 128 keys of every row, against max(keys, 64) per row
-  // block with the keys along the moving side; and the epilogue works on all 128 partitions.
-  void head_sum_chunk(decode_pass& pass, std::int64_t k0, std::int64_t nk, std::int64_t ncols) {
-    const int P = static_cast<int>(pass.partitions);
-    const int rows = static_cast<int>(pass.row_end - pass.row_begin);
+  // The head sum of a chunk (or of a pack of chunks) with its keys on the output partitions:
+  // relu_chunk_ holds [P, ncols] (padded key order); U = ceil(ncols / 128) matmuls, matmul u
+  // taking columns u, u + U, ... as stationary ([P, <= 128]) against the weights w [P, R] as
+  // moving, so head_ (i, u x R + col + r) = logit of a part's row r at column i x U + u. Each
+  // costs max(R, 64) cycles (4 passes: fp32) for up to 128 keys of every row, against
+  // max(keys, 64) per row block with the keys along the moving side; and the epilogue works on
+  // all 128 partitions.
+  void head_sum_chunk(std::span<const sum_part> parts, const window& w, int R, std::int64_t ncols) {
+    const int P = w.np, h = static_cast<int>(heads_);
     const std::int64_t U = (ncols + 127) / 128;
-    // A NaN or Inf score would reach the other rows through their zero weights (0 x NaN): a
-    // chunk holding one takes a matmul per row, each writing its own column.
-    const bool together = rows == 1 || c_.all_finite(window(relu_chunk_, 0, P, 0, ncols));
-    const int h = static_cast<int>(heads_);
-    for (std::int64_t u = 0; u < U; ++u) {
-      const std::int64_t m = (ncols - u + U - 1) / U;  // columns u, u + U, ... below ncols
-      if (together) {
-        c_.matmul(window(head_, 0, static_cast<int>(m), u * rows, rows),
-                  window(relu_chunk_, 0, P, u, m, U), window(pass.w), matmul_kind::head_sum);
-      } else {
-        for (int i = 0; i < rows; ++i)
-          c_.matmul(window(head_, 0, static_cast<int>(m), u * rows + i, 1),
-                    window(relu_chunk_, i * h, h, u, m, U), window(pass.w, i * h, h, i, 1),
-                    matmul_kind::head_sum);
-      }
-    }
-    epilogue_partitions(pass.row_begin, rows, k0, nk, ncols, U);
+    const int np = static_cast<int>((ncols + U - 1) / U);
+    const auto keys = [&](std::int64_t u) { return static_cast<int>((ncols - u + U - 1) / U); };
+    for (std::int64_t u = 0; u < U; ++u)
+      c_.matmul(window(head_, 0, keys(u), u * R, R), window(relu_chunk_, 0, P, u, keys(u), U), w,
+                matmul_kind::head_sum);
+    // A NaN or Inf score reaches every other row through its zero weight there (0 x NaN), so the
+    // sums are all finite exactly when every score was: one reduce over the [np, U x R] result
+    // decides, and where it fails each row takes a matmul of its own heads into its own column.
+    if (R > 1 && !c_.all_finite(window(head_, 0, np, 0, U * R)))
+      for (const sum_part& part : parts)
+        for (int i = 0; i < part.rows; ++i)
+          for (std::int64_t u = 0; u < U; ++u)
+            c_.matmul(window(head_, 0, keys(u), u * R + part.col + i, 1),
+                      window(relu_chunk_, part.p0 + i * h, h, u, keys(u), U),
+                      window(*w.t, w.p0 + part.p0 + i * h, h, w.c0 + part.col + i, 1),
+                      matmul_kind::head_sum);
+    epilogue_partitions(parts, ncols, U, R);
   }
 
   // A chunk's key o at its column in K^T's padded order, and the first key at or after a padded
@@ -906,7 +1132,7 @@ class kernel {
       const row_keys rk = plan_.row(r0 + r);
       const std::int64_t lo = std::max(k0, rk.key_begin), hi = std::min(k0 + nk, rk.key_end);
       if (lo >= hi) continue;
-      t.row((hi - lo) * static_cast<std::int64_t>(sizeof(O)));
+      t.row((hi - lo) * output_.element_bytes());
       if (!c_.computes()) continue;
       const float* scores = &logits.at(r, lo - k0);
       if (!cols.empty()) {
@@ -916,7 +1142,7 @@ class kernel {
               logits.at(r, cols[static_cast<std::size_t>(i - k0)]);
         scores = row.data();
       }
-      output_.consume(0, r0 + r, lo - rk.col_offset, scores, valid + (lo - k0), hi - lo);
+      output_.consume(r0 + r, lo - rk.col_offset, scores, valid + (lo - k0), hi - lo);
     }
   }
 
@@ -927,27 +1153,29 @@ class kernel {
     return k < nk ? k : -1;
   }
 
-  // A chunk's logits with its keys on partitions (head_sum_chunk): head_ [np, U x rows] holds
-  // padded column i x U + u of row r at (i, u x rows + r). They are cast on all np partitions,
-  // U x rows elements each (ScalarE, or, to write -inf on masked keys when clean, VectorE's
-  // predicated copy with a mask tile built by an iota and a compare), then written by one DMA:
-  // per partition and row, each run of consecutive keys in the row's range is one descriptor.
-  void epilogue_partitions(std::int64_t r0, int rows, std::int64_t k0, std::int64_t nk,
-                           std::int64_t ncols, std::int64_t U) {
+  // Logits with their keys on partitions (head_sum_chunk): head_ [np, U x R] holds padded
+  // column i x U + u of a part's row r at (i, u x R + col + r). They are cast on all np
+  // partitions, U x R elements each (ScalarE, or, to write -inf on masked keys when clean,
+  // VectorE's predicated copy with a mask tile built by an iota and a compare), then written by
+  // one DMA: per partition and row, each run of consecutive keys in the row's range is one
+  // descriptor.
+  void epilogue_partitions(std::span<const sum_part> parts, std::int64_t ncols, std::int64_t U,
+                           int R) {
     const int np = static_cast<int>((ncols + U - 1) / U);
-    const std::int64_t width = U * rows;
+    const std::int64_t width = U * R;
     const window in(head_, 0, np, 0, width), o(out_part_, 0, np, 0, width);
     bool masked = false;
-    for (std::int64_t k = 0; clean_ && k < nk && !masked; ++k)
-      masked = !valid_[static_cast<std::size_t>(k)];
+    for (const sum_part& part : parts)
+      for (std::int64_t k = 0; clean_ && k < part.nk && !masked; ++k) masked = !part.valid[k];
     if (masked) {
       if (c_.computes())
-        for (int i = 0; i < np; ++i)
-          for (std::int64_t u = 0; u < U; ++u) {
-            const std::int64_t k = key_at(i * U + u, nk);
-            for (int r = 0; r < rows; ++r)
-              mask_.at(i, u * rows + r) = k >= 0 && valid_[static_cast<std::size_t>(k)];
-          }
+        for (const sum_part& part : parts)
+          for (int i = 0; i < np; ++i)
+            for (std::int64_t u = 0; u < U; ++u) {
+              const std::int64_t k = key_at(i * U + u, part.nk);
+              for (int r = 0; r < part.rows; ++r)
+                mask_.at(i, u * R + part.col + r) = k >= 0 && part.valid[k];
+            }
       c_.gpsimd_elementwise(width, 1);  // iota
       c_.vector_elementwise(width, 2);  // compare against the valid range
       c_.select_where(o, in, window(mask_, 0, np, 0, width), minus_inf);
@@ -955,42 +1183,49 @@ class kernel {
       c_.activation(o, in, activation_fn::identity);
     }
     auto t = c_.dma();
+    for (const sum_part& part : parts)
+      for (int r = 0; r < part.rows; ++r) write_partition_runs(t, part, r, np, ncols, U, R);
+  }
+
+  // Row r of a part from head_ to the output: per partition, each run of consecutive keys in
+  // the row's range is one descriptor (and one consume of the output policy).
+  template <class Transfer>
+  void write_partition_runs(Transfer& t, const sum_part& part, int r, int np, std::int64_t ncols,
+                            std::int64_t U, int R) {
+    const row_keys rk = plan_.row(part.row_begin + r);
+    const std::int64_t lo = std::max<std::int64_t>(0, rk.key_begin - part.k0);
+    const std::int64_t hi = std::min(part.nk, rk.key_end - part.k0);
     detail::vector<float> run;
-    for (int r = 0; r < rows; ++r) {
-      const row_keys rk = plan_.row(r0 + r);
-      const std::int64_t lo = std::max<std::int64_t>(0, rk.key_begin - k0);
-      const std::int64_t hi = std::min(nk, rk.key_end - k0);
-      for (int i = 0; i < np && lo < hi; ++i) {
-        std::int64_t start = -1, prev = -1;
-        const auto flush = [&] {
-          if (start < 0) return;
-          const std::int64_t n = prev - start + 1;
-          t.row(n * static_cast<std::int64_t>(sizeof(O)));
-          if (c_.computes())
-            output_.consume(0, r0 + r, k0 + start - rk.col_offset, run.data(),
-                            valid_.data() + start, n);
-          start = -1;
-          run.clear();
-        };
-        for (std::int64_t u = 0; u < U && i * U + u < ncols; ++u) {
-          const std::int64_t k = key_at(i * U + u, nk);
-          if (k < lo || k >= hi || (start >= 0 && k != prev + 1)) flush();
-          if (k < lo || k >= hi) continue;
-          if (start < 0) start = k;
-          prev = k;
-          if (c_.computes()) run.push_back(head_.at(i, u * rows + r));
-        }
-        flush();
+    for (int i = 0; i < np && lo < hi; ++i) {
+      std::int64_t start = -1, prev = -1;
+      const auto flush = [&] {
+        if (start < 0) return;
+        const std::int64_t n = prev - start + 1;
+        t.row(n * output_.element_bytes());
+        if (c_.computes())
+          output_.consume(part.row_begin + r, part.k0 + start - rk.col_offset, run.data(),
+                          part.valid + start, n);
+        start = -1;
+        run.clear();
+      };
+      for (std::int64_t u = 0; u < U && i * U + u < ncols; ++u) {
+        const std::int64_t k = key_at(i * U + u, part.nk);
+        if (k < lo || k >= hi || (start >= 0 && k != prev + 1)) flush();
+        if (k < lo || k >= hi) continue;
+        if (start < 0) start = k;
+        prev = k;
+        if (c_.computes()) run.push_back(head_.at(i, u * R + part.col + r));
       }
+      flush();
     }
   }
 
   // -inf in every column outside a row's candidate range: a DMA from a constant SBUF row (the
   // values are the output policy's begin).
   void fill_outside() {
-    if (c_.computes()) output_.begin(plan_, 1, executor_ref{});
+    if (c_.computes()) output_.begin();
     auto t = c_.dma();
-    const std::int64_t cols = plan_.num_cols(), bytes = sizeof(O);
+    const std::int64_t cols = plan_.num_cols(), bytes = output_.element_bytes();
     for (std::int64_t r = 0; r < plan_.num_rows(); ++r) {
       const row_keys k = plan_.row(r);
       const std::int64_t c0 = k.empty() ? cols : k.key_begin - k.col_offset;
@@ -1000,18 +1235,11 @@ class kernel {
     }
   }
 
-  static bool clean_of(const Output& output) {
-    if constexpr (requires { output.clean(); })
-      return output.clean();
-    else
-      return true;
-  }
-
   core<Gen>& c_;
   const rows_view<Format>& q_;
   const Plan& plan_;
-  const matrix_view<const W>& w_;
-  Output& output_;
+  const weights_ref& w_;
+  logits_sink& output_;
   bool clean_;
   int part_, parts_;
   // slots_: key slots per block in K^T, the block rounded up to the 4 keys of one x4 column
@@ -1030,156 +1258,14 @@ class kernel {
   prefill_q pq_;
   detail::vector<decode_pass> passes_;
   std::int64_t dq_row_begin_ = -1, dq_row_end_ = -1;
+  // Decode's pack (packed passes): its chunks, how many are in use, their partitions each, the
+  // weights and the rows they hold.
+  detail::vector<packed_chunk> pack_;
+  std::size_t packed_ = 0;
+  int pack_slot_ = 0;
+  tile pack_w_;
+  detail::vector<std::int64_t> pack_w_rows_;
 };
-
-// The roofline of one call (report::roofline_*), from the plan and the documented rates.
-template <class Gen, class Format, class Plan, class W, class O>
-void add_roofline(report& r, const Plan& plan, std::int64_t heads) {
-  using tr = traits<Gen>;
-  constexpr bool mx = tr::mx_matmul && is_mx_format_v<Format>;
-  // No instruction takes the codes as they are: MX before trn3, e4m3fn before trn3.
-  constexpr bool decode_codes = is_mx_format_v<Format> ? !tr::mx_matmul : !tr::native_e4m3fn;
-  std::int64_t keys = 0, scores = 0, logits = 0;  // distinct keys, row x key pairs, logits
-  for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
-    const row_span span = plan.group_rows(g);
-    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = 0;
-    for (std::int64_t row = span.begin; row < span.end; ++row) {
-      const row_keys rk = plan.row(row);
-      if (rk.empty()) continue;
-      lo = std::min(lo, rk.key_begin);
-      hi = std::max(hi, rk.key_end);
-      for (std::int64_t k = rk.key_begin; k < rk.key_end; ++k) scores += plan.key(g, k).valid();
-    }
-    for (std::int64_t k = lo; k < hi; ++k) keys += plan.key(g, k).valid();
-  }
-  const std::int64_t rows = plan.num_rows();
-  logits = rows * plan.num_cols();
-  const std::int64_t token = Format::data_bytes + Format::scale_bytes;
-  const std::int64_t w_bytes = static_cast<std::int64_t>(sizeof(W));
-  const std::int64_t o_bytes = static_cast<std::int64_t>(sizeof(O));
-  const double bytes =
-      static_cast<double>(rows * heads * (token + w_bytes) + keys * token + logits * o_bytes);
-  r.roofline_dma_s += bytes / tr::dma_bytes_per_s;
-  const double macs_per_cycle = 128.0 * 128.0 * (mx ? mx_pack : 1);
-  const double flops = 2.0 * static_cast<double>(scores * heads) * Format::head_dim;
-  r.roofline_tensor_s += flops / (2 * macs_per_cycle * tr::tensor_hz);
-  // Elements per second across the 128 partitions, at the widths for non-16-bit data.
-  const double scalar = 128.0 * tr::scalar_other_rate * tr::scalar_hz;
-  const double vector = 128.0 * tr::vector_other_rate * tr::vector_hz;
-  double t = static_cast<double>(scores * heads + logits) / (scalar + vector);
-  if constexpr (decode_codes)
-    t += static_cast<double>(keys * Format::head_dim) / (vector + 128.0 * tr::gpsimd_hz);
-  r.roofline_elementwise_s += t;
-}
 
 }  // namespace neuron_backend
-
-template <class Gen>
-struct backend_kernels<backend::neuron<Gen>> {
-  // Arguments are validated by the caller. The model runs one NeuronCore's schedule (two with
-  // LNC = 2) on the calling thread (options.executor is not used) and adds its cost to the
-  // thread's open neuron_backend::capture, if any.
-  // Values reach the caller through `output` (an output policy); cost-only captures skip it.
-  template <class Format, class Plan, class W, class O>
-  static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-                  logits_row_output<O>& output, const options&) {
-    using tr = neuron_backend::traits<Gen>;
-    const neuron_backend::capture_state cap = neuron_backend::current_capture();
-    const int cores = cap.target ? cap.options.logical_cores : 1;
-    detail::require(cores >= 1 && cores <= tr::max_logical_cores,
-                    detail::where3{"neuron model (", tr::name, ")"}, [&](auto& m) {
-                      m << "capture_options::logical_cores = " << cores << " is not supported (1.."
-                        << tr::max_logical_cores << " on " << tr::name << ")";
-                    });
-    const bool compute = !(cap.target && cap.options.cost_only);
-    neuron_backend::report call;
-    double busiest = 0;
-    const char* bound = "";
-    for (int part = 0; part < cores; ++part) {
-      neuron_backend::core<Gen> c(compute);
-      {
-        neuron_backend::kernel<Gen, Format, Plan, W, logits_row_output<O>> k(c, q, plan, w, output,
-                                                                             part, cores);
-        k.run();
-      }
-      const neuron_backend::report& one = c.counters();
-      if (one.single_core_seconds() >= busiest) {
-        busiest = one.single_core_seconds();
-        bound = one.single_core_bound();
-      }
-      neuron_backend::accumulate(call, one);
-    }
-    if (compute) output.finish(executor_ref{});
-    if (cap.target) {
-      neuron_backend::add_roofline<Gen, Format, Plan, W, O>(call, plan, w.cols);
-      neuron_backend::report& r = *cap.target;
-      neuron_backend::accumulate(r, call);
-      r.calls += 1;
-      r.logical_cores = cores;
-      if (cores > 1) {
-        r.lnc_core_seconds += busiest;
-        r.lnc_core_bound = bound;
-      }
-    }
-  }
-
-  // Any other output: the model's fp32 logits, row by row, handed to the output as one task;
-  // masked columns are the plan's, not the -inf the schedule writes (a logit can be -inf itself).
-  // The top-k selection runs as a second pass of the model (neuron_backend::topk: nisa.topk on
-  // GpSimd, counted in the report) over those logits, and only the k columns it picks reach the
-  // output, which numbers them (columns or cache slots).
-  template <class Format, class Plan, class W, output_policy Output>
-  static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-                  Output& output, const options& opt) {
-    const std::int64_t rows = plan.num_rows(), cols = plan.num_cols();
-    detail::vector<float> logits(static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)));
-    logits_row_output<float> full(matrix_view<float>(logits.data(), rows, cols), true);
-    run(q, plan, w, full, opt);
-    const neuron_backend::capture_state cap = neuron_backend::current_capture();
-    const bool compute = !(cap.target && cap.options.cost_only);
-    // valid[r][c]: whether column c of row r is a key of the plan.
-    detail::vector<std::uint8_t> valid(
-        static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)));
-    for (std::int64_t g = 0; g < plan.num_groups() && compute; ++g) {
-      const row_span span = plan.group_rows(g);
-      for (std::int64_t r = span.begin; r < span.end; ++r) {
-        const row_keys rk = plan.row(r);
-        for (std::int64_t k = rk.key_begin; k < rk.key_end; ++k)
-          valid[static_cast<std::size_t>(r * cols + k - rk.col_offset)] = plan.key(g, k).valid();
-      }
-    }
-    const executor_ref serial;
-    output.begin(plan, 1, serial);
-    const auto feed = [&](std::int64_t r, std::int64_t c, const float* score) {
-      const unsigned char one = 1;
-      output.consume(0, r, c, score, &one, 1);
-    };
-    if constexpr (requires { output.k(); }) {
-      const std::int64_t k = output.k();
-      if (rows > 0 && cols > 0) {
-        detail::vector<std::int32_t> picked(static_cast<std::size_t>(rows * k));
-        neuron_backend::topk<Gen>(matrix_view<const float>(logits.data(), rows, cols),
-                                  matrix_view<const std::uint8_t>(valid.data(), rows, cols), k,
-                                  matrix_view<std::int32_t>(picked.data(), rows, k), {});
-        for (std::int64_t r = 0; r < rows && compute; ++r) {
-          if constexpr (grouped_output_policy<Output>) output.open_rows(0, r, r + 1, false);
-          for (std::int64_t j = 0; j < k; ++j) {
-            const std::int32_t c = picked[static_cast<std::size_t>(r * k + j)];
-            if (c >= 0) feed(r, c, logits.data() + r * cols + c);
-          }
-        }
-      }
-    } else {
-      for (std::int64_t r = 0; r < rows && compute; ++r) {
-        if constexpr (grouped_output_policy<Output>) output.open_rows(0, r, r + 1, false);
-        for (std::int64_t c = 0; c < cols; ++c)
-          if (valid[static_cast<std::size_t>(r * cols + c)])
-            feed(r, c, logits.data() + r * cols + c);
-      }
-    }
-    if constexpr (grouped_output_policy<Output>) output.close_task(0);
-    output.finish(serial);
-  }
-};
-
 MQALOGITS_NAMESPACE_END

@@ -101,6 +101,9 @@ struct traits<backend::trn1> : common_traits {
   // Moving free size of one matmul: one 2 KiB PSUM bank of fp32 [isa nc_matmul].
   static constexpr std::int64_t pe_max_moving_fp32 = 512;
   static constexpr std::int64_t pe_max_moving_bf16 = 512;
+  // Column tiling: 2 x 64 PE columns, so a matmul of stationary free size <= 64 may write PSUM
+  // partitions from 64 [isa nc_matmul, "Tiling mode"].
+  static constexpr int pe_column_tile = 64;
   static constexpr bool psum_bf16_output = false;  // PSUM holds fp32 only [arch-v2]
   // 32-bit TensorE transposes take the fp32 matmul's 4 passes (no transpose mode) [arch-v2].
   static constexpr std::int64_t pe_fp32_transpose_passes = 4;
@@ -123,77 +126,75 @@ struct traits<backend::trn1> : common_traits {
   static constexpr int max_logical_cores = 1;  // one NeuronCore per logical core [arch-v2]
 };
 
+// What NeuronCore-v3 (trn2) and NeuronCore-v4 (trn3) share.
+struct v3_traits : common_traits {
+  // Clocks: TensorE 2.4 GHz, ScalarE 1.2 GHz, GpSimd 1.2 GHz [arch-v3, arch-v4, the engine
+  // tables] (VectorE differs).
+  static constexpr double tensor_hz = 2.4e9;
+  static constexpr double scalar_hz = 1.2e9;
+  static constexpr double gpsimd_hz = 1.2e9;
+  // VectorE 256 elements per cycle for non-16-bit types, and 4x NeuronCore-v2 for tensor_copy /
+  // tensor_scalar with 16-bit operands all in SBUF [arch-v3 "Vector Engine Performance Mode",
+  // arch-v4 the engine table]; ScalarE 128 per cycle for non-16-bit types.
+  static constexpr double vector_other_rate = 2, vector_fast_16bit_rate = 4;
+  static constexpr double scalar_other_rate = 1;
+  // Column tiling: 4 x 32 PE columns, so a matmul of stationary free size <= 32 may write PSUM
+  // partitions from 32, 64 or 96 [isa nc_matmul, "Tiling mode"].
+  static constexpr int pe_column_tile = 32;
+  // Transpose mode: 2x speedup in fp32 transposes [arch-v3, "Built-in Transpose Support"].
+  static constexpr std::int64_t pe_fp32_transpose_passes = 2;
+  static constexpr bool exact_pe_transpose = true;    // [isa nc_transpose]
+  static constexpr bool psum_read_exclusive = false;  // lifted on v3 [arch-v3]
+  static constexpr bool sbuf_vector_gpsimd_exclusive = false;
+  // Hardware DGE has no indirect DMA: gathers are software DGE on GpSimd [arch-v3]; AWS's trn3
+  // MXFP8 decode gathers its cache blocks that way [mx-tkg].
+  static constexpr bool indirect_dma = true;
+  static constexpr bool gather_on_gpsimd = true;
+  static constexpr int max_logical_cores = 2;  // LNC = 2: two physical cores [arch-v3, arch-v4]
+};
+
 // trn2, NeuronCore-v3.
 template <>
-struct traits<backend::trn2> : common_traits {
+struct traits<backend::trn2> : v3_traits {
   static constexpr const char* name = "trn2";
   // SBUF 28 MiB = 128 partitions x 224 KiB [arch-v3].
   static constexpr std::int64_t sbuf_partition_bytes = 224 * 1024;
-  // Clocks: TensorE 2.4 GHz, VectorE 0.96 GHz, ScalarE 1.2 GHz, GpSimd 1.2 GHz [arch-v3, the
-  // engine table].
-  static constexpr double tensor_hz = 2.4e9;
-  static constexpr double scalar_hz = 1.2e9;
-  static constexpr double vector_hz = 0.96e9;
-  static constexpr double gpsimd_hz = 1.2e9;
-  // VectorE: 512 bf16 / fp16 elements per cycle, 256 for other types [arch-v3, the engine
-  // table]. The performance mode: 4x NeuronCore-v2 for tensor_copy / tensor_scalar with bf16 /
-  // fp16 operands all in SBUF, 2x for those reading PSUM and for bf16 tensor_tensor [arch-v3,
-  // "Vector Engine Performance Mode"]. ScalarE 128 per cycle.
-  static constexpr double vector_other_rate = 2, vector_16bit_rate = 2, vector_fast_16bit_rate = 4;
-  static constexpr double scalar_other_rate = 1, scalar_16bit_rate = 1;
+  static constexpr double vector_hz = 0.96e9;  // [arch-v3, the engine table]
+  // VectorE: 512 bf16 / fp16 elements per cycle in the performance mode above, 2x NeuronCore-v2
+  // for those reading PSUM and for bf16 tensor_tensor [arch-v3, "Vector Engine Performance
+  // Mode"]; ScalarE 128 per cycle for every type.
+  static constexpr double vector_16bit_rate = 2;
+  static constexpr double scalar_16bit_rate = 1;
   static constexpr bool vector_fp8_is_16bit = false;
   static constexpr std::int64_t pe_max_moving_fp32 = 512;  // one PSUM bank [isa nc_matmul]
   static constexpr std::int64_t pe_max_moving_bf16 = 512;
   static constexpr bool psum_bf16_output = false;  // only transposes may write bf16 [arch-v3]
-  // Transpose mode: 2x speedup in fp32 transposes [arch-v3, "Built-in Transpose Support"].
-  static constexpr std::int64_t pe_fp32_transpose_passes = 2;
-  static constexpr bool native_e4m3fn = false;  // EVRF051: e4m3fn not usable on v3 [isa]
+  static constexpr bool native_e4m3fn = false;     // EVRF051: e4m3fn not usable on v3 [isa]
   static constexpr bool mx_matmul = false;
-  static constexpr bool exact_pe_transpose = true;    // [isa nc_transpose]
-  static constexpr bool psum_read_exclusive = false;  // lifted on v3 [arch-v3]
-  static constexpr bool sbuf_vector_gpsimd_exclusive = false;
   static constexpr double dma_bytes_per_s = 368e9;  // per-core DMA ~368 GB/s [dma-bw]
-  // Hardware DGE has no indirect DMA: gathers are software DGE on GpSimd [arch-v3].
-  static constexpr bool indirect_dma = true;
-  static constexpr bool gather_on_gpsimd = true;
-  static constexpr int max_logical_cores = 2;  // LNC = 2: two physical cores [arch-v3]
 };
 
 // trn3, NeuronCore-v4.
 template <>
-struct traits<backend::trn3> : common_traits {
+struct traits<backend::trn3> : v3_traits {
   static constexpr const char* name = "trn3";
   // SBUF 32 MiB [arch-v4]; 128 partitions x 256 KiB is its arithmetic split (derived; AWS's
   // indexer budgets ~245 KB per partition [indexer]).
   static constexpr std::int64_t sbuf_partition_bytes = 256 * 1024;
-  // Clocks: TensorE, VectorE, ScalarE and GpSimd 2.4 / 1.2 / 1.2 / 1.2 GHz [arch-v4, the engine
-  // table].
-  static constexpr double tensor_hz = 2.4e9;
-  static constexpr double scalar_hz = 1.2e9;
-  static constexpr double vector_hz = 1.2e9;
-  static constexpr double gpsimd_hz = 1.2e9;
-  // VectorE 512 bf16 / fp16 / fp8 elements per cycle, 256 for other types; ScalarE 256 and 128
-  // [arch-v4, the engine table] (no condition is stated for the 16-bit width).
-  static constexpr double vector_other_rate = 2, vector_16bit_rate = 4, vector_fast_16bit_rate = 4;
-  static constexpr double scalar_other_rate = 1, scalar_16bit_rate = 2;
+  static constexpr double vector_hz = 1.2e9;  // [arch-v4, the engine table]
+  // VectorE 512 bf16 / fp16 / fp8 elements per cycle; ScalarE 256 [arch-v4, the engine table]
+  // (no condition is stated for the 16-bit width).
+  static constexpr double vector_16bit_rate = 4;
+  static constexpr double scalar_16bit_rate = 2;
   static constexpr bool vector_fp8_is_16bit = true;
   // Moving free size up to 4096 fp32 / 8192 bf16 of PSUM output [isa nc_matmul].
   static constexpr std::int64_t pe_max_moving_fp32 = 4096;
   static constexpr std::int64_t pe_max_moving_bf16 = 8192;
   static constexpr bool psum_bf16_output = true;  // matmul may write bf16 to PSUM [arch-v4]
-  static constexpr std::int64_t pe_fp32_transpose_passes = 2;  // transpose mode [arch-v3]
   // e4m3fn is native; fp4 exists only as the x4-packed MX type of nc_matmul_mx [arch-v4, isa].
   static constexpr bool native_e4m3fn = true;
   static constexpr bool mx_matmul = true;
-  static constexpr bool exact_pe_transpose = true;
-  static constexpr bool psum_read_exclusive = false;
-  static constexpr bool sbuf_vector_gpsimd_exclusive = false;
   static constexpr double dma_bytes_per_s = 528e9;  // per-core DMA ~528 GB/s [dma-bw]
-  // Indirect DMA is software DGE on GpSimd, as on v3; AWS's trn3 MXFP8 decode gathers its
-  // cache blocks with it [arch-v3, mx-tkg].
-  static constexpr bool indirect_dma = true;
-  static constexpr bool gather_on_gpsimd = true;
-  static constexpr int max_logical_cores = 2;  // LNC <= 2 [arch-v4, indexer]
 };
 
 // nc_matmul_mx (trn3): the contraction is packed 4 codes per partition element, so a 128-wide
