@@ -323,6 +323,16 @@ TEMPLATE_LIST_TEST_CASE("allocations: a warm call of each kernel allocates nothi
                                        table.view(), schedule, max_blocks * page_kv, paged.view(),
                                        opt);
         }) == 0);
+  // Upstream's array form: the schedule it stands for is rebuilt on every call, into storage the
+  // calling thread keeps.
+  std::vector<i32> array(static_cast<std::size_t>(ml::paged_mqa_schedule_array_rows(2) * 2));
+  const ml::matrix_view<i32> array_view(array.data(), ml::paged_mqa_schedule_array_rows(2), 2, 2);
+  ml::get_paged_mqa_logits_metadata(lens.view(), page_kv, 2, array_view);
+  CHECK(warm_allocations(pool, [&](const ml::options& opt) {
+          ml::fp8_fp4_paged_mqa_logits(pq.view(), cache.view(), pw.view(), lens.view(),
+                                       table.view(), ml::matrix_view<const i32>(array_view),
+                                       max_blocks * page_kv, paged.view(), opt);
+        }) == 0);
 
   const i64 cap = 64, blk = 16;
   const auto idx = rnd::sparse_indices(rng, num_q, cap, N / blk, {.pad = 0.1});

@@ -17,16 +17,18 @@ MQALOGITS_NAMESPACE_BEGIN
 namespace detail {
 
 // The call with or without varlen indices (null: none); I is the type of every index array.
+// `built_here`: the schedule was just built from these context_lens (from upstream's array), so
+// it needs no check against them.
 template <class Backend, class Format, class WT, index_value I, class Out>
 void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
                       matrix_view<WT> weights, matrix_view<const I> context_lens,
                       matrix_view<const I> block_table, const paged_mqa_schedule& schedule,
-                      std::int64_t max_context_len, Out out, const std::span<const I>* indices,
-                      const options& opt) {
+                      bool built_here, std::int64_t max_context_len, Out out,
+                      const std::span<const I>* indices, const options& opt) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
   const matrix_view<const std::remove_const_t<WT>> w = weights;
   check_paged_inputs(where, cache, context_lens, block_table, max_context_len);
-  schedule.check_made_for(where, context_lens, cache.page_kv, indices);
+  if (!built_here) schedule.check_made_for(where, context_lens, cache.page_kv, indices);
   if (!opt.truncate_long_contexts)
     check_contexts_fit(where, context_lens, block_table.cols, cache.page_kv, max_context_len);
   const paged_plan<Format, I> plan(cache, block_table, context_lens, max_context_len, schedule);
@@ -54,16 +56,26 @@ template <class S>
 concept paged_schedule_argument =
     std::same_as<S, paged_mqa_schedule> || std::convertible_to<S, matrix_view<const std::int32_t>>;
 
-// The object itself, or the one the array describes (rebuilt from context_lens and checked).
-template <index_value I, class S, class Lens>
-decltype(auto) schedule_object(const S& schedule, const Lens& context_lens, std::int32_t page_kv,
-                               const std::span<const I>* indices) {
-  if constexpr (std::same_as<S, paged_mqa_schedule>)
-    return (schedule);  // a reference: no copy
-  else
-    return schedule_from_array<I>("fp8_fp4_paged_mqa_logits",
-                                  matrix_view<const std::int32_t>(schedule), context_lens, page_kv,
-                                  indices);
+// The call on the schedule object itself, or on the one the array stands for: rebuilt from
+// context_lens into this thread's slot for it (a warm call allocates nothing) and checked
+// against the array.
+template <class Backend, class Format, class WT, index_value I, class Out, class S>
+void paged_mqa_logits_with(const rows_view<Format>& q, const paged_cache_view<Format>& cache,
+                           matrix_view<WT> weights, matrix_view<const I> context_lens,
+                           matrix_view<const I> block_table, const S& schedule,
+                           std::int64_t max_context_len, Out out, const std::span<const I>* indices,
+                           const options& opt) {
+  if constexpr (std::same_as<S, paged_mqa_schedule>) {
+    paged_mqa_logits<Backend, Format, WT, I>(q, cache, weights, context_lens, block_table, schedule,
+                                             false, max_context_len, out, indices, opt);
+  } else {
+    array_schedule_slot slot;
+    const paged_mqa_schedule& s = schedule_from_array_into<I>(
+        slot.get(), "fp8_fp4_paged_mqa_logits", matrix_view<const std::int32_t>(schedule),
+        context_lens, cache.page_kv, indices);
+    paged_mqa_logits<Backend, Format, WT, I>(q, cache, weights, context_lens, block_table, s, true,
+                                             max_context_len, out, indices, opt);
+  }
 }
 
 }  // namespace detail
@@ -89,9 +101,8 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
                               const Schedule& schedule, std::int64_t max_context_len, Out out,
                               const options& opt = {}) {
   using I = index_matrix_value_of<Lens>;
-  const auto& s = detail::schedule_object<I>(schedule, context_lens, cache.page_kv, nullptr);
-  detail::paged_mqa_logits<Backend, Format, WT, I>(q, cache, weights, context_lens, block_table, s,
-                                                   max_context_len, out, nullptr, opt);
+  detail::paged_mqa_logits_with<Backend, Format, WT, I>(
+      q, cache, weights, context_lens, block_table, schedule, max_context_len, out, nullptr, opt);
 }
 
 // Varlen (upstream's `indices`, next_n = 1): indices [B], the ones the schedule was made with
@@ -108,9 +119,8 @@ void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,
                               std::span<const index_matrix_value_of<Lens>> indices,
                               const options& opt = {}) {
   using I = index_matrix_value_of<Lens>;
-  const auto& s = detail::schedule_object<I>(schedule, context_lens, cache.page_kv, &indices);
-  detail::paged_mqa_logits<Backend, Format, WT, I>(q, cache, weights, context_lens, block_table, s,
-                                                   max_context_len, out, &indices, opt);
+  detail::paged_mqa_logits_with<Backend, Format, WT, I>(
+      q, cache, weights, context_lens, block_table, schedule, max_context_len, out, &indices, opt);
 }
 
 // The same call on the default backend.

@@ -26,9 +26,9 @@ MQALOGITS_NAMESPACE_BEGIN
 class paged_mqa_schedule;
 namespace detail {
 template <index_value I>
-paged_mqa_schedule make_paged_schedule(const char* where, matrix_view<const I> context_lens,
-                                       std::int32_t page_kv, int num_workers,
-                                       const std::span<const I>* indices);
+void build_paged_schedule(paged_mqa_schedule& s, const char* where,
+                          matrix_view<const I> context_lens, std::int32_t page_kv, int num_workers,
+                          const std::span<const I>* indices);
 }  // namespace detail
 
 // The work schedule of the paged kernel: the context of every request cut into units of
@@ -110,9 +110,8 @@ class paged_mqa_schedule {
                       const std::span<const I>* indices) const;
 
   template <index_value I>
-  friend paged_mqa_schedule detail::make_paged_schedule(const char*, matrix_view<const I>,
-                                                        std::int32_t, int,
-                                                        const std::span<const I>*);
+  friend void detail::build_paged_schedule(paged_mqa_schedule&, const char*, matrix_view<const I>,
+                                           std::int32_t, int, const std::span<const I>*);
 
  private:
   detail::vector<std::int32_t> lens_;  // [B * next_n], the lengths this schedule was built for
@@ -299,15 +298,22 @@ void check_schedule_arguments(const char* where, matrix_view<const I> context_le
 }
 }  // namespace detail
 
-// The schedule with or without varlen indices (null: every next_n rows are a request).
+// The schedule with or without varlen indices (null: every next_n rows are a request), built
+// into s: every member is set anew and the vectors keep their storage, so rebuilding a schedule
+// of the same size allocates nothing.
 template <index_value I>
-paged_mqa_schedule detail::make_paged_schedule(const char* where, matrix_view<const I> context_lens,
-                                               std::int32_t page_kv, int num_workers,
-                                               const std::span<const I>* indices) {
+void detail::build_paged_schedule(paged_mqa_schedule& s, const char* where,
+                                  matrix_view<const I> context_lens, std::int32_t page_kv,
+                                  int num_workers, const std::span<const I>* indices) {
   using detail::require;
   check_schedule_arguments(where, context_lens, page_kv, num_workers, indices);
 
-  paged_mqa_schedule s;
+  s.lens_.clear();
+  s.request_begin_.clear();
+  s.indices_.clear();
+  s.start_.clear();
+  s.total_units_ = 0;
+  s.varlen_ = false;
   s.next_n_ = context_lens.cols;
   s.page_kv_ = page_kv;
   // At least 512 keys (one decoded tile), a whole number of pages so a unit never splits one.
@@ -323,7 +329,8 @@ paged_mqa_schedule detail::make_paged_schedule(const char* where, matrix_view<co
   s.request_begin_.push_back(0);
   if (indices) {
     s.varlen_ = true;
-    s.indices_.assign(indices->begin(), indices->end());
+    s.indices_.reserve(indices->size());
+    for (const I index : *indices) s.indices_.push_back(index);
     for (std::int64_t r = 1; r < rows; ++r)
       if (s.indices_[static_cast<std::size_t>(r)] != s.indices_[static_cast<std::size_t>(r - 1)])
         s.request_begin_.push_back(r);
@@ -334,10 +341,8 @@ paged_mqa_schedule detail::make_paged_schedule(const char* where, matrix_view<co
   }
 
   const std::int64_t B = s.num_requests();
-  detail::vector<std::int64_t> units(static_cast<std::size_t>(B));
   for (std::int64_t b = 0; b < B; ++b) {
-    units[static_cast<std::size_t>(b)] = s.request_units(b);
-    s.total_units_ += units[static_cast<std::size_t>(b)];
+    s.total_units_ += s.request_units(b);
     // The split below multiplies the total by the worker count.
     require(s.total_units_ <= INT64_MAX / max_paged_workers, where, [&](auto& m) {
       m << "context_lens hold more than " << INT64_MAX / max_paged_workers << " units of "
@@ -350,13 +355,22 @@ paged_mqa_schedule detail::make_paged_schedule(const char* where, matrix_view<co
   std::int64_t b = 0, before = 0;  // units of the requests before b
   for (int w = 0; w <= num_workers; ++w) {
     const std::int64_t g = s.total_units_ * w / num_workers;
-    while (b < B && g >= before + units[static_cast<std::size_t>(b)])
-      before += units[static_cast<std::size_t>(b++)];
+    while (b < B && g >= before + s.request_units(b)) before += s.request_units(b++);
     s.start_.push_back(b < B ? paged_mqa_schedule::position{b, g - before}
                              : paged_mqa_schedule::position{B, 0});
   }
+}
+
+namespace detail {
+template <index_value I>
+paged_mqa_schedule make_paged_schedule(const char* where, matrix_view<const I> context_lens,
+                                       std::int32_t page_kv, int num_workers,
+                                       const std::span<const I>* indices) {
+  paged_mqa_schedule s;
+  build_paged_schedule(s, where, context_lens, page_kv, num_workers, indices);
   return s;
 }
+}  // namespace detail
 
 // context_lens: [B, next_n] (DeepGEMM-Ascend's [num_q, 1] is next_n = 1), int32 or int64, each
 // in [0, max_paged_context_len]. num_workers: how many runs to cut the work into, usually the
@@ -434,10 +448,13 @@ namespace detail {
 
 // The schedule an array stands for: the one made for these lengths, page size and the array's
 // worker count, after checking that the array holds exactly it.
+// Built into s (schedule_from_array_into: no allocation when s already held a schedule as large).
 template <index_value I>
-paged_mqa_schedule schedule_from_array(const char* where, matrix_view<const std::int32_t> array,
-                                       matrix_view<const I> context_lens, std::int32_t page_kv,
-                                       const std::span<const I>* indices) {
+const paged_mqa_schedule& schedule_from_array_into(paged_mqa_schedule& s, const char* where,
+                                                   matrix_view<const std::int32_t> array,
+                                                   matrix_view<const I> context_lens,
+                                                   std::int32_t page_kv,
+                                                   const std::span<const I>* indices) {
   require(array.cols == paged_mqa_schedule_array_cols && array.rows >= 2 &&
               array.rows <= paged_mqa_schedule_array_rows(max_paged_workers),
           where, [&](auto& m) {
@@ -446,8 +463,7 @@ paged_mqa_schedule schedule_from_array(const char* where, matrix_view<const std:
               << "] (regenerate it with get_paged_mqa_logits_metadata)";
           });
   check_matrix_extent(where, "schedule array", array);
-  paged_mqa_schedule s =
-      make_paged_schedule(where, context_lens, page_kv, static_cast<int>(array.rows - 1), indices);
+  build_paged_schedule(s, where, context_lens, page_kv, static_cast<int>(array.rows - 1), indices);
   const std::int64_t table_rows = s.num_rows() / s.next_n();
   for (std::int64_t w = 0; w < array.rows; ++w) {
     const auto p = s.start()[static_cast<std::size_t>(w)];
@@ -463,6 +479,40 @@ paged_mqa_schedule schedule_from_array(const char* where, matrix_view<const std:
   }
   return s;
 }
+template <index_value I>
+paged_mqa_schedule schedule_from_array(const char* where, matrix_view<const std::int32_t> array,
+                                       matrix_view<const I> context_lens, std::int32_t page_kv,
+                                       const std::span<const I>* indices) {
+  paged_mqa_schedule s;
+  schedule_from_array_into(s, where, array, context_lens, page_kv, indices);
+  return s;
+}
+
+// Where a call keeps the schedule upstream's array stands for: storage this thread keeps between
+// calls, one slot per nesting depth (a kernel called from a task of another on the same thread
+// gets its own), so that a warm call with the array allocates nothing; past a few levels of
+// nesting, a schedule of its own.
+class array_schedule_slot {
+ public:
+  array_schedule_slot() : depth_(depth()++) {}
+  ~array_schedule_slot() { --depth(); }
+  array_schedule_slot(const array_schedule_slot&) = delete;
+  array_schedule_slot& operator=(const array_schedule_slot&) = delete;
+  paged_mqa_schedule& get() { return depth_ < slots ? storage()[depth_] : own_; }
+
+ private:
+  static constexpr int slots = 4;
+  static int& depth() {
+    thread_local int d = 0;
+    return d;
+  }
+  static paged_mqa_schedule* storage() {
+    thread_local paged_mqa_schedule kept[slots];
+    return kept;
+  }
+  int depth_;
+  paged_mqa_schedule own_;
+};
 
 }  // namespace detail
 
