@@ -304,13 +304,6 @@ struct isa_avx2 : x86_e4m3_decoders<isa_avx2>,
       visit(b, parts);
     }
   }
-  template <int Blocks, class Visit>
-  static void e4m3_halves(const std::uint8_t* data, Visit visit) {
-    if (has_nan_code<Blocks>(data))
-      e4m3_blocks<Blocks, true>(data, visit);
-    else
-      e4m3_blocks<Blocks, false>(data, visit);
-  }
 #else
   // Without F16C (-mavx2 alone does not enable it): every code to its exact fp32 value, then one
   // multiply by the block (or row) scale, the one rounding Format::decode_row does too.

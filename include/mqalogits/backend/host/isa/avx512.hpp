@@ -275,13 +275,6 @@ struct isa_avx512 : x86_e4m3_decoders<isa_avx512>,
       visit(b, parts);
     }
   }
-  template <int Blocks, class Visit>
-  static void e4m3_halves(const std::uint8_t* data, Visit visit) {
-    if (has_nan_code<Blocks>(data))
-      e4m3_blocks<Blocks, true>(data, visit);
-    else
-      e4m3_blocks<Blocks, false>(data, visit);
-  }
 };
 
 }  // namespace host_backend

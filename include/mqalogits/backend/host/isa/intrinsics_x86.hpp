@@ -71,8 +71,9 @@ struct x86_fold_settings<false> {
 // their own Format::decode_row (plain_decoders).
 //
 // Those two are written here for paths that widen e4m3 through half precision:
-// I::e4m3_halves<Blocks>(data, visit) hands visit(block, parts) each block's 32 codes as fp32
-// vectors worth code / 2^8 (exact: e4m3 -> fp16 is a bit move, vcvtph2ps widens exactly). x 2^8
+// I::e4m3_blocks<Blocks, Nan>(data, visit) hands visit(block, parts) each block's 32 codes as
+// fp32 vectors worth code / 2^8 (exact: e4m3 -> fp16 is a bit move, vcvtph2ps widens exactly),
+// NaN codes made NaN with Nan, and rows without NaN codes (I::has_nan_code) take it without. x 2^8
 // restores each value exactly and x the scale is the one rounding Format::decode_row does too;
 // where the scale's 2^8 multiple is a normal float, the two are one multiply by that multiple
 // (the same product, rounded once). A path without the widening defines its own.
@@ -92,7 +93,7 @@ struct x86_e4m3_decoders : plain_decoders {
 
   template <int Blocks>
   static void decode_e4m3_ue8m0(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
-    I::template e4m3_halves<Blocks>(data, [&](int b, const auto& parts) {
+    e4m3_halves<Blocks>(data, [&](int b, const auto& parts) {
       const std::uint8_t e = scales[b];
       // 2^8 x 2^(e - 127) is a normal float for 1 <= e <= 246. Byte 0 keeps its own subnormal
       // scale (2^-127), so that denormals-are-zero reads the block as 0 here as on every other
@@ -109,16 +110,24 @@ struct x86_e4m3_decoders : plain_decoders {
     const float magnitude = std::fabs(scale);
     if (magnitude >= 0x1p-100f && magnitude <= 0x1p100f) {
       const float both = scale * 256.0f;
-      I::template e4m3_halves<Blocks>(
+      e4m3_halves<Blocks>(
           data, [&](int b, const auto& parts) { store_scaled(out + 32 * b, parts, both); });
     } else {
-      I::template e4m3_halves<Blocks>(data, [&](int b, const auto& parts) {
+      e4m3_halves<Blocks>(data, [&](int b, const auto& parts) {
         store_scaled(out + 32 * b, parts, 256.0f, scale);
       });
     }
   }
 
  private:
+  // The row's blocks with the NaN fix only when the row holds a NaN code (checked once per row).
+  template <int Blocks, class Visit>
+  static void e4m3_halves(const std::uint8_t* data, Visit visit) {
+    if (I::template has_nan_code<Blocks>(data))
+      I::template e4m3_blocks<Blocks, true>(data, visit);
+    else
+      I::template e4m3_blocks<Blocks, false>(data, visit);
+  }
   // out[p] = parts[p] x s (x t), vector by vector.
   template <class V, std::size_t N>
   static void store_scaled(float* out, const V (&parts)[N], float s) {
