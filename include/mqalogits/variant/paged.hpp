@@ -606,6 +606,8 @@ class paged_plan {
     const std::int64_t page = page_of(g, k), slot = k % cache_.page_kv;
     return {cache_.data(page, slot), cache_.scale(page, slot)};
   }
+  // Keys on pages spread through memory: the host driver fetches them a tile ahead.
+  static constexpr bool keys_on_pages = true;
   // Keys [k0, k0 + n) of group g in order, visit(i, key k0 + i): the same keys as key(), one
   // division for the run and then page by page (the driver looks a tile's keys up at once).
   template <class Visit>
