@@ -767,14 +767,20 @@ class kernel {
                                                           static_cast<double>(elements) / rate))) /
            hz;
   }
-  elementwise_engine relu_engine(std::int64_t n) {
-    if constexpr (tr::psum_read_exclusive) return elementwise_engine::scalar;
+  // ScalarE or VectorE, whichever would finish a one-input pass over n elements first; `tie`
+  // when both would finish together.
+  elementwise_engine scalar_or_vector(std::int64_t n, elementwise_engine tie) {
     const report& r = c_.counters();
     const double on_scalar =
         r.scalar.seconds + engine_seconds(n, 1, tr::scalar_other_rate, tr::scalar_hz);
     const double on_vector =
         r.vector.seconds + engine_seconds(n, 1, tr::vector_other_rate, tr::vector_hz);
-    return on_vector < on_scalar ? elementwise_engine::vector : elementwise_engine::scalar;
+    if (on_scalar == on_vector) return tie;
+    return on_scalar < on_vector ? elementwise_engine::scalar : elementwise_engine::vector;
+  }
+  elementwise_engine relu_engine(std::int64_t n) {
+    if constexpr (tr::psum_read_exclusive) return elementwise_engine::scalar;
+    return scalar_or_vector(n, elementwise_engine::scalar);
   }
   // The copies of transposed codes, exponents and scale bytes out of PSUM (fp32 there, integers
   // below 256: exact through ScalarE's fp32 data path) likewise: ScalarE's identity activation
@@ -783,12 +789,7 @@ class kernel {
   // on VectorE: ScalarE carries one value per element.)
   elementwise_engine copy_engine(std::int64_t n) {
     if constexpr (tr::psum_read_exclusive) return elementwise_engine::vector;
-    const report& r = c_.counters();
-    const double on_scalar =
-        r.scalar.seconds + engine_seconds(n, 1, tr::scalar_other_rate, tr::scalar_hz);
-    const double on_vector =
-        r.vector.seconds + engine_seconds(n, 1, tr::vector_other_rate, tr::vector_hz);
-    return on_scalar < on_vector ? elementwise_engine::scalar : elementwise_engine::vector;
+    return scalar_or_vector(n, elementwise_engine::vector);
   }
   elementwise_engine accumulate_engine(std::int64_t n, write_mode mode) {
     if constexpr (tr::sbuf_vector_gpsimd_exclusive) return elementwise_engine::vector;
