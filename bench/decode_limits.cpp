@@ -72,13 +72,14 @@ std::vector<ml::host_abi::key_ptrs> keys_in_call_order(const laid_out_cache<Form
 // One decoded tile's buffers (both paths' forms, sized for any format).
 struct tile {
   static constexpr std::int64_t keys = hb::key_tile + 64;
-  std::vector<unsigned char> valid = std::vector<unsigned char>(keys), folds = valid;
+  std::vector<unsigned char> valid = std::vector<unsigned char>(keys), compact = valid;
   std::vector<float> f32 = std::vector<float>(keys * 128), i8_scales = std::vector<float>(keys * 4),
-                     fold_scales = std::vector<float>(keys);
+                     fold_scales = std::vector<float>(keys), bf16_scales = fold_scales;
   std::vector<std::uint8_t> i8 = std::vector<std::uint8_t>(keys * 128), fold = i8;
+  std::vector<std::uint32_t> bf16 = std::vector<std::uint32_t>(keys * 64);
   ml::host_abi::tile_buffers buffers() {
-    return {valid.data(), f32.data(),         i8.data(),   i8_scales.data(),
-            fold.data(),  fold_scales.data(), folds.data()};
+    return {valid.data(),       f32.data(),  i8.data(),          i8_scales.data(), fold.data(),
+            fold_scales.data(), bf16.data(), bf16_scales.data(), compact.data()};
   }
 };
 
@@ -142,7 +143,7 @@ struct experiment {
     const double t0 = cpu_seconds();
     for (std::int64_t i = 0; i < n; i += hb::key_tile)
       kernels.decode_keys(refs.data() + (repeat ? 0 : i), std::min(hb::key_tile, n - i),
-                          ml::host_abi::rows_folding::none, decoded.buffers());
+                          ml::host_abi::compact_rows::none, decoded.buffers());
     return (cpu_seconds() - t0) / n;
   }
   // The same, one key at a time, prefetching `ahead` keys ahead (0: no prefetch).
@@ -154,9 +155,10 @@ struct experiment {
       if (ahead && i + ahead < n)
         hb::prefetch_key<Format>(refs[static_cast<std::size_t>(i + ahead)]);
       const std::int64_t slot = i % hb::key_tile;
-      kernels.decode_keys(refs.data() + i, 1, ml::host_abi::rows_folding::none,
-                          {b.valid + slot, b.f32 + slot * 128, b.i8 + slot * 128,
-                           b.i8_scales + slot * 4, b.fold, b.fold_scales, b.folds});
+      kernels.decode_keys(
+          refs.data() + i, 1, ml::host_abi::compact_rows::none,
+          {b.valid + slot, b.f32 + slot * 128, b.i8 + slot * 128, b.i8_scales + slot * 4, b.fold,
+           b.fold_scales, b.bf16, b.bf16_scales, b.compact});
     }
     return (cpu_seconds() - t0) / n;
   }
@@ -171,10 +173,10 @@ struct experiment {
     const ml::host_abi::tile_buffers b = decoded.buffers();
     // Group g's keys in slots (g % 2) x 16.
     auto decode_at = [&](std::int64_t i, std::int64_t count, std::int64_t slot) {
-      kernels.decode_keys(refs.data() + (repeat ? i % hb::key_tile : i), count,
-                          ml::host_abi::rows_folding::none,
-                          {b.valid + slot, b.f32 + slot * 128, b.i8 + slot * 128,
-                           b.i8_scales + slot * 4, b.fold, b.fold_scales, b.folds});
+      kernels.decode_keys(
+          refs.data() + (repeat ? i % hb::key_tile : i), count, ml::host_abi::compact_rows::none,
+          {b.valid + slot, b.f32 + slot * 128, b.i8 + slot * 128, b.i8_scales + slot * 4, b.fold,
+           b.fold_scales, b.bf16, b.bf16_scales, b.compact});
     };
     const double t0 = cpu_seconds();
     if constexpr (!hb::int8_path<Format>) {

@@ -15,6 +15,14 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   set(_mqalogits_flags_avx2 -mavx2 -mfma -mf16c)
   set(_mqalogits_flags_avx512 -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq)
   set(_mqalogits_flags_avx512_vnni ${_mqalogits_flags_avx512} -mavx512vnni)
+  check_cxx_compiler_flag(-mavx512bf16 MQALOGITS_HAS_MAVX512BF16)
+  if(MQALOGITS_HAS_MAVX512BF16)
+    list(APPEND _mqalogits_paths avx512_bf16)
+    # Chosen at run time only where it pays (src/dispatch/select.cpp), so built whatever the
+    # compiler's tuning.
+    set(_mqalogits_flags_avx512_bf16 ${_mqalogits_flags_avx512_vnni} -mavx512bf16
+        -DMQALOGITS_HOST_BF16_DOT=1)
+  endif()
   check_cxx_compiler_flag(-mavxvnni MQALOGITS_HAS_MAVXVNNI)
   if(MQALOGITS_HAS_MAVXVNNI)
     list(APPEND _mqalogits_paths avx2_vnni)

@@ -4,7 +4,7 @@
 // picks an instruction set at run time.
 //
 // MQALOGITS_ISA_TAG is the token that names the unit's path in every mangled symbol:
-//   avx512_vnni, avx512, avx2_vnni, avx2, neon_dotprod, neon, portable.
+//   avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, neon_dotprod, neon, portable.
 // Define MQALOGITS_HOST_PORTABLE to force the portable path whatever the flags say.
 #pragma once
 
@@ -31,8 +31,28 @@
 #if defined(__ARM_FEATURE_DOTPROD)
 #define MQALOGITS_HOST_DOTPROD 1
 #endif
+// bf16 pair dot products (vdpbf16ps) for the e4m3 formats. They pay only where the instruction
+// issues as often as vfmadd231ps, doing twice its work: AMD Zen 4 and Zen 5. On Intel's
+// Sapphire / Emerald Rapids it reached half the fp32 FMA rate in flops, so a build takes them
+// when it targets an AMD core with AVX512_BF16 (-march=native or -march=znver4 / znver5 there;
+// GCC 12 and Clang 14 name Zen 4 znver3 plus its features), or -mtune=znver4 / znver5.
+// MQALOGITS_HOST_BF16_DOT=1 takes them on any CPU with the instructions, =0 never.
+#if !defined(MQALOGITS_HOST_BF16_DOT)
+#if defined(__znver3__) || defined(__znver4__) || defined(__znver5__) || \
+    defined(__tune_znver4__) || defined(__tune_znver5__)
+#define MQALOGITS_HOST_BF16_DOT 1
+#else
+#define MQALOGITS_HOST_BF16_DOT 0
+#endif
+#endif
+#if defined(MQALOGITS_HOST_AVX512) && defined(MQALOGITS_HOST_VNNI512) && \
+    defined(__AVX512BF16__) && MQALOGITS_HOST_BF16_DOT
+#define MQALOGITS_HOST_BF16 1
+#endif
 
-#if defined(MQALOGITS_HOST_AVX512) && defined(MQALOGITS_HOST_VNNI512)
+#if defined(MQALOGITS_HOST_BF16)
+#define MQALOGITS_ISA_TAG avx512_bf16
+#elif defined(MQALOGITS_HOST_AVX512) && defined(MQALOGITS_HOST_VNNI512)
 #define MQALOGITS_ISA_TAG avx512_vnni
 #elif defined(MQALOGITS_HOST_AVX512)
 #define MQALOGITS_ISA_TAG avx512

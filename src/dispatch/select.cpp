@@ -29,6 +29,7 @@ const isa_kernels& isa_kernels_avx2() noexcept;
 const isa_kernels& isa_kernels_avx2_vnni() noexcept;
 const isa_kernels& isa_kernels_avx512() noexcept;
 const isa_kernels& isa_kernels_avx512_vnni() noexcept;
+const isa_kernels& isa_kernels_avx512_bf16() noexcept;
 const isa_kernels& isa_kernels_neon() noexcept;
 const isa_kernels& isa_kernels_neon_dotprod() noexcept;
 
@@ -36,7 +37,7 @@ namespace {
 
 // What the CPU (and the OS, which must save the registers) supports.
 struct cpu_features {
-  bool avx2_fma = false, avx_vnni = false, avx512 = false, avx512_vnni = false;
+  bool avx2_fma = false, avx_vnni = false, avx512 = false, avx512_vnni = false, avx512_bf16 = false;
   bool neon = false, dotprod = false;
 };
 
@@ -58,11 +59,16 @@ cpu_features detect() {
   const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
              avx512vl = b & (1u << 31), avx512vnni = c & (1u << 11);
   __cpuid_count(7, 1, a, b, c, d);
-  const bool avxvnni = a & (1u << 4);
+  const bool avxvnni = a & (1u << 4), avx512bf16 = a & (1u << 5);
   f.avx2_fma = avx2 && fma && f16c;  // F16C: every AVX2 CPU has it, the paths use it
   f.avx_vnni = f.avx2_fma && avxvnni;
   f.avx512 = f.avx2_fma && zmm_state && avx512f && avx512dq && avx512bw && avx512vl;
   f.avx512_vnni = f.avx512 && avx512vnni;
+  // bf16 pair dot products only where vdpbf16ps issues as often as vfmadd231ps (AMD Zen 4 and
+  // Zen 5); on Intel's Sapphire / Emerald Rapids it reached half the fp32 FMA rate in flops.
+  __get_cpuid(0, &a, &b, &c, &d);
+  const bool amd = b == 0x68747541u && d == 0x69746E65u && c == 0x444D4163u;  // AuthenticAMD
+  f.avx512_bf16 = f.avx512_vnni && avx512bf16 && amd;
 #elif defined(__aarch64__)
   f.neon = true;  // every ARM64 core has Advanced SIMD
 #if defined(__linux__) && defined(HWCAP_ASIMDDP)
@@ -98,6 +104,9 @@ constexpr path paths[] = {
 #if defined(MQALOGITS_DISPATCH_HAS_avx512_vnni)
     {"avx512_vnni", &isa_kernels_avx512_vnni, [](const cpu_features& f) { return f.avx512_vnni; }},
 #endif
+#if defined(MQALOGITS_DISPATCH_HAS_avx512_bf16)
+    {"avx512_bf16", &isa_kernels_avx512_bf16, [](const cpu_features& f) { return f.avx512_bf16; }},
+#endif
 #if defined(MQALOGITS_DISPATCH_HAS_neon)
     {"neon", &isa_kernels_neon, [](const cpu_features& f) { return f.neon; }},
 #endif
@@ -112,7 +121,8 @@ constexpr int path_count = static_cast<int>(sizeof paths / sizeof paths[0]);
 #if defined(__aarch64__)
 constexpr const char* ladder[] = {"portable", "neon", "neon_dotprod"};
 #else
-constexpr const char* ladder[] = {"portable", "avx2", "avx2_vnni", "avx512", "avx512_vnni"};
+constexpr const char* ladder[] = {"portable", "avx2",        "avx2_vnni",
+                                  "avx512",   "avx512_vnni", "avx512_bf16"};
 #endif
 
 int ladder_index(const char* name) {
@@ -146,11 +156,12 @@ const isa_kernels* from_environment() {
   if (env && *env) {
     cap = cap_of(env);
     if (cap == -2) {
-      std::fprintf(stderr,
-                   "mqalogits: MQALOGITS_HOST_ISA=%s names no host path of this CPU architecture "
-                   "(avx512_vnni, avx512, avx2_vnni, avx2, portable; neon_dotprod, neon, "
-                   "portable on ARM64; or native); ignored\n",
-                   env);
+      std::fprintf(
+          stderr,
+          "mqalogits: MQALOGITS_HOST_ISA=%s names no host path of this CPU architecture "
+          "(avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, portable; neon_dotprod, neon, "
+          "portable on ARM64; or native); ignored\n",
+          env);
       cap = -1;
     }
   }

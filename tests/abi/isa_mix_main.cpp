@@ -36,7 +36,8 @@ bool has_native() {  // -march=native: the build machine's instruction set
   if (std::strncmp(tag, "avx512", 6) == 0)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           (std::strcmp(tag, "avx512_vnni") != 0 || __builtin_cpu_supports("avx512vnni")) &&
+           (std::strcmp(tag, "avx512") == 0 || __builtin_cpu_supports("avx512vnni")) &&
+           (std::strcmp(tag, "avx512_bf16") != 0 || __builtin_cpu_supports("avx512bf16")) &&
            has_avx2();
   if (std::strncmp(tag, "avx2", 4) == 0) return has_avx2();
   return true;

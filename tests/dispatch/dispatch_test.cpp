@@ -29,7 +29,8 @@ namespace {
 #if defined(__aarch64__)
 const std::vector<std::string> ladder = {"portable", "neon", "neon_dotprod"};
 #else
-const std::vector<std::string> ladder = {"portable", "avx2", "avx2_vnni", "avx512", "avx512_vnni"};
+const std::vector<std::string> ladder = {"portable", "avx2",        "avx2_vnni",
+                                         "avx512",   "avx512_vnni", "avx512_bf16"};
 #endif
 
 std::set<std::string> cpuinfo_flags() {
@@ -43,6 +44,13 @@ std::set<std::string> cpuinfo_flags() {
     break;
   }
   return flags;
+}
+
+bool amd_cpu() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("vendor_id", 0) == 0) return line.find("AuthenticAMD") != std::string::npos;
+  return false;
 }
 
 // The paths this CPU runs, from /proc/cpuinfo (or, under emulation, every path up to
@@ -69,6 +77,9 @@ std::set<std::string> runnable_paths() {
   if (avx2 && has("avx_vnni")) paths.insert("avx2_vnni");
   if (avx512) paths.insert("avx512");
   if (avx512 && has("avx512_vnni")) paths.insert("avx512_vnni");
+  // The bf16 path is chosen on AMD CPUs only (src/dispatch/select.cpp says why).
+  if (avx512 && has("avx512_vnni") && has("avx512_bf16") && amd_cpu())
+    paths.insert("avx512_bf16");
 #endif
   return paths;
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -65,6 +66,93 @@ void decode_q_f32(const rows_view<Format>& q, std::int64_t first_row, int heads,
   }
   for (int h = heads; h < hp; ++h)
     for (int d = 0; d < D; ++d) qt[d * hp + h] = 0.0f;
+}
+
+// ---- bf16 path (e4m3 formats, on ISAs with bf16 pair dot products) ----
+
+// The formats with a bf16 form: e4m3 rows with UE8M0 block scales (MXFP8) or one row scale
+// (FP8 per-token, whose keys keep that scale apart: bf16_key_scales).
+template <class Format>
+inline constexpr bool bf16_form = Format::data_bytes == Format::head_dim&& Format::head_dim % 32 ==
+                                      0 &&
+                                  (e4m3_ue8m0_rows<Format> || e4m3_fp32_rows<Format>);
+template <class Format>
+inline constexpr bool bf16_key_scales = e4m3_fp32_rows<Format>;
+
+// Whether path I scores Format's rows in bf16 form.
+template <class I, class Format>
+inline constexpr bool runs_bf16 = bf16_form<Format>&& requires {
+  requires I::bf16_pairs;
+};
+
+// A row takes the bf16 form only where the bf16 kernel does the same fp32 arithmetic as the
+// fp32 one. It flushes subnormal inputs and results to zero, so none may occur: every value of
+// a row must be a multiple of 2^-63 (e4m3 codes are multiples of 2^-9, so block scales of at
+// least 2^-54, UE8M0 byte 73), which makes every product, and every partial sum however it is
+// rounded, a multiple of 2^-126: zero or a normal float. Byte 255 (NaN) stays general. An FP8
+// per-token key's values are its codes, its scale multiplies the dot products afterwards: any
+// scale whose 2^8 multiple is an ordinary float (the range decode_e4m3_fp32 multiplies once). A
+// per-token query row's values carry its scale: a power of two of at least 2^-54 (1 without
+// scales, as DeepGEMM calls it).
+inline constexpr int bf16_min_scale = 127 - 54, bf16_max_scale = 254;
+template <class Format>
+bool ue8m0_row_fits_bf16(const std::uint8_t* scales) {
+  if (!scales) return true;
+  bool fits = true;
+  for (int b = 0; b < Format::blocks; ++b)
+    fits &= scales[b] >= bf16_min_scale && scales[b] <= bf16_max_scale;
+  return fits;
+}
+inline bool key_scale_fits_bf16(float s) {
+  const float m = std::fabs(s);
+  return m >= 0x1p-100f && m <= 0x1p100f;
+}
+inline bool query_scale_fits_bf16(float s) {
+  int e = 0;
+  return std::isfinite(s) && s > 0.0f && std::frexp(s, &e) == 0.5f && e - 1 >= -54 && e - 1 <= 100;
+}
+
+// Query rows first_row.. (one query token) as bf16 pairs, pairs[p * hp + h] (padded heads zero),
+// when every head's row fits; false (nothing written) otherwise.
+template <class I, class Format>
+bool decode_q_bf16(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
+                   std::uint32_t* pairs) {
+  constexpr int P = Format::head_dim / 2;
+  for (int h = 0; h < heads; ++h) {
+    const std::uint8_t* sc = q_scales(q, first_row + h);
+    if constexpr (e4m3_ue8m0_rows<Format>) {
+      if (!ue8m0_row_fits_bf16<Format>(sc)) return false;
+    } else {
+      if (!query_scale_fits_bf16(Format::block_scale(sc, 0))) return false;
+    }
+  }
+  alignas(64) std::uint32_t tmp[static_cast<std::size_t>(P)];
+  for (int h = 0; h < heads; ++h) {
+    const std::uint8_t* sc = q_scales(q, first_row + h);
+    const float row_scale = e4m3_ue8m0_rows<Format> ? 1.0f : Format::block_scale(sc, 0);
+    I::template decode_row_bf16<Format>(q.row(first_row + h), sc, row_scale, tmp);
+    for (int p = 0; p < P; ++p) pairs[p * hp + h] = tmp[p];
+  }
+  for (int h = heads; h < hp; ++h)
+    for (int p = 0; p < P; ++p) pairs[p * hp + h] = 0;
+  return true;
+}
+
+// One key row as D/2 bf16 pairs and the scale of its dot products (1 for MX keys), when it
+// fits; false (nothing written) otherwise.
+template <class I, class Format>
+inline bool decode_key_bf16(const std::uint8_t* data, const std::uint8_t* scales,
+                            std::uint32_t* out, float* key_scale) {
+  if constexpr (e4m3_ue8m0_rows<Format>) {
+    if (!ue8m0_row_fits_bf16<Format>(scales)) return false;
+    *key_scale = 1.0f;
+  } else {
+    const float s = Format::block_scale(scales, 0);
+    if (!key_scale_fits_bf16(s)) return false;
+    *key_scale = s;
+  }
+  I::template decode_row_bf16<Format>(data, scales, 1.0f, out);
+  return true;
 }
 
 // ---- int8 path (MXFP4) ----

@@ -7,7 +7,8 @@
 // With runtime dispatch (link the mqalogits::dispatch CMake target, which defines
 // MQALOGITS_RUNTIME_DISPATCH), the kernels come from a small compiled library that holds every
 // path, each compiled with its own flags, and picks at run time the fastest one the CPU runs:
-// x86-64 avx512_vnni, avx512, avx2_vnni, avx2, portable; ARM64 neon_dotprod, neon, portable.
+// x86-64 avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, portable; ARM64 neon_dotprod, neon,
+// portable.
 // The unit itself can then be built for the baseline, and calls the same entry points.
 // MQALOGITS_HOST_ISA=<path> in the environment, or limit_host_isa(), caps the choice.
 // A format the library is not compiled for (one defined by the caller) runs the unit's own path.
@@ -109,10 +110,10 @@ inline const char* host_isa_name() noexcept {
   return host_abi::runtime_isa().name;
 }
 
-// Caps the host path at `path` ("avx512_vnni", "avx512", "avx2_vnni", "avx2", "neon_dotprod",
-// "neon", "portable"; "native" lifts the cap): the fastest path the CPU runs at or below it
-// serves every later call. Returns the path chosen; an unknown name is an error. For tests and
-// for comparing paths; MQALOGITS_HOST_ISA does the same for a whole process.
+// Caps the host path at `path` ("avx512_bf16", "avx512_vnni", "avx512", "avx2_vnni", "avx2",
+// "neon_dotprod", "neon", "portable"; "native" lifts the cap): the fastest path the CPU runs at or
+// below it serves every later call. Returns the path chosen; an unknown name is an error. For tests
+// and for comparing paths; MQALOGITS_HOST_ISA does the same for a whole process.
 inline const char* limit_host_isa(std::string_view path) {
   char name[32] = {};  // every path name is shorter: a longer one names no path
   const bool fits = path.size() < sizeof name;
@@ -120,16 +121,16 @@ inline const char* limit_host_isa(std::string_view path) {
   const char* chosen = fits ? host_abi::limit_runtime_isa(name) : nullptr;
   detail::require(chosen != nullptr, "limit_host_isa", [&](detail::message& m) {
     m << "'" << path
-      << "' names no host path (avx512_vnni, avx512, avx2_vnni, avx2, portable; neon_dotprod, "
-         "neon, portable on ARM64; or native)";
+      << "' names no host path (avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, portable; "
+         "neon_dotprod, neon, portable on ARM64; or native)";
   });
   return chosen;
 }
 #else
-// The host path this translation unit was compiled for (target.hpp's tag: "avx512_vnni",
-// "avx512", "avx2_vnni", "avx2", "neon_dotprod", "neon" or "portable"). Each unit answers for
-// itself (the name lives in the unit's ISA-tagged namespace), so an engine that builds one hot
-// file with -march=native can check what that file runs.
+// The host path this translation unit was compiled for (target.hpp's tag: "avx512_bf16",
+// "avx512_vnni", "avx512", "avx2_vnni", "avx2", "neon_dotprod", "neon" or "portable"). Each unit
+// answers for itself (the name lives in the unit's ISA-tagged namespace), so an engine that builds
+// one hot file with -march=native can check what that file runs.
 constexpr const char* host_isa_name() noexcept {
   return host_backend::isa_best::path;
 }

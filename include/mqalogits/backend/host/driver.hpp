@@ -43,9 +43,11 @@ void reserve_rows(workspace& ws, std::int64_t rows, int padded) {
     ws.q_fold.reserve(static_cast<std::size_t>(rows * padded * head_dim / 4));
     ws.q_fold_start.reserve(static_cast<std::size_t>(rows * padded));
     ws.q_fold_scale.reserve(static_cast<std::size_t>(rows * padded));
-    ws.q_folds.reserve(static_cast<std::size_t>(rows));
+    ws.q_compact.reserve(static_cast<std::size_t>(rows));
   } else {
     ws.q_f32.reserve(static_cast<std::size_t>(rows * padded * head_dim));
+    ws.q_bf16.reserve(static_cast<std::size_t>(rows * padded * head_dim / 2));
+    ws.q_compact.reserve(static_cast<std::size_t>(rows));
   }
 }
 
@@ -79,16 +81,22 @@ void decode_rows(const host_abi::format_kernels& kernels, const rows_view<Format
       kernels.decode_q_i8(q_rows, q_row, heads, padded, ws.q_i8.data() + r * padded * head_dim / 4,
                           ws.q_bias.data() + r * padded * blocks,
                           ws.q_scale.data() + r * padded * blocks);
-      ws.q_folds.data()[r] = kernels.fold_rows &&
-                             kernels.decode_q_i8_fold(q_rows, q_row, heads, padded,
-                                                      ws.q_fold.data() + r * padded * head_dim / 4,
-                                                      ws.q_fold_start.data() + r * padded,
-                                                      ws.q_fold_scale.data() + r * padded);
+      ws.q_compact.data()[r] =
+          kernels.fold_rows &&
+          kernels.decode_q_i8_fold(
+              q_rows, q_row, heads, padded, ws.q_fold.data() + r * padded * head_dim / 4,
+              ws.q_fold_start.data() + r * padded, ws.q_fold_scale.data() + r * padded);
     }
   } else {
-    for (std::int64_t r = 0; r < rows; ++r)
+    // Both forms of a row that has the bf16 one: its scores over keys without it take the fp32
+    // kernel.
+    for (std::int64_t r = 0; r < rows; ++r) {
       kernels.decode_q_f32(q_rows, (first_row + r) * heads, heads, padded,
                            ws.q_f32.data() + r * padded * head_dim);
+      ws.q_compact.data()[r] = kernels.bf16_kernel &&
+                               kernels.decode_q_bf16(q_rows, (first_row + r) * heads, heads, padded,
+                                                     ws.q_bf16.data() + r * padded * head_dim / 2);
+    }
   }
   float* weights = ws.w.data();  // [rows, padded], zero past the heads
   for (std::int64_t r = 0; r < rows; ++r)
@@ -115,9 +123,12 @@ void reserve_tile(workspace& ws) {
     ws.k_scale.reserve(rows * static_cast<std::size_t>(Format::blocks));
     ws.k_fold.reserve(rows * i8_key_bytes);
     ws.k_fold_scale.reserve(rows);
-    ws.k_folds.reserve(rows);
+    ws.k_compact.reserve(rows);
   } else {
     ws.k_f32.reserve(rows * head_dim);
+    ws.k_bf16.reserve(rows * head_dim / 2);
+    ws.k_bf16_scale.reserve(rows);
+    ws.k_compact.reserve(rows);
   }
   ws.scores.reserve(score_slots);
 }
@@ -168,19 +179,14 @@ inline constexpr bool fetch_tile_ahead = requires {
   requires Plan::keys_on_pages;
 };
 
-// Which of an item's query rows take the folded MXFP4 kernel.
-template <class Format>
-host_abi::rows_folding item_folding(const work_item& item, const workspace& ws) {
-  if constexpr (!int8_path<Format>) {
-    return host_abi::rows_folding::none;
-  } else {
-    const unsigned char* const folds = ws.q_folds.data();
-    const std::int64_t rows = item.row_end - item.row_begin;
-    const auto folded = std::count_if(folds, folds + rows, [](unsigned char f) { return f != 0; });
-    return folded == 0      ? host_abi::rows_folding::none
-           : folded == rows ? host_abi::rows_folding::all
-                            : host_abi::rows_folding::some;
-  }
+// Which of an item's query rows take the compact kernel (decode_rows decided per row).
+inline host_abi::compact_rows item_compact_rows(const work_item& item, const workspace& ws) {
+  const unsigned char* const compact = ws.q_compact.data();
+  const std::int64_t rows = item.row_end - item.row_begin;
+  const auto count = std::count_if(compact, compact + rows, [](unsigned char f) { return f != 0; });
+  return count == 0      ? host_abi::compact_rows::none
+         : count == rows ? host_abi::compact_rows::all
+                         : host_abi::compact_rows::some;
 }
 
 // Where a row's scores over a tile go: the score of key t at scores[t - first_key].
@@ -190,17 +196,52 @@ struct row_scores {
   float* at(std::int64_t t) const { return scores + (t - first_key); }
 };
 
+// Scores of keys [lo, hi) for a row in bf16 form (every key of the tile has that form; those
+// that do not fit hold zeros there, and score_row_f32 replaces their scores).
+template <class Format>
+void score_row_bf16(const host_abi::format_kernels& kernels, const workspace& ws, std::int64_t row,
+                    int heads, std::int64_t tile_begin, std::int64_t lo, std::int64_t hi,
+                    row_scores out, next_tile_fetch<Format>& fetch) {
+  constexpr int pairs = Format::head_dim / 2;
+  const int padded = padded_heads(kernels, heads);
+  const host_abi::bf16_query query{ws.q_bf16.data() + row * padded * pairs,
+                                   ws.w.data() + row * padded, heads, padded};
+  const auto kernel = kernels.bf16_kernel(padded / kernels.lanes);
+  for (std::int64_t t = lo; t < hi; t += kernel.keys) {
+    kernel.fn(
+        query,
+        {ws.k_bf16.data() + (t - tile_begin) * pairs, ws.k_bf16_scale.data() + (t - tile_begin)},
+        out.at(t));
+    fetch.step(kernel.keys);
+  }
+}
+
 // Scores of keys [lo, hi) of the decoded tile that starts at key tile_begin, for the fp32
-// path's query row `row` (its index among the workspace's decoded rows).
+// path's query row `row` (its index among the workspace's decoded rows): the bf16 kernel for a
+// row that has that form (and the fp32 one for the tile_general_keys keys that do not).
 template <class Format>
 void score_row_f32(const host_abi::format_kernels& kernels, const workspace& ws, std::int64_t row,
                    int heads, std::int64_t tile_begin, std::int64_t lo, std::int64_t hi,
-                   row_scores out, next_tile_fetch<Format>& fetch) {
+                   std::int64_t tile_general_keys, row_scores out, next_tile_fetch<Format>& fetch) {
   constexpr int head_dim = Format::head_dim;
   const int padded = padded_heads(kernels, heads);
   const host_abi::f32_query query{ws.q_f32.data() + row * padded * head_dim,
                                   ws.w.data() + row * padded, heads, padded};
   const auto kernel = kernels.f32_kernel(padded / kernels.lanes);
+  if (ws.q_compact.data()[row]) {
+    score_row_bf16<Format>(kernels, ws, row, heads, tile_begin, lo, hi, out, fetch);
+    // Keys without the bf16 form: the fp32 kernel, one key at a time (its group's other keys
+    // are whatever the fp32 tile holds there, and their scores dropped).
+    if (tile_general_keys == 0) return;
+    const unsigned char* compact = ws.k_compact.data();
+    float* const single = out.scores + key_tile + max_group_keys;
+    for (std::int64_t t = lo; t < hi; ++t)
+      if (!compact[t - tile_begin]) {
+        kernel.fn(query, {ws.k_f32.data() + (t - tile_begin) * head_dim}, single);
+        *out.at(t) = single[0];
+      }
+    return;
+  }
   for (std::int64_t t = lo; t < hi; t += kernel.keys) {
     kernel.fn(query, {ws.k_f32.data() + (t - tile_begin) * head_dim}, out.at(t));
     fetch.step(kernel.keys);
@@ -261,7 +302,7 @@ void score_row_folded(const host_abi::format_kernels& kernels, const workspace& 
   const host_abi::i8_query fold_query = folded_query_of<Format>(ws, row, heads, padded);
   const auto block_kernel = kernels.i8_kernel(padded / kernels.lanes);
   const auto fold_kernel = kernels.fold_kernel(padded / kernels.lanes);
-  const unsigned char* key_folds = ws.k_folds.data();
+  const unsigned char* key_folds = ws.k_compact.data();
   // Per-block scores of a group that mixes both forms: after the row's tile and its padding.
   float* const mixed = out.scores + key_tile + max_group_keys;
   for (std::int64_t t = lo; t < hi; t += fold_kernel.keys) {
@@ -293,7 +334,7 @@ template <class Format>
 void score_row_i8(const host_abi::format_kernels& kernels, const workspace& ws, std::int64_t row,
                   int heads, std::int64_t tile_begin, std::int64_t lo, std::int64_t hi,
                   row_scores out, next_tile_fetch<Format>& fetch) {
-  if (kernels.fold_rows && ws.q_folds.data()[row]) {
+  if (kernels.fold_rows && ws.q_compact.data()[row]) {
     score_row_folded<Format>(kernels, ws, row, heads, tile_begin, lo, hi, out, fetch);
     return;
   }
@@ -313,7 +354,7 @@ void run_item(const host_abi::format_kernels& kernels, const rows_view<Format>& 
               const work_item& item, const work_item* next, std::uint64_t call, workspace& ws) {
   const int heads = static_cast<int>(w.cols);
   decode_rows(kernels, q, w, item.row_begin, item.row_end, call, ws);
-  const host_abi::rows_folding folding = item_folding<Format>(item, ws);
+  const host_abi::compact_rows compact = item_compact_rows(item, ws);
   float* scores = ws.scores.reserve(score_slots);
   reserve_tile<Format>(ws);
   host_abi::key_ptrs *refs = ws.refs.data(), *next_refs = ws.next_refs.data();
@@ -333,10 +374,16 @@ void run_item(const host_abi::format_kernels& kernels, const rows_view<Format>& 
       look_up_keys(plan, next->group, next->key_begin, next_keys, next_refs);
     }
     next_tile_fetch<Format> fetch{next_refs, fetch_tile_ahead<Plan> ? next_keys : 0};
-    kernels.decode_keys(refs, tile_end - tile_begin, folding,
-                        {ws.key_valid.data(), ws.k_f32.data(), ws.k_i8.data(), ws.k_scale.data(),
-                         ws.k_fold.data(), ws.k_fold_scale.data(), ws.k_folds.data()});
+    kernels.decode_keys(
+        refs, tile_end - tile_begin, compact,
+        {ws.key_valid.data(), ws.k_f32.data(), ws.k_i8.data(), ws.k_scale.data(), ws.k_fold.data(),
+         ws.k_fold_scale.data(), ws.k_bf16.data(), ws.k_bf16_scale.data(), ws.k_compact.data()});
     const unsigned char* valid = ws.key_valid.data();
+    // Keys of the tile without the compact form (the bf16 rows' fp32 fallbacks).
+    std::int64_t general_keys = 0;
+    if (!int8_path<Format> && compact != host_abi::compact_rows::none)
+      general_keys = std::count(ws.k_compact.data(), ws.k_compact.data() + (tile_end - tile_begin),
+                                static_cast<unsigned char>(0));
     for (std::int64_t r = item.row_begin; r < item.row_end; ++r) {
       const row_keys keys = plan.row(r);
       // The row's keys in this tile.
@@ -351,8 +398,8 @@ void run_item(const host_abi::format_kernels& kernels, const rows_view<Format>& 
         score_row_i8<Format>(kernels, ws, decoded_row, heads, tile_begin, lo, hi, {scores, lo},
                              fetch);
       else
-        score_row_f32<Format>(kernels, ws, decoded_row, heads, tile_begin, lo, hi, {scores, lo},
-                              fetch);
+        score_row_f32<Format>(kernels, ws, decoded_row, heads, tile_begin, lo, hi, general_keys,
+                              {scores, lo}, fetch);
       output.consume(task, r, lo - keys.col_offset, scores, valid + (lo - tile_begin), hi - lo);
     }
     fetch.finish();

@@ -16,7 +16,7 @@
 
 #include "../../config.hpp"
 
-#define MQALOGITS_HOST_ABI_NAMESPACE host_abi_v0_1
+#define MQALOGITS_HOST_ABI_NAMESPACE host_abi_v0_2
 
 namespace mqalogits::MQALOGITS_HOST_ABI_NAMESPACE {
 
@@ -46,6 +46,21 @@ struct f32_keys {
   const float* values;
 };
 
+// The bf16 path's operands (e4m3 formats on CPUs with bf16 pair dot products): one query row as
+// words of two bf16 values, pairs[p * padded_heads + h] = (q[h][2p], q[h][2p + 1]) (low half the
+// even element), padded heads zero; and a group of keys, rows of D/2 such words, with one scale
+// per key that multiplies its dot products (the FP8 per-token scale; unused for MX keys, whose
+// block scales are in their values).
+struct bf16_query {
+  const std::uint32_t* pairs;
+  const float* w;
+  int heads, padded_heads;
+};
+struct bf16_keys {
+  const std::uint32_t* pairs;
+  const float* scales;
+};
+
 // The int8 paths' operands (microkernel.hpp's i8_path and i8_fold_path give their layouts).
 struct i8_query {
   const std::int32_t* data;   // 4 code bytes (s8) per int32, in i8_query_word order
@@ -67,23 +82,27 @@ struct keys_kernel {
   int keys;  // keys per call
 };
 
-// Which query rows of a work item take the folded MXFP4 kernel.
-enum class rows_folding : int { none, some, all };
+// Which query rows of a work item take the format's compact kernel: the folded one for MXFP4,
+// the bf16 one for the e4m3 formats. A row or key takes it only where the result stays within
+// the same fp32 arithmetic (decode.hpp says when); the others keep the general kernel.
+enum class compact_rows : int { none, some, all };
 
 // Where decode_keys writes a tile of n keys (each buffer sized for the format's path).
 struct tile_buffers {
-  unsigned char* valid;  // [n] 1 for a key, 0 for a masked one
-  float* f32;            // fp32 path: [n][D]
-  std::uint8_t* i8;      // int8 path: [n][D] codes, per-block form
-  float* i8_scales;      // [n][D/32]
-  std::uint8_t* fold;    // [n][D] codes, folded form
-  float* fold_scales;    // [n]
-  unsigned char* folds;  // [n] whether the key folds
+  unsigned char* valid;    // [n] 1 for a key, 0 for a masked one
+  float* f32;              // fp32 path: [n][D]
+  std::uint8_t* i8;        // int8 path: [n][D] codes, per-block form
+  float* i8_scales;        // [n][D/32]
+  std::uint8_t* fold;      // [n][D] codes, folded form
+  float* fold_scales;      // [n]
+  std::uint32_t* bf16;     // bf16 path: [n][D/2] pairs
+  float* bf16_scales;      // [n]
+  unsigned char* compact;  // [n] whether the key has the compact form (folds, or fits bf16)
 };
 
 // The kernels of one format at one head dim, compiled for one ISA. A format runs either the
-// fp32 path (decode_q_f32, f32_kernel) or the int8 path (the others); the other's pointers are
-// null.
+// fp32 path (decode_q_f32, f32_kernel, and where the ISA has it the bf16 path beside it:
+// decode_q_bf16, bf16_kernel) or the int8 path (the others); the other's pointers are null.
 struct format_kernels {
   const char* isa;  // the path's name (target.hpp's tag): "avx512_vnni", "avx2", "portable", ...
   int lanes;        // heads per vector: query rows are padded to a multiple
@@ -96,13 +115,19 @@ struct format_kernels {
                       std::int32_t* data, std::int32_t* start, float* scale);
   bool (*decode_q_i8_fold)(const rows_ref&, std::int64_t first_row, int heads, int padded_heads,
                            std::int32_t* data, std::int32_t* start, float* scale);
-  // n keys into a tile, prefetching ahead; masked keys decode as keys that score 0.
-  void (*decode_keys)(const key_ptrs* keys, std::int64_t n, rows_folding folding,
+  // The same rows as bf16 pairs, when every one of them fits (returns false otherwise).
+  bool (*decode_q_bf16)(const rows_ref&, std::int64_t first_row, int heads, int padded_heads,
+                        std::uint32_t* pairs);
+  // n keys into a tile, prefetching ahead; masked keys decode as keys that score 0. Each key in
+  // the forms the item's rows read: the general form for rows without the compact one, the
+  // compact form (and for a key without it, the general one) for rows with it.
+  void (*decode_keys)(const key_ptrs* keys, std::int64_t n, compact_rows rows,
                       const tile_buffers& out);
   // The score kernel for rows of `head_vectors` vectors of heads.
   keys_kernel<f32_query, f32_keys> (*f32_kernel)(int head_vectors);
   keys_kernel<i8_query, i8_keys> (*i8_kernel)(int head_vectors);
   keys_kernel<i8_query, i8_keys> (*fold_kernel)(int head_vectors);
+  keys_kernel<bf16_query, bf16_keys> (*bf16_kernel)(int head_vectors);
 };
 
 // The two streaming steps of the fused top-k (isa/topk_key.hpp's keys).

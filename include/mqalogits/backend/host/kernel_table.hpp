@@ -56,6 +56,10 @@ struct table_entries {
                           std::int32_t* data, std::int32_t* start, float* scale) {
     host_backend::decode_q_i8<I>(view(q), first_row, heads, hp, data, start, scale);
   }
+  static bool decode_q_bf16(const host_abi::rows_ref& q, std::int64_t first_row, int heads, int hp,
+                            std::uint32_t* pairs) {
+    return host_backend::decode_q_bf16<I>(view(q), first_row, heads, hp, pairs);
+  }
   static bool decode_q_i8_fold(const host_abi::rows_ref& q, std::int64_t first_row, int heads,
                                int hp, std::int32_t* data, std::int32_t* start, float* scale) {
     return host_backend::decode_q_i8_fold<I>(view(q), first_row, heads, hp, data, start, scale);
@@ -66,29 +70,58 @@ struct table_entries {
   // folds: it is then written as a masked key, which the per-block kernel may still read for a
   // group that mixes both forms, and whose score there is dropped.
   static void decode_key_i8_forms(const host_abi::key_ptrs& key, std::int64_t i,
-                                  host_abi::rows_folding folding,
+                                  host_abi::compact_rows folding,
                                   const host_abi::tile_buffers& out) {
     constexpr int key_bytes = i8_key_bytes<head_dim>;
     std::uint8_t* k = out.i8 + i * key_bytes;
     float* ks = out.i8_scales + i * blocks;
-    if (folding != host_abi::rows_folding::none) {
+    if (folding != host_abi::compact_rows::none) {
       std::uint8_t* kf = out.fold + i * key_bytes;
       if (key.data) {
-        out.folds[i] =
+        out.compact[i] =
             decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, out.fold_scales + i);
       } else {
         masked_key_i8_fold<I, head_dim>(kf, out.fold_scales + i);
-        out.folds[i] = 1;
+        out.compact[i] = 1;
       }
     }
-    if (key.data && !(folding == host_abi::rows_folding::all && out.folds[i]))
+    if (key.data && !(folding == host_abi::compact_rows::all && out.compact[i]))
       decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
     else
       masked_key_i8<I, head_dim>(k, ks);
   }
 
+  // One e4m3 key in the forms the item's query rows read (on a path with bf16 pairs): the bf16
+  // form when any row takes it, the fp32 form when some row does not or the key does not fit
+  // (its bf16 form is then zeros, which every kernel may read, and whose score is replaced). A
+  // masked key is zeros in both, scoring 0.
+  static void decode_key_f32_forms(const host_abi::key_ptrs& key, std::int64_t i,
+                                   host_abi::compact_rows rows, const host_abi::tile_buffers& out) {
+    constexpr int P = head_dim / 2;
+    bool fp32_form = true;
+    if constexpr (runs_bf16<I, Format>) {
+      if (rows != host_abi::compact_rows::none) {
+        std::uint32_t* kp = out.bf16 + i * P;
+        const bool fits =
+            key.data && decode_key_bf16<I, Format>(key.data, key.scale, kp, out.bf16_scales + i);
+        if (!fits) {
+          std::fill(kp, kp + P, 0u);
+          out.bf16_scales[i] = 0.0f;
+        }
+        out.compact[i] = fits || !key.data;
+        fp32_form = rows == host_abi::compact_rows::some || !out.compact[i];
+      }
+    }
+    if (!fp32_form) return;
+    float* k = out.f32 + i * head_dim;
+    if (key.data)
+      decode_key_f32<I, Format>(key.data, key.scale, k);
+    else
+      std::fill(k, k + head_dim, 0.0f);
+  }
+
   static void decode_keys(const host_abi::key_ptrs* keys, std::int64_t n,
-                          host_abi::rows_folding folding, const host_abi::tile_buffers& buffers) {
+                          host_abi::compact_rows rows, const host_abi::tile_buffers& buffers) {
     // A local copy: read through the reference, the buffer pointers are reloaded after every
     // byte stored (a store through uint8_t* may change them).
     const host_abi::tile_buffers out = buffers;
@@ -97,21 +130,20 @@ struct table_entries {
       if (i + prefetch_keys < n) prefetch_key<Format>(keys[i + prefetch_keys]);
       const host_abi::key_ptrs key = keys[i];
       out.valid[i] = key.data != nullptr;
-      if constexpr (int8_path<Format>) {
-        decode_key_i8_forms(key, i, folding, out);
-      } else {
-        float* k = out.f32 + i * head_dim;
-        if (key.data)
-          decode_key_f32<I, Format>(key.data, key.scale, k);
-        else
-          std::fill(k, k + head_dim, 0.0f);
-      }
+      if constexpr (int8_path<Format>)
+        decode_key_i8_forms(key, i, rows, out);
+      else
+        decode_key_f32_forms(key, i, rows, out);
     }
   }
 
   static host_abi::keys_kernel<host_abi::f32_query, host_abi::f32_keys> f32_kernel(
       int head_vectors) {
     return select_kernel<I, f32_path<head_dim>>(head_vectors);
+  }
+  static host_abi::keys_kernel<host_abi::bf16_query, host_abi::bf16_keys> bf16_kernel(
+      int head_vectors) {
+    return select_kernel<I, bf16_path<head_dim, bf16_key_scales<Format>>>(head_vectors);
   }
   static host_abi::keys_kernel<i8_query, i8_keys> i8_kernel(int head_vectors) {
     return select_kernel<I, i8_path<head_dim>>(head_vectors);
@@ -141,6 +173,10 @@ inline constexpr host_abi::format_kernels kernels_of = [] {
   } else {
     k.decode_q_f32 = &e::decode_q_f32;
     k.f32_kernel = &e::f32_kernel;
+    if constexpr (runs_bf16<I, Format>) {
+      k.decode_q_bf16 = &e::decode_q_bf16;
+      k.bf16_kernel = &e::bf16_kernel;
+    }
   }
   return k;
 }();

@@ -128,6 +128,45 @@ struct f32_path {
   }
 };
 
+// ---- bf16 path (e4m3 formats on ISAs with bf16 pair dot products, isa/avx512_bf16.hpp) ----
+//
+// The fp32 path's tile over pairs of elements: each step adds the two products of a pair of d
+// (I::dot_pairs), so a row takes D/2 steps. KeyScales: the keys' values come without their row
+// scale (FP8 per-token), which multiplies each key's dot products before the relu.
+template <int D, bool KeyScales>
+struct bf16_path {
+  using query = host_abi::bf16_query;
+  using keys = host_abi::bf16_keys;
+  template <class I>
+  static constexpr const auto& blocks() {
+    return I::bf16_blocks;
+  }
+
+  template <class I, int HeadVectors, int Keys>
+  static void chunk(const query& q, int v0, const keys& k,
+                    typename I::vf (&part)[static_cast<std::size_t>(Keys)]) {
+    using vf = typename I::vf;
+    constexpr int L = I::lanes, P = D / 2;
+    vf acc[std::size_t{HeadVectors}][std::size_t{Keys}];
+    fill_tile(acc, [](int) { return I::zero(); });
+    const std::uint32_t* qp = q.pairs + v0 * L;
+    accumulate_tile(
+        acc, P, [&](int p, int j) { return I::load_pairs(qp + p * q.padded_heads + j * L); },
+        [&](int p, int i) { return I::broadcast_pair(k.pairs + i * P + p); },
+        [](vf a, vf qv, vf kv) { return I::dot_pairs(a, qv, kv); });
+    if constexpr (KeyScales) {
+      MQALOGITS_UNROLL
+      for (int i = 0; i < Keys; ++i) {
+        const vf s = I::broadcast(k.scales + i);
+        MQALOGITS_UNROLL
+        for (int j = 0; j < HeadVectors; ++j) acc[j][i] = I::mul(acc[j][i], s);
+      }
+    }
+    add_weighted_relu<I, HeadVectors, Keys>(
+        q.heads, q.w, v0, [&](int j, int i) { return acc[j][i]; }, part);
+  }
+};
+
 // ---- the int8 paths' operands ----
 //
 // Both int8 paths take a query row and a key group in these shapes (each path says its layout).

@@ -65,17 +65,21 @@ struct workspace {
   aligned_buffer<float> q_f32, w;
   aligned_buffer<std::int32_t> q_i8, q_bias;
   aligned_buffer<float> q_scale;
-  // MXFP4 rows in their folded form too, when they fold (q_folds[row] / k_folds[key] say).
+  // Rows in their compact form too, when they have it (q_compact[row] / k_compact[key] say):
+  // MXFP4 rows folded, e4m3 rows as bf16 pairs.
   aligned_buffer<std::int32_t> q_fold, q_fold_start;
   aligned_buffer<float> q_fold_scale;
-  aligned_buffer<unsigned char> q_folds;
+  aligned_buffer<std::uint32_t> q_bf16;
+  aligned_buffer<unsigned char> q_compact;
   std::uint64_t call = 0;
   std::int64_t row_begin = -1, row_end = -1;
   // One decoded key tile (+ padding rows a key group may read past the tile).
   aligned_buffer<float> k_f32, k_scale;
   aligned_buffer<std::uint8_t> k_i8, k_fold;
   aligned_buffer<float> k_fold_scale;
-  aligned_buffer<unsigned char> k_folds;
+  aligned_buffer<std::uint32_t> k_bf16;
+  aligned_buffer<float> k_bf16_scale;
+  aligned_buffer<unsigned char> k_compact;
   aligned_buffer<unsigned char> key_valid;
   // The addresses of the tile's keys, and of the tile scored next (fetched while this one is).
   aligned_buffer<host_abi::key_ptrs> refs, next_refs;
@@ -83,10 +87,12 @@ struct workspace {
 
   // Sealed while a call's tasks run: every buffer was reserved for the call before it.
   void seal(bool sealed) {
-    for (auto* b : {&q_f32, &w, &q_scale, &q_fold_scale, &k_f32, &k_scale, &k_fold_scale, &scores})
+    for (auto* b : {&q_f32, &w, &q_scale, &q_fold_scale, &k_f32, &k_scale, &k_fold_scale,
+                    &k_bf16_scale, &scores})
       b->seal(sealed);
     for (auto* b : {&q_i8, &q_bias, &q_fold, &q_fold_start}) b->seal(sealed);
-    for (auto* b : {&q_folds, &k_i8, &k_fold, &k_folds, &key_valid}) b->seal(sealed);
+    for (auto* b : {&q_bf16, &k_bf16}) b->seal(sealed);
+    for (auto* b : {&q_compact, &k_i8, &k_fold, &k_compact, &key_valid}) b->seal(sealed);
     refs.seal(sealed);
     next_refs.seal(sealed);
   }

@@ -19,6 +19,8 @@ MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
 
+struct isa_avx512_bf16;
+
 struct isa_avx512 : x86_e4m3_decoders<isa_avx512>,
 #if defined(MQALOGITS_HOST_VNNI512)
                     x86_fold_settings<true> {
@@ -229,6 +231,7 @@ struct isa_avx512 : x86_e4m3_decoders<isa_avx512>,
   // block scale is the one rounding Format::decode_row does too. 0x7F / 0xFF would land on a
   // finite fp16: made NaN.
   friend struct x86_e4m3_decoders<isa_avx512>;
+  friend struct x86_e4m3_decoders<isa_avx512_bf16>;
 
   // 32 e4m3 codes to fp16 (value / 2^8, exact), in two halves of 16 lanes: the code sign-extended
   // to 16 bits and shifted left by 7 puts its 7 magnitude bits on the half's exponent and

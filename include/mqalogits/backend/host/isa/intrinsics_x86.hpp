@@ -68,7 +68,9 @@ struct x86_fold_settings<false> {
 // decode_row_f32<Format> of an x86 path I with its own exact e4m3 decoders: MXFP8 rows go to
 // I::decode_e4m3_ue8m0<blocks>(data, scales, out), FP8 per-token rows to
 // I::decode_e4m3_fp32<blocks>(data, row scale, out) (blocks of 32 codes), other formats to
-// their own Format::decode_row (plain_decoders).
+// their own Format::decode_row (plain_decoders). On a path with bf16 pairs (I::store_pairs),
+// decode_row_bf16<Format> writes the same values as bf16 pairs: MXFP8 rows with their block
+// scales, FP8 per-token rows times the row scale it is given instead of their own.
 //
 // Those two are written here for paths that widen e4m3 through half precision:
 // I::e4m3_blocks<Blocks, Nan>(data, visit) hands visit(block, parts) each block's 32 codes as
@@ -90,36 +92,50 @@ struct x86_e4m3_decoders : plain_decoders {
       Format::decode_row(data, scales, out);
     }
   }
+  template <class Format>
+  static void decode_row_bf16(const std::uint8_t* data, const std::uint8_t* scales, float row_scale,
+                              std::uint32_t* out) {
+    static_assert(Format::data_bytes == Format::head_dim && Format::head_dim % 32 == 0);
+    if constexpr (e4m3_ue8m0_rows<Format>)
+      decode_e4m3_ue8m0<Format::blocks>(data, scales, out);
+    else
+      decode_e4m3_fp32<Format::head_dim / 32>(data, row_scale, out);
+  }
 
-  template <int Blocks>
-  static void decode_e4m3_ue8m0(const std::uint8_t* data, const std::uint8_t* scales, float* out) {
+  // out: fp32 values, or (on a path with I::store_pairs) bf16 pairs.
+  template <int Blocks, class Out>
+  static void decode_e4m3_ue8m0(const std::uint8_t* data, const std::uint8_t* scales, Out* out) {
     e4m3_halves<Blocks>(data, [&](int b, const auto& parts) {
       const std::uint8_t e = scales[b];
       // 2^8 x 2^(e - 127) is a normal float for 1 <= e <= 246. Byte 0 keeps its own subnormal
       // scale (2^-127), so that denormals-are-zero reads the block as 0 here as on every other
       // path.
       if (e != 0 && e <= 246)
-        store_scaled(out + 32 * b, parts, ue8m0_values[e + 8]);
+        store_scaled(block_out(out, b), parts, ue8m0_values[e + 8]);
       else
-        store_scaled(out + 32 * b, parts, 256.0f, ue8m0_values[e]);
+        store_scaled(block_out(out, b), parts, 256.0f, ue8m0_values[e]);
     });
   }
 
-  template <int Blocks>
-  static void decode_e4m3_fp32(const std::uint8_t* data, float scale, float* out) {
+  template <int Blocks, class Out>
+  static void decode_e4m3_fp32(const std::uint8_t* data, float scale, Out* out) {
     const float magnitude = std::fabs(scale);
     if (magnitude >= 0x1p-100f && magnitude <= 0x1p100f) {
       const float both = scale * 256.0f;
       e4m3_halves<Blocks>(
-          data, [&](int b, const auto& parts) { store_scaled(out + 32 * b, parts, both); });
+          data, [&](int b, const auto& parts) { store_scaled(block_out(out, b), parts, both); });
     } else {
       e4m3_halves<Blocks>(data, [&](int b, const auto& parts) {
-        store_scaled(out + 32 * b, parts, 256.0f, scale);
+        store_scaled(block_out(out, b), parts, 256.0f, scale);
       });
     }
   }
 
  private:
+  // Where block b of a row starts: 32 fp32 values, or 16 words of bf16 pairs.
+  static float* block_out(float* out, int b) { return out + 32 * b; }
+  static std::uint32_t* block_out(std::uint32_t* out, int b) { return out + 16 * b; }
+
   // The row's blocks with the NaN fix only when the row holds a NaN code (checked once per row).
   template <int Blocks, class Visit>
   static void e4m3_halves(const std::uint8_t* data, Visit visit) {
@@ -141,6 +157,17 @@ struct x86_e4m3_decoders : plain_decoders {
     MQALOGITS_UNROLL
     for (std::size_t p = 0; p < N; ++p)
       I::store(out + p * I::lanes, I::mul(I::mul(parts[p], sv), tv));
+  }
+  // The same into bf16 pairs (a block is two vectors on the paths that have them).
+  template <class V>
+  static void store_scaled(std::uint32_t* out, const V (&parts)[2], float s) {
+    const V sv = I::broadcast(&s);
+    I::store_pairs(out, I::mul(parts[0], sv), I::mul(parts[1], sv));
+  }
+  template <class V>
+  static void store_scaled(std::uint32_t* out, const V (&parts)[2], float s, float t) {
+    const V sv = I::broadcast(&s), tv = I::broadcast(&t);
+    I::store_pairs(out, I::mul(I::mul(parts[0], sv), tv), I::mul(I::mul(parts[1], sv), tv));
   }
 };
 
