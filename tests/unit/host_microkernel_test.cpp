@@ -727,8 +727,8 @@ TEST_CASE("host micro-kernels: the backend runs the widest compiled path", "[hos
 
 // The bf16 kernel (paths with bf16 pair dot products) takes a query row or a key only where the
 // fp32 arithmetic stays the same (no subnormal value, product or partial sum): MXFP8 rows whose
-// block scales are all at least 2^-54 and not NaN, FP8 per-token keys with a scale in
-// [2^-100, 2^100], FP8 per-token query rows with a power-of-two scale. Here some query rows and
+// block scales are all at least 2^-54 and not NaN, FP8 per-token rows (queries and keys) with a
+// scale in [2^-100, 2^100]. Here some query rows and
 // some keys of every key group fall outside, in items that mix both kinds of rows: every logit
 // must be within the contract, and on a bf16 path the logits of those rows and keys must be the
 // fp32 kernel's, bit for bit.
@@ -748,7 +748,8 @@ void check_bf16_forms() {
       if constexpr (ml::host_backend::e4m3_ue8m0_rows<F>) {
         if (general_row(r) && h == 7) s[F::blocks - 1] = r == 1 ? 72 : 255;
       } else {
-        set_float(s, general_row(r) && h == 7 ? (r == 1 ? 3.0f : 0x1p-55f) : 0.25f);
+        set_float(s, general_row(r) && h == 7 ? (r == 1 ? 0x1p-101f : -0x1p-103f)
+                                              : 0.3f * static_cast<float>(h + 1));
       }
     }
   for (std::int64_t t = 0; t < N; ++t) {
@@ -756,7 +757,7 @@ void check_bf16_forms() {
     if constexpr (ml::host_backend::e4m3_ue8m0_rows<F>)
       kv.scale(t)[t % F::blocks] = t % 5 == 0 ? 72 : 20;
     else
-      set_float(kv.scale(t), t % 5 == 0 ? 0x1p-101f : -0x1p101f);
+      set_float(kv.scale(t), t % 5 == 0 ? 0x1p-101f : -0x1p-120f);
   }
   auto w = ref::rand::weights<float>(rng, num_q, H);
   const std::vector<std::int32_t> ks(num_q, 0), ke(num_q, static_cast<std::int32_t>(N));

@@ -21,6 +21,7 @@
 #include "../../format/mx.hpp"
 #include "../../view/rows_view.hpp"
 #include "isa/base.hpp"
+#include "kernel_abi.hpp"
 #include "microkernel.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -92,8 +93,8 @@ inline constexpr bool runs_bf16 = bf16_form<Format>&& requires {
 // rounded, a multiple of 2^-126: zero or a normal float. Byte 255 (NaN) stays general. An FP8
 // per-token key's values are its codes, its scale multiplies the dot products afterwards: any
 // scale whose 2^8 multiple is an ordinary float (the range decode_e4m3_fp32 multiplies once). A
-// per-token query row's values carry its scale: a power of two of at least 2^-54 (1 without
-// scales, as DeepGEMM calls it).
+// per-token query row's values are its codes too, its scale (when it has one: DeepGEMM's query
+// rows have none) multiplies the dot products after the key's: any in the same range.
 inline constexpr int bf16_min_scale = 127 - 54, bf16_max_scale = 254;
 template <class Format>
 bool ue8m0_row_fits_bf16(const std::uint8_t* scales) {
@@ -103,39 +104,39 @@ bool ue8m0_row_fits_bf16(const std::uint8_t* scales) {
     fits &= scales[b] >= bf16_min_scale && scales[b] <= bf16_max_scale;
   return fits;
 }
-inline bool key_scale_fits_bf16(float s) {
+inline bool row_scale_fits_bf16(float s) {
   const float m = std::fabs(s);
   return m >= 0x1p-100f && m <= 0x1p100f;
 }
-inline bool query_scale_fits_bf16(float s) {
-  int e = 0;
-  return std::isfinite(s) && s > 0.0f && std::frexp(s, &e) == 0.5f && e - 1 >= -54 && e - 1 <= 100;
-}
 
 // Query rows first_row.. (one query token) as bf16 pairs, pairs[p * hp + h] (padded heads zero),
-// when every head's row fits; false (nothing written) otherwise.
+// when every head's row fits: returns host_abi::bf16_pairs, or bf16_scaled_pairs for FP8
+// per-token rows with scales (then in scales[h], padded heads 0); 0 (nothing written) otherwise.
 template <class I, class Format>
-bool decode_q_bf16(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
-                   std::uint32_t* pairs) {
+int decode_q_bf16(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
+                  std::uint32_t* pairs, float* scales) {
   constexpr int P = Format::head_dim / 2;
+  const bool scaled = bf16_key_scales<Format> && q.scales;
   for (int h = 0; h < heads; ++h) {
     const std::uint8_t* sc = q_scales(q, first_row + h);
     if constexpr (e4m3_ue8m0_rows<Format>) {
-      if (!ue8m0_row_fits_bf16<Format>(sc)) return false;
+      if (!ue8m0_row_fits_bf16<Format>(sc)) return 0;
     } else {
-      if (!query_scale_fits_bf16(Format::block_scale(sc, 0))) return false;
+      if (scaled && !row_scale_fits_bf16(Format::block_scale(sc, 0))) return 0;
     }
   }
   alignas(64) std::uint32_t tmp[static_cast<std::size_t>(P)];
   for (int h = 0; h < heads; ++h) {
     const std::uint8_t* sc = q_scales(q, first_row + h);
-    const float row_scale = e4m3_ue8m0_rows<Format> ? 1.0f : Format::block_scale(sc, 0);
-    I::template decode_row_bf16<Format>(q.row(first_row + h), sc, row_scale, tmp);
+    I::template decode_row_bf16<Format>(q.row(first_row + h), sc, 1.0f, tmp);
     for (int p = 0; p < P; ++p) pairs[p * hp + h] = tmp[p];
+    if (scaled) scales[h] = Format::block_scale(sc, 0);
   }
-  for (int h = heads; h < hp; ++h)
+  for (int h = heads; h < hp; ++h) {
     for (int p = 0; p < P; ++p) pairs[p * hp + h] = 0;
-  return true;
+    if (scaled) scales[h] = 0.0f;
+  }
+  return scaled ? host_abi::bf16_scaled_pairs : host_abi::bf16_pairs;
 }
 
 // One key row as D/2 bf16 pairs and the scale of its dot products (1 for MX keys), when it
@@ -148,7 +149,7 @@ inline bool decode_key_bf16(const std::uint8_t* data, const std::uint8_t* scales
     *key_scale = 1.0f;
   } else {
     const float s = Format::block_scale(scales, 0);
-    if (!key_scale_fits_bf16(s)) return false;
+    if (!row_scale_fits_bf16(s)) return false;
     *key_scale = s;
   }
   I::template decode_row_bf16<Format>(data, scales, 1.0f, out);

@@ -47,6 +47,7 @@ void reserve_rows(workspace& ws, std::int64_t rows, int padded) {
   } else {
     ws.q_f32.reserve(static_cast<std::size_t>(rows * padded * head_dim));
     ws.q_bf16.reserve(static_cast<std::size_t>(rows * padded * head_dim / 2));
+    ws.q_bf16_scale.reserve(static_cast<std::size_t>(rows * padded));
     ws.q_compact.reserve(static_cast<std::size_t>(rows));
   }
 }
@@ -93,9 +94,12 @@ void decode_rows(const host_abi::format_kernels& kernels, const rows_view<Format
     for (std::int64_t r = 0; r < rows; ++r) {
       kernels.decode_q_f32(q_rows, (first_row + r) * heads, heads, padded,
                            ws.q_f32.data() + r * padded * head_dim);
-      ws.q_compact.data()[r] = kernels.bf16_kernel &&
-                               kernels.decode_q_bf16(q_rows, (first_row + r) * heads, heads, padded,
-                                                     ws.q_bf16.data() + r * padded * head_dim / 2);
+      ws.q_compact.data()[r] = static_cast<unsigned char>(
+          kernels.bf16_kernel
+              ? kernels.decode_q_bf16(q_rows, (first_row + r) * heads, heads, padded,
+                                      ws.q_bf16.data() + r * padded * head_dim / 2,
+                                      ws.q_bf16_scale.data() + r * padded)
+              : 0);
     }
   }
   float* weights = ws.w.data();  // [rows, padded], zero past the heads
@@ -204,7 +208,9 @@ void score_row_bf16(const host_abi::format_kernels& kernels, const workspace& ws
                     row_scores out, next_tile_fetch<Format>& fetch) {
   constexpr int pairs = Format::head_dim / 2;
   const int padded = padded_heads(kernels, heads);
+  const bool scaled = ws.q_compact.data()[row] == host_abi::bf16_scaled_pairs;
   const host_abi::bf16_query query{ws.q_bf16.data() + row * padded * pairs,
+                                   scaled ? ws.q_bf16_scale.data() + row * padded : nullptr,
                                    ws.w.data() + row * padded, heads, padded};
   const auto kernel = kernels.bf16_kernel(padded / kernels.lanes);
   for (std::int64_t t = lo; t < hi; t += kernel.keys) {

@@ -48,11 +48,13 @@ struct f32_keys {
 
 // The bf16 path's operands (e4m3 formats on CPUs with bf16 pair dot products): one query row as
 // words of two bf16 values, pairs[p * padded_heads + h] = (q[h][2p], q[h][2p + 1]) (low half the
-// even element), padded heads zero; and a group of keys, rows of D/2 such words, with one scale
-// per key that multiplies its dot products (the FP8 per-token scale; unused for MX keys, whose
-// block scales are in their values).
+// even element), padded heads zero, and per head a scale that multiplies its dot products (FP8
+// per-token query rows that come with scales; null: none); and a group of keys, rows of D/2 such
+// words, with one scale per key that multiplies its dot products (the FP8 per-token scale;
+// unused for MX keys, whose block scales are in their values).
 struct bf16_query {
   const std::uint32_t* pairs;
+  const float* scales;
   const float* w;
   int heads, padded_heads;
 };
@@ -81,6 +83,9 @@ struct keys_kernel {
   void (*fn)(const Query&, const Keys&, float*);
   int keys;  // keys per call
 };
+
+// What decode_q_bf16 made of a query row.
+inline constexpr int bf16_pairs = 1, bf16_scaled_pairs = 2;
 
 // Which query rows of a work item take the format's compact kernel: the folded one for MXFP4,
 // the bf16 one for the e4m3 formats. A row or key takes it only where the result stays within
@@ -115,9 +120,11 @@ struct format_kernels {
                       std::int32_t* data, std::int32_t* start, float* scale);
   bool (*decode_q_i8_fold)(const rows_ref&, std::int64_t first_row, int heads, int padded_heads,
                            std::int32_t* data, std::int32_t* start, float* scale);
-  // The same rows as bf16 pairs, when every one of them fits (returns false otherwise).
-  bool (*decode_q_bf16)(const rows_ref&, std::int64_t first_row, int heads, int padded_heads,
-                        std::uint32_t* pairs);
+  // The same rows as bf16 pairs, when every one of them fits: returns bf16_pairs, or
+  // bf16_scaled_pairs when their scales are kept apart in scales[h] (padded heads 0); 0 (no bf16
+  // form) otherwise.
+  int (*decode_q_bf16)(const rows_ref&, std::int64_t first_row, int heads, int padded_heads,
+                       std::uint32_t* pairs, float* scales);
   // n keys into a tile, prefetching ahead; masked keys decode as keys that score 0. Each key in
   // the forms the item's rows read: the general form for rows without the compact one, the
   // compact form (and for a key without it, the general one) for rows with it.

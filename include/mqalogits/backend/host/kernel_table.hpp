@@ -56,9 +56,9 @@ struct table_entries {
                           std::int32_t* data, std::int32_t* start, float* scale) {
     host_backend::decode_q_i8<I>(view(q), first_row, heads, hp, data, start, scale);
   }
-  static bool decode_q_bf16(const host_abi::rows_ref& q, std::int64_t first_row, int heads, int hp,
-                            std::uint32_t* pairs) {
-    return host_backend::decode_q_bf16<I>(view(q), first_row, heads, hp, pairs);
+  static int decode_q_bf16(const host_abi::rows_ref& q, std::int64_t first_row, int heads, int hp,
+                           std::uint32_t* pairs, float* scales) {
+    return host_backend::decode_q_bf16<I>(view(q), first_row, heads, hp, pairs, scales);
   }
   static bool decode_q_i8_fold(const host_abi::rows_ref& q, std::int64_t first_row, int heads,
                                int hp, std::int32_t* data, std::int32_t* start, float* scale) {

@@ -132,7 +132,8 @@ struct f32_path {
 //
 // The fp32 path's tile over pairs of elements: each step adds the two products of a pair of d
 // (I::dot_pairs), so a row takes D/2 steps. KeyScales: the keys' values come without their row
-// scale (FP8 per-token), which multiplies each key's dot products before the relu.
+// scale (FP8 per-token), which multiplies each key's dot products before the relu, and so do
+// the query rows' own scales when they have them (q.scales; after the key's).
 template <int D, bool KeyScales>
 struct bf16_path {
   using query = host_abi::bf16_query;
@@ -160,6 +161,14 @@ struct bf16_path {
         const vf s = I::broadcast(k.scales + i);
         MQALOGITS_UNROLL
         for (int j = 0; j < HeadVectors; ++j) acc[j][i] = I::mul(acc[j][i], s);
+      }
+      if (q.scales) {
+        MQALOGITS_UNROLL
+        for (int j = 0; j < HeadVectors; ++j) {
+          const vf s = I::load(q.scales + (v0 + j) * L);
+          MQALOGITS_UNROLL
+          for (int i = 0; i < Keys; ++i) acc[j][i] = I::mul(acc[j][i], s);
+        }
       }
     }
     add_weighted_relu<I, HeadVectors, Keys>(

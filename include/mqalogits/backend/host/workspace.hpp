@@ -70,6 +70,9 @@ struct workspace {
   aligned_buffer<std::int32_t> q_fold, q_fold_start;
   aligned_buffer<float> q_fold_scale;
   aligned_buffer<std::uint32_t> q_bf16;
+  aligned_buffer<float> q_bf16_scale;
+  // Per row: 0, or what its compact form is (1 on the int8 path; on the bf16 path,
+  // host_abi::bf16_pairs or bf16_scaled_pairs).
   aligned_buffer<unsigned char> q_compact;
   std::uint64_t call = 0;
   std::int64_t row_begin = -1, row_end = -1;
@@ -88,7 +91,7 @@ struct workspace {
   // Sealed while a call's tasks run: every buffer was reserved for the call before it.
   void seal(bool sealed) {
     for (auto* b : {&q_f32, &w, &q_scale, &q_fold_scale, &k_f32, &k_scale, &k_fold_scale,
-                    &k_bf16_scale, &scores})
+                    &k_bf16_scale, &q_bf16_scale, &scores})
       b->seal(sealed);
     for (auto* b : {&q_i8, &q_bias, &q_fold, &q_fold_start}) b->seal(sealed);
     for (auto* b : {&q_bf16, &k_bf16}) b->seal(sealed);
