@@ -46,12 +46,14 @@ std::set<std::string> cpuinfo_flags() {
   return flags;
 }
 
+#if !defined(__aarch64__)
 bool amd_cpu() {
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);)
     if (line.rfind("vendor_id", 0) == 0) return line.find("AuthenticAMD") != std::string::npos;
   return false;
 }
+#endif
 
 // The paths this CPU runs, from /proc/cpuinfo (or, under emulation, every path up to
 // MQALOGITS_EXPECT_PATH except the AVX-VNNI one, which no emulated CPU model has).
