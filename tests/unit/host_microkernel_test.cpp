@@ -787,6 +787,57 @@ void check_bf16_forms() {
 #endif
 }
 
+#if defined(MQALOGITS_HOST_BF16)
+// The bf16 form's decoder, code by code: every e4m3 code (rows with and without NaN codes, so
+// both its routes) under block scales across the range it accepts (2^-54 .. 2^127: the direct
+// route up to 2^119, fp32 above), each value exactly the reference's; and FP8 per-token keys,
+// whose bf16 values are their codes and whose scale is kept apart.
+TEST_CASE("host micro-kernels: the bf16 decoder, code by code", "[host][microkernel][bf16]") {
+  using I = hb::isa_avx512_bf16;
+  std::vector<std::uint8_t> data(128);
+  auto value = [](std::uint32_t pairs, int half) {
+    const std::uint32_t bits = (half ? pairs >> 16 : pairs & 0xFFFFu) << 16;
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  };
+  const std::uint8_t scale_bytes[] = {73, 74, 100, 127, 140, 200, 246, 247, 254};
+  for (int row = 0; row < 4; ++row) {
+    fill_e4m3_row(data, row);
+    for (std::uint8_t s : scale_bytes) {
+      const std::uint8_t scales[4] = {s, static_cast<std::uint8_t>(s == 254 ? 73 : s + 1), 127, s};
+      std::uint32_t got[64];
+      float key_scale = 0.0f, want[128];
+      REQUIRE(hb::decode_key_bf16<I, ml::mxfp8>(data.data(), scales, got, &key_scale));
+      CHECK(key_scale == 1.0f);
+      ml::mxfp8::decode_row(data.data(), scales, want);
+      for (int i = 0; i < 128; ++i) {
+        INFO("MXFP8 code " << int(data[i]) << " scale byte " << int(scales[i / 32]));
+        CHECK(same_float(value(got[i / 2], i % 2), want[i]));
+      }
+    }
+    const std::uint8_t low[4] = {72, 127, 127, 127}, nan_scale[4] = {127, 255, 127, 127};
+    std::uint32_t unused[64];
+    float key_scale = 0.0f;
+    CHECK(!hb::decode_key_bf16<I, ml::mxfp8>(data.data(), low, unused, &key_scale));
+    CHECK(!hb::decode_key_bf16<I, ml::mxfp8>(data.data(), nan_scale, unused, &key_scale));
+    for (float s : {0.37f, -0x1p100f, 0x1p-100f}) {
+      std::uint8_t field[4];
+      std::memcpy(field, &s, sizeof s);
+      std::uint32_t got[64];
+      float key_scale = 0.0f, want[128];
+      REQUIRE(hb::decode_key_bf16<I, ml::fp8_per_token>(data.data(), field, got, &key_scale));
+      CHECK(key_scale == s);
+      for (int i = 0; i < 128; ++i) want[i] = ml::fp8_per_token::element(data.data(), i);
+      for (int i = 0; i < 128; ++i) {
+        INFO("FP8 per-token code " << int(data[i]));
+        CHECK(same_float(value(got[i / 2], i % 2), want[i]));
+      }
+    }
+  }
+}
+#endif
+
 TEMPLATE_LIST_TEST_CASE("host micro-kernels: e4m3 rows with and without the bf16 form",
                         "[host][microkernel][bf16]", hb::compiled_isas) {
   check_bf16_forms<TestType, ml::mxfp8>();

@@ -225,6 +225,7 @@ struct isa_avx512 : x86_e4m3_decoders<isa_avx512>,
     return n;
   }
 
+ protected:
   // ---- e4m3 rows (MXFP8, FP8 per-token), which decode_row_f32 routes here ----
   // e4m3 -> fp16 is a pure bit move (same mantissa, exponent bias 7 vs 15: value / 2^8,
   // subnormals included), vcvtph2ps widens exactly, x 256 restores the value (exact), x the
