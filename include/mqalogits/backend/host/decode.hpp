@@ -128,7 +128,7 @@ int decode_q_bf16(const rows_view<Format>& q, std::int64_t first_row, int heads,
   alignas(64) std::uint32_t tmp[static_cast<std::size_t>(P)];
   for (int h = 0; h < heads; ++h) {
     const std::uint8_t* sc = q_scales(q, first_row + h);
-    I::template decode_row_bf16<Format>(q.row(first_row + h), sc, 1.0f, tmp);
+    I::template decode_row_bf16<Format>(q.row(first_row + h), sc, tmp);
     for (int p = 0; p < P; ++p) pairs[p * hp + h] = tmp[p];
     if (scaled) scales[h] = Format::block_scale(sc, 0);
   }
@@ -152,7 +152,7 @@ inline bool decode_key_bf16(const std::uint8_t* data, const std::uint8_t* scales
     if (!row_scale_fits_bf16(s)) return false;
     *key_scale = s;
   }
-  I::template decode_row_bf16<Format>(data, scales, 1.0f, out);
+  I::template decode_row_bf16<Format>(data, scales, out);
   return true;
 }
 

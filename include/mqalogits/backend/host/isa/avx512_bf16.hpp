@@ -39,20 +39,20 @@ struct isa_avx512_bf16 : isa_avx512 {
     return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(q), reinterpret_cast<__m512bh&>(k));
   }
   // One e4m3 row as bf16 pairs. The usual row (no NaN code, block scales that keep every value
-  // a normal bf16, codes not multiplied by a row scale) is built with integer operations: e4m3
+  // a normal bf16) is built with integer operations: e4m3
   // and bf16 differ only in the widths of exponent and mantissa, so a code's bits move into place
   // and one add rebases its exponent (bias 7 to 127) and applies the block scale; codes of
   // exponent 0 (zero, subnormals) take their magnitude from a table. Other rows go through fp32
   // (x86_e4m3_decoders, with this path's store_pairs). Both give the same bits.
   template <class Format>
-  static void decode_row_bf16(const std::uint8_t* data, const std::uint8_t* scales, float row_scale,
+  static void decode_row_bf16(const std::uint8_t* data, const std::uint8_t* scales,
                               std::uint32_t* out) {
     constexpr int blocks = Format::head_dim / 32;
-    bool direct = row_scale == 1.0f;
+    bool direct = true;
     if constexpr (e4m3_ue8m0_rows<Format>)
       for (int b = 0; b < blocks; ++b) direct &= scales[b] >= 7 && scales[b] <= 246;
     if (!direct || has_nan_code<blocks>(data)) {
-      x86_e4m3_decoders<isa_avx512_bf16>::decode_row_bf16<Format>(data, scales, row_scale, out);
+      x86_e4m3_decoders<isa_avx512_bf16>::decode_row_bf16<Format>(data, scales, out);
       return;
     }
     MQALOGITS_UNROLL

@@ -70,7 +70,7 @@ struct x86_fold_settings<false> {
 // I::decode_e4m3_fp32<blocks>(data, row scale, out) (blocks of 32 codes), other formats to
 // their own Format::decode_row (plain_decoders). On a path with bf16 pairs (I::store_pairs),
 // decode_row_bf16<Format> writes the same values as bf16 pairs: MXFP8 rows with their block
-// scales, FP8 per-token rows times the row scale it is given instead of their own.
+// scales, FP8 per-token rows without their row scale (the kernel multiplies by it).
 //
 // Those two are written here for paths that widen e4m3 through half precision:
 // I::e4m3_blocks<Blocks, Nan>(data, visit) hands visit(block, parts) each block's 32 codes as
@@ -93,13 +93,13 @@ struct x86_e4m3_decoders : plain_decoders {
     }
   }
   template <class Format>
-  static void decode_row_bf16(const std::uint8_t* data, const std::uint8_t* scales, float row_scale,
+  static void decode_row_bf16(const std::uint8_t* data, const std::uint8_t* scales,
                               std::uint32_t* out) {
     static_assert(Format::data_bytes == Format::head_dim && Format::head_dim % 32 == 0);
     if constexpr (e4m3_ue8m0_rows<Format>)
       decode_e4m3_ue8m0<Format::blocks>(data, scales, out);
     else
-      decode_e4m3_fp32<Format::head_dim / 32>(data, row_scale, out);
+      decode_e4m3_fp32<Format::head_dim / 32>(data, 1.0f, out);
   }
 
   // out: fp32 values, or (on a path with I::store_pairs) bf16 pairs.
