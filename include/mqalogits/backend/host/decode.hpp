@@ -55,18 +55,20 @@ inline void decode_key_f32(const std::uint8_t* data, const std::uint8_t* scales,
   I::template decode_row_f32<Format>(data, scales, out);
 }
 
-// Query rows first_row.. (one query token: `heads` consecutive rows) into qt[d * hp + h].
+// Query rows first_row.. (one query token: `heads` consecutive rows, padded to hp) into the
+// fp32 kernel's panels of `chunk` head vectors (microkernel.hpp's panel_index).
 template <class I, class Format>
-void decode_q_f32(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
+void decode_q_f32(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp, int chunk,
                   float* qt) {
-  constexpr int D = Format::head_dim;
+  constexpr int D = Format::head_dim, L = I::lanes;
   alignas(64) float tmp[static_cast<std::size_t>(D)];
-  for (int h = 0; h < heads; ++h) {
-    decode_key_f32<I, Format>(q.row(first_row + h), q_scales(q, first_row + h), tmp);
-    for (int d = 0; d < D; ++d) qt[d * hp + h] = tmp[d];
+  for (int h = 0; h < hp; ++h) {
+    if (h < heads)
+      decode_key_f32<I, Format>(q.row(first_row + h), q_scales(q, first_row + h), tmp);
+    else
+      for (int d = 0; d < D; ++d) tmp[d] = 0.0f;
+    for (int d = 0; d < D; ++d) qt[panel_index(D, L, hp / L, chunk, d, h)] = tmp[d];
   }
-  for (int h = heads; h < hp; ++h)
-    for (int d = 0; d < D; ++d) qt[d * hp + h] = 0.0f;
 }
 
 // ---- bf16 path (e4m3 formats, on ISAs with bf16 pair dot products) ----

@@ -34,9 +34,9 @@ struct key_ptrs {
   const std::uint8_t* scale;
 };
 
-// The fp32 path's operands: one decoded query row (qt[d * padded_heads + h], heads rounded up
-// to the vector width, padded heads zero; w[h], zero on padding) and a group of decoded keys
-// (rows of D fp32).
+// The fp32 path's operands: one decoded query row (heads rounded up to the vector width, padded
+// heads zero, in the panels of the path's blocking: isa/base.hpp's panel_index; w[h], zero on
+// padding) and a group of decoded keys (rows of D fp32).
 struct f32_query {
   const float* qt;
   const float* w;

@@ -50,7 +50,8 @@ struct table_entries {
   }
   static void decode_q_f32(const host_abi::rows_ref& q, std::int64_t first_row, int heads, int hp,
                            float* qt) {
-    host_backend::decode_q_f32<I>(view(q), first_row, heads, hp, qt);
+    host_backend::decode_q_f32<I>(view(q), first_row, heads, hp,
+                                  chunk_vectors<I::f32_blocks>(hp / I::lanes), qt);
   }
   static void decode_q_i8(const host_abi::rows_ref& q, std::int64_t first_row, int heads, int hp,
                           std::int32_t* data, std::int32_t* start, float* scale) {

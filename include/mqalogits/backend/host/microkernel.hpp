@@ -100,8 +100,9 @@ MQALOGITS_TILE_INLINE void add_weighted_relu(
 // ---- fp32 path (MXFP8 and any other format decoded to fp32) ----
 template <int D>
 struct f32_path {
-  // One decoded query row: qt[d * padded_heads + h] (heads rounded up to the vector width,
-  // padded heads hold zeros) and w[h] (zero on padding).
+  // One decoded query row: qt[panel_index(D, lanes, padded_heads / lanes, chunk, d, h)] (heads
+  // rounded up to the vector width, padded heads hold zeros; chunk: the blocking's head
+  // vectors, chunk_vectors<I::f32_blocks>) and w[h] (zero on padding).
   using query = host_abi::f32_query;
   // `keys` rows of D fp32 (rows past the caller's count may hold anything readable).
   using keys = host_abi::f32_keys;
@@ -118,9 +119,10 @@ struct f32_path {
     constexpr int L = I::lanes;
     vf acc[std::size_t{HeadVectors}][std::size_t{Keys}];
     fill_tile(acc, [](int) { return I::zero(); });
-    const float* qd = q.qt + v0 * L;
+    // This chunk's panel: [d][HeadVectors x L].
+    const float* qd = q.qt + std::int64_t{v0} * L * D;
     accumulate_tile(
-        acc, D, [&](int d, int j) { return I::load(qd + d * q.padded_heads + j * L); },
+        acc, D, [&](int d, int j) { return I::load(qd + (d * HeadVectors + j) * L); },
         [&](int d, int i) { return I::broadcast(k.values + i * D + d); },
         [](vf a, vf qv, vf kv) { return I::fma(qv, kv, a); });
     add_weighted_relu<I, HeadVectors, Keys>(

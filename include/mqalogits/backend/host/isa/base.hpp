@@ -45,6 +45,35 @@ struct register_block {
 // The key tiles are padded by this many rows, so no blocking may score more keys at once.
 inline constexpr int max_group_keys = 16;
 
+// ---- the query row's panels (fp32 path) ----
+//
+// score_keys runs a row's head vectors in chunks of the blocking's width, then one narrower
+// chunk for the rest, and each chunk reads its head vectors at every d. The fp32 query row is
+// stored in the same panels, [d][the panel's heads], one after the other, so a chunk reads one
+// contiguous stretch. With the row as one [d][heads] matrix instead, a chunk narrower than the
+// row reads one line per d at a stride of the row's width: at 64 heads on AVX2 (chunks of 2 x 8
+// heads, a 256-byte stride) its 128 lines fall into a quarter of L1's sets and evict each other
+// and the keys, which held the score kernel near 80% of the FMA peak. Where the chunk is the
+// whole row (AVX-512 up to 64 heads) both layouts are the same.
+
+// The head vectors of the chunks score_keys takes for rows of `head_vectors` vectors under the
+// blocking list Blocks (the first blocking that takes them, as select_kernel picks).
+template <auto& Blocks>
+constexpr int chunk_vectors(int head_vectors) {
+  for (const register_block& b : Blocks)
+    if (head_vectors >= b.min_head_vectors) return b.head_vectors;
+  return 1;
+}
+
+// Index of element d of head h in a query row of `head_vectors` vectors of `lanes` heads stored
+// in panels of `chunk` vectors (the last panel: the rest), D elements per head.
+constexpr std::int64_t panel_index(int D, int lanes, int head_vectors, int chunk, int d, int h) {
+  const int v = h / lanes, full = head_vectors / chunk * chunk;
+  const int first = v < full ? v / chunk * chunk : full;
+  const int width = v < full ? chunk : head_vectors - full;
+  return std::int64_t{first} * lanes * D + std::int64_t{d} * width * lanes + (h - first * lanes);
+}
+
 // ---- int8 encodings of doubled e2m1 codes (integers in [-12, 12]) ----
 //
 // Queries are always stored as signed bytes. Keys are stored the way the ISA's dot4 multiplies.
