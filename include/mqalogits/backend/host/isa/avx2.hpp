@@ -40,14 +40,15 @@ struct isa_avx2 : x86_e4m3_decoders<isa_avx2>,
   // head_vectors x keys accumulators + keys broadcasts + one query vector fit in 16 registers.
   // The int8 kernels are narrower: the per-block one also keeps its block-scaled fp32 sums live
   // across the 4 blocks, and the folded one without VNNI needs two temporaries and a ones
-  // vector per dot4. Without VNNI the per-block kernel's int16 sums leave room for 2 x 3 (two of
-  // its fp32 sums stay in memory, read once per block): 1.05x over 1 x 4 on Zen 5.
+  // vector per dot4. Without VNNI the per-block kernel sums in int16 and runs 1 x 6: on Zen 3
+  // (the AVX2 CPU this path serves; Zen 5 runs AVX-512) 1.05-1.10x over 2 x 3, which keeps two of
+  // its fp32 sums in memory and reads 0.95x of 1 x 6 there (1.05x on Zen 5 in AVX2 builds).
   static constexpr register_block f32_blocks[] = {{2, 2, 4}, {1, 1, 6}};
 #if defined(MQALOGITS_HOST_VNNI256)
   static constexpr register_block i8_blocks[] = {{ 1, 1, 6 }};
   static constexpr register_block i8_fold_blocks[] = {{2, 2, 4}, { 1, 1, 6 }};
 #else
-  static constexpr register_block i8_blocks[] = {{2, 2, 3}, {1, 1, 4}};
+  static constexpr register_block i8_blocks[] = {{1, 1, 6}};
   static constexpr register_block i8_fold_blocks[] = {{1, 1, 6}};
 #endif
   using int8 = int8_offset_keys;
