@@ -56,7 +56,7 @@ inline void decode_key_f32(const std::uint8_t* data, const std::uint8_t* scales,
 }
 
 // Query rows first_row.. (one query token: `heads` consecutive rows, padded to hp) into the
-// fp32 kernel's panels of `chunk` head vectors (microkernel.hpp's panel_index).
+// fp32 kernel's panels of `chunk` head vectors (isa/base.hpp's panel_index).
 template <class I, class Format>
 void decode_q_f32(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp, int chunk,
                   float* qt) {

@@ -40,9 +40,9 @@ struct isa_avx2 : x86_e4m3_decoders<isa_avx2>,
   // head_vectors x keys accumulators + keys broadcasts + one query vector fit in 16 registers.
   // The int8 kernels are narrower: the per-block one also keeps its block-scaled fp32 sums live
   // across the 4 blocks, and the folded one without VNNI needs two temporaries and a ones
-  // vector per dot4. Without VNNI the per-block kernel sums in int16 and runs 1 x 6: on Zen 3
-  // (the AVX2 CPU this path serves; Zen 5 runs AVX-512) 1.05-1.10x over 2 x 3, which keeps two of
-  // its fp32 sums in memory and reads 0.95x of 1 x 6 there (1.05x on Zen 5 in AVX2 builds).
+  // vector per dot4. Without VNNI the per-block kernel sums in int16 and runs 1 x 6: 1.05-1.10x
+  // over 2 x 3 (which keeps two of its fp32 sums in memory) on Zen 3. Zen 5 built for AVX2
+  // preferred 2 x 3 by 1.05x, but takes the AVX-512 path.
   static constexpr register_block f32_blocks[] = {{2, 2, 4}, {1, 1, 6}};
 #if defined(MQALOGITS_HOST_VNNI256)
   static constexpr register_block i8_blocks[] = {{ 1, 1, 6 }};
