@@ -5,8 +5,6 @@
 // Runs the widest compiled path (isa_best): -march=native, or e.g. -mavx2 -mfma -mf16c.
 //
 //   build/bench/mqalogits_score_blockings
-#include <time.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -25,22 +23,16 @@ namespace hb = ml::host_backend;
 using I = hb::isa_best;
 constexpr int D = 128;
 
-double thread_seconds() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 // Best seconds per key over 5 rounds of `passes` passes of score(first key, out) over n keys,
 // Keys at a time.
 template <int Keys, class Score>
 double per_key(int n, int passes, std::vector<float>& out, Score score) {
   double best = 1e9;
   for (int r = 0; r < 5; ++r) {
-    const double t0 = thread_seconds();
+    const double t0 = bench::cpu_seconds();
     for (int p = 0; p < passes; ++p)
       for (int t = 0; t + Keys <= n; t += Keys) score(t, out.data() + t);
-    best = std::min(best, (thread_seconds() - t0) / passes / n);
+    best = std::min(best, (bench::cpu_seconds() - t0) / passes / n);
   }
   return best;
 }
