@@ -846,3 +846,29 @@ TEMPLATE_LIST_TEST_CASE("host micro-kernels: e4m3 rows with and without the bf16
   check_bf16_forms<TestType, ml::mxfp8::with_head_dim<64>>();
   check_bf16_forms<TestType, ml::fp8_per_token::with_head_dim<32>>();
 }
+
+// The fp32 query row's panels: every (d, head) of a row has its own slot inside the row, and
+// each chunk's panel is one contiguous stretch in the order its kernel reads it ([d][heads]).
+TEST_CASE("fp32 query panels: one slot per element, each chunk contiguous") {
+  constexpr int D = 128;
+  for (const int lanes : {4, 8, 16})
+    for (const int vectors : {1, 2, 3, 5, 8, 9, 16})
+      for (const int chunk : {1, 2, 3, 4}) {
+        INFO("lanes " << lanes << " vectors " << vectors << " chunk " << chunk);
+        const int heads = vectors * lanes;
+        std::vector<int> seen(static_cast<std::size_t>(heads * D), 0);
+        const int full = vectors / chunk * chunk;
+        for (int first = 0; first < vectors; first += chunk) {
+          const int width = first < full ? chunk : vectors - full;
+          std::int64_t next = std::int64_t{first} * lanes * D;
+          for (int d = 0; d < D; ++d)
+            for (int h = first * lanes; h < (first + width) * lanes; ++h) {
+              const std::int64_t i = hb::panel_index(D, lanes, vectors, chunk, d, h);
+              REQUIRE(i == next++);
+              ++seen[static_cast<std::size_t>(i)];
+            }
+          if (width < chunk) break;
+        }
+        CHECK(std::count(seen.begin(), seen.end(), 1) == heads * D);
+      }
+}

@@ -377,12 +377,12 @@ keys_kernel<Path> select_kernel(int head_vectors) {
   static_assert(blocks[count - 1].min_head_vectors == 1, "the last blocking must take any row");
   return [&]<int... n>(std::integer_sequence<int, n...>) {
     static_assert(((blocks[n].keys <= max_group_keys) && ...), "key tiles are padded less");
+    const int chosen = chosen_block<blocks>(head_vectors);
     keys_kernel<Path> kernel{nullptr, 0};
-    (void)((head_vectors >= blocks[n].min_head_vectors
-                ? (kernel = {&score_keys<I, Path, blocks[n].head_vectors, blocks[n].keys>,
-                             blocks[n].keys},
-                   true)
-                : false) ||
+    (void)((n == chosen ? (kernel = {&score_keys<I, Path, blocks[n].head_vectors, blocks[n].keys>,
+                                     blocks[n].keys},
+                           true)
+                        : false) ||
            ...);
     return kernel;
   }

@@ -56,13 +56,19 @@ inline constexpr int max_group_keys = 16;
 // and the keys, which held the score kernel near 80% of the FMA peak. Where the chunk is the
 // whole row (AVX-512 up to 64 heads) both layouts are the same.
 
-// The head vectors of the chunks score_keys takes for rows of `head_vectors` vectors under the
-// blocking list Blocks (the first blocking that takes them, as select_kernel picks).
+// Which of the blocking list Blocks scores rows of `head_vectors` vectors: the first that takes
+// them (select_kernel compiles it; decode_q_f32 lays the query out for its chunks).
+template <auto& Blocks>
+constexpr int chosen_block(int head_vectors) {
+  constexpr int last = static_cast<int>(sizeof Blocks / sizeof Blocks[0]) - 1;
+  int n = 0;
+  while (n < last && head_vectors < Blocks[n].min_head_vectors) ++n;
+  return n;
+}
+// The head vectors of the chunks score_keys takes for such rows.
 template <auto& Blocks>
 constexpr int chunk_vectors(int head_vectors) {
-  for (const register_block& b : Blocks)
-    if (head_vectors >= b.min_head_vectors) return b.head_vectors;
-  return 1;
+  return Blocks[chosen_block<Blocks>(head_vectors)].head_vectors;
 }
 
 // Index of element d of head h in a query row of `head_vectors` vectors of `lanes` heads stored
