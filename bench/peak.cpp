@@ -3,6 +3,8 @@
 // Counters in the kernels' unit: FLOP/s with a multiply-add counted as 2 operations.
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
+#include <cstring>
 #include <thread>
 
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -124,6 +126,39 @@ void peak_maddubs_int16_ymm(benchmark::State& st) {
   st.counters["FLOP/s"] = benchmark::Counter(64.0 * 12 * steps / st.threads(),
                                              benchmark::Counter::kIsIterationInvariantRate);
 }
+
+// The same step with its unsigned operand broadcast from memory, as the per-block kernel takes a
+// key's 4 bytes (vpbroadcastd m32, then vpmaddubsw against a query vector, vpaddw): one
+// broadcast per vpmaddubsw, as at the path's 1 x 6 blocking. Against the step above it tells
+// whether the broadcasts cost vector-pipe throughput on this CPU. Twelve keys 128 bytes apart,
+// each step 4 bytes further along them, at an address the compiler cannot see through.
+void peak_bcast_maddubs_int16_ymm(benchmark::State& st) {
+  alignas(64) static std::uint8_t keys[12 * 128];
+  for (int i = 0; i < 12 * 128; ++i) keys[i] = static_cast<std::uint8_t>(i % 25);
+  const __m256i q = _mm256_set1_epi8(-2);
+  auto start = [](short v) { return _mm256_set1_epi16(v); };
+  __m256i x0 = start(1), x1 = start(2), x2 = start(3), x3 = start(4), x4 = start(5), x5 = start(6),
+          x6 = start(7), x7 = start(8), x8 = start(9), x9 = start(10), x10 = start(11),
+          x11 = start(12);
+  auto step = [&](__m256i& x, const std::uint8_t* p) {
+    std::int32_t v;
+    std::memcpy(&v, p, 4);
+    x = _mm256_add_epi16(x, _mm256_maddubs_epi16(_mm256_set1_epi32(v), q));
+  };
+  for (auto _ : st) {
+    for (int s = 0; s < steps; ++s) {
+      const std::uint8_t* k = keys + 4 * (s & 31);
+      __asm__("" : "+r"(k));  // an opaque address: GCC summed the periodic steps ahead otherwise
+      step(x0, k), step(x1, k + 128), step(x2, k + 256), step(x3, k + 384);
+      step(x4, k + 512), step(x5, k + 640), step(x6, k + 768), step(x7, k + 896);
+      step(x8, k + 1024), step(x9, k + 1152), step(x10, k + 1280), step(x11, k + 1408);
+    }
+    __asm__ volatile("" ::"v"(x0), "v"(x1), "v"(x2), "v"(x3), "v"(x4), "v"(x5));
+    __asm__ volatile("" ::"v"(x6), "v"(x7), "v"(x8), "v"(x9), "v"(x10), "v"(x11));
+  }
+  st.counters["FLOP/s"] = benchmark::Counter(64.0 * 12 * steps / st.threads(),
+                                             benchmark::Counter::kIsIterationInvariantRate);
+}
 #endif
 
 #if defined(__SSE2__) && !defined(__AVX2__)
@@ -163,6 +198,7 @@ MQALOGITS_PEAK(peak_dpbusd_ymm, "vpdpbusd_ymm");
 #if defined(__AVX2__)
 MQALOGITS_PEAK(peak_maddubs_ymm, "vpmaddubsw_ymm");
 MQALOGITS_PEAK(peak_maddubs_int16_ymm, "vpmaddubsw_vpaddw_ymm");
+MQALOGITS_PEAK(peak_bcast_maddubs_int16_ymm, "vpbroadcastd_vpmaddubsw_vpaddw_ymm");
 #endif
 
 }  // namespace
