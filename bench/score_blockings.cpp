@@ -2,7 +2,9 @@
 // was chosen. One query row of H heads against 510-512 decoded keys that stay in L1 / L2,
 // 100 passes, best of 5, in % of the fp32 FMA peak timed in the same process (FLOP = 2 x H x
 // 128 per key). The inputs' values do not matter to the timing; the layouts are the library's.
-// Runs the widest compiled path (isa_best): -march=native, or e.g. -mavx2 -mfma -mf16c.
+// Runs the widest compiled path (isa_best): -march=native, or e.g. -mavx2 -mfma -mf16c. On the
+// AVX2 path without VNNI, rows "int8r" time an experimental shorter epilogue of the per-block
+// int8 kernel (relative_chunk below).
 //
 //   build/bench/mqalogits_score_blockings
 #include <algorithm>
@@ -72,6 +74,70 @@ double i8_blocking(int heads) {
   });
 }
 
+#if !defined(MQALOGITS_HOST_AVX512) && !defined(MQALOGITS_HOST_VNNI256)  // (isa_best: avx2)
+#define MQALOGITS_BENCH_RELATIVE_EPILOGUE 1
+// An experiment, not the library's kernel: the per-block int8 kernel with a shorter epilogue.
+// Each key block's int16 sums are widened by vpmaddwd against the block's scale relative to its
+// key row's smallest (2^d in both int16 halves; d <= 9 keeps the int32 sum and its conversion
+// exact), then one multiply-add by the query's block scale; the key row's base scale multiplies
+// the row's result once. Three vector instructions per key and block instead of five (the
+// widening by ones, conversion, scale product, cap, multiply-add). The library would also need
+// a fallback for rows whose exponents spread wider, and for scales whose product overflows.
+template <int HeadVectors, int Keys>
+void relative_chunk(const ml::host_abi::i8_query& q, int v0, const std::uint8_t* codes,
+                    const std::int32_t* mult, I::vf (&part)[Keys]) {
+  using vf = I::vf;
+  using vi = I::vi;
+  constexpr int L = I::lanes, blocks = D / 32, steps = 8;
+  const int stride = q.padded_heads;
+  vf f[HeadVectors][Keys];
+  hb::fill_tile(f, [](int) { return I::zero(); });
+  for (int b = 0; b < blocks; ++b) {
+    vi acc[HeadVectors][Keys];
+    const std::int32_t* qd = q.data + b * steps * stride + v0 * steps * L;
+    const std::uint8_t* kd = codes + b * 32;
+    hb::fill_tile(acc, [&](int j) { return I::loadi(q.start + b * stride + (v0 + j) * L); });
+    hb::accumulate_tile(
+        acc, steps, [&](int s, int j) { return I::loadi(qd + (j * steps + s) * L); },
+        [&](int s, int i) { return I::broadcast4(kd + i * D + 4 * s); },
+        [](vi a, vi qv, vi kv) { return I::dot4_int16(a, kv, qv); });
+    for (int j = 0; j < HeadVectors; ++j) {
+      const vf qs = I::load(q.scale + b * stride + (v0 + j) * L);
+      for (int i = 0; i < Keys; ++i)
+        f[j][i] = I::fma(
+            I::to_float(_mm256_madd_epi16(acc[j][i], _mm256_set1_epi32(mult[i * blocks + b]))), qs,
+            f[j][i]);
+    }
+  }
+  hb::add_weighted_relu<I, HeadVectors, Keys>(
+      q.heads, q.w, v0, [&](int j, int i) { return f[j][i]; }, part);
+}
+
+template <int HeadVectors, int Keys>
+double i8_relative_blocking(int heads) {
+  const int padded = (heads + I::lanes - 1) / I::lanes * I::lanes, n = 510 / Keys * Keys;
+  std::vector<std::int32_t> data(static_cast<std::size_t>(padded * D / 4)),
+      start(static_cast<std::size_t>(padded * 4)), mult(static_cast<std::size_t>((n + 16) * 4));
+  std::vector<float> scale(static_cast<std::size_t>(padded * 4), 0.25f),
+      w(static_cast<std::size_t>(padded), 0.5f), base(static_cast<std::size_t>(n + 16), 2.0f);
+  std::vector<float> out(static_cast<std::size_t>(n + 16));
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>((n + 16) * D));
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = 0x01020304 * static_cast<int>(i % 3);
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>(120 + i % 9);
+  for (std::size_t i = 0; i < mult.size(); ++i) mult[i] = 0x00010001 << (i % 4);
+  const ml::host_abi::i8_query q{data.data(), start.data(), scale.data(), w.data(), heads, padded};
+  return per_key<Keys>(n, 100, out, [&](int t, float* o) {
+    I::vf part[Keys];
+    for (auto& p : part) p = I::zero();
+    const int head_vectors = padded / I::lanes;  // (a multiple of HeadVectors here)
+    for (int v = 0; v < head_vectors; v += HeadVectors)
+      relative_chunk<HeadVectors, Keys>(q, v, codes.data() + t * D, mult.data() + t * 4, part);
+    for (int i = 0; i < Keys; ++i)
+      o[i] = I::reduce(part[i]) * base[static_cast<std::size_t>(t + i)];
+  });
+}
+#endif
+
 }  // namespace
 
 int main() {
@@ -91,6 +157,10 @@ int main() {
     print("int8", "1 x 4", heads, i8_blocking<1, 4>(heads));
     print("int8", "1 x 6", heads, i8_blocking<1, 6>(heads));
     print("int8", "1 x 8", heads, i8_blocking<1, 8>(heads));
+#if defined(MQALOGITS_BENCH_RELATIVE_EPILOGUE)
+    print("int8r", "1 x 6", heads, i8_relative_blocking<1, 6>(heads));
+    print("int8r", "2 x 3", heads, i8_relative_blocking<2, 3>(heads));
+#endif
   }
 }
 
