@@ -101,30 +101,40 @@ void peak_maddubs_ymm(benchmark::State& st) {
       64);
 }
 
-// The per-block step without VNNI: a block's vpmaddubsw pairs summed in int16 (vpaddw), widened
-// once per block outside this loop; 16 lanes x 2 products per step. Chains in named variables,
-// read by an empty asm: through run_peak's array and DoNotOptimize, GCC keeps some of these
-// chains in memory (a store per step) and the loop then measures the stores. Each chain starts
-// from its own value: from one value they are one computation, which GCC emits once (a single
-// latency-bound chain counted twelve times: 3x the true peak on Zen 3).
-void peak_maddubs_int16_ymm(benchmark::State& st) {
-  const __m256i b = _mm256_set1_epi8(-2);
+// Twelve int16 chains in named variables, read by an empty asm: through run_peak's array and
+// DoNotOptimize, GCC keeps some of these chains in memory (a store per step) and the loop then
+// measures the stores. Each chain starts from its own value: from one value they are one
+// computation, which GCC emits once (a single latency-bound chain counted twelve times: 3x the
+// true peak on Zen 3). Step s begins with at_step(s); step(x, that, chain) then updates each.
+template <class AtStep, class Step>
+void run_int16_chains(benchmark::State& st, AtStep at_step, Step step) {
   auto start = [](short v) { return _mm256_set1_epi16(v); };
   __m256i x0 = start(1), x1 = start(2), x2 = start(3), x3 = start(4), x4 = start(5), x5 = start(6),
           x6 = start(7), x7 = start(8), x8 = start(9), x9 = start(10), x10 = start(11),
           x11 = start(12);
-  auto step = [&](__m256i& x) { x = _mm256_add_epi16(x, _mm256_maddubs_epi16(x, b)); };
   for (auto _ : st) {
     for (int s = 0; s < steps; ++s) {
-      step(x0), step(x1), step(x2), step(x3), step(x4), step(x5);
-      step(x6), step(x7), step(x8), step(x9), step(x10), step(x11);
+      const auto a = at_step(s);
+      step(x0, a, 0), step(x1, a, 1), step(x2, a, 2), step(x3, a, 3), step(x4, a, 4);
+      step(x5, a, 5), step(x6, a, 6), step(x7, a, 7), step(x8, a, 8), step(x9, a, 9);
+      step(x10, a, 10), step(x11, a, 11);
     }
     // Read from registers (DoNotOptimize would take their addresses and put them in memory).
     __asm__ volatile("" ::"v"(x0), "v"(x1), "v"(x2), "v"(x3), "v"(x4), "v"(x5));
     __asm__ volatile("" ::"v"(x6), "v"(x7), "v"(x8), "v"(x9), "v"(x10), "v"(x11));
   }
+  // 16 lanes x 2 products per step.
   st.counters["FLOP/s"] = benchmark::Counter(64.0 * 12 * steps / st.threads(),
                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The per-block step without VNNI: a block's vpmaddubsw pairs summed in int16 (vpaddw), widened
+// once per block outside this loop. The chain runs through the unsigned operand.
+void peak_maddubs_int16_ymm(benchmark::State& st) {
+  const __m256i b = _mm256_set1_epi8(-2);
+  run_int16_chains(
+      st, [](int) { return 0; },
+      [&](__m256i& x, int, int) { x = _mm256_add_epi16(x, _mm256_maddubs_epi16(x, b)); });
 }
 
 // The same step with its unsigned operand broadcast from memory, as the per-block kernel takes a
@@ -136,28 +146,18 @@ void peak_bcast_maddubs_int16_ymm(benchmark::State& st) {
   alignas(64) static std::uint8_t keys[12 * 128];
   for (int i = 0; i < 12 * 128; ++i) keys[i] = static_cast<std::uint8_t>(i % 25);
   const __m256i q = _mm256_set1_epi8(-2);
-  auto start = [](short v) { return _mm256_set1_epi16(v); };
-  __m256i x0 = start(1), x1 = start(2), x2 = start(3), x3 = start(4), x4 = start(5), x5 = start(6),
-          x6 = start(7), x7 = start(8), x8 = start(9), x9 = start(10), x10 = start(11),
-          x11 = start(12);
-  auto step = [&](__m256i& x, const std::uint8_t* p) {
-    std::int32_t v;
-    std::memcpy(&v, p, 4);
-    x = _mm256_add_epi16(x, _mm256_maddubs_epi16(_mm256_set1_epi32(v), q));
-  };
-  for (auto _ : st) {
-    for (int s = 0; s < steps; ++s) {
-      const std::uint8_t* k = keys + 4 * (s & 31);
-      __asm__("" : "+r"(k));  // an opaque address: GCC summed the periodic steps ahead otherwise
-      step(x0, k), step(x1, k + 128), step(x2, k + 256), step(x3, k + 384);
-      step(x4, k + 512), step(x5, k + 640), step(x6, k + 768), step(x7, k + 896);
-      step(x8, k + 1024), step(x9, k + 1152), step(x10, k + 1280), step(x11, k + 1408);
-    }
-    __asm__ volatile("" ::"v"(x0), "v"(x1), "v"(x2), "v"(x3), "v"(x4), "v"(x5));
-    __asm__ volatile("" ::"v"(x6), "v"(x7), "v"(x8), "v"(x9), "v"(x10), "v"(x11));
-  }
-  st.counters["FLOP/s"] = benchmark::Counter(64.0 * 12 * steps / st.threads(),
-                                             benchmark::Counter::kIsIterationInvariantRate);
+  run_int16_chains(
+      st,
+      [](int s) {
+        const std::uint8_t* k = keys + 4 * (s & 31);
+        __asm__("" : "+r"(k));  // opaque: GCC summed the periodic steps ahead otherwise
+        return k;
+      },
+      [&](__m256i& x, const std::uint8_t* k, int chain) {
+        std::int32_t v;
+        std::memcpy(&v, k + 128 * chain, 4);
+        x = _mm256_add_epi16(x, _mm256_maddubs_epi16(_mm256_set1_epi32(v), q));
+      });
 }
 #endif
 

@@ -54,23 +54,38 @@ double f32_blocking(int heads) {
   });
 }
 
+// A query row of the int8 path and n keys (+16 of padding) of its codes, as both int8 timings
+// read them.
+struct i8_inputs {
+  int padded, n;
+  std::vector<std::int32_t> data, start;
+  std::vector<float> scale, w, out;
+  std::vector<std::uint8_t> codes;
+  ml::host_abi::i8_query q;
+  i8_inputs(int heads, int keys)
+      : padded((heads + I::lanes - 1) / I::lanes * I::lanes),
+        n(510 / keys * keys),
+        data(static_cast<std::size_t>(padded * D / 4)),
+        start(static_cast<std::size_t>(padded * 4)),
+        scale(static_cast<std::size_t>(padded * 4), 0.25f),
+        w(static_cast<std::size_t>(padded), 0.5f),
+        out(static_cast<std::size_t>(n + 16)),
+        codes(static_cast<std::size_t>((n + 16) * D)),
+        q{data.data(), start.data(), scale.data(), w.data(), heads, padded} {
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = 0x01020304 * static_cast<int>(i % 3);
+    for (std::size_t i = 0; i < codes.size(); ++i)
+      codes[i] = static_cast<std::uint8_t>(120 + i % 9);
+  }
+};
+
 // The per-block int8 path (MXFP4) at HeadVectors x Keys.
 template <int HeadVectors, int Keys>
 double i8_blocking(int heads) {
-  const int padded = (heads + I::lanes - 1) / I::lanes * I::lanes, n = 510 / Keys * Keys;
-  std::vector<std::int32_t> data(static_cast<std::size_t>(padded * D / 4)),
-      start(static_cast<std::size_t>(padded * 4));
-  std::vector<float> scale(static_cast<std::size_t>(padded * 4), 0.25f),
-      w(static_cast<std::size_t>(padded), 0.5f),
-      key_scales(static_cast<std::size_t>((n + 16) * 4), 2.0f),
-      out(static_cast<std::size_t>(n + 16));
-  std::vector<std::uint8_t> codes(static_cast<std::size_t>((n + 16) * D));
-  for (std::size_t i = 0; i < data.size(); ++i) data[i] = 0x01020304 * static_cast<int>(i % 3);
-  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>(120 + i % 9);
-  const ml::host_abi::i8_query q{data.data(), start.data(), scale.data(), w.data(), heads, padded};
-  return per_key<Keys>(n, 100, out, [&](int t, float* o) {
+  i8_inputs in(heads, Keys);
+  const std::vector<float> key_scales(static_cast<std::size_t>((in.n + 16) * 4), 2.0f);
+  return per_key<Keys>(in.n, 100, in.out, [&](int t, float* o) {
     hb::score_keys<I, hb::i8_path<D>, HeadVectors, Keys>(
-        q, {codes.data() + t * D, key_scales.data() + t * 4}, o);
+        in.q, {in.codes.data() + t * D, key_scales.data() + t * 4}, o);
   });
 }
 
@@ -115,23 +130,17 @@ void relative_chunk(const ml::host_abi::i8_query& q, int v0, const std::uint8_t*
 
 template <int HeadVectors, int Keys>
 double i8_relative_blocking(int heads) {
-  const int padded = (heads + I::lanes - 1) / I::lanes * I::lanes, n = 510 / Keys * Keys;
-  std::vector<std::int32_t> data(static_cast<std::size_t>(padded * D / 4)),
-      start(static_cast<std::size_t>(padded * 4)), mult(static_cast<std::size_t>((n + 16) * 4));
-  std::vector<float> scale(static_cast<std::size_t>(padded * 4), 0.25f),
-      w(static_cast<std::size_t>(padded), 0.5f), base(static_cast<std::size_t>(n + 16), 2.0f);
-  std::vector<float> out(static_cast<std::size_t>(n + 16));
-  std::vector<std::uint8_t> codes(static_cast<std::size_t>((n + 16) * D));
-  for (std::size_t i = 0; i < data.size(); ++i) data[i] = 0x01020304 * static_cast<int>(i % 3);
-  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>(120 + i % 9);
+  i8_inputs in(heads, Keys);
+  std::vector<std::int32_t> mult(static_cast<std::size_t>((in.n + 16) * 4));
   for (std::size_t i = 0; i < mult.size(); ++i) mult[i] = 0x00010001 << (i % 4);
-  const ml::host_abi::i8_query q{data.data(), start.data(), scale.data(), w.data(), heads, padded};
-  return per_key<Keys>(n, 100, out, [&](int t, float* o) {
+  const std::vector<float> base(static_cast<std::size_t>(in.n + 16), 2.0f);
+  return per_key<Keys>(in.n, 100, in.out, [&](int t, float* o) {
     I::vf part[Keys];
     for (auto& p : part) p = I::zero();
-    const int head_vectors = padded / I::lanes;  // (a multiple of HeadVectors here)
+    const int head_vectors = in.padded / I::lanes;  // (a multiple of HeadVectors here)
     for (int v = 0; v < head_vectors; v += HeadVectors)
-      relative_chunk<HeadVectors, Keys>(q, v, codes.data() + t * D, mult.data() + t * 4, part);
+      relative_chunk<HeadVectors, Keys>(in.q, v, in.codes.data() + t * D, mult.data() + t * 4,
+                                        part);
     for (int i = 0; i < Keys; ++i)
       o[i] = I::reduce(part[i]) * base[static_cast<std::size_t>(t + i)];
   });
