@@ -498,8 +498,9 @@ class core {
           }
     vector_instruction(codes.nc, 2, is_narrow(codes.type()), false);
   }
-  // Low and high nibbles of [P, m] bytes into [P, 2m] e2m1 codes (x & 0xF to the even elements,
-  // x >> 4 to the odd ones: two tensor_scalar instructions).
+  // Low and high nibbles of [P, m] bytes into [P, 2m] e2m1 codes, each in the high half of its
+  // byte, where a signed read puts its sign bit (x << 4 to the even elements, x & 0xF0 to the odd
+  // ones: two one-input integer steps, integer_step).
   void unpack_nibbles(const window& out, const window& in) {
     check(
         in.type() == dtype::u8 && out.type() == dtype::u8 && out.np == in.np && out.nc == 2 * in.nc,
@@ -510,47 +511,70 @@ class core {
       for (std::int64_t p = 0; p < in.np; ++p)
         for (std::int64_t i = 0; i < in.nc; ++i) {
           const int b = static_cast<int>(in.at(p, i));
-          out.at(p, 2 * i) = static_cast<float>(b & 0xF);
-          out.at(p, 2 * i + 1) = static_cast<float>(b >> 4);
+          out.at(p, 2 * i) = static_cast<float>((b << 4) & 0xF0);
+          out.at(p, 2 * i + 1) = static_cast<float>(b & 0xF0);
         }
-    vector_instruction(in.nc, 1, false, false);  // integer bytes
-    vector_instruction(in.nc, 1, false, false);  // integer bytes
+    integer_step(in.nc);
+    integer_step(in.nc);
   }
-  // Decodes codes (e4m3fn bytes, or e2m1 nibbles when Format is MXFP4) held as integers into
-  // their values in out's type, times 2^(e - 127) for the UE8M0 exponents `exps` (integers of
-  // the same shape, e.g. broadcast into PSUM) or times 1 (exps null). Charged as the integer
-  // instruction sequence that decodes them (e4m3_decode_steps / e2m1_decode_steps, without the
-  // nibble split, done by unpack_nibbles) plus the exponent steps.
+  // Decodes codes (e4m3fn bytes, or e2m1 codes in the high half of a byte when Format is MXFP4)
+  // held as integers into their values in out's type, times the block scales `scales` of the
+  // same shape (e.g. broadcast into PSUM), or times 1 (scales null). `scales` holds UE8M0
+  // exponents as integers, decoded here over the whole tile, or (scale_values) the values
+  // decode_scales made of them. Charged as the format's instruction sequence (e4m3_decode_steps /
+  // e2m1_decode_steps; the nibble split is unpack_nibbles'), the NaN codes' predicated copy only
+  // where a code is NaN (cost-only runs see none).
   template <class Format>
-  void decode_codes(const window& out, const window& codes, const window* exps) {
+  void decode_codes(const window& out, const window& codes, const window* scales,
+                    bool scale_values = false) {
     check_same_shape(out, codes);
-    if (exps) check_same_shape(out, *exps);
+    if (scales) check_same_shape(out, *scales);
     constexpr bool fp4 = Format::data_type::bits == 4;
+    bool nan_code = false;
     if (compute_)
       for (std::int64_t p = 0; p < out.np; ++p)
         for (std::int64_t i = 0; i < out.nc; ++i) {
           const auto c = static_cast<std::uint8_t>(codes.at(p, i));
-          const float v = fp4 ? e2m1_values[c & 0xF] : e4m3_values[c];
-          const float s = exps ? ue8m0_values[static_cast<std::uint8_t>(exps->at(p, i))] : 1.0f;
+          nan_code = nan_code || (!fp4 && (c & 0x7F) == 0x7F);
+          const float v = fp4 ? e2m1_values[c >> 4] : e4m3_values[c];
+          float s = 1.0f;
+          if (scales)
+            s = scale_values ? scales->at(p, i)
+                             : ue8m0_values[static_cast<std::uint8_t>(scales->at(p, i))];
           out.at(p, i) = store_as(out.type(), v * s);
         }
     const bool narrow = is_narrow(out.type());
-    for (std::size_t k = fp4 ? 2 : 0; k < 7; ++k) {
-      const decode_step& st = fp4 ? e2m1_decode_steps[k] : e4m3_decode_steps[k];
-      if (st.applies_scale && !exps) continue;
+    const std::span<const decode_step> steps =
+        fp4 ? std::span<const decode_step>(e2m1_decode_steps)
+            : std::span<const decode_step>(e4m3_decode_steps);
+    for (const decode_step& st : steps) {
+      if ((st.applies_scale && !scales) || (st.nan_only && !nan_code)) continue;
       if (st.inputs == 1 && !st.bf16_arith)
         integer_step(out.nc);
       else
         vector_instruction(out.nc, st.inputs, narrow && st.bf16_arith,
-                           st.applies_scale && exps->space() == memory::psum);
+                           st.applies_scale && scales->space() == memory::psum);
     }
-    if (exps)  // 2^(e - 127) from the exponent integers: e << 7, fixes of e = 0 and e = 255
+    if (scales && !scale_values)  // 2^(e - 127) from the exponents: e << 7, fixes of 0 and 255
       for (int i = 0; i < scale_decode_instructions; ++i) {
-        if (i > 0 || exps->space() == memory::sbuf)
+        if (i > 0 || scales->space() == memory::sbuf)
           integer_step(out.nc);
         else
           vector_instruction(out.nc, 1, false, true);
       }
+  }
+  // UE8M0 exponents (integers) into their values 2^(e - 127) in out's type (bf16 holds every one
+  // exactly: 2^-127 as a subnormal, e = 255 as NaN): the exponent steps of decode_codes, here over
+  // a tile as small as the exponents' own layout allows.
+  void decode_scales(const window& out, const window& exps) {
+    check_same_shape(out, exps);
+    check_partition_start(out);
+    if (compute_)
+      for (std::int64_t p = 0; p < out.np; ++p)
+        for (std::int64_t i = 0; i < out.nc; ++i)
+          out.at(p, i) =
+              store_as(out.type(), ue8m0_values[static_cast<std::uint8_t>(exps.at(p, i))]);
+    for (int i = 0; i < scale_decode_instructions; ++i) integer_step(out.nc);
   }
   // A one-input integer step over n elements per partition (a mask, shift or compare) reading
   // and writing SBUF: where GpSimd does not share VectorE's SBUF port (trn2 on), whichever of

@@ -14,9 +14,10 @@
 // Formats, per generation:
 // - trn1 / trn2 have no e4m3fn or e2m1 type. The codes are transposed as integers (exact on
 //   every generation, even trn1's TensorE, which is not bit-accurate on NaN / Inf), the UE8M0
-//   exponents are transposed and broadcast to their 32 partitions by a 0/1 matmul, and VectorE
-//   decodes codes x scales to bf16 with integer instructions (core::decode_codes). Every code
-//   times a power of two is exact in bf16, so the bf16 matmul loses nothing.
+//   exponents are transposed and broadcast to their 32 partitions by a 0/1 matmul (trn2 decodes
+//   them to bf16 values first, in the layout they arrive in: scales_first), and VectorE decodes
+//   codes x scales to bf16 with integer instructions (core::decode_codes). Every code times a
+//   power of two is exact in bf16, so the bf16 matmul loses nothing.
 // - trn3 multiplies MXFP8 / MXFP4 natively (nc_matmul_mx): x4-packed words on 32 partitions, the
 //   scales in the quadrant's rows. Four consecutive keys of a block go to the four quadrants
 //   (quadrant j holds keys 4c + j), so four row-tiled 32-partition matmuls cover 4 x 128 keys.
@@ -182,6 +183,10 @@ class kernel {
   static constexpr bool mx = tr::mx_matmul && mx_format;       // trn3 MX matmul
   static constexpr bool fp4 = Format::data_type::bits == 4;
   static constexpr bool fp8_operands = per_token && tr::native_e4m3fn;  // trn3 fp8_per_token
+  // The UE8M0 exponents decoded to their bf16 values where they arrive (a row's few bytes per
+  // partition, not one per key element), then transposed and spread as values: needs transposes
+  // exact on NaN (trn2; trn1 transposes and spreads the integers and decodes them per element).
+  static constexpr bool scales_first = mx_format && !mx && tr::exact_pe_transpose;
   static constexpr dtype word_type = fp4 ? dtype::fp4x4 : dtype::fp8x4;
   // The matmul operand: x4 words (trn3 MX), fp8 codes (trn3 per-token) or decoded bf16.
   static constexpr dtype operand_type = mx ? word_type : fp8_operands ? dtype::fp8 : dtype::bf16;
@@ -255,6 +260,8 @@ class kernel {
              : fp8_operands ? c_.sbuf("K codes", dtype::fp8, rows_, block_ * db)
                             : c_.sbuf("K bytes", dtype::u8, rows_, block_ * db);
       if constexpr (mx_format) exps_ = c_.sbuf("K scales", dtype::u8, rows_, block_ * sb);
+      if constexpr (scales_first)
+        scale_values_ = c_.sbuf("K scale values", dtype::bf16, rows_, block_ * sb);
     }
     if constexpr (per_token) {
       k_scale_ = c_.sbuf("K scales", dtype::fp32, rows_, block_);
@@ -455,9 +462,11 @@ class kernel {
         codes = window(codes_, 0, r, 0, B * D);
       }
       if constexpr (per_token) c_.flip_signs(codes, window(k_scale_, 0, r, 0, B), D);
+      if constexpr (scales_first)
+        c_.decode_scales(window(scale_values_, 0, r, 0, B * sb), window(exps_, 0, r, 0, B * sb));
       transpose_codes(
-          codes, mx_format ? &exps_ : nullptr, r, B, fp8_operands ? kt_ : codes_t_,
-          [&](std::int64_t s) { return s; }, B);
+          codes, mx_format ? (scales_first ? &scale_values_ : &exps_) : nullptr, r, B,
+          fp8_operands ? kt_ : codes_t_, [&](std::int64_t s) { return s; }, B);
       if constexpr (!fp8_operands) decode_operand(kt_, r * B);
     }
   }
@@ -525,9 +534,9 @@ class kernel {
     }
   }
 
-  // codes [np, S x D] (integers, or fp8 values on trn3) and, for MX formats, exponents
-  // [np, S x 4] into dst [D, ...] (and exps_t_ [4, ...]): row p of slot s to column
-  // first(s) + p x step.
+  // codes [np, S x D] (integers, or fp8 values on trn3) and, for MX formats, exponents or their
+  // values (scales_first) [np, S x 4] into dst [D, ...] (and exps_t_ [4, ...]): row p of slot s to
+  // column first(s) + p x step.
   template <class First>
   void transpose_codes(const window& codes, tile* exps, int np, std::int64_t S, tile& dst,
                        First first, std::int64_t step, std::int64_t exps_slot0 = 0) {
@@ -542,15 +551,18 @@ class kernel {
     }
   }
 
-  // Decodes codes_t_ (and exps_t_ for MX formats) columns [0, n) into the bf16 operand dst.
+  // Decodes codes_t_ (times exps_t_'s scales for MX formats) columns [0, n) into the bf16
+  // operand dst.
   void decode_operand(tile& dst, std::int64_t n) {
     for (std::int64_t c0 = 0; c0 < n; c0 += key_tile) {
       const std::int64_t m = std::min(key_tile, n - c0);
       const window codes(codes_t_, 0, D, c0, m), out(dst, 0, D, c0, m);
       if constexpr (mx_format) {
         const window spread(bcast_, 0, D, 0, m);
-        c_.matmul(spread, window(spread_), window(exps_t_, 0, sb, c0, m), matmul_kind::broadcast);
-        c_.template decode_codes<Format>(out, codes, &spread);
+        // Only the rows of the exponents in use: 0 x NaN would spread an unused byte's NaN.
+        c_.matmul(spread, window(spread_, 0, used_scales, 0, D),
+                  window(exps_t_, 0, used_scales, c0, m), matmul_kind::broadcast);
+        c_.template decode_codes<Format>(out, codes, &spread, scales_first);
       } else {
         c_.template decode_codes<Format>(out, codes, nullptr);
       }
@@ -672,13 +684,19 @@ class kernel {
       transpose_codes(
           codes, nullptr, np, S, qt, [&](std::int64_t s) { return s * stride; }, 1);
     } else {
+      tile* q_exps = mx_format ? &exps : nullptr;
+      tile values;
+      if constexpr (scales_first) {
+        values = c_.sbuf("Q scale values", dtype::bf16, np, S * sb);
+        c_.decode_scales(window(values), window(exps, 0, np, 0, S * sb));
+        q_exps = &values;
+      }
       // The Q codes pass through codes_t_ / exps_t_ (free between key chunks).
       for (std::int64_t s0 = 0; s0 < S; s0 += chunk_ / stride) {
         const std::int64_t n = std::min(S - s0, chunk_ / stride);
         const window part(*codes.t, 0, np, s0 * D, n * D);
         transpose_codes(
-            part, mx_format ? &exps : nullptr, np, n, codes_t_,
-            [&](std::int64_t s) { return s * stride; }, 1, s0);
+            part, q_exps, np, n, codes_t_, [&](std::int64_t s) { return s * stride; }, 1, s0);
         tile piece = c_.sbuf("Q^T piece", dtype::bf16, D, n * stride);
         decode_operand(piece, n * stride);
         c_.copy(window(qt, 0, D, s0 * stride, n * stride), window(piece));
@@ -1248,7 +1266,8 @@ class kernel {
   std::int64_t heads_, block_, chunk_, rows_, slots_;
   tile relu_, scores_, head_;
   tile relu_chunk_, out_part_, mask_;  // decode: the keys-on-partitions head sum and epilogue
-  tile raw_, exps_, codes_, k_scale_, k_scale_row_, ones_, kt_, kt_scales_, stage_, tpx_;
+  tile raw_, exps_, scale_values_, codes_, k_scale_, k_scale_row_, ones_, kt_, kt_scales_, stage_,
+      tpx_;
   tile stage_words_;  // trn3 MX rows of fewer than 32 words, padded to a quadrant
   tile codes_t_, exps_t_, spread_, bcast_, tp_, logits_, out_tile_;
   struct {
