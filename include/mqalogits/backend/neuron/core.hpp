@@ -43,6 +43,17 @@ enum class activation_fn : std::uint8_t { identity, relu };
 // weighted accumulation (VectorE's or GpSimd's scalar_tensor_tensor; GpSimd reads SBUF only).
 enum class elementwise_engine : std::uint8_t { scalar, vector, gpsimd };
 
+// Where decode_codes finds each code's block scale: `exps`, UE8M0 exponents (integers) of the
+// codes' own shape (e.g. spread into PSUM), or `values`, the 2^(e - 127) values of decode_scales
+// in the layout the scales arrive in: per partition, row j of `row` codes reads the `per_row`
+// columns from j x per_row, code i of the row column i / 32 (a broadcast access pattern).
+// Neither: no scales.
+struct block_scales {
+  const window* exps = nullptr;
+  const window* values = nullptr;
+  std::int64_t row = 0, per_row = 0;
+};
+
 // Which counter a matmul adds to.
 enum class matmul_kind : std::uint8_t { score, head_sum, broadcast };
 
@@ -518,17 +529,19 @@ class core {
     integer_step(in.nc);
   }
   // Decodes codes (e4m3fn bytes, or e2m1 codes in the high half of a byte when Format is MXFP4)
-  // held as integers into their values in out's type, times the block scales `scales` of the
-  // same shape (e.g. broadcast into PSUM), or times 1 (scales null). `scales` holds UE8M0
-  // exponents as integers, decoded here over the whole tile, or (scale_values) the values
-  // decode_scales made of them. Charged as the format's instruction sequence (e4m3_decode_steps /
-  // e2m1_decode_steps; the nibble split is unpack_nibbles'), the NaN codes' predicated copy only
-  // where a code is NaN (cost-only runs see none).
+  // held as integers into their values in out's type, times their block scales (`scales`; none:
+  // times 1). Charged as the format's instruction sequence (e4m3_decode_steps / e2m1_decode_steps;
+  // the nibble split is unpack_nibbles'), the NaN codes' predicated copy only where a code is NaN
+  // (cost-only runs see none), plus the exponents' decode when `scales` holds exponents.
   template <class Format>
-  void decode_codes(const window& out, const window& codes, const window* scales,
-                    bool scale_values = false) {
+  void decode_codes(const window& out, const window& codes, const block_scales& scales = {}) {
     check_same_shape(out, codes);
-    if (scales) check_same_shape(out, *scales);
+    const window* const sw = scales.exps ? scales.exps : scales.values;
+    if (scales.exps) check_same_shape(out, *scales.exps);
+    if (scales.values)
+      check(scales.row > 0 && scales.values->np == out.np &&
+                scales.values->nc * scales.row == out.nc * scales.per_row,
+            "decode_codes reads [P, rows x per_row] scale values for [P, rows x row] codes");
     constexpr bool fp4 = Format::data_type::bits == 4;
     bool nan_code = false;
     if (compute_)
@@ -538,9 +551,11 @@ class core {
           nan_code = nan_code || (!fp4 && (c & 0x7F) == 0x7F);
           const float v = fp4 ? e2m1_values[c >> 4] : e4m3_values[c];
           float s = 1.0f;
-          if (scales)
-            s = scale_values ? scales->at(p, i)
-                             : ue8m0_values[static_cast<std::uint8_t>(scales->at(p, i))];
+          if (scales.exps)
+            s = ue8m0_values[static_cast<std::uint8_t>(scales.exps->at(p, i))];
+          else if (scales.values)
+            s = scales.values->at(
+                p, i / scales.row * scales.per_row + i % scales.row / mx_scale_block);
           out.at(p, i) = store_as(out.type(), v * s);
         }
     const bool narrow = is_narrow(out.type());
@@ -548,16 +563,16 @@ class core {
         fp4 ? std::span<const decode_step>(e2m1_decode_steps)
             : std::span<const decode_step>(e4m3_decode_steps);
     for (const decode_step& st : steps) {
-      if ((st.applies_scale && !scales) || (st.nan_only && !nan_code)) continue;
-      if (st.inputs == 1 && !st.bf16_arith)
-        integer_step(out.nc);
+      if ((st.applies_scale && !sw) || (st.nan_only && !nan_code)) continue;
+      const bool in_psum = st.applies_scale && sw->space() == memory::psum;
+      if (in_psum)
+        vector_instruction(out.nc, st.inputs, narrow && st.bf16_arith, true);
       else
-        vector_instruction(out.nc, st.inputs, narrow && st.bf16_arith,
-                           st.applies_scale && scales->space() == memory::psum);
+        sbuf_step(out.nc, st.inputs, narrow && st.bf16_arith);
     }
-    if (scales && !scale_values)  // 2^(e - 127) from the exponents: e << 7, fixes of 0 and 255
+    if (scales.exps)  // 2^(e - 127) from the exponents: e << 7, fixes of 0 and 255
       for (int i = 0; i < scale_decode_instructions; ++i) {
-        if (i > 0 || scales->space() == memory::sbuf)
+        if (i > 0 || scales.exps->space() == memory::sbuf)
           integer_step(out.nc);
         else
           vector_instruction(out.nc, 1, false, true);
@@ -565,7 +580,7 @@ class core {
   }
   // UE8M0 exponents (integers) into their values 2^(e - 127) in out's type (bf16 holds every one
   // exactly: 2^-127 as a subnormal, e = 255 as NaN): the exponent steps of decode_codes, here over
-  // a tile as small as the exponents' own layout allows.
+  // the exponents' own layout (a row's few bytes per partition, not one per code).
   void decode_scales(const window& out, const window& exps) {
     check_same_shape(out, exps);
     check_partition_start(out);
@@ -577,22 +592,27 @@ class core {
     for (int i = 0; i < scale_decode_instructions; ++i) integer_step(out.nc);
   }
   // A one-input integer step over n elements per partition (a mask, shift or compare) reading
-  // and writing SBUF: where GpSimd does not share VectorE's SBUF port (trn2 on), whichever of
-  // the two would finish it first given what each has queued, else VectorE.
-  void integer_step(std::int64_t n) {
+  // and writing SBUF.
+  void integer_step(std::int64_t n) { sbuf_step(n, 1, false); }
+  // An instruction over n elements per partition of `inputs` SBUF tiles (16-bit data when
+  // narrow), writing SBUF: where GpSimd does not share VectorE's SBUF port (trn2 on), whichever
+  // of the two would finish it first given what each has queued, else VectorE.
+  void sbuf_step(std::int64_t n, int inputs, bool narrow) {
     if constexpr (!traits_type::sbuf_vector_gpsimd_exclusive) {
+      const std::int64_t factor = inputs > 1 ? common_traits::two_input_cycle_factor : 1;
       const double on_gpsimd =
           report_.gpsimd.seconds +
-          static_cast<double>(common_traits::engine_fixed_cycles + n) / traits_type::gpsimd_hz;
-      const double on_vector = report_.vector.seconds + static_cast<double>(engine_cycles(
-                                                            n, 1, traits_type::vector_other_rate)) /
-                                                            traits_type::vector_hz;
+          static_cast<double>(common_traits::engine_fixed_cycles + n * factor) /
+              traits_type::gpsimd_hz;
+      const double on_vector =
+          report_.vector.seconds +
+          static_cast<double>(vector_cycles(n, inputs, narrow, false)) / traits_type::vector_hz;
       if (on_gpsimd <= on_vector) {
-        gpsimd_elementwise(n, 1);
+        gpsimd_elementwise(n, inputs);
         return;
       }
     }
-    vector_instruction(n, 1, false, false);
+    vector_instruction(n, inputs, narrow, false);
   }
   // Whether every element of `in` is finite (a tensor_reduce to one flag per partition, read
   // back by the schedule). Cost-only runs have no values: they take the finite path.
@@ -748,12 +768,16 @@ class core {
                          narrow ? traits_type::scalar_16bit_rate : traits_type::scalar_other_rate,
                          reads_psum);
   }
-  void vector_instruction(std::int64_t elements, int inputs, bool narrow, bool reads_psum) {
+  static std::int64_t vector_cycles(std::int64_t elements, int inputs, bool narrow,
+                                    bool reads_psum) {
     // 16-bit: the fast mode for one-input instructions within SBUF, else the 16-bit width.
     const double rate = !narrow                      ? traits_type::vector_other_rate
                         : inputs == 1 && !reads_psum ? traits_type::vector_fast_16bit_rate
                                                      : traits_type::vector_16bit_rate;
-    const std::int64_t c = engine_cycles(elements, inputs, rate);
+    return engine_cycles(elements, inputs, rate);
+  }
+  void vector_instruction(std::int64_t elements, int inputs, bool narrow, bool reads_psum) {
+    const std::int64_t c = vector_cycles(elements, inputs, narrow, reads_psum);
     add(report_.vector, c, traits_type::vector_hz);
     if (reads_psum) report_.vector_psum_seconds += static_cast<double>(c) / traits_type::vector_hz;
   }

@@ -165,8 +165,10 @@ struct report {
     const char* why = is("DMA")       ? "moving the operands from HBM is the limit"
                       : is("TensorE") ? "the matmuls are the limit: the schedule is compute-bound"
                       : is("ScalarE") ? "evacuating PSUM through the relu is the limit"
-                      : is("VectorE") ? "VectorE's decode, copies and epilogue are the limit"
-                      : is("GpSimd")  ? "GpSimd (gather descriptors, top-k) is the limit"
+                      : is("VectorE") ? "VectorE's decode, accumulations, copies and epilogue "
+                                        "are the limit"
+                      : is("GpSimd")  ? "GpSimd (gather descriptors, decode steps, "
+                                        "accumulations, top-k) is the limit"
                                       : "two engines sharing one port on trn1 are the limit";
     char buf[320];
     std::snprintf(buf, sizeof buf, "%s: bound by %s, %s", generation, b, why);

@@ -12,12 +12,13 @@
 // quadrants, a row of D / 4 words is padded with zero words (and zero exponents) to one quadrant.
 //
 // Formats, per generation:
-// - trn1 / trn2 have no e4m3fn or e2m1 type. The codes are transposed as integers (exact on
-//   every generation, even trn1's TensorE, which is not bit-accurate on NaN / Inf), the UE8M0
-//   exponents are transposed and broadcast to their 32 partitions by a 0/1 matmul (trn2 decodes
-//   them to bf16 values first, in the layout they arrive in: scales_first), and VectorE decodes
-//   codes x scales to bf16 with integer instructions (core::decode_codes). Every code times a
-//   power of two is exact in bf16, so the bf16 matmul loses nothing.
+// - trn1 / trn2 have no e4m3fn or e2m1 type: codes x scales are decoded to bf16 by integer
+//   instructions (core::decode_codes). trn2 decodes where the codes arrive (a block per
+//   partition, each UE8M0 exponent decoded once and read along its 32 codes by a broadcast
+//   access pattern) and transposes the bf16 values, bit-exact on its TensorE (decode_first).
+//   trn1's TensorE is not bit-accurate on NaN / Inf, so it transposes the codes and exponents as
+//   integers, spreads the exponents to their 32 partitions by a 0/1 matmul and decodes after.
+//   Every code times a power of two is exact in bf16, so the bf16 matmul loses nothing.
 // - trn3 multiplies MXFP8 / MXFP4 natively (nc_matmul_mx): x4-packed words on 32 partitions, the
 //   scales in the quadrant's rows. Four consecutive keys of a block go to the four quadrants
 //   (quadrant j holds keys 4c + j), so four row-tiled 32-partition matmuls cover 4 x 128 keys.
@@ -183,10 +184,14 @@ class kernel {
   static constexpr bool mx = tr::mx_matmul && mx_format;       // trn3 MX matmul
   static constexpr bool fp4 = Format::data_type::bits == 4;
   static constexpr bool fp8_operands = per_token && tr::native_e4m3fn;  // trn3 fp8_per_token
-  // The UE8M0 exponents decoded to their bf16 values where they arrive (a row's few bytes per
-  // partition, not one per key element), then transposed and spread as values: needs transposes
-  // exact on NaN (trn2; trn1 transposes and spreads the integers and decodes them per element).
-  static constexpr bool scales_first = mx_format && !mx && tr::exact_pe_transpose;
+  // trn2 decodes the codes where they arrive, a block per partition row, each UE8M0 exponent
+  // decoded once to its bf16 value and read by a broadcast access pattern along its 32 codes,
+  // then transposes the bf16 values, which its TensorE moves bit-exactly (NaN and Inf too): no
+  // exponent transposes, no spreading matmuls, and every decode step reads SBUF, so GpSimd can
+  // take any of them. trn1, whose transposes are not bit-accurate on NaN / Inf, transposes the
+  // integer codes and exponents, spreads the exponents by a 0/1 matmul and decodes after.
+  static constexpr bool decode_first = !mx && !fp8_operands && tr::exact_pe_transpose;
+  static constexpr std::int64_t decode_slots = 2048 / Format::head_dim;  // per decode: 2048 codes
   static constexpr dtype word_type = fp4 ? dtype::fp4x4 : dtype::fp8x4;
   // The matmul operand: x4 words (trn3 MX), fp8 codes (trn3 per-token) or decoded bf16.
   static constexpr dtype operand_type = mx ? word_type : fp8_operands ? dtype::fp8 : dtype::bf16;
@@ -195,6 +200,10 @@ class kernel {
   static constexpr int words = D / mx_pack;           // x4 words per row
   static constexpr int used_scales = Format::blocks;  // exponents of a row's 4-byte field in use
   static constexpr std::int64_t score_step = mx ? mx_pack * quadrant_tile : key_tile;
+  // Prefill accumulates a head's relu scores over four score tiles (one PSUM bank each) per
+  // instruction, and its epilogue casts as many: a quarter of their fixed costs.
+  static constexpr std::int64_t acc_step = Plan::prefill ? 4 * score_step : score_step;
+  static constexpr std::int64_t transpose_group = 4;  // [D, <= 128] transposes per PSUM bank
   // Keys stored in the Neuron-native MX layout (native_paged.hpp): whole blocks by DMA.
   static constexpr bool native = requires { requires Plan::native_mx_layout; };
   static_assert(!native || mx, "mqalogits neuron model: the native MX layout needs trn3 and MX");
@@ -220,15 +229,15 @@ class kernel {
         slots_(mx ? (block_ + mx_pack - 1) / mx_pack * mx_pack : block_),
         // Streaming tiles of constant shape: an overflow is a compile error (fits_sbuf_v /
         // fits_psum_v).
-        relu_(c.template sbuf<shape<dtype::fp32, 128, score_step>>("relu(scores)")),
+        relu_(c.template sbuf<shape<dtype::fp32, 128, acc_step>>("relu(scores)")),
         scores_(c.template psum<shape<dtype::fp32, 128, score_step>, psum_buffers>("scores")) {
     allocate_decode_tiles();
     allocate_key_tiles();
-    tp_ = c_.psum("transpose", 128, 128, dtype::fp32, psum_buffers);
-    logits_ = c_.template sbuf<shape<dtype::fp32, 128, score_step>>("logits");
+    tp_ = c_.psum("transpose", 128, transpose_group * 128, dtype::fp32, psum_buffers);
+    logits_ = c_.template sbuf<shape<dtype::fp32, 128, acc_step>>("logits");
     out_tile_ = output_.type() == dtype::fp32
-                    ? c_.template sbuf<shape<dtype::fp32, 128, score_step>>("logits out")
-                    : c_.template sbuf<shape<dtype::bf16, 128, score_step>>("logits out");
+                    ? c_.template sbuf<shape<dtype::fp32, 128, acc_step>>("logits out")
+                    : c_.template sbuf<shape<dtype::bf16, 128, acc_step>>("logits out");
     valid_.resize(static_cast<std::size_t>(chunk_));
   }
 
@@ -260,7 +269,7 @@ class kernel {
              : fp8_operands ? c_.sbuf("K codes", dtype::fp8, rows_, block_ * db)
                             : c_.sbuf("K bytes", dtype::u8, rows_, block_ * db);
       if constexpr (mx_format) exps_ = c_.sbuf("K scales", dtype::u8, rows_, block_ * sb);
-      if constexpr (scales_first)
+      if constexpr (decode_first && mx_format)
         scale_values_ = c_.sbuf("K scale values", dtype::bf16, rows_, block_ * sb);
     }
     if constexpr (per_token) {
@@ -279,8 +288,11 @@ class kernel {
     } else {
       if constexpr (fp4) codes_ = c_.sbuf("K codes", dtype::u8, rows_, block_ * D);
       kt_ = c_.sbuf("K^T", operand_type, D, chunk_);
-      if constexpr (!fp8_operands) codes_t_ = c_.sbuf("K^T codes", dtype::bf16, D, chunk_);
-      if constexpr (mx_format) {
+      if constexpr (decode_first)
+        decoded_ = c_.sbuf("K decoded", dtype::bf16, rows_, std::min(block_, decode_slots) * D);
+      else if constexpr (!fp8_operands)
+        codes_t_ = c_.sbuf("K^T codes", dtype::bf16, D, chunk_);
+      if constexpr (mx_format && !decode_first) {
         exps_t_ = c_.sbuf("K^T exponents", dtype::bf16, 4, chunk_);
         spread_ = c_.sbuf("exponent spread", dtype::bf16, 4, D);
         // 0/1 matrix spreading exponent row b to the 32 partitions of its scale block (rows of
@@ -289,7 +301,7 @@ class kernel {
         if (c_.computes())
           for (int d = 0; d < D; ++d) spread_.at(d / scale_block, d) = 1.0f;
       }
-      if constexpr (mx_format || per_token)
+      if constexpr ((mx_format && !decode_first) || per_token)
         bcast_ = c_.psum("broadcast", 128, key_tile, dtype::fp32, psum_buffers);
     }
   }
@@ -462,12 +474,18 @@ class kernel {
         codes = window(codes_, 0, r, 0, B * D);
       }
       if constexpr (per_token) c_.flip_signs(codes, window(k_scale_, 0, r, 0, B), D);
-      if constexpr (scales_first)
-        c_.decode_scales(window(scale_values_, 0, r, 0, B * sb), window(exps_, 0, r, 0, B * sb));
-      transpose_codes(
-          codes, mx_format ? (scales_first ? &scale_values_ : &exps_) : nullptr, r, B,
-          fp8_operands ? kt_ : codes_t_, [&](std::int64_t s) { return s; }, B);
-      if constexpr (!fp8_operands) decode_operand(kt_, r * B);
+      if constexpr (decode_first) {
+        if constexpr (mx_format)
+          c_.decode_scales(window(scale_values_, 0, r, 0, B * sb), window(exps_, 0, r, 0, B * sb));
+        decode_transpose(
+            codes, r, B, kt_, [&](std::int64_t s) { return s; }, B,
+            mx_format ? &scale_values_ : nullptr, decoded_);
+      } else {
+        transpose_codes(
+            codes, mx_format ? &exps_ : nullptr, r, B, fp8_operands ? kt_ : codes_t_,
+            [&](std::int64_t s) { return s; }, B);
+        if constexpr (!fp8_operands) decode_operand(kt_, r * B);
+      }
     }
   }
 
@@ -534,20 +552,29 @@ class kernel {
     }
   }
 
-  // codes [np, S x D] (integers, or fp8 values on trn3) and, for MX formats, exponents or their
-  // values (scales_first) [np, S x 4] into dst [D, ...] (and exps_t_ [4, ...]): row p of slot s to
+  // codes [np, S x D] (integers, bf16 values or fp8 values on trn3) and, for MX formats,
+  // exponents [np, S x 4] into dst [D, ...] (and exps_t_ [4, ...]): row p of slot s to
   // column first(s) + p x step.
   template <class First>
   void transpose_codes(const window& codes, tile* exps, int np, std::int64_t S, tile& dst,
                        First first, std::int64_t step, std::int64_t exps_slot0 = 0) {
-    for (std::int64_t s = 0; s < S; ++s) {
-      c_.transpose(window(tp_, 0, D, 0, np), window(*codes.t, 0, np, codes.c0 + s * D, D));
-      c_.copy(window(dst, 0, D, first(s), np, step), window(tp_, 0, D, 0, np), copy_engine(np));
+    for (std::int64_t s = 0; s < S;) {
+      // Slots whose columns in dst follow one another transpose side by side into one PSUM bank
+      // and leave it in one copy (fewer fixed costs).
+      std::int64_t g = 1;
+      if (!exps && step == 1)
+        while (g < transpose_group && s + g < S && first(s + g) == first(s) + g * np) ++g;
+      for (std::int64_t j = 0; j < g; ++j)
+        c_.transpose(window(tp_, 0, D, j * np, np),
+                     window(*codes.t, 0, np, codes.c0 + (s + j) * D, D));
+      c_.copy(window(dst, 0, D, first(s), g * np, step), window(tp_, 0, D, 0, g * np),
+              copy_engine(g * np));
       if (exps) {
         c_.transpose(window(tp_, 0, sb, 0, np), window(*exps, 0, np, (exps_slot0 + s) * sb, sb));
         c_.copy(window(exps_t_, 0, sb, first(s), np, step), window(tp_, 0, sb, 0, np),
                 copy_engine(np));
       }
+      s += g;
     }
   }
 
@@ -562,10 +589,31 @@ class kernel {
         // Only the rows of the exponents in use: 0 x NaN would spread an unused byte's NaN.
         c_.matmul(spread, window(spread_, 0, used_scales, 0, D),
                   window(exps_t_, 0, used_scales, c0, m), matmul_kind::broadcast);
-        c_.template decode_codes<Format>(out, codes, &spread, scales_first);
+        c_.template decode_codes<Format>(out, codes, {.exps = &spread});
       } else {
-        c_.template decode_codes<Format>(out, codes, nullptr);
+        c_.template decode_codes<Format>(out, codes);
       }
+    }
+  }
+
+  // codes [np, S x D] decoded to bf16 (times their scales: values [np, S x 4], if any), a group
+  // of decode_slots slots at a time in `decoded` [np, >= decode_slots x D], and transposed into
+  // dst [D, ...]: row p of slot s to column first(s) + p x step (decode_first).
+  template <class First>
+  void decode_transpose(const window& codes, int np, std::int64_t S, tile& dst, First first,
+                        std::int64_t step, tile* values, tile& decoded) {
+    for (std::int64_t s0 = 0; s0 < S; s0 += decode_slots) {
+      const std::int64_t n = std::min(decode_slots, S - s0);
+      const window dec(decoded, 0, np, 0, n * D);
+      const window part(*codes.t, codes.p0, np, codes.c0 + s0 * D, n * D);
+      if (values) {
+        const window v(*values, 0, np, s0 * sb, n * sb);
+        c_.template decode_codes<Format>(dec, part, {.values = &v, .row = D, .per_row = sb});
+      } else {
+        c_.template decode_codes<Format>(dec, part);
+      }
+      transpose_codes(
+          dec, nullptr, np, n, dst, [&](std::int64_t s) { return first(s0 + s); }, step);
     }
   }
 
@@ -683,20 +731,24 @@ class kernel {
     if constexpr (fp8_operands) {
       transpose_codes(
           codes, nullptr, np, S, qt, [&](std::int64_t s) { return s * stride; }, 1);
-    } else {
-      tile* q_exps = mx_format ? &exps : nullptr;
+    } else if constexpr (decode_first) {
       tile values;
-      if constexpr (scales_first) {
+      if constexpr (mx_format) {
         values = c_.sbuf("Q scale values", dtype::bf16, np, S * sb);
         c_.decode_scales(window(values), window(exps, 0, np, 0, S * sb));
-        q_exps = &values;
       }
+      tile decoded = c_.sbuf("Q decoded", dtype::bf16, np, std::min(S, decode_slots) * D);
+      decode_transpose(
+          codes, np, S, qt, [&](std::int64_t s) { return s * stride; }, 1,
+          mx_format ? &values : nullptr, decoded);
+    } else {
       // The Q codes pass through codes_t_ / exps_t_ (free between key chunks).
       for (std::int64_t s0 = 0; s0 < S; s0 += chunk_ / stride) {
         const std::int64_t n = std::min(S - s0, chunk_ / stride);
         const window part(*codes.t, 0, np, s0 * D, n * D);
         transpose_codes(
-            part, q_exps, np, n, codes_t_, [&](std::int64_t s) { return s * stride; }, 1, s0);
+            part, mx_format ? &exps : nullptr, np, n, codes_t_,
+            [&](std::int64_t s) { return s * stride; }, 1, s0);
         tile piece = c_.sbuf("Q^T piece", dtype::bf16, D, n * stride);
         decode_operand(piece, n * stride);
         c_.copy(window(qt, 0, D, s0 * stride, n * stride), window(piece));
@@ -742,32 +794,38 @@ class kernel {
     load_prefill_q(item.row_begin, item.row_end);
     const int r = static_cast<int>(R), rs = static_cast<int>(pq_.stride);
     const std::int64_t kcols = mx ? (nk + mx_pack - 1) / mx_pack : nk;
-    const std::int64_t step = mx ? quadrant_tile : key_tile;
-    for (std::int64_t c0 = 0; c0 < kcols; c0 += step) {
-      const std::int64_t n = std::min(step, kcols - c0), keys = mx ? mx_pack * n : n;
-      const std::int64_t first = mx ? mx_pack * c0 : c0;  // the tile's first key in the chunk
-      const window acc(logits_, 0, r, 0, keys);
+    const std::int64_t step = mx ? quadrant_tile : key_tile;  // K^T columns of a score tile
+    const std::int64_t group = step * (acc_step / score_step);
+    auto keys_of = [&](std::int64_t cols) { return mx ? mx_pack * cols : cols; };
+    for (std::int64_t g0 = 0; g0 < kcols; g0 += group) {
+      const std::int64_t gn = std::min(group, kcols - g0), gkeys = keys_of(gn);
+      const std::int64_t first = keys_of(g0);  // the group's first key in the chunk
+      const window acc(logits_, 0, r, 0, gkeys);
       for (std::int64_t h = 0; h < heads_; ++h) {
-        if constexpr (mx) {
-          for (int j = 0; j < mx_pack; ++j) {
-            const int q0 = j * mx_quadrant;
-            const window s(scores_, 0, rs, j * quadrant_tile, n);
-            c_.matmul_mx(s, window(pq_.qt, q0, mx_quadrant, h * rs, rs),
-                         window(pq_.qsc, q0, sb, h * rs, rs), window(kt_, q0, mx_quadrant, c0, n),
-                         window(kt_scales_, q0, sb, c0, n));
+        for (std::int64_t c0 = g0; c0 < g0 + gn; c0 += step) {
+          const std::int64_t n = std::min(step, g0 + gn - c0), keys = keys_of(n);
+          const std::int64_t at = keys_of(c0 - g0);  // its relu scores' column in the group
+          if constexpr (mx) {
+            for (int j = 0; j < mx_pack; ++j) {
+              const int q0 = j * mx_quadrant;
+              const window sc(scores_, 0, rs, j * quadrant_tile, n);
+              c_.matmul_mx(sc, window(pq_.qt, q0, mx_quadrant, h * rs, rs),
+                           window(pq_.qsc, q0, sb, h * rs, rs), window(kt_, q0, mx_quadrant, c0, n),
+                           window(kt_scales_, q0, sb, c0, n));
+            }
+            // Quadrant j holds keys 4c + j: one relu evacuation of the four, in key order.
+            c_.activation_2d(window(relu_, 0, r, at, 1), mx_pack, 1, window(scores_, 0, r, 0, 1),
+                             quadrant_tile, mx_pack, n, activation_fn::relu, relu_engine(keys));
+          } else {
+            const window sc(scores_, 0, r, 0, n);
+            c_.matmul(sc, window(pq_.qt, 0, D, h * rs, r), window(kt_, 0, D, c0, n));
+            c_.activation(window(relu_, 0, r, at, n), sc, activation_fn::relu, nullptr,
+                          relu_engine(keys));
           }
-          // Quadrant j holds keys 4c + j: one relu evacuation of the four, in key order.
-          c_.activation_2d(window(relu_, 0, r, 0, 1), mx_pack, 1, window(scores_, 0, r, 0, 1),
-                           quadrant_tile, mx_pack, n, activation_fn::relu, relu_engine(keys));
-        } else {
-          const window s(scores_, 0, r, 0, n);
-          c_.matmul(s, window(pq_.qt, 0, D, h * rs, r), window(kt_, 0, D, c0, n));
-          c_.activation(window(relu_, 0, r, 0, n), s, activation_fn::relu, nullptr,
-                        relu_engine(keys));
         }
         const write_mode mode = h == 0 ? write_mode::overwrite : write_mode::accumulate;
-        c_.scale_add(acc, window(relu_, 0, r, 0, keys), window(pq_.w, 0, r, h, 1), mode,
-                     accumulate_engine(keys, mode));
+        c_.scale_add(acc, window(relu_, 0, r, 0, gkeys), window(pq_.w, 0, r, h, 1), mode,
+                     accumulate_engine(gkeys, mode));
       }
       if constexpr (per_token) apply_key_scales(acc, r, first);
       epilogue(acc, item.row_begin, R, k0 + first, first);
@@ -822,10 +880,13 @@ class kernel {
   // acc [rows, n] *= |K scale| of its columns: the scale row broadcast to the rows by a matmul
   // with a ones stationary.
   void apply_key_scales(const window& acc, int rows, std::int64_t c0) {
-    const window b(bcast_, 0, rows, 0, acc.nc);
-    c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, c0, acc.nc),
-              matmul_kind::broadcast);
-    c_.multiply_abs(acc, acc, b);
+    for (std::int64_t i = 0; i < acc.nc; i += key_tile) {  // a PSUM bank of the row at a time
+      const std::int64_t n = std::min(key_tile, acc.nc - i);
+      const window b(bcast_, 0, rows, 0, n), part(*acc.t, acc.p0, rows, acc.c0 + i, n);
+      c_.matmul(b, window(ones_, 0, 1, 0, rows), window(k_scale_row_, 0, 1, c0 + i, n),
+                matmul_kind::broadcast);
+      c_.multiply_abs(part, part, b);
+    }
   }
 
   // ---- decode: heads on PSUM partitions ----
@@ -1266,8 +1327,8 @@ class kernel {
   std::int64_t heads_, block_, chunk_, rows_, slots_;
   tile relu_, scores_, head_;
   tile relu_chunk_, out_part_, mask_;  // decode: the keys-on-partitions head sum and epilogue
-  tile raw_, exps_, scale_values_, codes_, k_scale_, k_scale_row_, ones_, kt_, kt_scales_, stage_,
-      tpx_;
+  tile raw_, exps_, scale_values_, decoded_, codes_, k_scale_, k_scale_row_, ones_, kt_, kt_scales_,
+      stage_, tpx_;
   tile stage_words_;  // trn3 MX rows of fewer than 32 words, padded to a quadrant
   tile codes_t_, exps_t_, spread_, bcast_, tp_, logits_, out_tile_;
   struct {
