@@ -90,19 +90,28 @@ struct window {
   tile* t = nullptr;
   int p0 = 0, np = 0;
   std::int64_t c0 = 0, nc = 0, step = 1;
+  // A two-level pattern (run > 0): runs of `run` elements `step` apart, run r starting at
+  // c0 + r x run_step (a second free dimension of the access pattern).
+  std::int64_t run = 0, run_step = 0;
 
   window() = default;
   window(tile& x) : t(&x), np(x.partitions()), nc(x.free()) {}  // NOLINT: the whole tile
   window(tile& x, int p0_, int np_, std::int64_t c0_, std::int64_t nc_, std::int64_t step_ = 1)
       : t(&x), p0(p0_), np(np_), c0(c0_), nc(nc_), step(step_) {}
+  window(tile& x, int p0_, int np_, std::int64_t c0_, std::int64_t nc_, std::int64_t step_,
+         std::int64_t run_, std::int64_t run_step_)
+      : t(&x), p0(p0_), np(np_), c0(c0_), nc(nc_), step(step_), run(run_), run_step(run_step_) {}
   dtype type() const { return t->type(); }
   memory space() const { return t->space(); }
-  float& at(std::int64_t p, std::int64_t c, int j = 0) const {
-    return t->at(p0 + p, c0 + c * step, j);
+  std::int64_t column(std::int64_t c) const {
+    return run > 0 ? c0 + c % run * step + c / run * run_step : c0 + c * step;
   }
+  float& at(std::int64_t p, std::int64_t c, int j = 0) const { return t->at(p0 + p, column(c), j); }
   bool inside() const {
-    return t && np >= 1 && nc >= 1 && step >= 0 && p0 + np <= t->partitions() &&
-           c0 + (nc - 1) * step < t->free();
+    const bool shape = run == 0 || (run_step >= 0 && nc % run == 0);
+    return t && np >= 1 && nc >= 1 && step >= 0 && shape && p0 + np <= t->partitions() &&
+           column(0) >= 0 && column(nc - 1) < t->free() &&
+           (run == 0 || column(run - 1) < t->free());
   }
 };
 

@@ -559,15 +559,16 @@ class kernel {
   void transpose_codes(const window& codes, tile* exps, int np, std::int64_t S, tile& dst,
                        First first, std::int64_t step, std::int64_t exps_slot0 = 0) {
     for (std::int64_t s = 0; s < S;) {
-      // Slots whose columns in dst follow one another transpose side by side into one PSUM bank
-      // and leave it in one copy (fewer fixed costs).
+      // Slots whose columns in dst start evenly apart transpose side by side into one PSUM bank
+      // and leave it in one copy (a two-level access pattern: fewer fixed costs).
       std::int64_t g = 1;
-      if (!exps && step == 1)
-        while (g < transpose_group && s + g < S && first(s + g) == first(s) + g * np) ++g;
+      const std::int64_t apart = s + 1 < S ? first(s + 1) - first(s) : 0;
+      if (!exps)
+        while (g < transpose_group && s + g < S && first(s + g) == first(s) + g * apart) ++g;
       for (std::int64_t j = 0; j < g; ++j)
         c_.transpose(window(tp_, 0, D, j * np, np),
                      window(*codes.t, 0, np, codes.c0 + (s + j) * D, D));
-      c_.copy(window(dst, 0, D, first(s), g * np, step), window(tp_, 0, D, 0, g * np),
+      c_.copy(window(dst, 0, D, first(s), g * np, step, np, apart), window(tp_, 0, D, 0, g * np),
               copy_engine(g * np));
       if (exps) {
         c_.transpose(window(tp_, 0, sb, 0, np), window(*exps, 0, np, (exps_slot0 + s) * sb, sb));
