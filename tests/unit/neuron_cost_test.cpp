@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <numeric>
 #include <regex>
@@ -19,6 +19,7 @@
 
 #include "../../examples/09_neuron_schedule/shapes.hpp"
 #include "reference/random_inputs.hpp"
+#include "reference/reference.hpp"
 
 namespace ml = mqalogits;
 namespace nb = ml::neuron_backend;
@@ -364,29 +365,19 @@ TEST_CASE("neuron model: trn1's TensorE transpose refuses NaN, trn2's takes it",
 
 namespace {
 
-// OCP e4m3fn and e2m1 values and UE8M0 scales by their definitions, independently of the model.
+// The reference's OCP decoders (written from the bit layouts, not from the library's tables).
 float e4m3fn(int b) {
-  const int e = (b >> 3) & 15, m = b & 7;
-  const float mag = e == 15 && m == 7 ? std::numeric_limits<float>::quiet_NaN()
-                    : e == 0          ? std::ldexp(static_cast<float>(m), -9)
-                                      : std::ldexp(1.0f + static_cast<float>(m) / 8, e - 7);
-  return b & 0x80 ? -mag : mag;
+  return static_cast<float>(ref::e4m3(static_cast<std::uint8_t>(b)));
 }
 float e2m1(int n) {
-  const int e = (n >> 1) & 3, m = n & 1;
-  const float mag =
-      e == 0 ? 0.5f * static_cast<float>(m) : std::ldexp(1.0f + static_cast<float>(m) / 2, e - 1);
-  return n & 8 ? -mag : mag;
+  return static_cast<float>(ref::e2m1(static_cast<std::uint8_t>(n)));
 }
 float ue8m0(int s) {
-  return s == 255 ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, s - 127);
+  return static_cast<float>(ref::ue8m0(static_cast<std::uint8_t>(s)));
 }
 // A bf16 bit pattern's value.
 float bf16_value(std::uint32_t bits) {
-  const std::uint32_t w = bits << 16;
-  float f;
-  std::memcpy(&f, &w, sizeof f);
-  return f;
+  return std::bit_cast<float>(bits << 16);
 }
 float as_bf16(float v) {
   return ml::to_float(ml::from_float<ml::bf16>(v));

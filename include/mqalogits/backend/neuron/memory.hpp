@@ -107,11 +107,10 @@ struct window {
     return run > 0 ? c0 + c % run * step + c / run * run_step : c0 + c * step;
   }
   float& at(std::int64_t p, std::int64_t c, int j = 0) const { return t->at(p0 + p, column(c), j); }
-  bool inside() const {
+  bool inside() const {  // strides are non-negative: the first and last elements bound it
     const bool shape = run == 0 || (run_step >= 0 && nc % run == 0);
     return t && np >= 1 && nc >= 1 && step >= 0 && shape && p0 + np <= t->partitions() &&
-           column(0) >= 0 && column(nc - 1) < t->free() &&
-           (run == 0 || column(run - 1) < t->free());
+           column(0) >= 0 && column(nc - 1) < t->free();
   }
 };
 
