@@ -74,7 +74,7 @@ struct tile {
   static constexpr std::int64_t keys = hb::key_tile + 64;
   std::vector<unsigned char> valid = std::vector<unsigned char>(keys), compact = valid;
   std::vector<float> f32 = std::vector<float>(keys * 128), i8_scales = std::vector<float>(keys * 4),
-                     fold_scales = std::vector<float>(keys), bf16_scales = fold_scales;
+                     fold_scales = std::vector<float>(keys * 5), bf16_scales = fold_scales;
   std::vector<std::uint8_t> i8 = std::vector<std::uint8_t>(keys * 128), fold = i8;
   std::vector<std::uint32_t> bf16 = std::vector<std::uint32_t>(keys * 64);
   ml::host_abi::tile_buffers buffers() {

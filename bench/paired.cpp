@@ -154,6 +154,22 @@ kernel paged_sparse() {
           }};
 }
 
+// The one-thread FMA peak. With more threads, timed on each thread of the pool at once (in its
+// own CPU seconds) and averaged: so the peak is what one thread reaches while the others run too,
+// and the pool's workers are awake when the call's timing starts. Timed on the calling thread
+// alone, the peak left the second vCPU of a 2-vCPU guest idle for ~10 ms before each batch of
+// calls, and the host then took milliseconds to run it again: short two-thread calls read
+// slower than one thread (paged 1 x 1 x 1024 at 0.7-0.9x).
+double peak_gflops(ml::thread_pool& pool, int threads) {
+  if (threads == 1) return fma_peak_gflops();
+  std::vector<double> each(static_cast<std::size_t>(threads));
+  auto time_one = [&](std::int64_t t) { each[static_cast<std::size_t>(t)] = fma_peak_gflops(); };
+  pool.parallel_for(threads, time_one);
+  double sum = 0;
+  for (const double p : each) sum += p;
+  return sum / threads;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -161,22 +177,25 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-// [rounds] [shape filter] [threads]: with one thread the call runs on the calling thread and is
-// timed in its CPU seconds; with more, on a pool of that many, timed on the wall clock against
-// that many times the one-thread peak.
+// [rounds] [shape filter] [threads] [spin]: with one thread the call runs on the calling thread
+// and is timed in its CPU seconds; with more, on a pool of that many, timed on the wall clock
+// against that many times the one-thread peak. spin: microseconds the pool's workers poll for
+// the next call before they sleep (thread_pool's spin; 0, the default, sleeps at once).
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 9;
   const std::string only = argc > 2 ? argv[2] : "";
   const int threads = argc > 3 ? std::max(1, std::atoi(argv[3])) : 1;
+  const int spin = argc > 4 ? std::max(0, std::atoi(argv[4])) : 0;
   if (std::string(ml::host_isa_name()).rfind("avx", 0) != 0) {
     std::printf("mqalogits_paired: the host path is %s; the peak loops need AVX2 + FMA\n",
                 ml::host_isa_name());
     return 0;
   }
-  std::printf("host path %s, input scales %s, %d thread%s, %d rounds, peak = %s chains\n",
-              ml::host_isa_name(), bench::row_scales() ? "row" : "block", threads,
-              threads > 1 ? "s" : "", rounds, peak_instruction());
-  ml::thread_pool pool(threads);
+  std::printf(
+      "host path %s, input scales %s, %d thread%s (spin %d us), %d rounds, peak = %s chains\n",
+      ml::host_isa_name(), bench::row_scales() ? "row" : "block", threads, threads > 1 ? "s" : "",
+      spin, rounds, peak_instruction());
+  ml::thread_pool pool(threads, std::chrono::microseconds{spin});
   ml::options opt;
   if (threads > 1) opt.executor = pool;
   const auto seconds = threads > 1 ? &wall_seconds : &cpu_seconds;
@@ -250,15 +269,15 @@ int main(int argc, char** argv) {
     std::vector<double> r8, r4, g8, g4;  // % of the peak, GFLOP/s
     double top = 0;
     for (int r = 0; r < rounds; ++r) {
-      const double p0 = fma_peak_gflops();
+      const double p0 = peak_gflops(pool, threads);
       double t = seconds();
       for (int i = 0; i < n8; ++i) k8.run(opt);
       const double t8 = (seconds() - t) / n8;
-      const double p1 = fma_peak_gflops();
+      const double p1 = peak_gflops(pool, threads);
       t = seconds();
       for (int i = 0; i < n4; ++i) k4.run(opt);
       const double t4 = (seconds() - t) / n4;
-      const double p2 = fma_peak_gflops();
+      const double p2 = peak_gflops(pool, threads);
       top = std::max({top, p0, p1, p2});
       r8.push_back(k8.flop / t8 / 1e9 / (threads * (p0 + p1) / 2));
       r4.push_back(k4.flop / t4 / 1e9 / (threads * (p1 + p2) / 2));

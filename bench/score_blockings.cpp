@@ -3,13 +3,14 @@
 // 100 passes, best of 5, in % of the fp32 FMA peak timed in the same process (FLOP = 2 x H x
 // 128 per key). The inputs' values do not matter to the timing; the layouts are the library's.
 // Runs the widest compiled path (isa_best): -march=native, or e.g. -mavx2 -mfma -mf16c. On the
-// AVX2 path without VNNI, rows "int8r" time an experimental shorter epilogue of the per-block
-// int8 kernel (relative_chunk below).
+// AVX2 path without VNNI, rows "rel" time the relative int8 kernel (the per-block one with a
+// shorter epilogue, which that path runs for MXFP4 rows in its range).
 //
 //   build/bench/mqalogits_score_blockings
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include <mqalogits/mqalogits.hpp>
@@ -90,59 +91,23 @@ double i8_blocking(int heads) {
 }
 
 #if !defined(MQALOGITS_HOST_AVX512) && !defined(MQALOGITS_HOST_VNNI256)  // (isa_best: avx2)
-#define MQALOGITS_BENCH_RELATIVE_EPILOGUE 1
-// An experiment, not the library's kernel: the per-block int8 kernel with a shorter epilogue.
-// Each key block's int16 sums are widened by vpmaddwd against the block's scale relative to its
-// key row's smallest (2^d in both int16 halves; d <= 9 keeps the int32 sum and its conversion
-// exact), then one multiply-add by the query's block scale; the key row's base scale multiplies
-// the row's result once. Three vector instructions per key and block instead of five (the
-// widening by ones, conversion, scale product, cap, multiply-add). The library would also need
-// a fallback for rows whose exponents spread wider, and for scales whose product overflows.
+#define MQALOGITS_BENCH_RELATIVE 1
+// The relative int8 path (MXFP4 where the per-block kernel sums in int16: no VNNI) at
+// HeadVectors x Keys: the per-block kernel with its shorter epilogue (microkernel.hpp's
+// i8_rel_path), keys with block multipliers 1, 2, 4, 8 and base scale 2.
 template <int HeadVectors, int Keys>
-void relative_chunk(const ml::host_abi::i8_query& q, int v0, const std::uint8_t* codes,
-                    const std::int32_t* mult, I::vf (&part)[Keys]) {
-  using vf = I::vf;
-  using vi = I::vi;
-  constexpr int L = I::lanes, blocks = D / 32, steps = 8;
-  const int stride = q.padded_heads;
-  vf f[HeadVectors][Keys];
-  hb::fill_tile(f, [](int) { return I::zero(); });
-  for (int b = 0; b < blocks; ++b) {
-    vi acc[HeadVectors][Keys];
-    const std::int32_t* qd = q.data + b * steps * stride + v0 * steps * L;
-    const std::uint8_t* kd = codes + b * 32;
-    hb::fill_tile(acc, [&](int j) { return I::loadi(q.start + b * stride + (v0 + j) * L); });
-    hb::accumulate_tile(
-        acc, steps, [&](int s, int j) { return I::loadi(qd + (j * steps + s) * L); },
-        [&](int s, int i) { return I::broadcast4(kd + i * D + 4 * s); },
-        [](vi a, vi qv, vi kv) { return I::dot4_int16(a, kv, qv); });
-    for (int j = 0; j < HeadVectors; ++j) {
-      const vf qs = I::load(q.scale + b * stride + (v0 + j) * L);
-      for (int i = 0; i < Keys; ++i)
-        f[j][i] = I::fma(
-            I::to_float(_mm256_madd_epi16(acc[j][i], _mm256_set1_epi32(mult[i * blocks + b]))), qs,
-            f[j][i]);
-    }
-  }
-  hb::add_weighted_relu<I, HeadVectors, Keys>(
-      q.heads, q.w, v0, [&](int j, int i) { return f[j][i]; }, part);
-}
-
-template <int HeadVectors, int Keys>
-double i8_relative_blocking(int heads) {
+double i8_rel_blocking(int heads) {
   i8_inputs in(heads, Keys);
-  std::vector<std::int32_t> mult(static_cast<std::size_t>((in.n + 16) * 4));
-  for (std::size_t i = 0; i < mult.size(); ++i) mult[i] = 0x00010001 << (i % 4);
-  const std::vector<float> base(static_cast<std::size_t>(in.n + 16), 2.0f);
+  constexpr int words = hb::i8_compact_scale_words<D>;
+  std::vector<float> key_words(static_cast<std::size_t>((in.n + 16) * words), 2.0f);
+  for (int t = 0; t < in.n + 16; ++t)
+    for (int b = 0; b < D / 32; ++b) {
+      const std::int32_t m = 0x00010001 << b;
+      std::memcpy(&key_words[static_cast<std::size_t>(t * words + b)], &m, 4);
+    }
   return per_key<Keys>(in.n, 100, in.out, [&](int t, float* o) {
-    I::vf part[Keys];
-    for (auto& p : part) p = I::zero();
-    const int head_vectors = in.padded / I::lanes;  // (a multiple of HeadVectors here)
-    for (int v = 0; v < head_vectors; v += HeadVectors)
-      relative_chunk<HeadVectors, Keys>(in.q, v, in.codes.data() + t * D, mult.data() + t * 4,
-                                        part);
-    for (int i = 0; i < Keys; ++i)
-      o[i] = I::reduce(part[i]) * base[static_cast<std::size_t>(t + i)];
+    hb::score_keys<I, hb::i8_rel_path<D>, HeadVectors, Keys>(
+        in.q, {in.codes.data() + t * D, key_words.data() + t * words}, o);
   });
 }
 #endif
@@ -166,9 +131,10 @@ int main() {
     print("int8", "1 x 4", heads, i8_blocking<1, 4>(heads));
     print("int8", "1 x 6", heads, i8_blocking<1, 6>(heads));
     print("int8", "1 x 8", heads, i8_blocking<1, 8>(heads));
-#if defined(MQALOGITS_BENCH_RELATIVE_EPILOGUE)
-    print("int8r", "1 x 6", heads, i8_relative_blocking<1, 6>(heads));
-    print("int8r", "2 x 3", heads, i8_relative_blocking<2, 3>(heads));
+#if defined(MQALOGITS_BENCH_RELATIVE)
+    print("rel", "1 x 6", heads, i8_rel_blocking<1, 6>(heads));
+    print("rel", "2 x 3", heads, i8_rel_blocking<2, 3>(heads));
+    print("rel", "2 x 4", heads, i8_rel_blocking<2, 4>(heads));
 #endif
   }
 }

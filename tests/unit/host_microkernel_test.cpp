@@ -564,16 +564,23 @@ void check_fold_decoders() {
   }
 }
 
-// The folded kernel against the per-block one, bit for bit, through the whole driver: key t
-// and key t + 1 hold the same codes and the same values, their last block all zeros; key t's
-// zero block has an exponent in the row's range (it folds), key t + 1's one 4 above the others
-// (it never folds, and the zeros make the scale immaterial). So both give the same logits
-// whichever path computed them, and groups mix folded and per-block keys. Query rows likewise:
-// row 2r folds, row 2r + 1 does not; and a second round where every row folds (the tiles then
-// skip the per-block form of folded keys, which mixed groups still run through).
+// The compact int8 kernel (folded, or relative on paths that sum blocks in int16) against the
+// per-block one, bit for bit, through the whole driver: key t and key t + 1 hold the same codes
+// and the same values, their last block all zeros; key t's zero block has an exponent in the
+// row's range (it has the compact form), key t + 1's one that keeps it out (4 above the others
+// for folding, 15 for the relative form; the zeros make the scale immaterial). So both give the
+// same logits whichever path computed them, and groups mix compact and per-block keys. Query
+// rows likewise: row 2r has the compact form, row 2r + 1 does not (a block exponent 124 keeps
+// it from folding, 200 from the relative range); and a second round where every row has it
+// (the tiles then skip the per-block form of compact keys, which mixed groups still run
+// through).
 template <class I>
 void check_fold_against_per_block() {
   INFO(isa_label<I>());
+  constexpr bool relative = hb::relative_rows<I>;
+  auto compact_key = [](const std::uint8_t* sc) {
+    return relative ? hb::rel_exponent(sc) >= 0 : hb::fold_exponent(sc, hb::fold_spread) >= 0;
+  };
   std::mt19937_64 rng(23);
   for (const bool every_row_folds : {false, true})
     for (const std::int64_t H : {1, 5, 16, 20, 64}) {
@@ -591,7 +598,7 @@ void check_fold_against_per_block() {
             const auto e = static_cast<std::uint8_t>(120 + (b + h) % 3);
             qs[(r * H + h) * 4 + b] = e;
             qs[((r + 1) * H + h) * 4 + b] =
-                b == 3 && !every_row_folds ? static_cast<std::uint8_t>(124) : e;
+                b == 3 && !every_row_folds ? static_cast<std::uint8_t>(relative ? 200 : 124) : e;
           }
         }
       for (std::int64_t t = 0; t < N; t += 2) {
@@ -603,10 +610,11 @@ void check_fold_against_per_block() {
           kscale[(t + 1) * 4 + b] = e;
         }
         kscale[(t + 1) * 4 + 3] = static_cast<std::uint8_t>(
-            *std::min_element(kscale.begin() + (t + 1) * 4, kscale.begin() + (t + 1) * 4 + 3) + 4);
+            *std::min_element(kscale.begin() + (t + 1) * 4, kscale.begin() + (t + 1) * 4 + 3) +
+            (relative ? 15 : 4));
       }
-      CHECK(hb::fold_exponent(kscale.data() + 8, hb::fold_spread) >= 0);
-      CHECK(hb::fold_exponent(kscale.data() + 12, hb::fold_spread) < 0);
+      CHECK(compact_key(kscale.data() + 8));
+      CHECK_FALSE(compact_key(kscale.data() + 12));
       std::vector<float> wf(num_q * H);
       for (auto& x : wf) x = static_cast<float>(static_cast<int>(rng() % 17) - 8) / 8.0f;
       for (std::int64_t r = 0; r < num_q; r += 2)  // row pairs share their weights too
@@ -634,6 +642,129 @@ void check_fold_against_per_block() {
                                        std::span<const std::int32_t>(ke), N);
       CHECK(check::against(out, expected) == "");
     }
+}
+
+// ---- MXFP4 relative form (paths whose per-block kernel sums in int16) ----
+
+// I's relative decoders: a key row has the form when its block exponents lie in [rel_min_scale,
+// rel_max_scale] within rel_spread of their minimum; it keeps the per-block codes, and its words
+// are the multipliers 2^(e_b - e_min) in both int16 halves, then the base scale 2^(e_min - 127).
+// A query row has it when every head's exponents lie in the range: the per-block form itself.
+template <class I>
+void check_rel_decoders() {
+  INFO(isa_label<I>());
+  std::mt19937_64 rng(19);
+  const std::uint8_t patterns[][4] = {
+      {127, 127, 127, 127}, {100, 114, 107, 100}, {100, 115, 107, 100}, {87, 90, 101, 87},
+      {86, 90, 91, 92},     {167, 160, 153, 167}, {168, 160, 160, 160}, {127, 127, 255, 127},
+      {0, 0, 0, 0},         {254, 250, 250, 250}, {153, 167, 160, 155}};
+  for (const auto& sc : patterns) {
+    const int lo = *std::min_element(sc, sc + 4), hi = *std::max_element(sc, sc + 4);
+    const bool has = lo >= hb::rel_min_scale && hi <= hb::rel_max_scale && hi - lo <= 14;
+    INFO("scales " << int(sc[0]) << " " << int(sc[1]) << " " << int(sc[2]) << " " << int(sc[3]));
+    CHECK((hb::rel_exponent(sc) >= 0) == has);
+    std::uint8_t packed[64];
+    for (auto& b : packed) b = static_cast<std::uint8_t>(rng() % 256);
+    std::uint8_t got[128], want[128];
+    float words[5] = {-1, -1, -1, -1, -1}, ks[4];
+    REQUIRE(hb::decode_key_i8_rel<I>(packed, sc, got, words) == has);
+    if (!has) continue;
+    hb::decode_key_i8<I>(packed, sc, want, ks);
+    CHECK(std::memcmp(got, want, sizeof got) == 0);
+    for (int b = 0; b < 4; ++b) {
+      std::int32_t m;
+      std::memcpy(&m, words + b, 4);
+      CHECK(m == (1 << (sc[b] - lo)) * 0x00010001);
+    }
+    CHECK(same_float(words[4], ml::ue8m0_values[lo]));
+  }
+  // Query rows: every head in the range (also without scales: 1), or one block out of it.
+  const int heads = 3, hp = (heads + I::lanes - 1) / I::lanes * I::lanes;
+  std::vector<std::uint8_t> qd(heads * 64), qs(heads * 4);
+  for (auto& b : qd) b = static_cast<std::uint8_t>(rng() % 256);
+  for (const int odd : {87, 167, 86, 168, 255}) {
+    for (int i = 0; i < heads * 4; ++i) qs[i] = static_cast<std::uint8_t>(100 + 5 * i);
+    qs[7] = static_cast<std::uint8_t>(odd);
+    for (const bool scaled : {true, false}) {
+      const ml::rows_view<ml::mxfp4> q(qd.data(), scaled ? qs.data() : nullptr, heads);
+      std::vector<std::int32_t> data(32 * hp, -1), start(4 * hp, -1), data2 = data, start2 = start;
+      std::vector<float> scale(4 * hp, -1.0f), scale2 = scale;
+      const bool has =
+          hb::decode_q_i8_rel<I>(q, 0, heads, hp, data.data(), start.data(), scale.data());
+      INFO("odd exponent " << odd << (scaled ? "" : ", no scales"));
+      REQUIRE(has == (!scaled || (odd >= hb::rel_min_scale && odd <= hb::rel_max_scale)));
+      if (!has) continue;
+      hb::decode_q_i8<I>(q, 0, heads, hp, data2.data(), start2.data(), scale2.data());
+      CHECK(data == data2);
+      CHECK(start == start2);
+      for (std::size_t i = 0; i < scale.size(); ++i) CHECK(same_float(scale[i], scale2[i]));
+    }
+  }
+}
+
+// The relative kernel against the per-block one, bit for bit, at the blocking the path picks for
+// each head count: random codes, and keys whose codes are all +6 or all -6 (a block's largest
+// sums), under block exponents across the form's whole range with spreads up to 14.
+template <class I>
+void check_rel_kernel() {
+  INFO(isa_label<I>());
+  std::mt19937_64 rng(29);
+  constexpr int D = 128, words = hb::i8_compact_scale_words<D>;
+  for (const int H : {1, 5, 8, 16, 20, 24, 64}) {
+    const int hp = (H + I::lanes - 1) / I::lanes * I::lanes, N = 48, padded_n = N + 16;
+    std::vector<std::uint8_t> qd(H * 64), qs(H * 4), kd(padded_n * 64), kscale(padded_n * 4);
+    for (auto& b : qd) b = static_cast<std::uint8_t>(rng() % 256);
+    for (auto& e : qs) e = static_cast<std::uint8_t>(hb::rel_min_scale + rng() % 81);
+    for (int t = 0; t < padded_n; ++t) {
+      const std::uint8_t fill = t % 7 == 1 ? 0x77 : t % 7 == 2 ? 0xFF : 0;  // all +6 / all -6
+      for (int i = 0; i < 64; ++i)
+        kd[t * 64 + i] = fill ? fill : static_cast<std::uint8_t>(rng() % 256);
+      const int lo = hb::rel_min_scale + static_cast<int>(rng() % 67);  // up to 153 = 167 - 14
+      for (int b = 0; b < 4; ++b)
+        kscale[t * 4 + b] =
+            static_cast<std::uint8_t>(b == t % 4                       ? lo
+                                      : b == (t + 1) % 4 && t % 3 == 0 ? lo + 14
+                                                                       : lo + rng() % 15);
+    }
+    const ml::rows_view<ml::mxfp4> q(qd.data(), qs.data(), H);
+    std::vector<std::int32_t> data(32 * hp), start(4 * hp);
+    std::vector<float> scale(4 * hp), w(hp, 0.0f);
+    for (int h = 0; h < H; ++h) w[h] = static_cast<float>(static_cast<int>(rng() % 17) - 8) / 8.0f;
+    REQUIRE(hb::decode_q_i8_rel<I>(q, 0, H, hp, data.data(), start.data(), scale.data()));
+    const ml::host_abi::i8_query query{data.data(), start.data(), scale.data(), w.data(), H, hp};
+    std::vector<std::uint8_t> codes(padded_n * D), rel_codes(padded_n * D);
+    std::vector<float> ks(padded_n * 4), kw(padded_n * words);
+    for (int t = 0; t < padded_n; ++t) {
+      hb::decode_key_i8<I>(kd.data() + t * 64, kscale.data() + t * 4, codes.data() + t * D,
+                           ks.data() + t * 4);
+      REQUIRE(hb::decode_key_i8_rel<I>(kd.data() + t * 64, kscale.data() + t * 4,
+                                       rel_codes.data() + t * D, kw.data() + t * words));
+    }
+    const auto per_block = hb::select_kernel<I, hb::i8_path<D>>(hp / I::lanes);
+    const auto rel = hb::select_kernel<I, hb::i8_rel_path<D>>(hp / I::lanes);
+    std::vector<float> want(padded_n), got(padded_n);
+    for (int t = 0; t < N; t += per_block.keys)
+      per_block.fn(query, {codes.data() + t * D, ks.data() + t * 4}, want.data() + t);
+    for (int t = 0; t < N; t += rel.keys)
+      rel.fn(query, {rel_codes.data() + t * D, kw.data() + t * words}, got.data() + t);
+    int nonzero = 0;
+    for (int t = 0; t < N; ++t) {
+      INFO("H = " << H << " key " << t);
+      CHECK(same_float(got[t], want[t]));
+      nonzero += want[t] != 0.0f;
+    }
+    CHECK(nonzero > N / 4);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("host micro-kernels: MXFP4 relative form, decoders and kernel",
+                        "[host][microkernel][mxfp4]", hb::compiled_isas) {
+  if constexpr (hb::relative_rows<TestType>) {
+    check_rel_decoders<TestType>();
+    check_rel_kernel<TestType>();
+  } else {
+    SUCCEED(isa_label<TestType>() << " folds instead");
+  }
 }
 
 TEMPLATE_LIST_TEST_CASE("host micro-kernels: MXFP4 exponent folding, decoders and kernel",

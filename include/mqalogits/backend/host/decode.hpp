@@ -231,6 +231,21 @@ bool decode_q_i8_fold(const rows_view<Format>& q, std::int64_t first_row, int he
   return true;
 }
 
+// The relative form of the same query rows (I::relative_rows) when every head's block exponents
+// lie within the form's range (isa/base.hpp's rel_exponent; returns false, writing nothing more,
+// otherwise): the per-block form itself, as decode_q_i8 writes it.
+template <class I, class Format>
+bool decode_q_i8_rel(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
+                     std::int32_t* data, std::int32_t* start, float* scale) {
+  constexpr int blocks = Format::blocks;
+  for (int h = 0; h < heads; ++h) {
+    const std::uint8_t* sc = q_scales(q, first_row + h);
+    if (sc && rel_exponent<blocks>(sc, 255) < 0) return false;
+  }
+  decode_q_i8<I>(q, first_row, heads, hp, data, start, scale);
+  return true;
+}
+
 // One key row of D elements into i8_key_bytes<D> bytes in I's encoding and its D/32 block scales.
 template <class I, int D = default_head_dim>
 inline void decode_key_i8(const std::uint8_t* packed, const std::uint8_t* scales, std::uint8_t* out,
@@ -256,6 +271,24 @@ inline bool decode_key_i8_fold(const std::uint8_t* packed, const std::uint8_t* s
   return true;
 }
 
+// The relative form of a key row, when it has one: i8_path's codes and i8_compact_scale_words<D>
+// words, the block multipliers 2^(e_b - e_min) (in both int16 halves of an int32) and the base
+// scale 2^(e_min - 127). Returns false (nothing written) otherwise.
+template <class I, int D = default_head_dim>
+inline bool decode_key_i8_rel(const std::uint8_t* packed, const std::uint8_t* scales,
+                              std::uint8_t* out, float* words) {
+  constexpr int blocks = D / mx_scale_block;
+  const int lo = rel_exponent<blocks>(scales);
+  if (lo < 0) return false;
+  for (int b = 0; b < blocks; ++b) {
+    const std::int32_t m = (std::int32_t{1} << (scales[b] - lo)) * 0x00010001;
+    std::memcpy(words + b, &m, sizeof m);
+  }
+  words[blocks] = ue8m0_values[static_cast<std::size_t>(lo)];
+  I::template decode_e2m1_doubled<D>(packed, same_codes<D>(I::int8::key_code), out);
+  return true;
+}
+
 // A key that scores 0 whatever the query (a masked slot of a tile).
 template <class I, int D = default_head_dim>
 inline void masked_key_i8(std::uint8_t* out, float* ks) {
@@ -266,6 +299,12 @@ template <class I, int D = default_head_dim>
 inline void masked_key_i8_fold(std::uint8_t* out, float* scale) {
   std::fill(out, out + i8_key_bytes<D>, static_cast<std::uint8_t>(I::int8::fold_offset));
   *scale = 0.0f;
+}
+// (Multipliers and base scale 0.)
+template <class I, int D = default_head_dim>
+inline void masked_key_i8_rel(std::uint8_t* out, float* words) {
+  std::fill(out, out + i8_key_bytes<D>, I::int8::masked_key);
+  std::fill(words, words + i8_compact_scale_words<D>, 0.0f);
 }
 
 }  // namespace host_backend

@@ -41,8 +41,9 @@ void reserve_rows(workspace& ws, std::int64_t rows, int padded) {
     ws.q_bias.reserve(static_cast<std::size_t>(rows * padded * blocks));
     ws.q_scale.reserve(static_cast<std::size_t>(rows * padded * blocks));
     ws.q_fold.reserve(static_cast<std::size_t>(rows * padded * head_dim / 4));
-    ws.q_fold_start.reserve(static_cast<std::size_t>(rows * padded));
-    ws.q_fold_scale.reserve(static_cast<std::size_t>(rows * padded));
+    // (The relative form's rows are per-block: blocks per head.)
+    ws.q_fold_start.reserve(static_cast<std::size_t>(rows * padded * blocks));
+    ws.q_fold_scale.reserve(static_cast<std::size_t>(rows * padded * blocks));
     ws.q_compact.reserve(static_cast<std::size_t>(rows));
   } else {
     ws.q_f32.reserve(static_cast<std::size_t>(rows * padded * head_dim));
@@ -84,9 +85,10 @@ void decode_rows(const host_abi::format_kernels& kernels, const rows_view<Format
                           ws.q_scale.data() + r * padded * blocks);
       ws.q_compact.data()[r] =
           kernels.fold_rows &&
-          kernels.decode_q_i8_fold(
-              q_rows, q_row, heads, padded, ws.q_fold.data() + r * padded * head_dim / 4,
-              ws.q_fold_start.data() + r * padded, ws.q_fold_scale.data() + r * padded);
+          kernels.decode_q_i8_fold(q_rows, q_row, heads, padded,
+                                   ws.q_fold.data() + r * padded * head_dim / 4,
+                                   ws.q_fold_start.data() + r * padded * blocks,
+                                   ws.q_fold_scale.data() + r * padded * blocks);
     }
   } else {
     // Both forms of a row that has the bf16 one: its scores over keys without it take the fp32
@@ -126,7 +128,8 @@ void reserve_tile(workspace& ws) {
     ws.k_i8.reserve(rows * i8_key_bytes);
     ws.k_scale.reserve(rows * static_cast<std::size_t>(Format::blocks));
     ws.k_fold.reserve(rows * i8_key_bytes);
-    ws.k_fold_scale.reserve(rows);
+    ws.k_fold_scale.reserve(
+        rows * static_cast<std::size_t>(host_backend::i8_compact_scale_words<head_dim>));
     ws.k_compact.reserve(rows);
   } else {
     ws.k_f32.reserve(rows * head_dim);
@@ -265,13 +268,14 @@ host_abi::i8_query block_query_of(const workspace& ws, std::int64_t row, int hea
           heads,
           padded};
 }
-// ... and in its folded form (MXFP4 rows whose blocks fold into one scale).
+// ... and in its compact form: folded (MXFP4 rows whose blocks fold into one scale), or on ISAs
+// that sum blocks in int16, relative (the per-block form, of a row in that form's range).
 template <class Format>
 host_abi::i8_query folded_query_of(const workspace& ws, std::int64_t row, int heads, int padded) {
-  constexpr int head_dim = Format::head_dim;
+  constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
   return {ws.q_fold.data() + row * padded * head_dim / 4,
-          ws.q_fold_start.data() + row * padded,
-          ws.q_fold_scale.data() + row * padded,
+          ws.q_fold_start.data() + row * padded * blocks,
+          ws.q_fold_scale.data() + row * padded * blocks,
           ws.w.data() + row * padded,
           heads,
           padded};
@@ -303,6 +307,7 @@ void score_row_folded(const host_abi::format_kernels& kernels, const workspace& 
                       std::int64_t row, int heads, std::int64_t tile_begin, std::int64_t lo,
                       std::int64_t hi, row_scores out, next_tile_fetch<Format>& fetch) {
   constexpr int key_bytes = host_backend::i8_key_bytes<Format::head_dim>;
+  constexpr int scale_words = host_backend::i8_compact_scale_words<Format::head_dim>;
   const int padded = padded_heads(kernels, heads);
   const host_abi::i8_query block_query = block_query_of<Format>(ws, row, heads, padded);
   const host_abi::i8_query fold_query = folded_query_of<Format>(ws, row, heads, padded);
@@ -322,7 +327,7 @@ void score_row_folded(const host_abi::format_kernels& kernels, const workspace& 
     }
     fold_kernel.fn(fold_query,
                    {ws.k_fold.data() + (t - tile_begin) * key_bytes,
-                    ws.k_fold_scale.data() + (t - tile_begin)},
+                    ws.k_fold_scale.data() + (t - tile_begin) * scale_words},
                    out.at(t));
     fetch.step(count);
     if (folded < count)

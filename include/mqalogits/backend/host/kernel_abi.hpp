@@ -16,7 +16,7 @@
 
 #include "../../config.hpp"
 
-#define MQALOGITS_HOST_ABI_NAMESPACE host_abi_v0_2
+#define MQALOGITS_HOST_ABI_NAMESPACE host_abi_v0_3
 
 namespace mqalogits::MQALOGITS_HOST_ABI_NAMESPACE {
 
@@ -98,8 +98,9 @@ struct tile_buffers {
   float* f32;              // fp32 path: [n][D]
   std::uint8_t* i8;        // int8 path: [n][D] codes, per-block form
   float* i8_scales;        // [n][D/32]
-  std::uint8_t* fold;      // [n][D] codes, folded form
-  float* fold_scales;      // [n]
+  std::uint8_t* fold;      // [n][D] codes, compact form (folded or relative)
+  float* fold_scales;      // [n][D/32 + 1]: the folded form's row scale, or the relative form's
+                           // block multipliers (int32) and base scale
   std::uint32_t* bf16;     // bf16 path: [n][D/2] pairs
   float* bf16_scales;      // [n]
   unsigned char* compact;  // [n] whether the key has the compact form (folds, or fits bf16)
@@ -111,7 +112,8 @@ struct tile_buffers {
 struct format_kernels {
   const char* isa;  // the path's name (target.hpp's tag): "avx512_vnni", "avx2", "portable", ...
   int lanes;        // heads per vector: query rows are padded to a multiple
-  bool fold_rows;   // whether the folded int8 kernel exists on this path
+  bool fold_rows;   // whether a compact int8 kernel exists on this path: folded, or relative
+                    // (the paths that sum blocks in int16)
 
   // Query rows first_row .. first_row + heads - 1 (one query token) in the path's layout.
   void (*decode_q_f32)(const rows_ref&, std::int64_t first_row, int heads, int padded_heads,

@@ -61,15 +61,21 @@ struct table_entries {
                            std::uint32_t* pairs, float* scales) {
     return host_backend::decode_q_bf16<I>(view(q), first_row, heads, hp, pairs, scales);
   }
+  // The compact int8 form of the rows, when they have it: folded, or relative on ISAs whose
+  // per-block kernel sums in int16 (microkernel.hpp's i8_rel_path).
   static bool decode_q_i8_fold(const host_abi::rows_ref& q, std::int64_t first_row, int heads,
                                int hp, std::int32_t* data, std::int32_t* start, float* scale) {
-    return host_backend::decode_q_i8_fold<I>(view(q), first_row, heads, hp, data, start, scale);
+    if constexpr (relative_rows<I>)
+      return host_backend::decode_q_i8_rel<I>(view(q), first_row, heads, hp, data, start, scale);
+    else
+      return host_backend::decode_q_i8_fold<I>(view(q), first_row, heads, hp, data, start, scale);
   }
 
   // One int8 key in the forms the item's query rows read: the per-block form alone when no row
-  // folds; else both, except that a key that folds skips its per-block form when every row
-  // folds: it is then written as a masked key, which the per-block kernel may still read for a
-  // group that mixes both forms, and whose score there is dropped.
+  // has the compact one (folded or relative); else both, except that a key with the compact
+  // form skips its per-block form when every row has it: it is then written as a masked key,
+  // which the per-block kernel may still read for a group that mixes both forms, and whose
+  // score there is dropped.
   static void decode_key_i8_forms(const host_abi::key_ptrs& key, std::int64_t i,
                                   host_abi::compact_rows folding,
                                   const host_abi::tile_buffers& out) {
@@ -78,11 +84,17 @@ struct table_entries {
     float* ks = out.i8_scales + i * blocks;
     if (folding != host_abi::compact_rows::none) {
       std::uint8_t* kf = out.fold + i * key_bytes;
+      float* kfs = out.fold_scales + i * i8_compact_scale_words<head_dim>;
       if (key.data) {
-        out.compact[i] =
-            decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, out.fold_scales + i);
+        if constexpr (relative_rows<I>)
+          out.compact[i] = decode_key_i8_rel<I, head_dim>(key.data, key.scale, kf, kfs);
+        else
+          out.compact[i] = decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, kfs);
       } else {
-        masked_key_i8_fold<I, head_dim>(kf, out.fold_scales + i);
+        if constexpr (relative_rows<I>)
+          masked_key_i8_rel<I, head_dim>(kf, kfs);
+        else
+          masked_key_i8_fold<I, head_dim>(kf, kfs);
         out.compact[i] = 1;
       }
     }
@@ -150,7 +162,9 @@ struct table_entries {
     return select_kernel<I, i8_path<head_dim>>(head_vectors);
   }
   static host_abi::keys_kernel<i8_query, i8_keys> fold_kernel(int head_vectors) {
-    if constexpr (I::fold_rows)
+    if constexpr (relative_rows<I>)
+      return select_kernel<I, i8_rel_path<head_dim>>(head_vectors);
+    else if constexpr (I::fold_rows)
       return select_kernel<I, i8_fold_path<head_dim>>(head_vectors);
     else
       return {nullptr, 0};
@@ -164,7 +178,7 @@ inline constexpr host_abi::format_kernels kernels_of = [] {
   host_abi::format_kernels k{};
   k.isa = I::path;
   k.lanes = I::lanes;
-  k.fold_rows = I::fold_rows;
+  k.fold_rows = I::fold_rows || relative_rows<I>;
   k.decode_keys = &e::decode_keys;
   if constexpr (int8_path<Format>) {
     k.decode_q_i8 = &e::decode_q_i8;

@@ -39,17 +39,17 @@ struct isa_avx2 : x86_e4m3_decoders<isa_avx2>,
 
   // head_vectors x keys accumulators + keys broadcasts + one query vector fit in 16 registers.
   // The int8 kernels are narrower: the per-block one also keeps its block-scaled fp32 sums live
-  // across the 4 blocks, and the folded one without VNNI needs two temporaries and a ones
-  // vector per dot4. Without VNNI the per-block kernel sums in int16 and runs 1 x 6: 1.05-1.10x
-  // over 2 x 3 (which keeps two of its fp32 sums in memory) on Zen 3. Zen 5 built for AVX2
-  // preferred 2 x 3 by 1.05x, but takes the AVX-512 path.
+  // across the 4 blocks. Without VNNI the per-block kernel sums in int16 and runs 1 x 6:
+  // 1.05-1.10x over 2 x 3 (which keeps two of its fp32 sums in memory) on Zen 3. Zen 5 built
+  // for AVX2 preferred 2 x 3 by 1.05x, but takes the AVX-512 path. The relative kernel (rows in
+  // its range; its epilogue holds no scale product) runs 2 x 3 at 1.02x its 1 x 6 on Zen 3.
   static constexpr register_block f32_blocks[] = {{2, 2, 4}, {1, 1, 6}};
 #if defined(MQALOGITS_HOST_VNNI256)
   static constexpr register_block i8_blocks[] = {{ 1, 1, 6 }};
   static constexpr register_block i8_fold_blocks[] = {{2, 2, 4}, { 1, 1, 6 }};
 #else
   static constexpr register_block i8_blocks[] = {{1, 1, 6}};
-  static constexpr register_block i8_fold_blocks[] = {{1, 1, 6}};
+  static constexpr register_block i8_rel_blocks[] = {{2, 2, 3}, {1, 1, 6}};
 #endif
   using int8 = int8_offset_keys;
 
@@ -130,6 +130,12 @@ struct isa_avx2 : x86_e4m3_decoders<isa_avx2>,
   static vi widen_int16(vi acc) {
     return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
   }
+  // The same, each int16 sum times m's (vpmaddwd): the relative form's block multipliers.
+  static vi widen_int16_by(vi acc, vi m) {
+    return _mm256_madd_epi16(acc, m);
+  }
+  // MXFP4 rows take the relative form (microkernel.hpp's i8_rel_path) where they have it.
+  static constexpr bool relative_rows = true;
 #endif
   static vf to_float(vi a) {
     return _mm256_cvtepi32_ps(a);

@@ -181,6 +181,31 @@ inline int fold_exponent(const std::uint8_t* scales, int spread) {
   return lo >= fold_min_scale && hi <= fold_max_scale && hi - lo <= spread ? lo : -1;
 }
 
+// The relative form of a row, the compact int8 form of ISAs whose per-block kernel sums in
+// int16 (no VNNI; I::relative_rows), where a folded kernel would be slower. A key row keeps its
+// per-block codes; each block's int16 sums are widened by vpmaddwd against 2^(e_b - e_min), the
+// block exponent's distance from the row's smallest (at most rel_spread: 9216 x 2^14 stays
+// within int32, and a block's dot product, at most 4608 in magnitude, converts to fp32 exactly
+// whatever its shift), then multiplied by the query block scale in one multiply-add; the key
+// row's smallest scale multiplies each head's sum once. Every value is then the per-block
+// kernel's times one power of two, so the logits are the per-block kernel's bit for bit as long
+// as every value is a normal float: key and query exponents within rel_min_scale ..
+// rel_max_scale keep every product and partial sum between 2^-82 and 2^93.
+inline constexpr int rel_spread = 14;
+inline constexpr int rel_min_scale = 127 - 40, rel_max_scale = 127 + 40;
+
+// The smallest of a row's Blocks block exponents when the row has the relative form within
+// `spread` (queries: any spread), else -1.
+template <int Blocks = default_head_dim / mx_scale_block>
+inline int rel_exponent(const std::uint8_t* scales, int spread = rel_spread) {
+  int lo = 255, hi = 0;
+  for (int b = 0; b < Blocks; ++b) {
+    lo = scales[b] < lo ? scales[b] : lo;
+    hi = scales[b] > hi ? scales[b] : hi;
+  }
+  return lo >= rel_min_scale && hi <= rel_max_scale && hi - lo <= spread ? lo : -1;
+}
+
 // Query bytes use the signed codes in both encodings.
 inline constexpr const std::uint8_t (&query_code)[16] = int8_signed_keys::key_code;
 

@@ -61,7 +61,8 @@ struct x86_fold_settings<false> {
   static constexpr int fold_query_spread = 2;
   // And the folded kernel cannot sum in int16 (its pairs reach 18432), so each of its steps
   // costs vpmaddubsw + vpmaddwd + vpaddd where the per-block kernel's costs vpmaddubsw + vpaddw:
-  // rows that fold run faster through the per-block kernel, and the driver never folds.
+  // rows that fold run faster through the per-block kernel, and the driver never folds. (The
+  // AVX2 path's compact form is the relative one instead: isa_avx2::relative_rows.)
   static constexpr bool fold_rows = false;
 };
 
