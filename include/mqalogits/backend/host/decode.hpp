@@ -271,12 +271,11 @@ inline bool decode_key_i8_fold(const std::uint8_t* packed, const std::uint8_t* s
   return true;
 }
 
-// The relative form of a key row, when it has one: i8_path's codes and i8_compact_scale_words<D>
-// words, the block multipliers 2^(e_b - e_min) (in both int16 halves of an int32) and the base
-// scale 2^(e_min - 127). Returns false (nothing written) otherwise.
-template <class I, int D = default_head_dim>
-inline bool decode_key_i8_rel(const std::uint8_t* packed, const std::uint8_t* scales,
-                              std::uint8_t* out, float* words) {
+// The relative form's scale words of a key row, when it has one (its codes are i8_path's):
+// i8_compact_scale_words<D> words, the block multipliers 2^(e_b - e_min) (in both int16 halves
+// of an int32) and the base scale 2^(e_min - 127). Returns false (nothing written) otherwise.
+template <int D = default_head_dim>
+inline bool rel_key_scales(const std::uint8_t* scales, float* words) {
   constexpr int blocks = D / mx_scale_block;
   const int lo = rel_exponent<blocks>(scales);
   if (lo < 0) return false;
@@ -285,7 +284,6 @@ inline bool decode_key_i8_rel(const std::uint8_t* packed, const std::uint8_t* sc
     std::memcpy(words + b, &m, sizeof m);
   }
   words[blocks] = ue8m0_values[static_cast<std::size_t>(lo)];
-  I::template decode_e2m1_doubled<D>(packed, same_codes<D>(I::int8::key_code), out);
   return true;
 }
 
@@ -300,10 +298,9 @@ inline void masked_key_i8_fold(std::uint8_t* out, float* scale) {
   std::fill(out, out + i8_key_bytes<D>, static_cast<std::uint8_t>(I::int8::fold_offset));
   *scale = 0.0f;
 }
-// (Multipliers and base scale 0.)
-template <class I, int D = default_head_dim>
-inline void masked_key_i8_rel(std::uint8_t* out, float* words) {
-  std::fill(out, out + i8_key_bytes<D>, I::int8::masked_key);
+// (Multipliers and base scale 0, with the masked per-block codes.)
+template <int D = default_head_dim>
+inline void masked_key_rel_scales(float* words) {
   std::fill(words, words + i8_compact_scale_words<D>, 0.0f);
 }
 

@@ -314,6 +314,7 @@ void score_row_folded(const host_abi::format_kernels& kernels, const workspace& 
   const auto block_kernel = kernels.i8_kernel(padded / kernels.lanes);
   const auto fold_kernel = kernels.fold_kernel(padded / kernels.lanes);
   const unsigned char* key_folds = ws.k_compact.data();
+  const std::uint8_t* compact_codes = kernels.shared_codes ? ws.k_i8.data() : ws.k_fold.data();
   // Per-block scores of a group that mixes both forms: after the row's tile and its padding.
   float* const mixed = out.scores + key_tile + max_group_keys;
   for (std::int64_t t = lo; t < hi; t += fold_kernel.keys) {
@@ -326,7 +327,7 @@ void score_row_folded(const host_abi::format_kernels& kernels, const workspace& 
       continue;
     }
     fold_kernel.fn(fold_query,
-                   {ws.k_fold.data() + (t - tile_begin) * key_bytes,
+                   {compact_codes + (t - tile_begin) * key_bytes,
                     ws.k_fold_scale.data() + (t - tile_begin) * scale_words},
                    out.at(t));
     fetch.step(count);

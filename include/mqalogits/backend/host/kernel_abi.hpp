@@ -98,7 +98,7 @@ struct tile_buffers {
   float* f32;              // fp32 path: [n][D]
   std::uint8_t* i8;        // int8 path: [n][D] codes, per-block form
   float* i8_scales;        // [n][D/32]
-  std::uint8_t* fold;      // [n][D] codes, compact form (folded or relative)
+  std::uint8_t* fold;      // [n][D] codes, folded form
   float* fold_scales;      // [n][D/32 + 1]: the folded form's row scale, or the relative form's
                            // block multipliers (int32) and base scale
   std::uint32_t* bf16;     // bf16 path: [n][D/2] pairs
@@ -110,10 +110,12 @@ struct tile_buffers {
 // fp32 path (decode_q_f32, f32_kernel, and where the ISA has it the bf16 path beside it:
 // decode_q_bf16, bf16_kernel) or the int8 path (the others); the other's pointers are null.
 struct format_kernels {
-  const char* isa;  // the path's name (target.hpp's tag): "avx512_vnni", "avx2", "portable", ...
-  int lanes;        // heads per vector: query rows are padded to a multiple
-  bool fold_rows;   // whether a compact int8 kernel exists on this path: folded, or relative
-                    // (the paths that sum blocks in int16)
+  const char* isa;    // the path's name (target.hpp's tag): "avx512_vnni", "avx2", "portable", ...
+  int lanes;          // heads per vector: query rows are padded to a multiple
+  bool fold_rows;     // whether a compact int8 kernel exists on this path: folded, or relative
+                      // (the paths that sum blocks in int16)
+  bool shared_codes;  // whether the compact kernel reads the per-block codes (relative keys keep
+                      // them: decode_keys then writes its codes once, in the per-block tile)
 
   // Query rows first_row .. first_row + heads - 1 (one query token) in the path's layout.
   void (*decode_q_f32)(const rows_ref&, std::int64_t first_row, int heads, int padded_heads,

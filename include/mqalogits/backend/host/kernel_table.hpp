@@ -71,34 +71,39 @@ struct table_entries {
       return host_backend::decode_q_i8_fold<I>(view(q), first_row, heads, hp, data, start, scale);
   }
 
-  // One int8 key in the forms the item's query rows read: the per-block form alone when no row
-  // has the compact one (folded or relative); else both, except that a key with the compact
-  // form skips its per-block form when every row has it: it is then written as a masked key,
-  // which the per-block kernel may still read for a group that mixes both forms, and whose
-  // score there is dropped.
+  // One int8 key in the forms the item's query rows read. Folding paths: the per-block form
+  // alone when no row folds; else both, except that a key that folds skips its per-block form
+  // when every row folds: it is then written as a masked key, which the per-block kernel may
+  // still read for a group that mixes both forms, and whose score there is dropped. Relative
+  // paths: the per-block form always (its codes are the relative form's too), and the relative
+  // form's scale words when some row has that form.
   static void decode_key_i8_forms(const host_abi::key_ptrs& key, std::int64_t i,
                                   host_abi::compact_rows folding,
                                   const host_abi::tile_buffers& out) {
     constexpr int key_bytes = i8_key_bytes<head_dim>;
     std::uint8_t* k = out.i8 + i * key_bytes;
     float* ks = out.i8_scales + i * blocks;
-    if (folding != host_abi::compact_rows::none) {
+    float* kfs = out.fold_scales + i * i8_compact_scale_words<head_dim>;
+    if constexpr (relative_rows<I>) {
+      if (folding != host_abi::compact_rows::none) {
+        if (key.data) {
+          out.compact[i] = rel_key_scales<head_dim>(key.scale, kfs);
+        } else {
+          masked_key_rel_scales<head_dim>(kfs);
+          out.compact[i] = 1;
+        }
+      }
+    } else if (folding != host_abi::compact_rows::none) {
       std::uint8_t* kf = out.fold + i * key_bytes;
-      float* kfs = out.fold_scales + i * i8_compact_scale_words<head_dim>;
       if (key.data) {
-        if constexpr (relative_rows<I>)
-          out.compact[i] = decode_key_i8_rel<I, head_dim>(key.data, key.scale, kf, kfs);
-        else
-          out.compact[i] = decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, kfs);
+        out.compact[i] = decode_key_i8_fold<I, head_dim>(key.data, key.scale, kf, kfs);
       } else {
-        if constexpr (relative_rows<I>)
-          masked_key_i8_rel<I, head_dim>(kf, kfs);
-        else
-          masked_key_i8_fold<I, head_dim>(kf, kfs);
+        masked_key_i8_fold<I, head_dim>(kf, kfs);
         out.compact[i] = 1;
       }
     }
-    if (key.data && !(folding == host_abi::compact_rows::all && out.compact[i]))
+    if (key.data &&
+        (relative_rows<I> || !(folding == host_abi::compact_rows::all && out.compact[i])))
       decode_key_i8<I, head_dim>(key.data, key.scale, k, ks);
     else
       masked_key_i8<I, head_dim>(k, ks);
@@ -179,6 +184,7 @@ inline constexpr host_abi::format_kernels kernels_of = [] {
   k.isa = I::path;
   k.lanes = I::lanes;
   k.fold_rows = I::fold_rows || relative_rows<I>;
+  k.shared_codes = relative_rows<I>;
   k.decode_keys = &e::decode_keys;
   if constexpr (int8_path<Format>) {
     k.decode_q_i8 = &e::decode_q_i8;
