@@ -11,7 +11,8 @@
 // over a 4 GiB mapping without huge pages ("scattered 4K"), and the same with huge pages
 // (madvise; "scattered 2M"). Each is reported in ns per key and as % of the FMA peak for the
 // key's 2 x H x 128 FLOP; decode + score is the ceiling of a schedule that runs them one after
-// the other on one core.
+// the other on one core. MXFP4 rows in the compact form the call takes (folded, or relative on
+// AVX2 without VNNI) are timed in that form, and marked "MXFP4*".
 //
 //   build/bench/mqalogits_decode_limits [rounds] [format filter] [H]
 #include <sys/mman.h>
@@ -98,6 +99,14 @@ struct experiment {
   std::vector<float> qt, q_scale;
   std::vector<std::int32_t> q_words, q_start;
   std::vector<float> w_row;
+  // MXFP4: the query row's compact form (folded, or relative on AVX2 without VNNI), which the
+  // call takes when the row has it, and which the decode and score experiments then take too.
+  bool compact = false;
+  std::vector<float> c_scale;
+  std::vector<std::int32_t> c_words, c_start;
+  ml::host_abi::compact_rows key_forms() const {
+    return compact ? ml::host_abi::compact_rows::all : ml::host_abi::compact_rows::none;
+  }
 
   explicit experiment(std::int64_t h)
       : H(h),
@@ -115,6 +124,12 @@ struct experiment {
       q_scale.resize(static_cast<std::size_t>(padded * 4));
       kernels.decode_q_i8(rows, 0, static_cast<int>(H), padded, q_words.data(), q_start.data(),
                           q_scale.data());
+      c_words.resize(q_words.size());
+      c_start.resize(q_start.size());
+      c_scale.resize(q_scale.size());
+      compact = kernels.fold_rows &&
+                kernels.decode_q_i8_fold(rows, 0, static_cast<int>(H), padded, c_words.data(),
+                                         c_start.data(), c_scale.data());
     } else {
       qt.resize(static_cast<std::size_t>(padded * 128));
       kernels.decode_q_f32(rows, 0, static_cast<int>(H), padded, qt.data());
@@ -143,7 +158,7 @@ struct experiment {
     const double t0 = cpu_seconds();
     for (std::int64_t i = 0; i < n; i += hb::key_tile)
       kernels.decode_keys(refs.data() + (repeat ? 0 : i), std::min(hb::key_tile, n - i),
-                          ml::host_abi::compact_rows::none, decoded.buffers());
+                          key_forms(), decoded.buffers());
     return (cpu_seconds() - t0) / n;
   }
   // The same, one key at a time, prefetching `ahead` keys ahead (0: no prefetch).
@@ -156,9 +171,9 @@ struct experiment {
         hb::prefetch_key<Format>(refs[static_cast<std::size_t>(i + ahead)]);
       const std::int64_t slot = i % hb::key_tile;
       kernels.decode_keys(
-          refs.data() + i, 1, ml::host_abi::compact_rows::none,
-          {b.valid + slot, b.f32 + slot * 128, b.i8 + slot * 128, b.i8_scales + slot * 4, b.fold,
-           b.fold_scales, b.bf16, b.bf16_scales, b.compact});
+          refs.data() + i, 1, key_forms(),
+          {b.valid + slot, b.f32 + slot * 128, b.i8 + slot * 128, b.i8_scales + slot * 4,
+           b.fold + slot * 128, b.fold_scales + slot * 5, b.bf16, b.bf16_scales, b.compact + slot});
     }
     return (cpu_seconds() - t0) / n;
   }
@@ -199,13 +214,19 @@ struct experiment {
     const int vectors = padded / kernels.lanes;
     const double t0 = cpu_seconds();
     if constexpr (hb::int8_path<Format>) {
-      const auto k = kernels.i8_kernel(vectors);
-      const ml::host_abi::i8_query query{q_words.data(), q_start.data(),      q_scale.data(),
-                                         w_row.data(),   static_cast<int>(H), padded};
+      const auto k = compact ? kernels.fold_kernel(vectors) : kernels.i8_kernel(vectors);
+      const ml::host_abi::i8_query query =
+          compact ? ml::host_abi::i8_query{c_words.data(), c_start.data(),      c_scale.data(),
+                                           w_row.data(),   static_cast<int>(H), padded}
+                  : ml::host_abi::i8_query{q_words.data(), q_start.data(),      q_scale.data(),
+                                           w_row.data(),   static_cast<int>(H), padded};
+      const std::uint8_t* codes =
+          compact && !kernels.compact_reads_per_block ? decoded.fold.data() : decoded.i8.data();
+      const float* key_scales = compact ? decoded.fold_scales.data() : decoded.i8_scales.data();
+      const int scale_words = compact ? 5 : 4;
       for (int p = 0; p < passes; ++p)
         for (std::int64_t t = 0; t < hb::key_tile; t += k.keys)
-          k.fn(query, {decoded.i8.data() + t * 128, decoded.i8_scales.data() + t * 4},
-               scores.data() + t);
+          k.fn(query, {codes + t * 128, key_scales + t * scale_words}, scores.data() + t);
     } else {
       const auto k = kernels.f32_kernel(vectors);
       const ml::host_abi::f32_query query{qt.data(), w_row.data(), static_cast<int>(H), padded};
@@ -265,11 +286,11 @@ void run_format(const char* name, std::int64_t h, int rounds) {
         "%5.1f ns (L2 %4.1f) | decode+score %5.1f%% | decode, prefetch 0/8/32/128 ahead: %5.1f "
         "%5.1f "
         "%5.1f %5.1f ns | by group %5.1f%% (L2 %5.1f%%, decode L2 + score %5.1f%%)\n",
-        name, static_cast<long long>(h), l.name, ns(median(call)), 100 * median(call), ns(s),
-        100 * s, ns(d), ns(median(dec_l2)), 100 / (1 / d + 1 / s), ns(median(pf[0])),
-        ns(median(pf[1])), ns(median(pf[2])), ns(median(pf[3])),
-        inter.empty() ? 0.0 : 100 * median(inter), inter.empty() ? 0.0 : 100 * median(inter_l2),
-        100 / (1 / median(dec_l2) + 1 / s));
+        (std::string(name) + (e.compact ? "*" : "")).c_str(), static_cast<long long>(h), l.name,
+        ns(median(call)), 100 * median(call), ns(s), 100 * s, ns(d), ns(median(dec_l2)),
+        100 / (1 / d + 1 / s), ns(median(pf[0])), ns(median(pf[1])), ns(median(pf[2])),
+        ns(median(pf[3])), inter.empty() ? 0.0 : 100 * median(inter),
+        inter.empty() ? 0.0 : 100 * median(inter_l2), 100 / (1 / median(dec_l2) + 1 / s));
     std::fflush(stdout);
   }
 }

@@ -231,18 +231,15 @@ bool decode_q_i8_fold(const rows_view<Format>& q, std::int64_t first_row, int he
   return true;
 }
 
-// The relative form of the same query rows (I::relative_rows) when every head's block exponents
-// lie within the form's range (isa/base.hpp's rel_exponent; returns false, writing nothing more,
-// otherwise): the per-block form itself, as decode_q_i8 writes it.
-template <class I, class Format>
-bool decode_q_i8_rel(const rows_view<Format>& q, std::int64_t first_row, int heads, int hp,
-                     std::int32_t* data, std::int32_t* start, float* scale) {
-  constexpr int blocks = Format::blocks;
+// Whether the same query rows have the relative form (I::relative_rows): every head's block
+// exponents within the form's range (isa/base.hpp's rel_exponent). Its kernel reads the
+// per-block form, as decode_q_i8 writes it.
+template <class Format>
+bool q_rows_relative(const rows_view<Format>& q, std::int64_t first_row, int heads) {
   for (int h = 0; h < heads; ++h) {
     const std::uint8_t* sc = q_scales(q, first_row + h);
-    if (sc && rel_exponent<blocks>(sc, 255) < 0) return false;
+    if (sc && rel_exponent<Format::blocks>(sc, 255) < 0) return false;
   }
-  decode_q_i8<I>(q, first_row, heads, hp, data, start, scale);
   return true;
 }
 

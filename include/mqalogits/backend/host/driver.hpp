@@ -41,9 +41,8 @@ void reserve_rows(workspace& ws, std::int64_t rows, int padded) {
     ws.q_bias.reserve(static_cast<std::size_t>(rows * padded * blocks));
     ws.q_scale.reserve(static_cast<std::size_t>(rows * padded * blocks));
     ws.q_fold.reserve(static_cast<std::size_t>(rows * padded * head_dim / 4));
-    // (The relative form's rows are per-block: blocks per head.)
-    ws.q_fold_start.reserve(static_cast<std::size_t>(rows * padded * blocks));
-    ws.q_fold_scale.reserve(static_cast<std::size_t>(rows * padded * blocks));
+    ws.q_fold_start.reserve(static_cast<std::size_t>(rows * padded));
+    ws.q_fold_scale.reserve(static_cast<std::size_t>(rows * padded));
     ws.q_compact.reserve(static_cast<std::size_t>(rows));
   } else {
     ws.q_f32.reserve(static_cast<std::size_t>(rows * padded * head_dim));
@@ -85,10 +84,9 @@ void decode_rows(const host_abi::format_kernels& kernels, const rows_view<Format
                           ws.q_scale.data() + r * padded * blocks);
       ws.q_compact.data()[r] =
           kernels.fold_rows &&
-          kernels.decode_q_i8_fold(q_rows, q_row, heads, padded,
-                                   ws.q_fold.data() + r * padded * head_dim / 4,
-                                   ws.q_fold_start.data() + r * padded * blocks,
-                                   ws.q_fold_scale.data() + r * padded * blocks);
+          kernels.decode_q_i8_fold(
+              q_rows, q_row, heads, padded, ws.q_fold.data() + r * padded * head_dim / 4,
+              ws.q_fold_start.data() + r * padded, ws.q_fold_scale.data() + r * padded);
     }
   } else {
     // Both forms of a row that has the bf16 one: its scores over keys without it take the fp32
@@ -268,14 +266,13 @@ host_abi::i8_query block_query_of(const workspace& ws, std::int64_t row, int hea
           heads,
           padded};
 }
-// ... and in its compact form: folded (MXFP4 rows whose blocks fold into one scale), or on ISAs
-// that sum blocks in int16, relative (the per-block form, of a row in that form's range).
+// ... and in its folded form (MXFP4 rows whose blocks fold into one scale).
 template <class Format>
 host_abi::i8_query folded_query_of(const workspace& ws, std::int64_t row, int heads, int padded) {
-  constexpr int head_dim = Format::head_dim, blocks = Format::blocks;
+  constexpr int head_dim = Format::head_dim;
   return {ws.q_fold.data() + row * padded * head_dim / 4,
-          ws.q_fold_start.data() + row * padded * blocks,
-          ws.q_fold_scale.data() + row * padded * blocks,
+          ws.q_fold_start.data() + row * padded,
+          ws.q_fold_scale.data() + row * padded,
           ws.w.data() + row * padded,
           heads,
           padded};
@@ -310,11 +307,14 @@ void score_row_folded(const host_abi::format_kernels& kernels, const workspace& 
   constexpr int scale_words = host_backend::i8_compact_scale_words<Format::head_dim>;
   const int padded = padded_heads(kernels, heads);
   const host_abi::i8_query block_query = block_query_of<Format>(ws, row, heads, padded);
-  const host_abi::i8_query fold_query = folded_query_of<Format>(ws, row, heads, padded);
+  // The compact kernel's operands: the folded form, or the per-block one (relative form).
+  const bool per_block_form = kernels.compact_reads_per_block;
+  const host_abi::i8_query fold_query =
+      per_block_form ? block_query : folded_query_of<Format>(ws, row, heads, padded);
   const auto block_kernel = kernels.i8_kernel(padded / kernels.lanes);
   const auto fold_kernel = kernels.fold_kernel(padded / kernels.lanes);
   const unsigned char* key_folds = ws.k_compact.data();
-  const std::uint8_t* compact_codes = kernels.shared_codes ? ws.k_i8.data() : ws.k_fold.data();
+  const std::uint8_t* compact_codes = per_block_form ? ws.k_i8.data() : ws.k_fold.data();
   // Per-block scores of a group that mixes both forms: after the row's tile and its padding.
   float* const mixed = out.scores + key_tile + max_group_keys;
   for (std::int64_t t = lo; t < hi; t += fold_kernel.keys) {

@@ -110,12 +110,14 @@ struct tile_buffers {
 // fp32 path (decode_q_f32, f32_kernel, and where the ISA has it the bf16 path beside it:
 // decode_q_bf16, bf16_kernel) or the int8 path (the others); the other's pointers are null.
 struct format_kernels {
-  const char* isa;    // the path's name (target.hpp's tag): "avx512_vnni", "avx2", "portable", ...
-  int lanes;          // heads per vector: query rows are padded to a multiple
-  bool fold_rows;     // whether a compact int8 kernel exists on this path: folded, or relative
-                      // (the paths that sum blocks in int16)
-  bool shared_codes;  // whether the compact kernel reads the per-block codes (relative keys keep
-                      // them: decode_keys then writes its codes once, in the per-block tile)
+  const char* isa;  // the path's name (target.hpp's tag): "avx512_vnni", "avx2", "portable", ...
+  int lanes;        // heads per vector: query rows are padded to a multiple
+  bool fold_rows;   // whether a compact int8 kernel exists on this path: folded, or relative
+                    // (the paths that sum blocks in int16)
+  // Whether the compact kernel reads the per-block form of the query rows and key codes (the
+  // relative form keeps them: decode_q_i8_fold then only says whether the rows have the form,
+  // and decode_keys writes each key's codes once, in the per-block tile).
+  bool compact_reads_per_block;
 
   // Query rows first_row .. first_row + heads - 1 (one query token) in the path's layout.
   void (*decode_q_f32)(const rows_ref&, std::int64_t first_row, int heads, int padded_heads,

@@ -61,12 +61,12 @@ struct table_entries {
                            std::uint32_t* pairs, float* scales) {
     return host_backend::decode_q_bf16<I>(view(q), first_row, heads, hp, pairs, scales);
   }
-  // The compact int8 form of the rows, when they have it: folded, or relative on ISAs whose
-  // per-block kernel sums in int16 (microkernel.hpp's i8_rel_path).
+  // The compact int8 form of the rows, when they have it: folded, or on ISAs whose per-block
+  // kernel sums in int16, relative (whose kernel reads the per-block form: nothing written).
   static bool decode_q_i8_fold(const host_abi::rows_ref& q, std::int64_t first_row, int heads,
                                int hp, std::int32_t* data, std::int32_t* start, float* scale) {
     if constexpr (relative_rows<I>)
-      return host_backend::decode_q_i8_rel<I>(view(q), first_row, heads, hp, data, start, scale);
+      return host_backend::q_rows_relative(view(q), first_row, heads);
     else
       return host_backend::decode_q_i8_fold<I>(view(q), first_row, heads, hp, data, start, scale);
   }
@@ -184,7 +184,7 @@ inline constexpr host_abi::format_kernels kernels_of = [] {
   k.isa = I::path;
   k.lanes = I::lanes;
   k.fold_rows = I::fold_rows || relative_rows<I>;
-  k.shared_codes = relative_rows<I>;
+  k.compact_reads_per_block = relative_rows<I>;
   k.decode_keys = &e::decode_keys;
   if constexpr (int8_path<Format>) {
     k.decode_q_i8 = &e::decode_q_i8;
