@@ -315,6 +315,18 @@ void score_row_folded(const host_abi::format_kernels& kernels, const workspace& 
   const auto fold_kernel = kernels.fold_kernel(padded / kernels.lanes);
   const unsigned char* key_folds = ws.k_compact.data();
   const std::uint8_t* compact_codes = per_block_form ? ws.k_i8.data() : ws.k_fold.data();
+  // Every key in the compact form (the common case): one kernel call per group, nothing else.
+  if (std::find(key_folds + (lo - tile_begin), key_folds + (hi - tile_begin), 0) ==
+      key_folds + (hi - tile_begin)) {
+    for (std::int64_t t = lo; t < hi; t += fold_kernel.keys) {
+      fold_kernel.fn(fold_query,
+                     {compact_codes + (t - tile_begin) * key_bytes,
+                      ws.k_fold_scale.data() + (t - tile_begin) * scale_words},
+                     out.at(t));
+      fetch.step(fold_kernel.keys);
+    }
+    return;
+  }
   // Per-block scores of a group that mixes both forms: after the row's tile and its padding.
   float* const mixed = out.scores + key_tile + max_group_keys;
   for (std::int64_t t = lo; t < hi; t += fold_kernel.keys) {
