@@ -209,6 +209,28 @@ constexpr std::int32_t i8_int16_start(std::int32_t start) {
   return static_cast<std::int32_t>(static_cast<std::uint16_t>(start));
 }
 
+// Block b's integer sums, for the per-block int8 kernels (i8_path's query and key layouts, keys
+// of D bytes): acc[j][i] of head vector v0 + j and key i starts at the block's start (when the
+// encoding offsets keys) and adds the block's 8 steps with `step` (I::dot4, or I::dot4_int16 on
+// int16_block_sums ISAs).
+template <int D, class I, class Vi, std::size_t HeadVectors, std::size_t Keys, class Step>
+MQALOGITS_TILE_INLINE void block_sums(const i8_query& q, int v0, const i8_keys& k, int b,
+                                      Vi (&acc)[HeadVectors][Keys], Step step) {
+  constexpr int L = I::lanes, steps = mx_scale_block / 4;
+  const int stride = q.padded_heads;
+  const std::int32_t* qd = q.data + b * steps * stride + v0 * steps * L;
+  const std::uint8_t* kd = k.codes + b * mx_scale_block;
+  fill_tile(acc, [&](int j) {
+    if constexpr (I::int8::offset_keys)
+      return I::loadi(q.start + b * stride + (v0 + j) * L);
+    else
+      return I::zeroi();
+  });
+  accumulate_tile(
+      acc, steps, [&](int s, int j) { return I::loadi(qd + (j * steps + s) * L); },
+      [&](int s, int i) { return I::broadcast4(kd + i * D + 4 * s); }, step);
+}
+
 // ---- int8 path (MXFP4 x MXFP4) ----
 //
 // Doubled e2m1 values are integers in [-12, 12], so each 32-element block's dot product is exact
@@ -243,34 +265,22 @@ struct i8_path {
     using vf = typename I::vf;
     using vi = typename I::vi;
     constexpr int L = I::lanes;
-    constexpr int blocks = D / mx_scale_block, steps = mx_scale_block / 4;
+    constexpr int blocks = D / mx_scale_block;
     const int stride = q.padded_heads;
     vf f[std::size_t{HeadVectors}][std::size_t{Keys}];
     fill_tile(f, [](int) { return I::zero(); });
     for (int b = 0; b < blocks; ++b) {
-      auto start = [&](int j) {
-        if constexpr (I::int8::offset_keys)
-          return I::loadi(q.start + b * stride + (v0 + j) * L);
-        else
-          return I::zeroi();
-      };
       vi acc[std::size_t{HeadVectors}][std::size_t{Keys}];
-      const std::int32_t* qd = q.data + b * steps * stride + v0 * steps * L;
-      const std::uint8_t* kd = k.codes + b * mx_scale_block;
-      auto head_at = [&](int s, int j) { return I::loadi(qd + (j * steps + s) * L); };
-      auto key_at = [&](int s, int i) { return I::broadcast4(kd + i * key_bytes + 4 * s); };
-      fill_tile(acc, start);
       if constexpr (int16_block_sums<I>) {
-        accumulate_tile(acc, steps, head_at, key_at,
-                        [](vi a, vi qv, vi kv) { return I::dot4_int16(a, kv, qv); });
+        block_sums<D, I>(q, v0, k, b, acc,
+                         [](vi a, vi qv, vi kv) { return I::dot4_int16(a, kv, qv); });
         MQALOGITS_UNROLL
         for (int j = 0; j < HeadVectors; ++j) {
           MQALOGITS_UNROLL
           for (int i = 0; i < Keys; ++i) acc[j][i] = I::widen_int16(acc[j][i]);
         }
       } else {
-        accumulate_tile(acc, steps, head_at, key_at,
-                        [](vi a, vi qv, vi kv) { return I::dot4(a, kv, qv); });
+        block_sums<D, I>(q, v0, k, b, acc, [](vi a, vi qv, vi kv) { return I::dot4(a, kv, qv); });
       }
       MQALOGITS_UNROLL
       for (int j = 0; j < HeadVectors; ++j) {
@@ -380,8 +390,7 @@ struct i8_rel_path {
     using vf = typename I::vf;
     using vi = typename I::vi;
     constexpr int L = I::lanes;
-    constexpr int blocks = D / mx_scale_block, steps = mx_scale_block / 4;
-    constexpr int words = i8_compact_scale_words<D>;
+    constexpr int blocks = D / mx_scale_block, words = i8_compact_scale_words<D>;
     const int stride = q.padded_heads;
     // Word n of key i's scales, as bytes (the multipliers are integers).
     auto word = [&](int i, int n) {
@@ -391,13 +400,8 @@ struct i8_rel_path {
     fill_tile(f, [](int) { return I::zero(); });
     for (int b = 0; b < blocks; ++b) {
       vi acc[std::size_t{HeadVectors}][std::size_t{Keys}];
-      const std::int32_t* qd = q.data + b * steps * stride + v0 * steps * L;
-      const std::uint8_t* kd = k.codes + b * mx_scale_block;
-      fill_tile(acc, [&](int j) { return I::loadi(q.start + b * stride + (v0 + j) * L); });
-      accumulate_tile(
-          acc, steps, [&](int s, int j) { return I::loadi(qd + (j * steps + s) * L); },
-          [&](int s, int i) { return I::broadcast4(kd + i * key_bytes + 4 * s); },
-          [](vi a, vi qv, vi kv) { return I::dot4_int16(a, kv, qv); });
+      block_sums<D, I>(q, v0, k, b, acc,
+                       [](vi a, vi qv, vi kv) { return I::dot4_int16(a, kv, qv); });
       MQALOGITS_UNROLL
       for (int j = 0; j < HeadVectors; ++j) {
         const vf qs = I::load(q.scale + b * stride + (v0 + j) * L);
