@@ -302,7 +302,8 @@ void score_keys_per_block(
 template <class Format>
 void score_row_folded(const host_abi::format_kernels& kernels, const workspace& ws,
                       std::int64_t row, int heads, std::int64_t tile_begin, std::int64_t lo,
-                      std::int64_t hi, row_scores out, next_tile_fetch<Format>& fetch) {
+                      std::int64_t hi, std::int64_t tile_general_keys, row_scores out,
+                      next_tile_fetch<Format>& fetch) {
   constexpr int key_bytes = host_backend::i8_key_bytes<Format::head_dim>;
   constexpr int scale_words = host_backend::i8_compact_scale_words<Format::head_dim>;
   const int padded = padded_heads(kernels, heads);
@@ -315,16 +316,17 @@ void score_row_folded(const host_abi::format_kernels& kernels, const workspace& 
   const auto fold_kernel = kernels.fold_kernel(padded / kernels.lanes);
   const unsigned char* key_folds = ws.k_compact.data();
   const std::uint8_t* compact_codes = per_block_form ? ws.k_i8.data() : ws.k_fold.data();
-  // Every key in the compact form (the common case): one kernel call per group, nothing else.
-  if (std::find(key_folds + (lo - tile_begin), key_folds + (hi - tile_begin), 0) ==
-      key_folds + (hi - tile_begin)) {
-    for (std::int64_t t = lo; t < hi; t += fold_kernel.keys) {
-      fold_kernel.fn(fold_query,
-                     {compact_codes + (t - tile_begin) * key_bytes,
-                      ws.k_fold_scale.data() + (t - tile_begin) * scale_words},
-                     out.at(t));
-      fetch.step(fold_kernel.keys);
-    }
+  // The compact kernel on the group of keys from t.
+  auto score_compact = [&](std::int64_t t, std::int64_t count) {
+    fold_kernel.fn(fold_query,
+                   {compact_codes + (t - tile_begin) * key_bytes,
+                    ws.k_fold_scale.data() + (t - tile_begin) * scale_words},
+                   out.at(t));
+    fetch.step(count);
+  };
+  // Every key of the tile in the compact form (the common case): nothing else to look at.
+  if (tile_general_keys == 0) {
+    for (std::int64_t t = lo; t < hi; t += fold_kernel.keys) score_compact(t, fold_kernel.keys);
     return;
   }
   // Per-block scores of a group that mixes both forms: after the row's tile and its padding.
@@ -338,11 +340,7 @@ void score_row_folded(const host_abi::format_kernels& kernels, const workspace& 
                                    fetch);
       continue;
     }
-    fold_kernel.fn(fold_query,
-                   {compact_codes + (t - tile_begin) * key_bytes,
-                    ws.k_fold_scale.data() + (t - tile_begin) * scale_words},
-                   out.at(t));
-    fetch.step(count);
+    score_compact(t, count);
     if (folded < count)
       for (std::int64_t u = t; u < t + count; u += block_kernel.keys) {
         score_keys_per_block<Format>(block_kernel, block_query, ws, tile_begin, u, u + 1,
@@ -357,9 +355,10 @@ void score_row_folded(const host_abi::format_kernels& kernels, const workspace& 
 template <class Format>
 void score_row_i8(const host_abi::format_kernels& kernels, const workspace& ws, std::int64_t row,
                   int heads, std::int64_t tile_begin, std::int64_t lo, std::int64_t hi,
-                  row_scores out, next_tile_fetch<Format>& fetch) {
+                  std::int64_t tile_general_keys, row_scores out, next_tile_fetch<Format>& fetch) {
   if (kernels.fold_rows && ws.q_compact.data()[row]) {
-    score_row_folded<Format>(kernels, ws, row, heads, tile_begin, lo, hi, out, fetch);
+    score_row_folded<Format>(kernels, ws, row, heads, tile_begin, lo, hi, tile_general_keys, out,
+                             fetch);
     return;
   }
   const int padded = padded_heads(kernels, heads);
@@ -403,9 +402,9 @@ void run_item(const host_abi::format_kernels& kernels, const rows_view<Format>& 
         {ws.key_valid.data(), ws.k_f32.data(), ws.k_i8.data(), ws.k_scale.data(), ws.k_fold.data(),
          ws.k_fold_scale.data(), ws.k_bf16.data(), ws.k_bf16_scale.data(), ws.k_compact.data()});
     const unsigned char* valid = ws.key_valid.data();
-    // Keys of the tile without the compact form (the bf16 rows' fp32 fallbacks).
+    // Keys of the tile without the compact form (the compact rows' general-kernel fallbacks).
     std::int64_t general_keys = 0;
-    if (!int8_path<Format> && compact != host_abi::compact_rows::none)
+    if (compact != host_abi::compact_rows::none)
       general_keys = std::count(ws.k_compact.data(), ws.k_compact.data() + (tile_end - tile_begin),
                                 static_cast<unsigned char>(0));
     for (std::int64_t r = item.row_begin; r < item.row_end; ++r) {
@@ -419,8 +418,8 @@ void run_item(const host_abi::format_kernels& kernels, const rows_view<Format>& 
       // cost a selecting output its per-call work every 4-14 keys.)
       const std::int64_t decoded_row = r - ws.row_begin;
       if constexpr (int8_path<Format>)
-        score_row_i8<Format>(kernels, ws, decoded_row, heads, tile_begin, lo, hi, {scores, lo},
-                             fetch);
+        score_row_i8<Format>(kernels, ws, decoded_row, heads, tile_begin, lo, hi, general_keys,
+                             {scores, lo}, fetch);
       else
         score_row_f32<Format>(kernels, ws, decoded_row, heads, tile_begin, lo, hi, general_keys,
                               {scores, lo}, fetch);
