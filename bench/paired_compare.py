@@ -6,8 +6,10 @@
            the median over runs of each run's median: e4m3 % of the FMA peak, MXFP4 %, MXFP4 / e4m3
   threads: python3 bench/paired_compare.py threads RUNS ROUNDS path/to/mqalogits_paired
            the same binary on 1 and 2 threads, alternating; per shape 2T / 1T of median GFLOP/s
+  PAIRED_FILTER=text limits either mode to the shapes whose name contains text (paired's filter)
 """
 import collections
+import os
 import re
 import statistics
 import subprocess
@@ -18,7 +20,8 @@ LINE = re.compile(r'(.*?)\s+(MXFP8|FP8tok) best\s+[\d.]+% median\s+([\d.]+)% .*M
 
 
 def run(binary, rounds, threads=1):
-    out = subprocess.run([binary, str(rounds), "", str(threads)], capture_output=True,
+    shapes = os.environ.get("PAIRED_FILTER", "")
+    out = subprocess.run([binary, str(rounds), shapes, str(threads)], capture_output=True,
                          text=True, check=True).stdout
     for line in out.splitlines():
         m = LINE.match(line)

@@ -231,6 +231,24 @@ TEST_CASE("paged: the schedule covers every unit once, for any worker count", "[
   }
 }
 
+// The host driver fetches the next tile of paged keys ahead only where a prefetch into L2 stays
+// out of L1; the CPUs that fill L1 anyway, by CPUID family and model.
+TEST_CASE("paged: the tile-ahead fetch is skipped on CPUs whose L2 prefetch fills L1", "[paged]") {
+  using ml::host_backend::prefetch_fills_l1;
+  STATIC_REQUIRE(prefetch_fills_l1(true, 0x17, 0x31));    // Zen 2 (Rome)
+  STATIC_REQUIRE(prefetch_fills_l1(true, 0x18, 0x00));    // Hygon Dhyana (Zen)
+  STATIC_REQUIRE(prefetch_fills_l1(true, 0x19, 0x01));    // Zen 3 (Milan)
+  STATIC_REQUIRE(prefetch_fills_l1(true, 0x19, 0x21));    // Zen 3 (Vermeer)
+  STATIC_REQUIRE(prefetch_fills_l1(true, 0x19, 0x44));    // Zen 3+ (Rembrandt)
+  STATIC_REQUIRE(prefetch_fills_l1(true, 0x19, 0x50));    // Zen 3 (Cezanne)
+  STATIC_REQUIRE(!prefetch_fills_l1(true, 0x19, 0x11));   // Zen 4 (Genoa)
+  STATIC_REQUIRE(!prefetch_fills_l1(true, 0x19, 0x61));   // Zen 4 (Raphael)
+  STATIC_REQUIRE(!prefetch_fills_l1(true, 0x19, 0x74));   // Zen 4 (Phoenix)
+  STATIC_REQUIRE(!prefetch_fills_l1(true, 0x19, 0xA0));   // Zen 4c (Bergamo)
+  STATIC_REQUIRE(!prefetch_fills_l1(true, 0x1A, 0x02));   // Zen 5 (Turin)
+  STATIC_REQUIRE(!prefetch_fills_l1(false, 0x06, 0xCF));  // Intel (Emerald Rapids)
+}
+
 TEMPLATE_LIST_TEST_CASE("paged: any page size from 1 to 1024 (sglang's 1, odd sizes, 1024)",
                         "[paged]", check::kernel_combos) {
   using F = typename TestType::format;

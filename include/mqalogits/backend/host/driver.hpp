@@ -23,6 +23,7 @@
 #include "kernel_abi.hpp"
 #include "kernel_table.hpp"
 #include "microkernel.hpp"
+#include "prefetch.hpp"
 #include "workspace.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -176,13 +177,22 @@ struct next_tile_fetch {
 
 // Whether a plan's keys are fetched a tile ahead: those of the paged plan, whose keys sit on
 // pages spread through memory, runs of page_kv tokens that the hardware prefetcher does not
-// follow from one to the next. Dense and sparse keys (rows of one KV, blocks of them, a gathered
-// snapshot) are left to the decode's own prefetch: there the second lookup and the extra
-// prefetches cost more than they save (sparse 64 x 2048 keys: 1-4% slower with them).
+// follow from one to the next, on a CPU whose prefetch into L2 stays out of L1 (elsewhere the
+// fetched tile, larger than L1, evicts what is being scored). Dense and sparse keys (rows of
+// one KV, blocks of them, a gathered snapshot) are left to the decode's own prefetch: there the
+// second lookup and the extra prefetches cost more than they save (sparse 64 x 2048 keys: 1-4%
+// slower with them).
 template <class Plan>
 inline constexpr bool fetch_tile_ahead = requires {
   requires Plan::keys_on_pages;
 };
+template <class Plan>
+bool fetches_tile_ahead() {
+  if constexpr (fetch_tile_ahead<Plan>)
+    return !this_cpu_prefetch_fills_l1();
+  else
+    return false;
+}
 
 // Which of an item's query rows take the compact kernel (decode_rows decided per row).
 inline host_abi::compact_rows item_compact_rows(const work_item& item, const workspace& ws) {
@@ -381,6 +391,7 @@ void run_item(const host_abi::format_kernels& kernels, const rows_view<Format>& 
   float* scores = ws.scores.reserve(score_slots);
   reserve_tile<Format>(ws);
   host_abi::key_ptrs *refs = ws.refs.data(), *next_refs = ws.next_refs.data();
+  const bool fetch_ahead = fetches_tile_ahead<Plan>();
   look_up_keys(plan, item.group, item.key_begin, std::min(key_tile, item.key_end - item.key_begin),
                refs);
   for (std::int64_t tile_begin = item.key_begin; tile_begin < item.key_end;
@@ -392,11 +403,11 @@ void run_item(const host_abi::format_kernels& kernels, const rows_view<Format>& 
     if (tile_end < item.key_end) {
       next_keys = std::min(key_tile, item.key_end - tile_end);
       look_up_keys(plan, item.group, tile_end, next_keys, next_refs);
-    } else if (fetch_tile_ahead<Plan> && next) {
+    } else if (fetch_ahead && next) {
       next_keys = std::min(key_tile, next->key_end - next->key_begin);
       look_up_keys(plan, next->group, next->key_begin, next_keys, next_refs);
     }
-    next_tile_fetch<Format> fetch{next_refs, fetch_tile_ahead<Plan> ? next_keys : 0};
+    next_tile_fetch<Format> fetch{next_refs, fetch_ahead ? next_keys : 0};
     kernels.decode_keys(
         refs, tile_end - tile_begin, compact,
         {ws.key_valid.data(), ws.k_f32.data(), ws.k_i8.data(), ws.k_scale.data(), ws.k_fold.data(),

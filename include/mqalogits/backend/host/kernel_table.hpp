@@ -12,29 +12,10 @@
 #include "decode.hpp"
 #include "kernel_abi.hpp"
 #include "microkernel.hpp"
+#include "prefetch.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
-
-// Keys are decoded while the one `prefetch_keys` ahead is fetched, so the decode does not wait
-// on memory (paged keys sit wherever their pages are).
-inline constexpr std::int64_t prefetch_keys = 32;
-
-// One cache line into L2 (prefetcht1): L1 stays for the query row and the tile being written.
-inline void prefetch_line(const void* p) {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(p, 0, 2);
-#else
-  (void)p;
-#endif
-}
-
-template <class Format>
-inline void prefetch_key(const host_abi::key_ptrs& key) {
-  if (!key.data) return;
-  for (int b = 0; b < Format::data_bytes; b += 64) prefetch_line(key.data + b);
-  prefetch_line(key.scale);
-}
 
 template <class I, class Format>
 struct table_entries {
