@@ -7,6 +7,7 @@
   threads: python3 bench/paired_compare.py threads RUNS ROUNDS path/to/mqalogits_paired
            the same binary on 1 and 2 threads, alternating; per shape 2T / 1T of median GFLOP/s
   PAIRED_FILTER=text limits either mode to the shapes whose name contains text (paired's filter)
+  PAIRED_SPIN=us: the pool's spin in threads mode (paired's fourth argument; 0 by default)
 """
 import collections
 import os
@@ -21,7 +22,8 @@ LINE = re.compile(r'(.*?)\s+(MXFP8|FP8tok) best\s+[\d.]+% median\s+([\d.]+)% .*M
 
 def run(binary, rounds, threads=1):
     shapes = os.environ.get("PAIRED_FILTER", "")
-    out = subprocess.run([binary, str(rounds), shapes, str(threads)], capture_output=True,
+    spin = os.environ.get("PAIRED_SPIN", "0")
+    out = subprocess.run([binary, str(rounds), shapes, str(threads), spin], capture_output=True,
                          text=True, check=True).stdout
     for line in out.splitlines():
         m = LINE.match(line)

@@ -377,6 +377,17 @@ TEST_CASE("concurrency: a pool whose workers spin between calls", "[concurrency]
       for (auto& r : runs) once += r.load() == 1;
       REQUIRE(once == n);
     }
+    // Slow tasks on the workers: the caller, done first, polls (or sleeps) until they finish,
+    // and their plain writes are visible when parallel_for returns.
+    for (int call = 0; call < 4; ++call) {
+      std::vector<i64> written(8, 0);
+      auto slow = [&](i64 i) {
+        if (i % 3 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1 + call));
+        written[static_cast<std::size_t>(i)] = i + 1;
+      };
+      pool.parallel_for(8, slow);
+      for (i64 i = 0; i < 8; ++i) REQUIRE(written[static_cast<std::size_t>(i)] == i + 1);
+    }
     auto fail = [](i64 i) {
       if (i == 5) throw std::runtime_error("task 5");
     };

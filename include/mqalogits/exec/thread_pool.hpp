@@ -119,8 +119,9 @@ class thread_pool {
     }
     wake_.notify_all();
     work_on(current);
+    spin_until_done(current);
     std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return current.active == 0; });
+    done_.wait(lock, [&] { return current.active.load(std::memory_order_relaxed) == 0; });
     job_ = nullptr;
     if (current.failure) std::rethrow_exception(current.failure);
   }
@@ -131,7 +132,9 @@ class thread_pool {
     task_ref task;
     std::int64_t n;
     std::atomic<std::int64_t> next{0};
-    int active = 0;  // workers inside work_on, guarded by mutex_
+    // Workers inside work_on: changed under mutex_ (the condition variables' state), atomic so
+    // that the caller can poll it without the lock.
+    std::atomic<int> active{0};
     std::exception_ptr failure;
     std::mutex failure_mutex;
   };
@@ -181,12 +184,12 @@ class thread_pool {
         if (stop_) return;
         seen = generation_.load(std::memory_order_relaxed);
         j = job_;
-        ++j->active;
+        j->active.fetch_add(1, std::memory_order_relaxed);
       }
       work_on(*j);
       {
         std::lock_guard lock(mutex_);
-        --j->active;
+        j->active.fetch_sub(1, std::memory_order_release);
       }
       done_.notify_all();
     }
@@ -198,6 +201,15 @@ class thread_pool {
     if (spin_.count() == 0) return;
     const auto until = detail::spin_deadline(std::chrono::steady_clock::now(), spin_);
     while (generation_.load(std::memory_order_acquire) == seen &&
+           std::chrono::steady_clock::now() < until)
+      cpu_relax();
+  }
+  // The caller, its share of the job done, polls for the workers to finish theirs for up to
+  // spin_ before it sleeps: a short call's last item then does not wait on a wake-up as well.
+  void spin_until_done(const job& j) const {
+    if (spin_.count() == 0) return;
+    const auto until = detail::spin_deadline(std::chrono::steady_clock::now(), spin_);
+    while (j.active.load(std::memory_order_acquire) != 0 &&
            std::chrono::steady_clock::now() < until)
       cpu_relax();
   }
