@@ -47,12 +47,21 @@ struct kernel {
   std::function<void(const ml::options&)> run;
 };
 
+// The shape filter (the second argument). A shape it leaves out is named only: its inputs (a
+// scattered cache maps 4 GiB) are not made.
+std::string shape_filter;
+bool left_out(const std::string& name) {
+  return !shape_filter.empty() && name.find(shape_filter) == std::string::npos;
+}
+
 template <class F>
 kernel dense(std::int64_t nq, std::int64_t n, std::int64_t h) {
+  const std::string name =
+      "dense " + std::to_string(nq) + "x" + std::to_string(n) + " H" + std::to_string(h);
+  if (left_out(name)) return {name, label<F>(), 0, nullptr};
   auto in = std::make_shared<bench::dense_inputs<F>>(nq, n, h);
   auto out = std::make_shared<ml::logits_buffer<ml::bf16>>(in->num_q, in->N);
-  return {"dense " + std::to_string(nq) + "x" + std::to_string(n) + " H" + std::to_string(h),
-          label<F>(),
+  return {name, label<F>(),
           2.0 * static_cast<double>(h) * ml::head_dim * static_cast<double>(in->valid_pairs()),
           [in, out](const ml::options& opt) {
             ml::fp8_fp4_mqa_logits(ml::backend::host{}, in->q.view(), in->kv.view(), in->wv(),
@@ -67,6 +76,11 @@ kernel dense(std::int64_t nq, std::int64_t n, std::int64_t h) {
 template <class F>
 kernel paged(std::int64_t b, std::int64_t next_n, std::int64_t ctx, std::int64_t topk = 0,
              std::int64_t h = 64, bool scattered = false) {
+  const std::string name = "paged " + std::to_string(b) + "x" + std::to_string(next_n) + "x" +
+                           std::to_string(ctx) + (topk ? " top" + std::to_string(topk) : "") +
+                           (h != 64 ? " H" + std::to_string(h) : "") +
+                           (scattered ? " scattered" : "");
+  if (left_out(name)) return {name, label<F>(), 0, nullptr};
   auto in = std::make_shared<bench::paged_inputs<F>>(b, next_n, ctx, h,
                                                      scattered ? std::size_t{4} << 30 : 0);
   using schedule_t = decltype(ml::get_paged_mqa_logits_metadata(in->lens_view(), in->page_kv, 1));
@@ -75,9 +89,6 @@ kernel paged(std::int64_t b, std::int64_t next_n, std::int64_t ctx, std::int64_t
   const std::int64_t rows = in->B * in->next_n;
   auto out = std::make_shared<ml::logits_buffer<ml::bf16>>(topk ? 1 : rows, in->context);
   auto idx = std::make_shared<std::vector<std::int32_t>>(static_cast<std::size_t>(rows * topk));
-  std::string name = "paged " + std::to_string(b) + "x" + std::to_string(next_n) + "x" +
-                     std::to_string(ctx) + (topk ? " top" + std::to_string(topk) : "") +
-                     (h != 64 ? " H" + std::to_string(h) : "") + (scattered ? " scattered" : "");
   return {name, label<F>(),
           2.0 * static_cast<double>(h) * ml::head_dim * static_cast<double>(in->valid_pairs()),
           [in, out, idx, schedule, rows, topk](const ml::options& opt) {
@@ -95,6 +106,7 @@ kernel paged(std::int64_t b, std::int64_t next_n, std::int64_t ctx, std::int64_t
 
 template <class F>
 kernel sparse() {
+  if (left_out("sparse 64x128x16")) return {"sparse 64x128x16", label<F>(), 0, nullptr};
   auto in = std::make_shared<bench::sparse_inputs<F>>(64, 128, 16, 32768, 64);
   using meta_t =
       decltype(ml::get_sparse_mqa_logits_metadata(in->ks, in->ke, in->N, in->idx_view(), in->blk));
@@ -114,6 +126,9 @@ kernel sparse() {
 // pages. bench/python_decode.py times the same call through the Python module.
 template <class F>
 kernel deepseek_decode(std::int64_t b, std::int64_t next_n, std::int64_t ctx) {
+  const std::string name = "deepseek decode " + std::to_string(b) + "x" + std::to_string(next_n) +
+                           "x" + std::to_string(ctx) + " fp32";
+  if (left_out(name)) return {name, label<F>(), 0, nullptr};
   auto in = std::make_shared<bench::paged_inputs<F>>(b, next_n, ctx, 64, std::size_t{4} << 30);
   using schedule_t = decltype(ml::get_paged_mqa_logits_metadata(in->lens_view(), in->page_kv, 1));
   auto schedule = std::make_shared<schedule_t>(
@@ -122,9 +137,7 @@ kernel deepseek_decode(std::int64_t b, std::int64_t next_n, std::int64_t ctx) {
   auto w = std::make_shared<std::vector<float>>();
   for (const ml::bf16 x : in->w) w->push_back(ml::to_float(x));
   auto out = std::make_shared<ml::logits_buffer<float>>(rows, in->context);
-  return {"deepseek decode " + std::to_string(b) + "x" + std::to_string(next_n) + "x" +
-              std::to_string(ctx) + " fp32",
-          label<F>(), 2.0 * 64 * ml::head_dim * static_cast<double>(in->valid_pairs()),
+  return {name, label<F>(), 2.0 * 64 * ml::head_dim * static_cast<double>(in->valid_pairs()),
           [in, w, out, schedule, rows](const ml::options& opt) {
             // FP8 per-token Q carries no scales (engines fold them into the weights).
             const ml::rows_view<F> q(
@@ -140,6 +153,7 @@ kernel deepseek_decode(std::int64_t b, std::int64_t next_n, std::int64_t ctx) {
 // The sparse shape's selection read through a block table over the same KV's pages.
 template <class F>
 kernel paged_sparse() {
+  if (left_out("paged sparse 64x128x16")) return {"paged sparse 64x128x16", label<F>(), 0, nullptr};
   auto in = std::make_shared<bench::sparse_inputs<F>>(64, 128, 16, 32768, 64);
   using meta_t = decltype(ml::get_paged_sparse_mqa_logits_metadata(in->lens, in->table_view(), 64,
                                                                    in->idx_view(), in->blk));
@@ -183,7 +197,7 @@ double median(std::vector<double> v) {
 // the next call before they sleep (thread_pool's spin; 0, the default, sleeps at once).
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 9;
-  const std::string only = argc > 2 ? argv[2] : "";
+  shape_filter = argc > 2 ? argv[2] : "";
   const int threads = argc > 3 ? std::max(1, std::atoi(argv[3])) : 1;
   const int spin = argc > 4 ? std::max(0, std::atoi(argv[4])) : 0;
   if (std::string(ml::host_isa_name()).rfind("avx", 0) != 0) {
@@ -256,7 +270,7 @@ int main(int argc, char** argv) {
       }};
   for (auto& make : shapes) {
     auto [k8, k4] = make();
-    if (!only.empty() && k8.name.find(only) == std::string::npos) continue;
+    if (left_out(k8.name)) continue;
     // Short calls are repeated so that each timing spans at least ~2 ms.
     k8.run(opt);  // warm: workspaces, pages
     k4.run(opt);

@@ -49,7 +49,7 @@ constexpr bool prefetch_fills_l1(bool amd, unsigned family, unsigned model) {
 
 // The CPU this process runs on (read once). A fetch a whole tile ahead (the driver's, for keys
 // on scattered pages) then runs only where it lands in L2: on Zen 3, where it landed in L1, it
-// evicted the query rows and decoded keys being scored, and paged decode ran 2-5% slower
+// evicted the query rows and decoded keys being scored, and paged decode ran 1-7% slower
 // (MXFP4) with it than without.
 inline bool this_cpu_prefetch_fills_l1() {
 #if defined(MQALOGITS_HOST_X86_CPUID)
