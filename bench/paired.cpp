@@ -53,12 +53,17 @@ std::string shape_filter;
 bool left_out(const std::string& name) {
   return !shape_filter.empty() && name.find(shape_filter) == std::string::npos;
 }
+// The kernel of a shape left out: its name alone.
+template <class F>
+kernel named_only(const std::string& name) {
+  return {name, label<F>(), 0, nullptr};
+}
 
 template <class F>
 kernel dense(std::int64_t nq, std::int64_t n, std::int64_t h) {
   const std::string name =
       "dense " + std::to_string(nq) + "x" + std::to_string(n) + " H" + std::to_string(h);
-  if (left_out(name)) return {name, label<F>(), 0, nullptr};
+  if (left_out(name)) return named_only<F>(name);
   auto in = std::make_shared<bench::dense_inputs<F>>(nq, n, h);
   auto out = std::make_shared<ml::logits_buffer<ml::bf16>>(in->num_q, in->N);
   return {name, label<F>(),
@@ -80,7 +85,7 @@ kernel paged(std::int64_t b, std::int64_t next_n, std::int64_t ctx, std::int64_t
                            std::to_string(ctx) + (topk ? " top" + std::to_string(topk) : "") +
                            (h != 64 ? " H" + std::to_string(h) : "") +
                            (scattered ? " scattered" : "");
-  if (left_out(name)) return {name, label<F>(), 0, nullptr};
+  if (left_out(name)) return named_only<F>(name);
   auto in = std::make_shared<bench::paged_inputs<F>>(b, next_n, ctx, h,
                                                      scattered ? std::size_t{4} << 30 : 0);
   using schedule_t = decltype(ml::get_paged_mqa_logits_metadata(in->lens_view(), in->page_kv, 1));
@@ -106,7 +111,7 @@ kernel paged(std::int64_t b, std::int64_t next_n, std::int64_t ctx, std::int64_t
 
 template <class F>
 kernel sparse() {
-  if (left_out("sparse 64x128x16")) return {"sparse 64x128x16", label<F>(), 0, nullptr};
+  if (left_out("sparse 64x128x16")) return named_only<F>("sparse 64x128x16");
   auto in = std::make_shared<bench::sparse_inputs<F>>(64, 128, 16, 32768, 64);
   using meta_t =
       decltype(ml::get_sparse_mqa_logits_metadata(in->ks, in->ke, in->N, in->idx_view(), in->blk));
@@ -128,7 +133,7 @@ template <class F>
 kernel deepseek_decode(std::int64_t b, std::int64_t next_n, std::int64_t ctx) {
   const std::string name = "deepseek decode " + std::to_string(b) + "x" + std::to_string(next_n) +
                            "x" + std::to_string(ctx) + " fp32";
-  if (left_out(name)) return {name, label<F>(), 0, nullptr};
+  if (left_out(name)) return named_only<F>(name);
   auto in = std::make_shared<bench::paged_inputs<F>>(b, next_n, ctx, 64, std::size_t{4} << 30);
   using schedule_t = decltype(ml::get_paged_mqa_logits_metadata(in->lens_view(), in->page_kv, 1));
   auto schedule = std::make_shared<schedule_t>(
@@ -153,7 +158,7 @@ kernel deepseek_decode(std::int64_t b, std::int64_t next_n, std::int64_t ctx) {
 // The sparse shape's selection read through a block table over the same KV's pages.
 template <class F>
 kernel paged_sparse() {
-  if (left_out("paged sparse 64x128x16")) return {"paged sparse 64x128x16", label<F>(), 0, nullptr};
+  if (left_out("paged sparse 64x128x16")) return named_only<F>("paged sparse 64x128x16");
   auto in = std::make_shared<bench::sparse_inputs<F>>(64, 128, 16, 32768, 64);
   using meta_t = decltype(ml::get_paged_sparse_mqa_logits_metadata(in->lens, in->table_view(), 64,
                                                                    in->idx_view(), in->blk));

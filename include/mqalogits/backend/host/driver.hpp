@@ -183,12 +183,8 @@ struct next_tile_fetch {
 // second lookup and the extra prefetches cost more than they save (sparse 64 x 2048 keys: 1-4%
 // slower with them).
 template <class Plan>
-inline constexpr bool fetch_tile_ahead = requires {
-  requires Plan::keys_on_pages;
-};
-template <class Plan>
 bool fetches_tile_ahead() {
-  if constexpr (fetch_tile_ahead<Plan>)
+  if constexpr (requires { requires Plan::keys_on_pages; })
     return !this_cpu_prefetch_fills_l1();
   else
     return false;
