@@ -42,7 +42,7 @@ fail() { echo "arm.sh: $*" >&2; exit 1; }
 
 # Test names without a type-list instance suffix (" - hb::compiled_isas - 1"): the same set on
 # every target, whatever instruction sets it compiles.
-base_names() { sed -E 's/ - [A-Za-z_:]+ - [0-9]+$//' | sort -u; }
+base_names() { sed -E 's/ - [A-Za-z0-9_:]+ - [0-9]+$//' | sort -u; }
 
 # The full job's test files: all but these (their test names start with the prefixes below).
 ARM_SKIP_FILES=${ARM_SKIP_FILES-neuron_cost_test.cpp neuron_kernels_test.cpp neuron_model_test.cpp allocation_test.cpp}
