@@ -133,9 +133,9 @@ run_full() {  # name, -march value
   stamp "$name: done"
 }
 
-# The ISA-dependent tests only, run straight from the binary (one process under qemu). (The dense
-# kernel's tests ran here too, 40 s of the job, though the dispatch tests below run every kernel
-# end to end on this path.)
+# The ISA-dependent tests only, run straight from the binary (one process under qemu). The
+# dispatch tests below run every kernel end to end on this path, so the dense kernel's own tests
+# are not run again here (40 s of the job).
 isa_tests="host_microkernel_test.cpp"
 run_isa_tests() {  # name, -march value
   local name=$1 march=$2 dir=build-arm-$1
