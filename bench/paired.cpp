@@ -111,15 +111,15 @@ kernel paged(std::int64_t b, std::int64_t next_n, std::int64_t ctx, std::int64_t
 
 template <class F>
 kernel sparse() {
-  if (left_out("sparse 64x128x16")) return named_only<F>("sparse 64x128x16");
+  const std::string name = "sparse 64x128x16";
+  if (left_out(name)) return named_only<F>(name);
   auto in = std::make_shared<bench::sparse_inputs<F>>(64, 128, 16, 32768, 64);
   using meta_t =
       decltype(ml::get_sparse_mqa_logits_metadata(in->ks, in->ke, in->N, in->idx_view(), in->blk));
   auto meta = std::make_shared<meta_t>(
       ml::get_sparse_mqa_logits_metadata(in->ks, in->ke, in->N, in->idx_view(), in->blk));
   auto out = std::make_shared<ml::logits_buffer<ml::bf16>>(in->rows_n, in->cap * in->blk);
-  return {"sparse 64x128x16", label<F>(),
-          2.0 * 64 * ml::head_dim * static_cast<double>(in->valid_pairs()),
+  return {name, label<F>(), 2.0 * 64 * ml::head_dim * static_cast<double>(in->valid_pairs()),
           [in, out, meta](const ml::options& opt) {
             ml::fp8_fp4_sparse_mqa_logits(ml::backend::host{}, in->q.view(), in->kv.view(),
                                           in->wv(), *meta, out->view(), opt);
@@ -158,15 +158,15 @@ kernel deepseek_decode(std::int64_t b, std::int64_t next_n, std::int64_t ctx) {
 // The sparse shape's selection read through a block table over the same KV's pages.
 template <class F>
 kernel paged_sparse() {
-  if (left_out("paged sparse 64x128x16")) return named_only<F>("paged sparse 64x128x16");
+  const std::string name = "paged sparse 64x128x16";
+  if (left_out(name)) return named_only<F>(name);
   auto in = std::make_shared<bench::sparse_inputs<F>>(64, 128, 16, 32768, 64);
   using meta_t = decltype(ml::get_paged_sparse_mqa_logits_metadata(in->lens, in->table_view(), 64,
                                                                    in->idx_view(), in->blk));
   auto meta = std::make_shared<meta_t>(ml::get_paged_sparse_mqa_logits_metadata(
       in->lens, in->table_view(), 64, in->idx_view(), in->blk));
   auto out = std::make_shared<ml::logits_buffer<ml::bf16>>(in->rows_n, in->cap * in->blk);
-  return {"paged sparse 64x128x16", label<F>(),
-          2.0 * 64 * ml::head_dim * static_cast<double>(in->valid_pairs()),
+  return {name, label<F>(), 2.0 * 64 * ml::head_dim * static_cast<double>(in->valid_pairs()),
           [in, out, meta](const ml::options& opt) {
             ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, in->q.view(), in->cache.view(),
                                                 in->wv(), *meta, out->view(), opt);
