@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "../error.hpp"
 #include "../std_abi.hpp"
 #include "executor.hpp"
+#include "fork_epoch.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
@@ -56,6 +58,11 @@ inline std::chrono::steady_clock::time_point spin_deadline(
 // call inline on its own thread. The first exception thrown by a task is rethrown to the caller
 // after all workers stop. The destructor waits for the calls in progress to return; pools that
 // call each other in a cycle (a task of A calls B, a task of B calls A) deadlock.
+//
+// Across fork(): a pool made before the fork is inherited by the child without its workers. There
+// it never blocks: each parallel_for runs on the calling thread (concurrency() says 1), and its
+// destruction (at exit, for a static pool) neither waits for calls nor joins threads. Make a new
+// pool in the child to run on several threads there.
 class thread_pool {
  public:
   // threads >= 1 (the calling thread counts as one). If the system cannot start them all, the
@@ -69,7 +76,7 @@ class thread_pool {
   // instead, as OpenMP runtimes do by default; worth it when calls come every few milliseconds.
   explicit thread_pool(int threads = default_threads(),
                        std::chrono::microseconds spin = std::chrono::microseconds{0})
-      : size_(threads), spin_(spin) {
+      : size_(threads), spin_(spin), fork_epoch_(detail::fork_epoch()), signals_() {
     detail::require(threads >= 1, "thread_pool",
                     [&](auto& m) { m << "threads = " << threads << " must be >= 1"; });
     detail::require(spin.count() >= 0, "thread_pool",
@@ -83,15 +90,21 @@ class thread_pool {
       }
     } catch (...) {
       stop_workers();
+      signals_.~signals();
       throw;
     }
   }
   ~thread_pool() {
+    if (inherited_by_fork()) {
+      abandon_workers();
+      return;
+    }
     {
       std::unique_lock lock(mutex_);
-      idle_.wait(lock, [&] { return calls_ == 0; });
+      signals_.idle.wait(lock, [&] { return calls_ == 0; });
     }
     stop_workers();
+    signals_.~signals();
   }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
@@ -101,11 +114,12 @@ class thread_pool {
     return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
 
-  int concurrency() const { return size_; }
+  int concurrency() const { return inherited_by_fork() ? 1 : size_; }
 
   void parallel_for(std::int64_t n, task_ref task) {
     if (n <= 0) return;
-    if (size_ == 1 || n == 1 || working_on_ == this) {  // nothing to share, or nested: inline
+    // Nothing to share, nested (a task of this pool), or in a forked child: inline.
+    if (size_ == 1 || n == 1 || working_on_ == this || inherited_by_fork()) {
       for (std::int64_t i = 0; i < n; ++i) task(i);
       return;
     }
@@ -117,11 +131,11 @@ class thread_pool {
       job_ = &current;
       generation_.fetch_add(1, std::memory_order_release);
     }
-    wake_.notify_all();
+    signals_.wake.notify_all();
     work_on(current);
     spin_until_done(current);
     std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return current.active.load(std::memory_order_relaxed) == 0; });
+    signals_.done.wait(lock, [&] { return current.active.load(std::memory_order_relaxed) == 0; });
     job_ = nullptr;
     if (current.failure) std::rethrow_exception(current.failure);
   }
@@ -152,7 +166,7 @@ class thread_pool {
       std::lock_guard lock(pool.mutex_);
       // Under the lock: the destructor cannot see calls_ == 0 and free the pool before the
       // notify returns.
-      if (--pool.calls_ == 0) pool.idle_.notify_all();
+      if (--pool.calls_ == 0) pool.signals_.idle.notify_all();
     }
     thread_pool& pool;
     const thread_pool* outer;
@@ -178,7 +192,7 @@ class thread_pool {
       job* j;
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] {
+        signals_.wake.wait(lock, [&] {
           return stop_ || (job_ && generation_.load(std::memory_order_relaxed) != seen);
         });
         if (stop_) return;
@@ -191,7 +205,7 @@ class thread_pool {
         std::lock_guard lock(mutex_);
         j->active.fetch_sub(1, std::memory_order_release);
       }
-      done_.notify_all();
+      signals_.done.notify_all();
     }
   }
 
@@ -227,18 +241,38 @@ class thread_pool {
       stop_ = true;
       generation_.fetch_add(1, std::memory_order_release);  // ends every spin
     }
-    wake_.notify_all();
+    signals_.wake.notify_all();
     for (auto& t : workers_) t.join();
+  }
+
+  // This object was made in a parent process and copied into a child by fork().
+  bool inherited_by_fork() const noexcept {
+    return detail::fork_epoch() != fork_epoch_;
+  }
+
+  // In a forked child the workers' threads do not exist: joining one would wait forever, and
+  // destroying a joinable std::thread terminates. Their handles are overwritten with empty ones
+  // (ending the old objects' lifetime without their destructors), so the vector frees its memory.
+  void abandon_workers() noexcept {
+    for (auto& t : workers_) ::new (static_cast<void*>(&t)) std::thread();
   }
 
   static inline thread_local const thread_pool* working_on_ = nullptr;
 
   int size_;
   std::chrono::microseconds spin_;
+  std::uint64_t fork_epoch_;  // detail::fork_epoch() when the pool was made
   detail::vector<std::thread> workers_;
   std::mutex call_mutex_;
   std::mutex mutex_;
-  std::condition_variable wake_, done_, idle_;
+  // Destroyed by hand, and never in a forked child: there the parent's workers, absent, may
+  // still count as waiters, and pthread_cond_destroy would wait for them forever.
+  struct signals {
+    std::condition_variable wake, done, idle;
+  };
+  union {
+    signals signals_;
+  };
   job* job_ = nullptr;
   // Bumped under mutex_ for each job and for the stop; atomic so that spinning workers can poll
   // it without the lock.
