@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <mqalogits/mqalogits.hpp>
@@ -80,8 +81,7 @@ std::set<std::string> runnable_paths() {
   if (avx512) paths.insert("avx512");
   if (avx512 && has("avx512_vnni")) paths.insert("avx512_vnni");
   // The bf16 path is chosen on AMD CPUs only (src/dispatch/select.cpp says why).
-  if (avx512 && has("avx512_vnni") && has("avx512_bf16") && amd_cpu())
-    paths.insert("avx512_bf16");
+  if (avx512 && has("avx512_vnni") && has("avx512_bf16") && amd_cpu()) paths.insert("avx512_bf16");
 #endif
   return paths;
 }
@@ -202,6 +202,15 @@ TEST_CASE("dispatch: limit_host_isa caps the path, native lifts the cap", "[disp
   CHECK(std::string(ml::limit_host_isa("native")) == best_at_most(ladder.back()));
   CHECK_THROWS_AS(ml::limit_host_isa("avx1024"), ml::error);
   CHECK_THROWS_AS(ml::limit_host_isa(""), ml::error);
+  // A NUL ends the name the dispatcher compares: "avx2\0junk" must not read as avx2, nor
+  // "native\0avx2" as native. The cap is left where it was, and the message shows the NUL.
+  const std::string before = ml::host_isa_name();
+  using namespace std::string_view_literals;
+  for (const std::string_view bad : {"avx2\0junk"sv, "native\0avx2"sv, "portable\0"sv}) {
+    INFO("name of " << bad.size() << " bytes");
+    CHECK_THROWS_WITH(ml::limit_host_isa(bad), Catch::Contains("\\0"));
+    CHECK(std::string(ml::host_isa_name()) == before);
+  }
 }
 
 TEST_CASE("dispatch: every path this CPU runs matches the reference", "[dispatch]") {

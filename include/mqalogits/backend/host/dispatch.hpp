@@ -116,12 +116,15 @@ inline const char* host_isa_name() noexcept {
 // and for comparing paths; MQALOGITS_HOST_ISA does the same for a whole process.
 inline const char* limit_host_isa(std::string_view path) {
   char name[32] = {};  // every path name is shorter: a longer one names no path
-  const bool fits = path.size() < sizeof name;
+  // A NUL inside the name would end the C string the dispatcher compares ("avx2\0junk" would
+  // read as avx2): no path name holds one.
+  const bool fits = path.size() < sizeof name && path.find('\0') == std::string_view::npos;
   for (std::size_t i = 0; fits && i < path.size(); ++i) name[i] = path[i];
   const char* chosen = fits ? host_abi::limit_runtime_isa(name) : nullptr;
   detail::require(chosen != nullptr, "limit_host_isa", [&](detail::message& m) {
-    m << "'" << path
-      << "' names no host path (avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, portable; "
+    m << "'";
+    for (const char c : path) m << (c == '\0' ? std::string_view("\\0") : std::string_view(&c, 1));
+    m << "' names no host path (avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, portable; "
          "neon_dotprod, neon, portable on ARM64; or native)";
   });
   return chosen;
