@@ -9,6 +9,7 @@
 #include "api/paged.hpp"
 #include "api/paged_sparse.hpp"
 #include "api/sparse.hpp"
+#include "check/sizes.hpp"
 #include "config.hpp"
 #include "error.hpp"
 #include "exec/executor.hpp"

@@ -1,11 +1,12 @@
 // Fuzzes the public helpers the kernels rely on: store_into_pages (fp32 k and quantised rows,
-// int64 and int32 slot mappings), quantize_rows_into, fold_q_scales, logits_row_stride /
-// logits_buffer / aligned_page_stride, and the three metadata functions. Sizes, strides, slots,
-// alignments and aliasing come from the input. Each case states its expected outcome first:
-// valid input gives the exact result (the bytes quantize_rows gives, the folded weights, an
-// aligned buffer of the right stride, metadata of the right shape); input with a defect gives an
-// mqalogits::error naming the helper, with nothing written. Every buffer is exact size, so ASan
-// sees the first byte read or written past a view.
+// int64 and int32 slot mappings), quantize_rows_into, fold_q_scales, the MXFP4 Q quantiser with
+// its weights (quantize_q_mxfp4_scale_weights), logits_row_stride / logits_buffer /
+// aligned_page_stride, and the three metadata functions (the paged one's array form too). Sizes,
+// strides, slots, alignments and aliasing come from the input. Each case states its expected
+// outcome first: valid input gives the exact result (the bytes quantize_rows gives, the folded
+// weights, an aligned buffer of the right stride, metadata of the right shape); input with a defect
+// gives an mqalogits::error naming the helper, with nothing written. Every buffer is exact size, so
+// ASan sees the first byte read or written past a view.
 #include "fuzz_common.hpp"
 
 namespace {
@@ -329,6 +330,115 @@ void sizes(input& in) {
   if (!page_ok) expect_error(perr, "aligned_page_stride", context);
 }
 
+// ---- quantize_q_mxfp4_scale_weights: any output over any input or another output ----
+
+enum class q_defect {
+  none,
+  data_over_q,
+  scales_over_q,
+  data_over_weights,
+  scales_over_weights,
+  out_over_data,
+  out_over_scales,
+  out_over_q,
+  out_inside_weights,
+  data_over_scales,
+  misaligned_out,
+  count
+};
+
+void q_mxfp4(input& in, content& c) {
+  constexpr const char* where = "quantize_q_mxfp4_scale_weights";
+  const i64 T = in.range(0, 3), H = in.range(1, 4), d = in.one_in(2) ? 128 : 64, rows = T * H;
+  auto def = pick_defect<q_defect>(in);
+  if (rows == 0) def = q_defect::none;
+  // One float arena: q, weights, codes (rows x d / 2 bytes), scale fields (4 bytes a row) and
+  // weights_out, apart; a defect moves one region's start into another's.
+  const i64 len[5] = {rows * d, rows, rows * d / 8, rows, rows};
+  i64 at[5] = {0};
+  for (int i = 1; i < 5; ++i) at[i] = at[i - 1] + len[i - 1];
+  guarded<float> arena(at[4] + len[4] + 1);
+  for (i64 i = 0; i < arena.n; ++i) arena[i] = c.weight();
+  enum { Q, W, DATA, SCALES, OUT };
+  auto move_into = [&](int region, int target) {
+    const i64 start = at[target] + in.range(0, std::max<i64>(len[target] - 1, 0));
+    at[region] = std::min(start, arena.n - len[region]);
+  };
+  bool misaligned = false;
+  switch (def) {
+    case q_defect::data_over_q:
+      move_into(DATA, Q);
+      break;
+    case q_defect::scales_over_q:
+      move_into(SCALES, Q);
+      break;
+    case q_defect::data_over_weights:
+      move_into(DATA, W);
+      break;
+    case q_defect::scales_over_weights:
+      move_into(SCALES, W);
+      break;
+    case q_defect::out_over_data:
+      move_into(OUT, DATA);
+      break;
+    case q_defect::out_over_scales:
+      move_into(OUT, SCALES);
+      break;
+    case q_defect::out_over_q:
+      move_into(OUT, Q);
+      break;
+    case q_defect::out_inside_weights:
+      at[OUT] = at[W] + (rows > 1 ? in.range(1, rows - 1) : 1);  // never the weights themselves
+      break;
+    case q_defect::data_over_scales:
+      move_into(DATA, SCALES);
+      break;
+    case q_defect::misaligned_out:
+      misaligned = true;
+      break;
+    default:
+      break;
+  }
+  auto* bytes = reinterpret_cast<std::uint8_t*>(arena.data());
+  float* out = arena.data() + at[OUT];
+  if (misaligned)
+    out = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(out) + in.range(1, 3));
+  const std::vector<float> before(arena.data(), arena.data() + arena.n);
+  const ml::matrix_view<const float> q(arena.data() + at[Q], rows, d);
+  const ml::matrix_view<const float> w(arena.data() + at[W], T, H);
+  const std::string context = "q_mxfp4 T=" + std::to_string(T) + " H=" + std::to_string(H) +
+                              " d=" + std::to_string(d) +
+                              " defect=" + std::to_string(static_cast<int>(def));
+  // Expected, from the parts on copies: codes and scale bytes as quantize_rows_vllm_mxfp4
+  // writes them (the field's unused bytes 0), weights as scale_weights computes them.
+  std::vector<float> qcopy(before.begin() + at[Q], before.begin() + at[Q] + rows * d);
+  std::vector<std::uint8_t> want_data(static_cast<std::size_t>(rows * d / 2)),
+      want_scales(static_cast<std::size_t>(rows * 4), 0);
+  std::vector<float> want_w(static_cast<std::size_t>(rows));
+  if (def == q_defect::none && rows > 0) {
+    ml::quantize_rows_vllm_mxfp4(ml::matrix_view<const float>(qcopy.data(), rows, d),
+                                 want_data.data(), want_scales.data(), 0, 4);
+    std::vector<float> wcopy(before.begin() + at[W], before.begin() + at[W] + rows);
+    ml::scale_weights(ml::matrix_view<const float>(wcopy.data(), T, H),
+                      ml::matrix_view<float>(want_w.data(), T, H), 0.5f, 0.125f);
+  }
+  const std::string err = run_case(context, [&] {
+    ml::quantize_q_mxfp4_scale_weights(q, w, bytes + 4 * at[DATA], 0, bytes + 4 * at[SCALES], 4,
+                                       ml::matrix_view<float>(out, T, H), 0.5f, 0.125f);
+  });
+  if (def != q_defect::none) {
+    expect_error(err, where, context);
+    if (std::memcmp(before.data(), arena.data(), before.size() * sizeof(float)) != 0)
+      finding(context + ": a refused call wrote");
+    return;
+  }
+  if (!err.empty()) finding(context + ": valid call rejected: " + err);
+  if (std::memcmp(want_data.data(), bytes + 4 * at[DATA], want_data.size()) != 0 ||
+      std::memcmp(want_scales.data(), bytes + 4 * at[SCALES], want_scales.size()) != 0 ||
+      std::memcmp(want_w.data(), out, want_w.size() * sizeof(float)) != 0)
+    finding(context + ": wrong codes, scales or weights");
+}
+
 // ---- metadata functions: misaligned, short, aliasing arrays ----
 
 void metadata(input& in) {
@@ -371,6 +481,30 @@ void metadata(input& in) {
                                             static_cast<int>(in.range(0, 5)));
   });
   if (!aligned && rows > 0) expect_error(e3, "get_paged_mqa_logits_metadata", context);
+  // The array form into a window of the same buffer: refused when it shares a byte with the
+  // lengths, written (and nothing else) when it does not.
+  if (!aligned || rows == 0) return;
+  const int workers = static_cast<int>(in.range(1, 4));
+  const i64 out_rows = ml::paged_mqa_schedule_array_rows(workers);
+  if (2 * out_rows > n) return;
+  i32* out = ints + in.range(0, n - 2 * out_rows);
+  const auto b = reinterpret_cast<std::uintptr_t>(out),
+             e = b + 8 * static_cast<std::uintptr_t>(out_rows);
+  const auto lb = reinterpret_cast<std::uintptr_t>(lens.data()),
+             le = lb + 4 * static_cast<std::uintptr_t>(rows);
+  const bool overlaps = b < le && lb < e;
+  const std::vector<std::uint8_t> before(raw.data(), raw.data() + raw.n);
+  const std::string e4 = run_case(context, [&] {
+    ml::get_paged_mqa_logits_metadata(lens2, 64, workers,
+                                      ml::matrix_view<std::int32_t>(out, out_rows, 2));
+  });
+  if (overlaps) {
+    expect_error(e4, "get_paged_mqa_logits_metadata", context);
+    if (!std::equal(before.begin(), before.end(), raw.data()))
+      finding(context + ": a refused metadata array was written");
+  }
+  if (!e4.empty() && !std::equal(before.begin(), before.end(), raw.data()))
+    finding(context + ": a refused metadata array was written");
 }
 
 }  // namespace
@@ -379,7 +513,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::input in(data, size);
   const std::uint8_t which = in.byte();
   fuzz::content c(in);
-  switch (which % 7) {
+  switch (which % 8) {
     case 0:
       store<std::int64_t>(in, c);
       break;
@@ -394,6 +528,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     case 4:
       sizes(in);
+      break;
+    case 7:
+      q_mxfp4(in, c);
       break;
     default:
       metadata(in);

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <regex>
@@ -922,6 +923,24 @@ TEMPLATE_TEST_CASE("neuron top-k: exact selection, ties, NaN, padding, cost", "[
           nb::topk<TestType>(lv, vv, k, ml::matrix_view<std::int32_t>(idx3.data(), rows - 1, k),
                              {});
         }).find("indices [") != std::string::npos);
+  CHECK(idx3[0] == 9);
+  // Outputs over the logits, the mask or each other: a named error, nothing written (rows were
+  // written while later rows of the logits were still read).
+  std::vector<float> x2 = x;
+  const std::vector<float> x2_before = x2;
+  const ml::matrix_view<const float> lv2(x2.data(), rows, cols);
+  CHECK(check::error_of([&] {
+          nb::topk<TestType>(lv2, vv, k,
+                             ml::matrix_view<std::int32_t>(
+                                 reinterpret_cast<std::int32_t*>(x2.data()) + cols, rows, k),
+                             {});
+        }).find("overlap logits") != std::string::npos);
+  CHECK(std::memcmp(x2.data(), x2_before.data(), x2.size() * sizeof(float)) == 0);  // NaNs too
+  CHECK(check::error_of([&] {
+          nb::topk<TestType>(
+              lv, vv, k, ml::matrix_view<std::int32_t>(idx3.data(), rows, k),
+              ml::matrix_view<float>(reinterpret_cast<float*>(idx3.data()), rows, k));
+        }).find("values [") != std::string::npos);
   CHECK(idx3[0] == 9);
 }
 

@@ -469,6 +469,17 @@ TEMPLATE_TEST_CASE("neuron native MX cache layout (trn3) matches ref and host", 
                         ml::backend::neuron<ml::backend::trn3>{}, q.view(), native, w.view(),
                         short_lens.view(), max_len, out.view()),
                     Catch::Contains("requests of the cache"));
+  // Logits over the weights: the same named error as every other entry point, nothing written.
+  auto over = garbage<float>(B * next_n, H);
+  const std::vector<float> before(over.view().data, over.view().data + B * next_n * H);
+  CHECK_THROWS_WITH(
+      ml::neuron_backend::fp8_fp4_paged_mqa_logits_native(
+          ml::backend::neuron<ml::backend::trn3>{}, q.view(), native,
+          ml::matrix_view<const float>(over.view().data, B * next_n, H), lens.view(), max_len,
+          ml::matrix_view<ml::bf16>(reinterpret_cast<ml::bf16*>(over.view().data), B * next_n,
+                                    max_len)),
+      Catch::Contains("overlap weights"));
+  CHECK(std::vector<float>(over.view().data, over.view().data + B * next_n * H) == before);
 }
 
 // ---- the independent float64 golden cases, on every generation ----

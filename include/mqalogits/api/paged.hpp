@@ -24,7 +24,8 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
                       matrix_view<WT> weights, matrix_view<const I> context_lens,
                       matrix_view<const I> block_table, const paged_mqa_schedule& schedule,
                       bool built_here, std::int64_t max_context_len, Out out,
-                      const std::span<const I>* indices, const options& opt) {
+                      const std::span<const I>* indices, const options& opt,
+                      const byte_range& schedule_array = {}) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
   const matrix_view<const std::remove_const_t<WT>> w = weights;
   check_paged_inputs(where, cache, context_lens, block_table, max_context_len);
@@ -43,7 +44,7 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
       {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
        detail::range_of("cache", cache), detail::range_of("weights", w),
        detail::range_of("context_lens", context_lens), detail::range_of("block_table", block_table),
-       detail::range_of("indices", indices ? *indices : std::span<const I>())});
+       detail::range_of("indices", indices ? *indices : std::span<const I>()), schedule_array});
   detail::dispatch<Backend>(q, plan, w, output, opt);
 }
 
@@ -70,11 +71,12 @@ void paged_mqa_logits_with(const rows_view<Format>& q, const paged_cache_view<Fo
                                              false, max_context_len, out, indices, opt);
   } else {
     array_schedule_slot slot;
+    const matrix_view<const std::int32_t> array(schedule);
     const paged_mqa_schedule& s = schedule_from_array_into<I>(
-        slot.get(), "fp8_fp4_paged_mqa_logits", matrix_view<const std::int32_t>(schedule),
-        context_lens, cache.page_kv, indices);
+        slot.get(), "fp8_fp4_paged_mqa_logits", array, context_lens, cache.page_kv, indices);
     paged_mqa_logits<Backend, Format, WT, I>(q, cache, weights, context_lens, block_table, s, true,
-                                             max_context_len, out, indices, opt);
+                                             max_context_len, out, indices, opt,
+                                             detail::range_of("schedule_meta", array));
   }
 }
 

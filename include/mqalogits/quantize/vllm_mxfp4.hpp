@@ -22,6 +22,7 @@
 #include "encode.hpp"
 #include "gather_pages.hpp"  // detail::check_out_rows
 #include "pages.hpp"
+#include "q_fold.hpp"  // scale_weights
 #include "rows.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -70,6 +71,63 @@ void quantize_rows_vllm_mxfp4(matrix_view<T> x, std::uint8_t* data, std::uint8_t
   for (std::int64_t r = 0; r < x.rows; ++r)
     quantize_row_vllm_mxfp4(x.row(r), static_cast<int>(x.cols), data + r * data_stride,
                             scales + r * scale_stride);
+}
+
+// vLLM's DeepSeek-V4 MXFP4 Q (fused_indexer_q.py with use_fp4) in one call: q [T * H, D] (row
+// (t, h) at t * H + h) to codes as quantize_rows_vllm_mxfp4 writes them, each row's 4-byte scale
+// field at scales + r * scale_stride (the D / 32 scale bytes, then zeros), and
+// weights_out = weights * softmax_scale * head_scale as scale_weights computes it. Every argument
+// is checked before the first byte is written: no output may share a byte with q, weights or
+// another output, except weights_out being the float weights themselves (scaled in place).
+template <class T, class W>
+requires(quantize_input<std::remove_const_t<T>>&& weight_input<
+         W>) void quantize_q_mxfp4_scale_weights(matrix_view<T> q, matrix_view<W> weights,
+                                                 std::uint8_t* data, std::int64_t data_stride,
+                                                 std::uint8_t* scales, std::int64_t scale_stride,
+                                                 matrix_view<float> weights_out,
+                                                 float softmax_scale, float head_scale) {
+  constexpr const char* where = "quantize_q_mxfp4_scale_weights";
+  using detail::require;
+  detail::check_quantize_source<mxfp4>(where, q);
+  require(weights.rows >= 0 && weights.cols >= 1, where, [&](auto& m) {
+    m << "weights shape [" << weights.rows << ", " << weights.cols << "] needs >= 1 head";
+  });
+  detail::check_matrix(where, "weights", weights, weights.rows, weights.cols);
+  detail::check_matrix(where, "weights_out", weights_out, weights.rows, weights.cols);
+  std::int64_t rows = 0;
+  require(!__builtin_mul_overflow(weights.rows, weights.cols, &rows) && rows == q.rows, where,
+          [&](auto& m) {
+            m << "q has " << q.rows << " rows, but weights [" << weights.rows << ", "
+              << weights.cols << "] need tokens x heads = " << weights.rows * weights.cols;
+          });
+  const std::int64_t bytes = q.cols / 2;
+  if (data_stride == 0) data_stride = bytes;
+  const detail::byte_range codes =
+      detail::check_out_rows(where, "data", data, q.rows, data_stride, bytes);
+  const detail::byte_range exps =
+      detail::check_out_rows(where, "scales", scales, q.rows, scale_stride, mxfp4::scale_bytes);
+  const detail::byte_range in_q = detail::range_of("q", q),
+                           in_w = detail::range_of("weights", weights),
+                           out_w = detail::range_of("weights_out", weights_out);
+  // weights_out against the codes, the scales and q; scale_weights below decides whether it may
+  // be the weights themselves.
+  detail::check_outputs_disjoint(where, {codes, exps, out_w}, {in_q});
+  detail::check_outputs_disjoint(where, {codes, exps}, {in_w});
+  const bool in_place = static_cast<const void*>(weights.data) == weights_out.data &&
+                        weights.stride == weights_out.stride &&
+                        std::is_same_v<std::remove_const_t<W>, float>;
+  require(in_place || detail::disjoint(in_w, out_w), where, [&](auto& m) {
+    m << "weights_out [" << static_cast<std::uint64_t>(out_w.begin) << ", "
+      << static_cast<std::uint64_t>(out_w.end) << ") overlap weights ["
+      << static_cast<std::uint64_t>(in_w.begin) << ", " << static_cast<std::uint64_t>(in_w.end)
+      << ") without being the same array";
+  });
+  for (std::int64_t r = 0; r < q.rows; ++r) {
+    std::uint8_t* field = scales + r * scale_stride;
+    for (int i = 0; i < mxfp4::scale_bytes; ++i) field[i] = 0;
+    quantize_row_vllm_mxfp4(q.row(r), static_cast<int>(q.cols), data + r * data_stride, field);
+  }
+  scale_weights(weights, weights_out, softmax_scale, head_scale);
 }
 
 // The MXFP4 cache insert: k [n, D] (D the cache's head dim; fp32, or bf16 as the engine's RoPE

@@ -12,6 +12,7 @@
 
 #include "../check/extent.hpp"
 #include "../check/index_arrays.hpp"
+#include "../check/overlap.hpp"
 #include "../check/shapes.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
@@ -514,23 +515,38 @@ class array_schedule_slot {
   paged_mqa_schedule own_;
 };
 
+// The array form's out against the lengths and indices its schedule was built from (already
+// checked by the schedule's construction): no shared byte.
+template <index_matrix Lens>
+void check_schedule_array_out(const matrix_view<std::int32_t>& out, const Lens& context_lens,
+                              std::span<const index_matrix_value_of<Lens>> indices) {
+  constexpr const char* where = "get_paged_mqa_logits_metadata";
+  const matrix_view<const index_matrix_value_of<Lens>> lens = context_lens;
+  check_matrix_extent(where, "out", out);
+  check_outputs_disjoint(where, {range_of("out", out)},
+                         {range_of("context_lens", lens), range_of("indices", indices)});
+}
+
 }  // namespace detail
 
 // get_paged_mqa_logits_metadata writing upstream's array form into out, int32
 // [paged_mqa_schedule_array_rows(num_workers), 2]; the kernel takes the array back.
+// out may share no byte with context_lens or indices (checked before it is written).
 template <index_matrix Lens>
 void get_paged_mqa_logits_metadata(const Lens& context_lens, std::int32_t page_kv, int num_workers,
                                    matrix_view<std::int32_t> out) {
-  write_paged_mqa_schedule_array(get_paged_mqa_logits_metadata(context_lens, page_kv, num_workers),
-                                 out);
+  const auto schedule = get_paged_mqa_logits_metadata(context_lens, page_kv, num_workers);
+  detail::check_schedule_array_out(out, context_lens, {});
+  write_paged_mqa_schedule_array(schedule, out);
 }
 // The same with varlen indices.
 template <index_matrix Lens>
 void get_paged_mqa_logits_metadata(const Lens& context_lens, std::int32_t page_kv, int num_workers,
                                    std::span<const index_matrix_value_of<Lens>> indices,
                                    matrix_view<std::int32_t> out) {
-  write_paged_mqa_schedule_array(
-      get_paged_mqa_logits_metadata(context_lens, page_kv, num_workers, indices), out);
+  const auto schedule = get_paged_mqa_logits_metadata(context_lens, page_kv, num_workers, indices);
+  detail::check_schedule_array_out(out, context_lens, indices);
+  write_paged_mqa_schedule_array(schedule, out);
 }
 
 // The schedule object an array stands for, checked against the lengths (and varlen indices) of

@@ -210,6 +210,18 @@ void fp8_fp4_paged_mqa_logits_native(backend::neuron<Gen>, const rows_view<Forma
     m << "q head_dim = " << q.head_dim << " differs from the native cache's head_dim "
       << Format::head_dim;
   });
+  // The same rule as every other entry point: no output byte over an input, the native cache's
+  // own storage included.
+  mqalogits::detail::check_no_overlap(
+      where, output,
+      {mqalogits::detail::data_range_of("q", q), mqalogits::detail::scale_range_of("q scales", q),
+       mqalogits::detail::range_of("weights", w),
+       mqalogits::detail::range_of("context_lens", context_lens),
+       mqalogits::detail::make_range("cache", cache.bytes.data(),
+                                     static_cast<std::int64_t>(cache.bytes.size())),
+       mqalogits::detail::make_range(
+           "cache block table", cache.table.data(),
+           static_cast<std::int64_t>(cache.table.size() * sizeof(std::int32_t)))});
   const native_paged_plan<Format> plan(cache, context_lens, max_context_len);
   backend_kernels<backend::neuron<Gen>>::run(q, plan, w, output, opt);
 }

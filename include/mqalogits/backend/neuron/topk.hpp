@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "../../check/extent.hpp"
+#include "../../check/overlap.hpp"
 #include "../../config.hpp"
 #include "../../error.hpp"
 #include "../../format/bf16.hpp"
@@ -127,6 +129,16 @@ inline void check_topk_arguments(const char* generation, matrix_view<const float
             m << "values [" << values.rows << ", " << values.cols << "] must be [" << logits.rows
               << ", " << k << "]";
           });
+  // Extents that fit in the address space, then no output over an input or the other output:
+  // rows are written while later rows of the logits are still read.
+  namespace d = mqalogits::detail;
+  constexpr const char* fn = "neuron_backend::topk";
+  d::check_matrix_extent(fn, "logits", logits);
+  if (valid.data) d::check_matrix_extent(fn, "valid", valid);
+  d::check_matrix_extent(fn, "indices", indices);
+  if (values.data) d::check_matrix_extent(fn, "values", values);
+  d::check_outputs_disjoint(fn, {d::range_of("indices", indices), d::range_of("values", values)},
+                            {d::range_of("logits", logits), d::range_of("valid", valid)});
 }
 
 // Row `row` of the selection, exactly (a stable sort of its valid logits, NaN first), into
