@@ -17,7 +17,10 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -25,6 +28,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -73,6 +77,29 @@ void require_contiguous(const char* where, const char* name, const py::array& a)
     fail(where, std::string(name) + " must be C-contiguous (views are built without copies)");
 }
 
+// Inputs the library never sees: the int64 index arrays (it reads their int32 copies) and the
+// schedule_meta array (read into a schedule object first). A kernel call records them (a
+// kernel_call_scope is open while its arguments are converted), and run_kernel checks its
+// outputs against them, as the library checks every array it sees itself.
+struct unseen_input {
+  const char* name;
+  std::uintptr_t begin, end;
+};
+thread_local std::vector<unseen_input> unseen_inputs;
+thread_local bool in_kernel_call = false;
+struct kernel_call_scope {
+  kernel_call_scope() {
+    unseen_inputs.clear();
+    in_kernel_call = true;
+  }
+  ~kernel_call_scope() {
+    unseen_inputs.clear();
+    in_kernel_call = false;
+  }
+  kernel_call_scope(const kernel_call_scope&) = delete;
+  kernel_call_scope& operator=(const kernel_call_scope&) = delete;
+};
+
 // Index arrays (lengths, block tables, ks / ke, indices) are int32 or int64 (torch's default
 // integer type, and what vLLM's and sglang's CPU kernels take). int32 is read in place; int64 is
 // narrowed (each value checked to fit) into one of a few per-thread buffers reused across calls,
@@ -87,6 +114,11 @@ const i32* narrowed(const char* where, const char* name, const std::int64_t* v, 
   thread_local std::size_t next = 0;
   std::vector<i32>& b = buffers[next++ % ring];
   b.resize(static_cast<std::size_t>(std::max<i64>(rows * cols, 1)));
+  if (in_kernel_call && rows > 0 && cols > 0) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(v);
+    unseen_inputs.push_back(
+        {name, begin, begin + static_cast<std::uintptr_t>(((rows - 1) * stride + cols) * 8)});
+  }
   for (i64 r = 0; r < rows; ++r)
     for (i64 c = 0; c < cols; ++c) {
       const std::int64_t x = v[r * stride + c];
@@ -288,7 +320,9 @@ cache_input cache_of(const char* where, const py::handle& obj, qk_format format)
   require_ndim(where, "kv_cache", c, 4, "[num_blocks, block_kv, 1, head_dim_with_sf]");
   const bool fp4 = format == qk_format::mxfp4;
   const i64 token_bytes = c.shape(3);
-  const int head_dim = head_dim_of(token_bytes - 4, fp4);
+  // In range before it is narrowed to a head dim (a last dimension of 2^32 + 132 is no 128).
+  const int head_dim =
+      token_bytes > 4 && token_bytes <= 132 ? head_dim_of(token_bytes - 4, fp4) : 0;
   const bool known = head_dim == 128 || head_dim == 64 || (head_dim == 32 && !fp4);
   if (c.shape(2) != 1 || !known)
     fail(where, "kv_cache has shape " + shape_of(c) + ", expected [num_blocks, block_kv, 1, " +
@@ -300,7 +334,8 @@ cache_input cache_of(const char* where, const py::handle& obj, qk_format format)
   const i64 used = c.shape(1) * token_bytes;
   require_block_stride(where, c, used);
   return {static_cast<const std::uint8_t*>(c.data()), c.shape(0),
-          c.shape(0) > 1 ? i64{c.strides(0)} : used, static_cast<i32>(c.shape(1)), head_dim};
+          c.shape(0) > 1 ? i64{c.strides(0)} : used,
+          ml::checked_int32(where, "kv_cache's block size (dimension 1)", c.shape(1)), head_dim};
 }
 
 // Weights [rows, H]: float32, float16, or bfloat16 as uint16 bits (a bf16 tensor's
@@ -340,17 +375,20 @@ logits_type logits_dtype_of(const char* where, const py::handle& obj) {
   fail(where, "logits_dtype = " + s + " is not supported (float32 or bfloat16)");
 }
 
-i64 align_up(i64 x, i64 a) {
-  return (x + a - 1) / a * a;
+// x rounded up to a multiple of a; an overflow is a ValueError naming the argument.
+i64 align_up(const char* where, const char* what, i64 x, i64 a) {
+  return ml::checked_round_up(where, what, x, a);
 }
 
 // A new [rows, cols] array of T (float, or uint16: bf16 bits) whose rows start `stride` elements
 // apart, the first on a 1024-byte boundary (upstream allocates [rows, stride] and returns the
 // [:, :cols] slice).
 template <class T>
-py::array new_logits(i64 rows, i64 cols, i64 stride) {
+py::array new_logits(const char* where, const char* width_name, i64 rows, i64 cols, i64 stride) {
   constexpr i64 align_elems = 1024 / static_cast<i64>(sizeof(T));
-  py::array_t<T> storage(std::max<i64>(rows * stride + align_elems, 1));
+  const i64 elements = ml::checked_add(
+      where, width_name, ml::checked_mul(where, width_name, rows, stride), align_elems);
+  py::array_t<T> storage(std::max<i64>(elements, 1));
   T* base = storage.mutable_data();
   const auto misalign = reinterpret_cast<std::uintptr_t>(base) % 1024;
   T* first = base + (misalign ? (1024 - misalign) / sizeof(T) : 0);
@@ -376,11 +414,39 @@ int threads_of(const char* where, std::optional<int> n) {
 // bounded by the largest recent count plus 2 x the cores.
 constexpr std::size_t max_pools = 4;
 
+// The cache, on the heap and never destroyed: a child made by fork() (os.fork(), multiprocessing)
+// gets a fresh one (the at-fork handler below), since the parent's may have been locked or
+// half-updated by another thread at the fork, and its pools' workers do not exist there. The
+// parent's pools are left to the child's exit, where an inherited pool neither waits nor joins.
+struct pool_cache {
+  std::mutex mutex;
+  std::vector<std::pair<int, std::shared_ptr<ml::thread_pool>>> pools;  // most recent last
+};
+std::atomic<pool_cache*> pools_now{nullptr};
+
+void fresh_pool_cache_in_child() noexcept {
+  pools_now.store(new (std::nothrow) pool_cache, std::memory_order_relaxed);
+}
+
+// Made when the module is loaded (one thread, under the import lock), so no lock of a first use
+// can be inherited held.
+[[maybe_unused]] const bool pool_cache_made = [] {
+  pools_now.store(new pool_cache, std::memory_order_release);
+  ::pthread_atfork(nullptr, nullptr, &fresh_pool_cache_in_child);
+  return true;
+}();
+
+pool_cache& pool_cache_now() {
+  pool_cache* c = pools_now.load(std::memory_order_acquire);
+  if (!c) throw std::bad_alloc();  // the child could not allocate its cache
+  return *c;
+}
+
 std::shared_ptr<ml::thread_pool> pool_of(int n) {
-  static std::mutex mutex;
-  static std::vector<std::pair<int, std::shared_ptr<ml::thread_pool>>> pools;  // most recent last
+  pool_cache& cache = pool_cache_now();
+  auto& pools = cache.pools;
   std::vector<std::shared_ptr<ml::thread_pool>> evicted;  // end (join their threads) unlocked
-  std::lock_guard lock(mutex);
+  std::lock_guard lock(cache.mutex);
   auto it = std::find_if(pools.begin(), pools.end(), [&](const auto& p) { return p.first == n; });
   std::shared_ptr<ml::thread_pool> pool;
   if (it != pools.end()) {
@@ -405,8 +471,8 @@ std::shared_ptr<ml::thread_pool> pool_of(int n) {
 
 // Upstream's row strides: SM90 / SM100 tile KV by 256 and pad rows to 1024 bytes.
 constexpr i64 upstream_block_kv = 256;
-i64 upstream_stride(i64 cols_to_cover, logits_type t) {
-  return align_up(cols_to_cover, 1024 / (t == logits_type::f32 ? 4 : 2));
+i64 upstream_stride(const char* where, const char* what, i64 cols_to_cover, logits_type t) {
+  return align_up(where, what, cols_to_cover, 1024 / (t == logits_type::f32 ? 4 : 2));
 }
 
 // ---- fused top-k: the kernels' keyword-only topk= ----
@@ -489,7 +555,9 @@ kernel_inputs<K> inputs_of(const char* where, q_input q, const py::handle& k,
 // What a kernel call returns: new logits [rows, cols] of `type` with rows `stride` elements
 // apart, or with `topk` the top-k of each of the rows (cols, stride and type do not apply).
 struct output_request {
-  i64 rows = 0, cols = 0, stride = 0;
+  i64 rows = 0, cols = 0;
+  const char* width_name = "the logits' width";  // the argument cols comes from, for errors
+  i64 stride = 0;
   logits_type type = logits_type::f32;
   std::optional<topk_request> topk{};
   bool clean_logits = true;  // ml::options::clean_logits
@@ -526,6 +594,30 @@ std::string python_message(const char* where, std::string m) {
   if (const auto at = m.find(option); at != std::string::npos)
     m.replace(at, option.size(), "truncate_long_contexts=True");
   return m;
+}
+
+// The outputs against the inputs the library does not see (unseen_inputs): no shared byte.
+// topk_offset is exempt: it is copied before the kernel writes, and may share topk_out's bytes.
+void check_outputs_clear_of_unseen(const char* where, const output_view& ov) {
+  const auto extent = [](const void* p, i64 rows, i64 cols, i64 stride, i64 item) {
+    const auto b = reinterpret_cast<std::uintptr_t>(p);
+    const bool empty = !p || rows <= 0 || cols <= 0;
+    return std::pair<std::uintptr_t, std::uintptr_t>(
+        b, empty ? b : b + static_cast<std::uintptr_t>(((rows - 1) * stride + cols) * item));
+  };
+  const struct {
+    const char* name;
+    std::pair<std::uintptr_t, std::uintptr_t> bytes;
+  } outputs[] = {
+      {"out", extent(ov.logits, ov.rows, ov.cols, ov.stride, ov.type == logits_type::f32 ? 4 : 2)},
+      {"topk_out", extent(ov.topk_indices, ov.rows, ov.k, ov.topk_stride, 4)},
+      {"topk_values_out", extent(ov.topk_values, ov.rows, ov.k, ov.values_stride, 4)}};
+  for (const auto& o : outputs)
+    for (const unseen_input& in : unseen_inputs)
+      if (o.bytes.first < o.bytes.second && o.bytes.first < in.end && in.begin < o.bytes.second &&
+          std::string_view(in.name) != "topk_offset")
+        fail(where, std::string(o.name) + " overlaps " + in.name +
+                        ": an output must not share a byte with an input");
 }
 
 // The one skeleton of every kernel binding: with the inputs checked and the output decided by
@@ -584,9 +676,10 @@ py::object run_kernel(const char* where, const kernel_inputs<K>& in, const outpu
       fail(where, "topk_out / topk_values_out need topk = k (out is the logits' buffer)");
     py::array logits;
     if (out.out.is_none()) {
-      logits = out.type == logits_type::f32
-                   ? new_logits<float>(out.rows, out.cols, out.stride)
-                   : new_logits<std::uint16_t>(out.rows, out.cols, out.stride);
+      logits =
+          out.type == logits_type::f32
+              ? new_logits<float>(where, out.width_name, out.rows, out.cols, out.stride)
+              : new_logits<std::uint16_t>(where, out.width_name, out.rows, out.cols, out.stride);
     } else {
       const py::array a = as_array(where, "out", out.out);
       const bool f32 = out.type == logits_type::f32;
@@ -601,6 +694,7 @@ py::object run_kernel(const char* where, const kernel_inputs<K>& in, const outpu
     ov.logits = logits.mutable_data();
     result = logits;
   }
+  check_outputs_clear_of_unseen(where, ov);
   try {
     py::gil_scoped_release release;
     kernel(args, views, ov, opt);
@@ -749,6 +843,12 @@ ml::paged_mqa_schedule schedule_of(const char* where, const py::object& schedule
   const py::array a = as_array(where, "schedule_meta", schedule_meta);
   require_dtype<i32>(where, "schedule_meta", a, "int32 (get_paged_mqa_logits_metadata's)");
   const auto table = matrix<i32>(where, "schedule_meta", a);
+  if (in_kernel_call && table.rows > 0) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(table.data);
+    unseen_inputs.push_back(
+        {"schedule_meta", begin,
+         begin + static_cast<std::uintptr_t>(((table.rows - 1) * table.stride + table.cols) * 4)});
+  }
   try {
     if (indices) return ml::paged_mqa_schedule_from_array(table, lens, block_kv, *indices);
     return ml::paged_mqa_schedule_from_array(table, lens, block_kv);
@@ -832,9 +932,14 @@ output_request dense_output(const char* where, i64 rows, i64 num_kv, i64 max_seq
     fail(where, "max_seqlen_k = " + std::to_string(max_seqlen_k) + " must be >= 0");
   return {.rows = rows,
           .cols = max_seqlen_k == 0 ? num_kv : max_seqlen_k,
-          .stride = max_seqlen_k == 0
-                        ? upstream_stride(num_kv + upstream_block_kv, t)
-                        : upstream_stride(align_up(max_seqlen_k, upstream_block_kv), t),
+          .width_name = max_seqlen_k == 0 ? "num_kv" : "max_seqlen_k",
+          .stride =
+              max_seqlen_k == 0
+                  ? upstream_stride(where, "num_kv",
+                                    ml::checked_add(where, "num_kv", num_kv, upstream_block_kv), t)
+                  : upstream_stride(
+                        where, "max_seqlen_k",
+                        align_up(where, "max_seqlen_k", max_seqlen_k, upstream_block_kv), t),
           .type = t,
           .clean_logits = clean_logits};
 }
@@ -846,6 +951,7 @@ py::object dense_call(const char* where, q_input qi, const py::object& kv,
                       std::optional<logits_type> logits, std::optional<int> num_threads,
                       const std::optional<topk_request>& t, const kernel_outputs& outs,
                       bool legacy) {
+  const kernel_call_scope scope;
   const auto in = inputs_of<kv_input>(where, std::move(qi), kv, weights);
   const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
   const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
@@ -868,7 +974,7 @@ py::object dense_call(const char* where, q_input qi, const py::object& kv,
                       std::to_string(out.rows) + " rows");
     const i64 cols = max_seqlen_k > 0 ? max_seqlen_k : in.k.rows;
     for (std::size_t r = 0; r < o.size(); ++r)
-      if (o[r] < 0 || i64{o[r]} + std::max<i64>(cols - 1, 0) > INT32_MAX)
+      if (o[r] < 0 || std::max<i64>(cols - 1, 0) > INT32_MAX - i64{o[r]})
         fail(where, "topk_offset[" + std::to_string(r) + "] = " + std::to_string(o[r]) +
                         ": must be >= 0, and column + offset must fit int32 (columns < " +
                         std::to_string(cols) + ")");
@@ -958,11 +1064,14 @@ std::optional<std::span<const i32>> indices_of(const char* where, const py::obje
 }
 
 // Logits [batch_size * next_n, max_context_len] of type t, rows padded as upstream's.
-output_request paged_output(ml::matrix_view<const i32> lens, i64 max_context_len, logits_type t,
-                            bool clean_logits) {
+output_request paged_output(const char* where, ml::matrix_view<const i32> lens, i64 max_context_len,
+                            logits_type t, bool clean_logits) {
   return {.rows = lens.rows * lens.cols,
           .cols = max_context_len,
-          .stride = upstream_stride(align_up(max_context_len, upstream_block_kv), t),
+          .width_name = "max_context_len",
+          .stride = upstream_stride(
+              where, "max_context_len",
+              align_up(where, "max_context_len", max_context_len, upstream_block_kv), t),
           .type = t,
           .clean_logits = clean_logits};
 }
@@ -975,6 +1084,7 @@ py::object paged_call(const char* where, q_input qi, const py::object& kv_cache,
                       const py::object& indices, std::optional<int> num_threads,
                       const std::optional<topk_request>& t, const kernel_outputs& outs,
                       bool legacy) {
+  const kernel_call_scope scope;
   const auto in = inputs_of<cache_input>(where, std::move(qi), kv_cache, weights);
   const auto lens = int_matrix(where, "context_lens", context_lens);
   const auto table = int_matrix(where, "block_table", block_table);
@@ -984,7 +1094,7 @@ py::object paged_call(const char* where, q_input qi, const py::object& kv_cache,
       schedule_of(where, schedule_meta, lens, in.k.page_kv, idx);
   const output_request out =
       with_outputs(t ? output_request{.rows = lens.rows * lens.cols, .topk = t}
-                     : paged_output(lens, max_context_len, lt, clean_logits),
+                     : paged_output(where, lens, max_context_len, lt, clean_logits),
                    outs);
   // The top-k is a unit of its own (paged_topk_kernels.cpp), the legacy name's too.
   return run_kernel(where, in, out, num_threads,
@@ -1061,10 +1171,13 @@ void check_sparse_call(const char* where, const q_input& qi,
 // What both sparse kernels return: bf16 logits [rows, capacity x block] in upstream's padded
 // rows, or with `topk` the top-k of each row.
 template <class Meta>
-output_request sparse_output(const Meta& meta, const std::optional<topk_request>& topk) {
+output_request sparse_output(const char* where, const Meta& meta,
+                             const std::optional<topk_request>& topk) {
   return {.rows = meta.num_rows(),
           .cols = meta.num_cols(),
-          .stride = upstream_stride(meta.num_cols(), logits_type::bf16),
+          .width_name = "the metadata's columns",
+          .stride =
+              upstream_stride(where, "the metadata's columns", meta.num_cols(), logits_type::bf16),
           .type = logits_type::bf16,
           .topk = topk};
 }
@@ -1086,8 +1199,8 @@ py::object fp8_fp4_sparse_mqa_logits(const py::object& q, const py::object& kv,
   check_sparse_call(where, in.q, metadata, num_max_sparse_blocks, sparse_block_kv,
                     use_unaligned_ks);
   const auto& meta = metadata.meta;
-  return run_kernel(where, in, with_outputs(sparse_output(meta, t), outs), num_threads, &run_sparse,
-                    meta);
+  return run_kernel(where, in, with_outputs(sparse_output(where, meta, t), outs), num_threads,
+                    &run_sparse, meta);
 }
 
 // The paged-sparse Q: [num_q, H, D] or decode's [num_q, 1, H, D].
@@ -1130,7 +1243,7 @@ py::object fp8_fp4_paged_sparse_mqa_logits(
   const auto in = inputs_of<cache_input>(where, paged_sparse_q(where, q), kv_cache, weights);
   check_paged_sparse_call(where, in.q, in.k, metadata, num_max_sparse_blocks, sparse_block_kv);
   const auto& meta = metadata.meta;
-  return run_kernel(where, in, with_outputs(sparse_output(meta, t), outs), num_threads,
+  return run_kernel(where, in, with_outputs(sparse_output(where, meta, t), outs), num_threads,
                     &run_paged_sparse, meta);
 }
 
@@ -1162,7 +1275,8 @@ void indexer_k_quant_and_cache(const py::object& k, const py::object& kv_cache,
                     "132])");
   if (c.strides(c.ndim() - 1) != 1 || (c.shape(1) > 1 && c.strides(1) != 132) || c.strides(0) < 0)
     fail(where, "kv_cache blocks must be dense (stride(1) == 132, stride(-1) == 1)");
-  const auto block_size = static_cast<i32>(c.shape(1));
+  const i32 block_size =
+      ml::checked_int32(where, "kv_cache's block size (dimension 1)", c.shape(1));
   require_block_stride(where, c, i64{block_size} * 132);
   const i64 stride = c.shape(0) > 1 ? i64{c.strides(0)} : i64{block_size} * 132;
   const ml::mutable_paged_cache<ml::fp8_per_token> cache(

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 
+#include <mqalogits/check/sizes.hpp>
 #include <mqalogits/format/bf16.hpp>
 #include <mqalogits/format/fp16.hpp>
 #include <mqalogits/quantize.hpp>
@@ -113,8 +114,8 @@ cache_arg cache_of(const char* where, const py::array& c) {
                     " bytes: blocks must not overlap or run backwards");
   if (c.shape(1) < 1) fail(where, "kv_cache has block_size 0");
   return {static_cast<std::uint8_t*>(const_cast<void*>(c.data())), c.shape(0),
-          c.shape(0) > 1 ? i64{c.strides(0)} : block_bytes, static_cast<i32>(c.shape(1)),
-          token_bytes};
+          c.shape(0) > 1 ? i64{c.strides(0)} : block_bytes,
+          ml::checked_int32(where, "kv_cache's block size (dimension 1)", c.shape(1)), token_bytes};
 }
 
 // ---- cp_gather_indexer_k_quant_cache ----
@@ -313,13 +314,12 @@ py::object indexer_q_quant(const py::object& q, const py::object& weights, doubl
     fail(where, "q_scale must be C-contiguous (one int32 per (token, head) row)");
   with_rows(where, "q", qa, rows, [&](auto qv) {
     with_weights(where, wa, [&](auto w) {
-      auto* scales = static_cast<std::uint8_t*>(const_cast<void*>(sf.data()));
       py::gil_scoped_release release;
-      // The unused bytes of a row's 4-byte field (head dim 64) read as 0.
-      for (i64 r = 0; r < rows; ++r) std::memset(scales + r * s_stride, 0, 4);
-      ml::quantize_rows_vllm_mxfp4(qv, static_cast<std::uint8_t*>(const_cast<void*>(packed.data())),
-                                   scales, p_stride, s_stride);
-      ml::scale_weights(w, wv, sm, hs);
+      // Checks every output against every input and the others, then writes (the unused bytes
+      // of a row's 4-byte scale field, head dim 64, as 0).
+      ml::quantize_q_mxfp4_scale_weights(
+          qv, w, static_cast<std::uint8_t*>(const_cast<void*>(packed.data())), p_stride,
+          static_cast<std::uint8_t*>(const_cast<void*>(sf.data())), s_stride, wv, sm, hs);
     });
   });
   return py::make_tuple(py::make_tuple(packed, sf), wo);

@@ -291,6 +291,11 @@ class HostPath(unittest.TestCase):
             self.assertEqual(ml.host_isa_name(), "portable")
             with self.assertRaisesRegex(ValueError, "names no host path"):
                 ml.limit_host_isa("avx1024")
+            # A NUL would end the name the dispatcher compares: neither caps nor lifts.
+            for bad in ("avx2\x00junk", "native\x00avx2"):
+                with self.assertRaisesRegex(ValueError, r"names no host path"):
+                    ml.limit_host_isa(bad)
+                self.assertEqual(ml.host_isa_name(), "portable")
         finally:
             self.assertEqual(ml.limit_host_isa("native"), chosen)
 
@@ -1199,6 +1204,32 @@ class Torch(Checks):
         with self.assertRaisesRegex(ValueError, "cu_seq_len_k_end .*int64.* holds 4294967296"):
             ml.fp8_fp4_mqa_logits(q, kv, wf, ks, torch.full((S,), 2 ** 32))
 
+    def test_nested_and_positional_outputs(self):
+        # indexer_q_quant's out=((q_packed, q_scale), weights_out) and the buffers the cache
+        # helpers write (dst_k, dst_scale, kv_cache) are outputs at any depth: refused when they
+        # require grad, and handed back as the caller's own tensors.
+        T_, H, d = 2, 4, 128
+        x = torch.from_numpy(rand_x(T_, H, d).astype(np.float32))
+        w = torch.ones(T_, H)
+        packed = torch.zeros(T_, H, d // 2, dtype=torch.uint8)
+        scale = torch.zeros(T_, H, dtype=torch.int32)
+        wo = torch.zeros(T_, H)
+        (p, s), got_w = ml.indexer_q_quant(x, w, 1.0, 1.0, True, out=((packed, scale), wo))
+        self.assertIs(p, packed)
+        self.assertIs(s, scale)
+        self.assertIs(got_w, wo)
+        for grad in ("packed", "weights_out"):
+            with self.subTest(grad=grad):
+                pk = packed.float().requires_grad_(grad == "packed")
+                wg = wo.clone().requires_grad_(grad == "weights_out")
+                with self.assertRaisesRegex(ValueError, "requires grad"):
+                    ml.indexer_q_quant(x, w, 1.0, 1.0, True,
+                                       out=((pk if grad == "packed" else packed, scale), wg))
+        cache = torch.zeros(2, 16, 132, dtype=torch.float32).requires_grad_(True)
+        with self.assertRaisesRegex(ValueError, "kv_cache requires grad"):
+            ml.indexer_k_quant_and_cache(torch.zeros(1, 128), cache,
+                                         torch.zeros(1, dtype=torch.int64), 128, "ue8m0")
+
 
 class Buffers(Checks):
     def test_out_into_a_larger_buffer_and_checks(self):
@@ -1352,6 +1383,175 @@ class Threads(unittest.TestCase):
         # idle ones up to 2 x the cores.
         cores = os.cpu_count() or 1
         self.assertLessEqual(threads_now() - before, 64 + 2 * cores + 4)
+
+
+class HostileSizesAndAliases(unittest.TestCase):
+    def test_widths_that_overflow_are_named(self):
+        # The padded logits' size computed from the caller's width overflows int64: a ValueError
+        # naming the argument, before any arithmetic wraps.
+        S, H, Nk = 2, 4, 64
+        q, _ = make_q((S, H), "mxfp8")
+        kv, _ = make_kv(Nk, "mxfp8")
+        w = rand_weights(S, H, False)
+        ks, ke = np.zeros(S, np.int32), np.full(S, Nk, np.int32)
+        for width in (2**63 - 1, 2**62):
+            with self.assertRaisesRegex(ValueError, "max_seqlen_k.*overflows int64"):
+                ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, max_seqlen_k=width)
+        cache, _ = make_cache(2, 64, "mxfp8")
+        lens = np.array([[10], [20]], np.int32)
+        table = np.array([[0], [1]], np.int32)
+        qp, _ = make_q((2, 1, H), "mxfp8")
+        meta = ml.get_paged_mqa_logits_metadata(lens, 64, 2)
+        for width in (2**63 - 1, 2**62):
+            with self.assertRaisesRegex(ValueError, "max_context_len.*overflows int64"):
+                ml.fp8_fp4_paged_mqa_logits(qp, cache, w, lens, table, meta, width,
+                                            truncate_long_contexts=True)
+
+    def test_cache_dimensions_are_not_narrowed(self):
+        # Shapes no real cache has, described by strides over a few bytes (nothing is read: the
+        # call is refused first): a last dimension of 2^32 + 132 is no head dim 128, and a block
+        # dimension past int32 is no block size.
+        S, H = 2, 4
+        qp, _ = make_q((S, 1, H), "mxfp8")
+        w = rand_weights(S, H, False)
+        lens = np.array([[10], [20]], np.int32)
+        table = np.zeros((S, 1), np.int32)
+        meta = ml.get_paged_mqa_logits_metadata(lens, 64, 2)
+        base = np.zeros(4096, np.uint8)
+        wide = np.lib.stride_tricks.as_strided(base, shape=(1, 1, 1, 2**32 + 132),
+                                               strides=(0, 0, 0, 1))
+        with self.assertRaisesRegex(ValueError, "kv_cache has shape"):
+            ml.fp8_fp4_paged_mqa_logits(qp, wide, w, lens, table, meta, 64)
+        tall = np.lib.stride_tricks.as_strided(base, shape=(1, 2**31, 1, 132),
+                                               strides=(0, 132, 0, 1))
+        with self.assertRaisesRegex(ValueError, "block size .* does not fit in int32"):
+            ml.fp8_fp4_paged_mqa_logits(qp, tall, w, lens, table, meta, 64)
+
+    def test_outputs_over_int64_indices(self):
+        # int64 index arrays reach the library as int32 copies; an output over the caller's own
+        # array is still refused, and the array left as it was.
+        S, H, Nk = 4, 4, 64
+        q, _ = make_q((S, H), "mxfp8")
+        kv, _ = make_kv(Nk, "mxfp8")
+        w = rand_weights(S, H, False)
+        buf = np.zeros(2 * S + 1024, np.int64)
+        ks, ke = buf[:S], buf[S:2 * S]
+        ke[:] = Nk
+        keep = buf.copy()
+        out = buf.view(np.float32)[: S * 64].reshape(S, 64)
+        with self.assertRaisesRegex(ValueError, "out overlaps cu_seq_len_k_start"):
+            ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, max_seqlen_k=64, out=out)
+        topk_out = buf.view(np.int32)[2 * S:2 * S + 3 * S].reshape(S, 3)  # over ke
+        with self.assertRaisesRegex(ValueError, "topk_out overlaps cu_seq_len_k_end"):
+            ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, topk=3, topk_out=topk_out)
+        np.testing.assert_array_equal(buf, keep)
+        # Paged: an output over the int64 block table or over schedule_meta.
+        cache, _ = make_cache(4, 64, "mxfp8")
+        lens = np.array([[10], [20]], np.int64)
+        qp, _ = make_q((2, 1, H), "mxfp8")
+        wp = rand_weights(2, H, False)
+        tbuf = np.zeros(4096, np.int64)
+        table = tbuf[:4].reshape(2, 2)
+        table[:] = [[0, 1], [2, 3]]
+        meta = ml.get_paged_mqa_logits_metadata(lens, 64, 2)
+        keep = tbuf.copy()
+        over_table = tbuf.view(np.float32)[: 2 * 256].reshape(2, 256)
+        with self.assertRaisesRegex(ValueError, "out overlaps block_table"):
+            ml.fp8_fp4_paged_mqa_logits(qp, cache, wp, lens, table, meta, 256, out=over_table)
+        np.testing.assert_array_equal(tbuf, keep)
+        mbuf = np.zeros(4096, np.int32)
+        mbuf[: meta.size] = meta.reshape(-1)
+        meta2 = mbuf[: meta.size].reshape(meta.shape)
+        keep = mbuf.copy()
+        with self.assertRaisesRegex(ValueError, "out overlaps schedule_meta"):
+            ml.fp8_fp4_paged_mqa_logits(qp, cache, wp, lens, table, meta2, 256,
+                                        out=mbuf.view(np.float32)[: 2 * 256].reshape(2, 256))
+        np.testing.assert_array_equal(mbuf, keep)
+
+
+# A child made by os.fork() after calls on the module's thread pools: it must exit normally, and
+# call the kernels again (on fresh pools), whether the fork came between calls or during one on
+# another thread. Run in a subprocess, each child under a deadline: a hang fails the test.
+FORK_SCRIPT = r"""
+import os, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import test_mqalogits as t
+
+ml = t.ml
+S, H, Nk = 4, 16, 2048
+q, _ = t.make_q((S, H), "mxfp8")
+kv, _ = t.make_kv(Nk, "mxfp8")
+w = t.rand_weights(S, H, False)
+ks, ke = np.zeros(S, np.int32), np.full(S, Nk, np.int32)
+
+
+def call():
+    return ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, num_threads=2)
+
+
+want = call()
+
+
+def wait(pid):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.005)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return "hung"
+
+
+def fork(child):
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = child()
+        finally:
+            sys.stdout.flush()
+            if code:
+                os._exit(code)
+        sys.exit(0)  # a normal exit: the interpreter's and the module's finalisation
+    return wait(pid)
+
+
+def calls_again():
+    return 0 if np.array_equal(call(), want, equal_nan=True) else 3
+
+
+failures = []
+for i in range(5):
+    failures += [("idle child", i, fork(lambda: 0))]
+    failures += [("calling child", i, fork(calls_again))]
+stop = threading.Event()
+def busy():
+    while not stop.is_set():
+        call()
+caller = threading.Thread(target=busy)
+caller.start()
+for i in range(5):
+    time.sleep(0.003)
+    failures += [("fork during a call", i, fork(calls_again))]
+stop.set()
+caller.join()
+bad = [f for f in failures if f[2] != 0]
+print("fork results:", bad or "all children exited 0")
+sys.exit(1 if bad else 0)
+"""
+
+
+class Fork(unittest.TestCase):
+    def test_children_never_hang(self):
+        import subprocess
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        r = subprocess.run([sys.executable, "-c", FORK_SCRIPT, here], capture_output=True,
+                           text=True, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
 
 if __name__ == "__main__":

@@ -290,6 +290,70 @@ class QQuantTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "q has rows of 96 elements"):
             mq.indexer_q_quant(np.zeros((2, 3, 96), F32), np.zeros((2, 3), F32), 1.0, 1.0)
 
+    def test_refused_calls_write_nothing(self):
+        # Every output is checked against every input and the other outputs before the first
+        # byte is written: a refused call leaves every buffer as it was.
+        T, H, d = 3, 4, 128
+        qbits, w, _ = self.inputs(T, H, d, 21, "f32")
+        q32 = bf16_value(qbits).astype(F32)
+
+        def refused(q, weights, out, pattern="overlap"):
+            before = [a.copy() for a in (q, weights)] + [a.copy() for a in leaves(out)]
+            with self.assertRaisesRegex(ValueError, pattern):
+                mq.indexer_q_quant(q, weights, 0.5, 0.25, True, out=out)
+            after = [q, weights] + list(leaves(out))
+            for b, a in zip(before, after):
+                np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+        def leaves(out):
+            (p, sc), wo = out
+            return p, sc, wo
+
+        def outs():
+            p = np.full((T, H, d // 2), 0xAB, np.uint8)
+            sc = np.full((T, H), -1, np.int32)
+            wo = np.full((T, H), 7.0, F32)
+            return p, sc, wo
+
+        # q_scale over q: was zeroed before the refusal.
+        q = q32.copy()
+        p, _, wo = outs()
+        refused(q, w, ((p, q.reshape(-1).view(np.int32)[: T * H].reshape(T, H)), wo))
+        # q_packed over the weights, q_scale over the weights: was silently wrong weights_out.
+        buf = np.zeros(T * H * d // 8, F32)
+        weights = buf[: T * H].reshape(T, H)
+        weights[:] = w
+        _, sc, wo = outs()
+        refused(q32, weights, ((buf.view(np.uint8).reshape(T, H, d // 2), sc), wo))
+        p, _, wo = outs()
+        w2 = w.copy()
+        refused(q32, w2, ((p, w2.view(np.int32)), wo))
+        # weights_out over q_packed or over q_scale.
+        p, sc, _ = outs()
+        refused(q32, w, ((p, sc), p.reshape(-1).view(F32)[: T * H].reshape(T, H)))
+        refused(q32, w, ((p, sc), sc.view(F32)))
+        # q_packed and q_scale sharing bytes.
+        p, _, wo = outs()
+        refused(q32, w, ((p, p.reshape(-1).view(np.int32)[: T * H].reshape(T, H)), wo))
+        # A bad head dim with every output given: nothing written either.
+        p, sc, wo = outs()
+        refused(np.zeros((T, H, 96), F32), w, ((p[:, :, :48].copy(), sc), wo), "96")
+        # The FP8 path: q_fp8 over the weights.
+        buf = np.zeros(T * H * d // 4, F32)
+        weights = buf[: T * H].reshape(T, H)
+        weights[:] = w
+        keep = buf.copy()
+        with self.assertRaisesRegex(ValueError, "overlap"):
+            mq.indexer_q_quant(q32, weights, 0.5, 0.25,
+                               out=(buf.view(np.uint8).reshape(T, H, d), np.zeros((T, H), F32)))
+        np.testing.assert_array_equal(buf, keep)
+        # Weights scaled in place (weights_out is the float32 weights) stays allowed.
+        w3 = w.copy()
+        p, sc, _ = outs()
+        (_, _), wo3 = mq.indexer_q_quant(q32, w3, 0.5, 0.25, True, out=((p, sc), w3))
+        self.assertIs(wo3, w3)
+        np.testing.assert_array_equal(w3, ((w * F32(0.5)).astype(F32) * F32(0.25)).astype(F32))
+
 
 class Mxfp4InsertTest(unittest.TestCase):
     def test_insert(self):

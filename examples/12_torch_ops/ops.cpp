@@ -19,22 +19,47 @@
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
+#include <pthread.h>
+
+#include <atomic>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 
 namespace mqalogits_torch {
+
+// The ops' pool, sized by torch's intra-op thread count. Held on the heap and never destroyed: a
+// child made by fork() gets a fresh holder (the at-fork handler below), since the parent's mutex
+// may have been held by another thread at the fork and its pool's workers do not exist there;
+// the parent's pool is left to the child's exit, where an inherited pool neither waits nor joins.
+struct pool_holder {
+  std::mutex mutex;
+  std::shared_ptr<ml::thread_pool> pool;
+};
+std::atomic<pool_holder*> pool_now{nullptr};
+
+void fresh_pool_in_child() noexcept {
+  pool_now.store(new (std::nothrow) pool_holder, std::memory_order_relaxed);
+}
+
+// Made when the library is loaded (one thread), so no first-use lock can be inherited held.
+[[maybe_unused]] const bool pool_holder_made = [] {
+  pool_now.store(new pool_holder, std::memory_order_release);
+  ::pthread_atfork(nullptr, nullptr, &fresh_pool_in_child);
+  return true;
+}();
 
 run_options options_for(bool clean_logits) {
   run_options r;
   r.opt.clean_logits = clean_logits;
   const int n = at::get_num_threads();
   if (n > 1) {
-    static std::mutex mutex;
-    static std::shared_ptr<ml::thread_pool> pool;
-    std::lock_guard lock(mutex);
-    if (!pool || pool->concurrency() != n) pool = std::make_shared<ml::thread_pool>(n);
-    r.pool = pool;  // kept alive by this call even if another one replaces it
+    pool_holder* h = pool_now.load(std::memory_order_acquire);
+    if (!h) throw std::bad_alloc();  // a forked child could not allocate its holder
+    std::lock_guard lock(h->mutex);
+    if (!h->pool || h->pool->concurrency() != n) h->pool = std::make_shared<ml::thread_pool>(n);
+    r.pool = h->pool;  // kept alive by this call even if another one replaces it
     r.opt.executor = *r.pool;
   }
   return r;
@@ -48,7 +73,7 @@ void rethrow_as_value_error(const char* op, const char* message) {
 }
 
 at::Tensor logits_output(const char* where, const c10::optional<at::Tensor>& out, std::int64_t rows,
-                         std::int64_t cols, c10::ScalarType dtype) {
+                         std::int64_t cols, c10::ScalarType dtype, const char* width_name) {
   check_logits_dtype(where, dtype);
   if (out.has_value()) {
     const at::Tensor& o = *out;
@@ -62,8 +87,12 @@ at::Tensor logits_output(const char* where, const c10::optional<at::Tensor>& out
     return o;
   }
   // Rows padded to a multiple of 1024 bytes, as DeepGEMM lays its logits out.
+  // A width from the caller (max_seqlen_k, max_context_len): its rounding and the tensor's size
+  // are overflow-checked, a ValueError naming it rather than torch's message about a negative
+  // size.
   const std::int64_t per = 1024 / static_cast<std::int64_t>(c10::elementSize(dtype));
-  const std::int64_t stride = (cols + per - 1) / per * per;
+  const std::int64_t stride = ml::checked_round_up(where, width_name, cols, per);
+  ml::checked_mul(where, width_name, rows, stride);  // the tensor's elements
   return at::empty({rows, stride}, at::TensorOptions().dtype(dtype)).slice(1, 0, cols);
 }
 
@@ -93,8 +122,8 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
     ml::detail::require(max_seqlen_k >= 0, where, [&](auto& m) {
       m << "max_seqlen_k = " << max_seqlen_k << " must be > 0 (or 0 for full width)";
     });
-    at::Tensor result =
-        logits_output(where, out, S, max_seqlen_k > 0 ? max_seqlen_k : kv.size(0), logits_dtype);
+    at::Tensor result = logits_output(where, out, S, max_seqlen_k > 0 ? max_seqlen_k : kv.size(0),
+                                      logits_dtype, "max_seqlen_k");
     const run_options run = options_for(clean_logits);
     with_format(format_of(q, q_scales.defined()), [&](auto format) {
       using F = decltype(format);
@@ -265,8 +294,8 @@ at::Tensor sparse_logits(const char* where, const std::pair<at::Tensor, at::Tens
                          const Meta& meta, const at::Tensor& weights,
                          const c10::optional<at::Tensor>& out, KeysOf&& k_of, Kernel&& kernel) {
   const at::Tensor &q_codes = q_pair.first, &q_sf = q_pair.second;
-  at::Tensor result =
-      logits_output(where, out, meta.num_rows(), meta.num_cols(), c10::ScalarType::BFloat16);
+  at::Tensor result = logits_output(where, out, meta.num_rows(), meta.num_cols(),
+                                    c10::ScalarType::BFloat16, "the metadata's columns");
   const run_options run = options_for(true);
   with_format(format_of(q_codes, true), [&](auto format) {
     using F = decltype(format);

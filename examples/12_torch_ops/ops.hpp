@@ -33,9 +33,10 @@ struct run_options {
 run_options options_for(bool clean_logits);
 
 // The logits output: `out` checked against [rows, cols] and the dtype, or a new tensor whose
-// rows are 1024-byte aligned, as DeepGEMM's.
+// rows are 1024-byte aligned, as DeepGEMM's. width_name names the argument cols comes from, for
+// the error when the padded size overflows.
 at::Tensor logits_output(const char* where, const c10::optional<at::Tensor>& out, std::int64_t rows,
-                         std::int64_t cols, c10::ScalarType dtype);
+                         std::int64_t cols, c10::ScalarType dtype, const char* width_name);
 
 // Library errors (ml::error, "<function>: <what>") reach Python as ValueError "<op>: <what>".
 [[noreturn]] void rethrow_as_value_error(const char* op, const char* message);

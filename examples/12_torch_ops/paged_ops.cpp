@@ -72,7 +72,8 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
     ml::detail::require(max_context_len > 0, where, [&](auto& m) {
       m << "max_context_len = " << max_context_len << " must be > 0";
     });
-    at::Tensor result = logits_output(where, out, B * next_n, max_context_len, logits_dtype);
+    at::Tensor result =
+        logits_output(where, out, B * next_n, max_context_len, logits_dtype, "max_context_len");
     const run_options run = options_for(clean_logits);
     with_format(format_of(q, q_scales.defined()), [&](auto format) {
       using F = decltype(format);

@@ -391,6 +391,13 @@ def test_errors(decode, prefill):
     expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke.long()), "cu_seq_len_k_end")
     expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke, out=torch.empty(3, 3)), "out")
     expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke, True, -1), "max_seqlen_k")
+    # Widths whose padded size overflows int64: a ValueError naming the argument, not torch's
+    # message about a negative size.
+    for width in (2**63 - 1, 2**62):
+        expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke, True, width),
+                     "max_seqlen_k", "overflows int64")
+        expect_error(lambda: paged(q, cache, w, lens, table, meta, width),
+                     "max_context_len", "overflows int64")
     expect_error(lambda: ops.fp8_mqa_logits(qt, (kt,), wt, ks, ke), "kv", "pair")
     expect_error(lambda: ops.fp8_mqa_logits(qt.transpose(0, 1).contiguous().transpose(0, 1),
                                             (kt, st), wt, ks, ke), "q ", "contiguous")
@@ -438,13 +445,52 @@ def test_readme_snippet(decode):
         assert torch.equal(logits_buffer[r, :n], want[r, :n]), f"README snippet row {r}"
 
 
+def wait_with_deadline(pid, seconds=60):
+    """The child's exit code, or "hung" after killing it when it outlives the deadline."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.005)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return "hung"
+
+
+def test_fork(prefill):
+    """After calls on the op library's pool, a forked child exits normally (its pool is not
+    joined or waited for) and calls the ops again on a fresh pool."""
+    qt, kt, st, wt, ks, ke = prefill
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    want = ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke)
+    for calls in (False, True, False, True):
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            if calls:
+                torch.set_num_threads(2)
+                code = 0 if torch.equal(ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke), want) else 3
+            sys.stdout.flush()
+            if code:
+                os._exit(code)
+            sys.exit(0)  # a normal exit: static destructors run
+        status = wait_with_deadline(pid)
+        assert status == 0, f"forked child ({'calling' if calls else 'idle'}): {status}"
+    torch.set_num_threads(threads)
+
+
 decode = test_decode_fp8(1)
 test_readme_snippet(decode)
 test_decode_fp8(2)
 test_decode_mxfp4()
 prefill = test_prefill()
 test_errors(decode, prefill)
+test_fork(prefill)
 test_sparse()
 test_paged_sparse()
 print("torch ops: decode (next_n 1, 2; FP8 and MXFP4), prefill, sparse, paged sparse, static "
-      "buffers, errors: ok")
+      "buffers, errors, fork: ok")

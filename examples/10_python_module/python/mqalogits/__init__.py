@@ -88,6 +88,18 @@ def _tensor_to_numpy(torch, fn, name, t, output):
 
 
 _OUTPUTS = ("out", "topk_out", "topk_values_out")
+# Arguments a function writes into besides those: outputs too (no grad, handed back as given).
+_WRITTEN = {
+    "cp_gather_indexer_k_quant_cache": ("dst_k", "dst_scale"),
+    "indexer_k_quant_and_cache": ("kv_cache",),
+    "indexer_k_quant_and_cache_mxfp4": ("kv_cache",),
+}
+
+
+def _has_tensor(torch, x):
+    if isinstance(x, (tuple, list)):
+        return any(_has_tensor(torch, v) for v in x)
+    return _is_tensor(torch, x)
 
 
 def _numpy_to_tensor(torch, a):
@@ -176,6 +188,7 @@ def _type_error(fn, name, args, kwargs):
 
 def _wrap(name, fn):
     names = _params(fn)[0]
+    written = _OUTPUTS + _WRITTEN.get(name, ())
 
     def call(*args, **kwargs):
         torch = _torch()
@@ -184,23 +197,26 @@ def _wrap(name, fn):
             found = False
 
             def conv(x, label, output=False):
-                nonlocal found
+                # An output at any depth (indexer_q_quant's out=((q_packed, q_scale),
+                # weights_out)) is refused if it requires grad, and handed back as given.
+                nonlocal found, given
                 if _is_tensor(torch, x):
                     found = True
-                    return _tensor_to_numpy(torch, name, label, x, output)
-                if isinstance(x, (tuple, list)) and any(_is_tensor(torch, v) for v in x):
-                    return tuple(conv(v, "%s[%d]" % (label, i)) for i, v in enumerate(x))
+                    c = _tensor_to_numpy(torch, name, label, x, output)
+                    if output:
+                        given = given or {}
+                        given[id(c)] = x
+                    return c
+                if isinstance(x, (tuple, list)) and _has_tensor(torch, x):
+                    return tuple(conv(v, "%s[%d]" % (label, i), output) for i, v in enumerate(x))
                 return x
 
-            args = tuple(conv(a, names[i] if i < len(names) else "argument %d" % i)
-                         for i, a in enumerate(args))
+            def label(i):
+                return names[i] if i < len(names) else "argument %d" % i
+
+            args = tuple(conv(a, label(i), label(i) in written) for i, a in enumerate(args))
             for k in list(kwargs):
-                v = kwargs[k]
-                c = conv(v, k, k in _OUTPUTS)
-                if k in _OUTPUTS and v is not None:
-                    given = given or {}
-                    given[id(c)] = v
-                kwargs[k] = c
+                kwargs[k] = conv(kwargs[k], k, k in written)
             if not found:
                 torch = None
         try:
