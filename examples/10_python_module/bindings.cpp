@@ -400,8 +400,7 @@ py::array new_logits(const char* where, const char* width_name, i64 rows, i64 co
 // ---- threads ----
 
 int threads_of(const char* where, std::optional<int> n) {
-  const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (!n) return all;
+  if (!n) return ml::thread_pool::default_threads();  // the CPUs this process may run on
   if (*n < 1) fail(where, "num_threads = " + std::to_string(*n) + " must be >= 1");
   return *n;
 }

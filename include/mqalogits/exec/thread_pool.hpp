@@ -1,6 +1,10 @@
 // A small fixed-size thread pool implementing the executor concept.
 #pragma once
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -109,8 +113,16 @@ class thread_pool {
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
 
-  // The hardware's thread count, or 1 when it is unknown.
+  // The CPUs this thread may run on: its affinity mask where Linux reports it (taskset, a
+  // container's cpuset), else the hardware's thread count; 1 when neither is known. A pool of
+  // more threads than the CPUs it may use only adds contention.
   static int default_threads() {
+#if defined(__linux__)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+      return CPU_COUNT(&set);
+#endif
     return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
 
