@@ -433,6 +433,7 @@ void q_mxfp4(input& in, content& c) {
     return;
   }
   if (!err.empty()) finding(context + ": valid call rejected: " + err);
+  if (rows == 0) return;
   if (std::memcmp(want_data.data(), bytes + 4 * at[DATA], want_data.size()) != 0 ||
       std::memcmp(want_scales.data(), bytes + 4 * at[SCALES], want_scales.size()) != 0 ||
       std::memcmp(want_w.data(), out, want_w.size() * sizeof(float)) != 0)
