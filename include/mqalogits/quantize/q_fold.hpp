@@ -48,6 +48,45 @@ inline float q_fold_scale(float amax, const q_fold_scaling& s) {
   return scale;
 }
 
+namespace detail {
+
+// q's rows are the (token, head) rows of weights [T, H] (>= 1 head), and weights_out is [T, H]:
+// the shapes every Q quantiser that folds or scales the weights checks first.
+template <class T, class W>
+void check_q_rows_and_weights(const char* where, const matrix_view<T>& q,
+                              const matrix_view<W>& weights,
+                              const matrix_view<float>& weights_out) {
+  require(weights.rows >= 0 && weights.cols >= 1, where, [&](auto& m) {
+    m << "weights shape [" << weights.rows << ", " << weights.cols << "] needs >= 1 head";
+  });
+  check_matrix(where, "weights", weights, weights.rows, weights.cols);
+  std::int64_t rows = 0;
+  require(!__builtin_mul_overflow(weights.rows, weights.cols, &rows) && rows == q.rows, where,
+          [&](auto& m) {
+            m << "q has " << q.rows << " rows, but weights [" << weights.rows << ", "
+              << weights.cols << "] need tokens x heads = " << weights.rows * weights.cols;
+          });
+  check_matrix(where, "weights_out", weights_out, weights.rows, weights.cols);
+}
+
+// weights_out shares no byte with weights, unless it is the same float array (scaled in place).
+template <class W>
+void check_weights_out_in_place_or_apart(const char* where, const matrix_view<W>& weights,
+                                         const matrix_view<float>& weights_out) {
+  const byte_range in = range_of("weights", weights), out = range_of("weights_out", weights_out);
+  const bool same = static_cast<const void*>(weights.data) == weights_out.data &&
+                    weights.stride == weights_out.stride &&
+                    std::is_same_v<std::remove_const_t<W>, float>;
+  require(same || disjoint(in, out), where, [&](auto& m) {
+    m << "weights_out [" << static_cast<std::uint64_t>(out.begin) << ", "
+      << static_cast<std::uint64_t>(out.end) << ") overlap weights ["
+      << static_cast<std::uint64_t>(in.begin) << ", " << static_cast<std::uint64_t>(in.end)
+      << ") without being the same array";
+  });
+}
+
+}  // namespace detail
+
 // q [T * H, D]: the roped Q, row (t, h) at t * H + h (fp32, or bf16 as the engine's RoPE leaves
 // it); weights [T, H] (fp32, bf16 or fp16). Writes each row's FP8 codes (the saturating
 // round-to-nearest-even e4m3 of x / s) to codes + row * code_stride (0: packed, D bytes), and
@@ -74,17 +113,7 @@ requires(quantize_input<std::remove_const_t<T>>&& weight_input<W>) void quantize
       m << "q_fold_scaling amax_floor = " << floor << " must be finite and > 0";
     });
   }
-  require(weights.rows >= 0 && weights.cols >= 1, where, [&](auto& m) {
-    m << "weights shape [" << weights.rows << ", " << weights.cols << "] needs >= 1 head";
-  });
-  detail::check_matrix(where, "weights", weights, weights.rows, weights.cols);
-  std::int64_t rows = 0;
-  require(!__builtin_mul_overflow(weights.rows, weights.cols, &rows) && rows == q.rows, where,
-          [&](auto& m) {
-            m << "q has " << q.rows << " rows, but weights [" << weights.rows << ", "
-              << weights.cols << "] need tokens x heads = " << weights.rows * weights.cols;
-          });
-  detail::check_matrix(where, "weights_out", weights_out, weights.rows, weights.cols);
+  detail::check_q_rows_and_weights(where, q, weights, weights_out);
   const std::int64_t d = q.cols;
   if (code_stride == 0) code_stride = d;
   const detail::byte_range out_codes =
@@ -121,17 +150,7 @@ void scale_weights(matrix_view<W> weights, matrix_view<float> weights_out, float
   });
   detail::check_matrix(where, "weights", weights, weights.rows, weights.cols);
   detail::check_matrix(where, "weights_out", weights_out, weights.rows, weights.cols);
-  const detail::byte_range in = detail::range_of("weights", weights),
-                           out = detail::range_of("weights_out", weights_out);
-  const bool same = static_cast<const void*>(weights.data) == weights_out.data &&
-                    weights.stride == weights_out.stride &&
-                    std::is_same_v<std::remove_const_t<W>, float>;
-  detail::require(same || detail::disjoint(in, out), where, [&](auto& m) {
-    m << "weights_out [" << static_cast<std::uint64_t>(out.begin) << ", "
-      << static_cast<std::uint64_t>(out.end) << ") overlap weights ["
-      << static_cast<std::uint64_t>(in.begin) << ", " << static_cast<std::uint64_t>(in.end)
-      << ") without being the same array";
-  });
+  detail::check_weights_out_in_place_or_apart(where, weights, weights_out);
   for (std::int64_t t = 0; t < weights.rows; ++t)
     for (std::int64_t h = 0; h < weights.cols; ++h) {
       float w = to_float(weights(t, h));

@@ -87,19 +87,8 @@ requires(quantize_input<std::remove_const_t<T>>&& weight_input<
                                                  matrix_view<float> weights_out,
                                                  float softmax_scale, float head_scale) {
   constexpr const char* where = "quantize_q_mxfp4_scale_weights";
-  using detail::require;
   detail::check_quantize_source<mxfp4>(where, q);
-  require(weights.rows >= 0 && weights.cols >= 1, where, [&](auto& m) {
-    m << "weights shape [" << weights.rows << ", " << weights.cols << "] needs >= 1 head";
-  });
-  detail::check_matrix(where, "weights", weights, weights.rows, weights.cols);
-  detail::check_matrix(where, "weights_out", weights_out, weights.rows, weights.cols);
-  std::int64_t rows = 0;
-  require(!__builtin_mul_overflow(weights.rows, weights.cols, &rows) && rows == q.rows, where,
-          [&](auto& m) {
-            m << "q has " << q.rows << " rows, but weights [" << weights.rows << ", "
-              << weights.cols << "] need tokens x heads = " << weights.rows * weights.cols;
-          });
+  detail::check_q_rows_and_weights(where, q, weights, weights_out);
   const std::int64_t bytes = q.cols / 2;
   if (data_stride == 0) data_stride = bytes;
   const detail::byte_range codes =
@@ -109,19 +98,10 @@ requires(quantize_input<std::remove_const_t<T>>&& weight_input<
   const detail::byte_range in_q = detail::range_of("q", q),
                            in_w = detail::range_of("weights", weights),
                            out_w = detail::range_of("weights_out", weights_out);
-  // weights_out against the codes, the scales and q; scale_weights below decides whether it may
-  // be the weights themselves.
+  // weights_out against the codes, the scales and q; against the weights it may be them.
   detail::check_outputs_disjoint(where, {codes, exps, out_w}, {in_q});
   detail::check_outputs_disjoint(where, {codes, exps}, {in_w});
-  const bool in_place = static_cast<const void*>(weights.data) == weights_out.data &&
-                        weights.stride == weights_out.stride &&
-                        std::is_same_v<std::remove_const_t<W>, float>;
-  require(in_place || detail::disjoint(in_w, out_w), where, [&](auto& m) {
-    m << "weights_out [" << static_cast<std::uint64_t>(out_w.begin) << ", "
-      << static_cast<std::uint64_t>(out_w.end) << ") overlap weights ["
-      << static_cast<std::uint64_t>(in_w.begin) << ", " << static_cast<std::uint64_t>(in_w.end)
-      << ") without being the same array";
-  });
+  detail::check_weights_out_in_place_or_apart(where, weights, weights_out);
   for (std::int64_t r = 0; r < q.rows; ++r) {
     std::uint8_t* field = scales + r * scale_stride;
     for (int i = 0; i < mxfp4::scale_bytes; ++i) field[i] = 0;
