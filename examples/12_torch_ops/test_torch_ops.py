@@ -217,6 +217,12 @@ def test_decode_mxfp4():
             exact, m = reference(qd[b : b + 1], kd, wd[b : b + 1])
             check_close(f"mxfp4 decode row {b}", as_np(got)[b, :L], exact[0], m[0])
             assert np.isneginf(as_np(got)[b, L:]).all()
+    # Packed codes whose last dimension (an expanded view: no storage) is near INT64_MAX / 2:
+    # refused for their shape, the doubling to a head dim never overflowing into 128.
+    huge = torch.zeros(1, dtype=torch.int8).expand(2**62 + 64).view(1, 1, 1, 2**62 + 64)
+    expect_error(lambda: ops.fp8_fp4_paged_mqa_logits((huge, q_sf[:1, :, :1]), cache, w[:1, :1],
+                                                      lens[:1], table[:1], meta, max_context_len),
+                 "q has shape", "last dimension must be")
 
 
 # ---- chunked prefill: dense K gathered per chunk, per-row [ks, ke) ----

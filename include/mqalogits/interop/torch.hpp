@@ -183,7 +183,8 @@ int torch_codes_head_dim(const at::Tensor& codes, const char* where, const char*
   });
   require(codes.dim() >= 1, where, [&](auto& m) { m << name << " is a 0-d tensor"; });
   const std::int64_t last = codes.size(codes.dim() - 1);
-  const std::int64_t d = fp4 ? 2 * last : last;
+  // In range before doubling: an expanded tensor's last dimension can be near INT64_MAX.
+  const std::int64_t d = fp4 ? (last >= 0 && last <= 64 ? 2 * last : -1) : last;
   require(d <= 128 && Format::supports_head_dim(static_cast<int>(d)), where, [&](auto& m) {
     m << name << " has shape " << torch_shape{codes} << ": its last dimension must be "
       << (fp4 ? "64 or 32 (head dim 128 or 64, two e2m1 per byte)"
