@@ -184,22 +184,32 @@ void check_cache_insert(const char* where, matrix_view<T> k, std::span<Slot, Ext
 // Quantises k [n, D] (fp32 or bf16; D the cache's head dim) straight into the cache: token i to
 // slot_mapping[i] (int32 or int64; negative = skip). Every argument is checked before any byte is
 // written. `scaling` picks fp8_per_token's scale rule; vllm_indexer_k_scaling() writes the bytes
-// vLLM's indexer_k_quant_and_cache writes.
+// vLLM's indexer_k_quant_and_cache writes. row_rotation::hadamard stores each token's
+// Walsh-Hadamard rotation (DeepSeek-V4's K, hadamard.hpp), rotated and quantised in one pass.
 template <class Format, class T, class Slot, std::size_t Extent>
 requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<
          std::remove_const_t<Slot>>) void store_into_pages(matrix_view<T> k,
                                                            std::span<Slot, Extent> slot_mapping,
                                                            const mutable_paged_cache<Format>& cache,
-                                                           const per_token_scaling& scaling = {}) {
+                                                           const per_token_scaling& scaling = {},
+                                                           row_rotation rotation =
+                                                               row_rotation::none) {
   constexpr const char* where = "store_into_pages";
   detail::check_scaling<Format>(where, scaling);
+  detail::check_rotation(where, rotation);
   detail::check_cache_insert(where, k, slot_mapping, cache);
   with_head_dim_of<Format>(cache.head_dim, [&]<class F>() {
+    float rotated[F::head_dim];
     for (std::int64_t i = 0; i < k.rows; ++i) {
       const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
       if (slot < 0) continue;
       const std::int64_t page = slot / cache.page_kv, offset = slot % cache.page_kv;
-      quantize_row<F>(k.row(i), cache.data(page, offset), cache.scale(page, offset), scaling);
+      if (rotation == row_rotation::none) {
+        quantize_row<F>(k.row(i), cache.data(page, offset), cache.scale(page, offset), scaling);
+        continue;
+      }
+      load_hadamard_rotated<F::head_dim>(k.row(i), rotated);
+      quantize_row<F>(rotated, cache.data(page, offset), cache.scale(page, offset), scaling);
     }
   });
 }

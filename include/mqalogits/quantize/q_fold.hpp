@@ -16,6 +16,7 @@
 #include "../view/matrix_view.hpp"
 #include "encode.hpp"
 #include "gather_pages.hpp"  // detail::check_out_rows
+#include "hadamard.hpp"
 #include "rows.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -24,17 +25,21 @@ MQALOGITS_NAMESPACE_BEGIN
 // s = max(amax, amax_floor) / 448, or max(amax, amax_floor) * fp32(1 / 448) with
 // multiply_by_reciprocal, then 2^ceil(log2(s)) with power_of_two (UE8M0). The two products differ
 // in the last bit for some amax, which moves a power-of-two scale now and then: pick the engine's.
+// rotation = row_rotation::hadamard quantises each row's Walsh-Hadamard rotation (DeepSeek-V4
+// rotates its indexer Q after RoPE, hadamard.hpp) in the same pass.
 struct q_fold_scaling {
   float amax_floor = 1e-10f;
   bool power_of_two = true;
   bool multiply_by_reciprocal = true;
+  row_rotation rotation = row_rotation::none;
 };
 // vLLM's DeepSeek-V3.2 indexer (fused_indexer_q_rope_quant in sparse_attn_indexer.py): floor
 // 1e-10, times fp32(1/448), UE8M0.
 constexpr q_fold_scaling vllm_v32_q_scaling() {
   return {1e-10f, true, true};
 }
-// vLLM's DeepSeek-V4 indexer (fused_indexer_q.py): floor 1e-4, divided by 448, UE8M0.
+// vLLM's DeepSeek-V4 indexer (fused_indexer_q.py): floor 1e-4, divided by 448, UE8M0. With
+// .rotation = row_rotation::hadamard, the Hadamard rotation V4 applies to Q before quantising.
 constexpr q_fold_scaling vllm_v4_q_scaling() {
   return {1e-4f, true, false};
 }
@@ -91,8 +96,10 @@ void check_weights_out_in_place_or_apart(const char* where, const matrix_view<W>
 // it); weights [T, H] (fp32, bf16 or fp16). Writes each row's FP8 codes (the saturating
 // round-to-nearest-even e4m3 of x / s) to codes + row * code_stride (0: packed, D bytes), and
 // weights_out(t, h) = weights(t, h) * s * softmax_scale * head_scale, multiplied left to right in
-// fp32 (vLLM passes head_dim^-0.5 and H^-0.5). D is a head dim of fp8_per_token (128, 64, 32);
-// amax_floor must be finite and > 0. No output may share a byte with an input or the other output.
+// fp32 (vLLM passes head_dim^-0.5 and H^-0.5; DeepSeek-V4's 128^-0.5 * H^-0.5 is the same pair).
+// D is a head dim of fp8_per_token (128, 64, 32); amax_floor must be finite and > 0;
+// scaling.rotation = row_rotation::hadamard quantises each row's rotation H_D x / sqrt(D). No
+// output may share a byte with an input or the other output.
 template <class T, class W>
 requires(quantize_input<std::remove_const_t<T>>&& weight_input<W>) void quantize_q_fold_weights(
     matrix_view<T> q, matrix_view<W> weights, std::uint8_t* codes, std::int64_t code_stride,
@@ -113,6 +120,7 @@ requires(quantize_input<std::remove_const_t<T>>&& weight_input<W>) void quantize
       m << "q_fold_scaling amax_floor = " << floor << " must be finite and > 0";
     });
   }
+  detail::check_rotation(where, scaling.rotation);
   detail::check_q_rows_and_weights(where, q, weights, weights_out);
   const std::int64_t d = q.cols;
   if (code_stride == 0) code_stride = d;
@@ -123,11 +131,16 @@ requires(quantize_input<std::remove_const_t<T>>&& weight_input<W>) void quantize
                            in_w = detail::range_of("weights", weights);
   detail::check_outputs_disjoint(where, {out_codes, out_w}, {in_q, in_w});
   const std::int64_t heads = weights.cols;
+  float rotated[128];
   for (std::int64_t r = 0; r < q.rows; ++r) {
-    const auto* x = q.row(r);
-    const float s = q_fold_scale(detail::absmax(x, 0, static_cast<int>(d)), scaling);
+    float s = 0;
     std::uint8_t* out = codes + r * code_stride;
-    for (std::int64_t i = 0; i < d; ++i) out[i] = encode_e4m3(to_float(x[i]) / s);
+    detail::with_rotated_row(q.row(r), static_cast<int>(d), scaling.rotation, rotated,
+                             [&](const auto* x) {
+                               s = q_fold_scale(detail::absmax(x, 0, static_cast<int>(d)), scaling);
+                               for (std::int64_t i = 0; i < d; ++i)
+                                 out[i] = encode_e4m3(to_float(x[i]) / s);
+                             });
     const std::int64_t t = r / heads, h = r % heads;
     float w = to_float(weights(t, h));
     w *= s;

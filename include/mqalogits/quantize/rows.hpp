@@ -31,6 +31,7 @@
 #include "../view/matrix_view.hpp"
 #include "../view/rows_view.hpp"
 #include "encode.hpp"
+#include "hadamard.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
@@ -113,6 +114,8 @@ void quantize_row(const T* x, std::uint8_t* data, std::uint8_t* scales,
 // Quantises x [rows, D] (D = 128, 64, or 32 for the FP8 formats) into caller-owned rows: row r's
 // data (Format::data_bytes_for(D) bytes) at data + r * data_stride, its scale bytes at scales + r *
 // scale_stride (scales may be null only for fp8_per_token). A data stride of 0 means packed.
+// row_rotation::hadamard quantises each row's Walsh-Hadamard rotation (hadamard.hpp) instead,
+// as DeepSeek-V4 does, in the same single pass over x.
 namespace detail {
 // The source rows of a quantizer: [rows >= 0, D] with D a head dim of Format, aligned, its byte
 // extent within int64.
@@ -134,11 +137,13 @@ requires quantize_input<std::remove_const_t<T>>
 void quantize_rows_into(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scales,
                         std::int64_t data_stride = 0,
                         std::int64_t scale_stride = Format::scale_bytes,
-                        const per_token_scaling& scaling = {}) {
+                        const per_token_scaling& scaling = {},
+                        row_rotation rotation = row_rotation::none) {
   constexpr const char* where = "quantize_rows";
   using detail::require;
   detail::check_quantize_source<Format>(where, x);
   detail::check_scaling<Format>(where, scaling);
+  detail::check_rotation(where, rotation);
   const int d = static_cast<int>(x.cols);
   const std::int64_t data_bytes = Format::data_bytes_for(d);
   if (data_stride == 0) data_stride = data_bytes;
@@ -167,9 +172,18 @@ void quantize_rows_into(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scal
     detail::check_outputs_disjoint(where, {codes, exps}, {src});
   }
   with_head_dim_of<Format>(d, [&]<class F>() {
-    for (std::int64_t r = 0; r < x.rows; ++r)
-      quantize_row<F>(x.row(r), data + r * data_stride,
-                      scales ? scales + r * scale_stride : nullptr, scaling);
+    if (rotation == row_rotation::none) {
+      for (std::int64_t r = 0; r < x.rows; ++r)
+        quantize_row<F>(x.row(r), data + r * data_stride,
+                        scales ? scales + r * scale_stride : nullptr, scaling);
+      return;
+    }
+    float rotated[F::head_dim];
+    for (std::int64_t r = 0; r < x.rows; ++r) {
+      load_hadamard_rotated<F::head_dim>(x.row(r), rotated);
+      quantize_row<F>(rotated, data + r * data_stride, scales ? scales + r * scale_stride : nullptr,
+                      scaling);
+    }
   });
 }
 
@@ -201,10 +215,12 @@ struct quantized_rows {
 
 template <class Format, class T>
 requires quantize_input<std::remove_const_t<T>> quantized_rows<Format> quantize_rows(
-    matrix_view<T> x, const per_token_scaling& scaling = {}) {
+    matrix_view<T> x, const per_token_scaling& scaling = {},
+    row_rotation rotation = row_rotation::none) {
   // Before sizing the result: a row count whose bytes overflow is an error, not a wrapped size.
   detail::check_quantize_source<Format>("quantize_rows", x);
   detail::check_scaling<Format>("quantize_rows", scaling);
+  detail::check_rotation("quantize_rows", rotation);
   quantized_rows<Format> out;
   out.rows = x.rows;
   out.head_dim = static_cast<int>(x.cols);
@@ -212,21 +228,22 @@ requires quantize_input<std::remove_const_t<T>> quantized_rows<Format> quantize_
   out.data.resize(static_cast<std::size_t>(x.rows * data_bytes));
   out.scales.resize(static_cast<std::size_t>(x.rows * Format::scale_bytes));
   quantize_rows_into<Format>(x, out.data.data(), out.scales.data(), data_bytes, Format::scale_bytes,
-                             scaling);
+                             scaling, rotation);
   return out;
 }
 
 // The same from a flat span of rows * Format::head_dim elements (row-major, packed).
 template <class Format, class T, std::size_t Extent>
 requires quantize_input<std::remove_const_t<T>> quantized_rows<Format> quantize_rows(
-    std::span<T, Extent> x, const per_token_scaling& scaling = {}) {
+    std::span<T, Extent> x, const per_token_scaling& scaling = {},
+    row_rotation rotation = row_rotation::none) {
   constexpr int d = Format::head_dim;
   detail::require(x.size() % d == 0, "quantize_rows", [&](auto& m) {
     m << "x has " << x.size() << " elements, not a multiple of " << d << " (the format's head dim)";
   });
   const auto rows = static_cast<std::int64_t>(x.size() / d);
   return quantize_rows<Format>(matrix_view<const std::remove_const_t<T>>(x.data(), rows, d),
-                               scaling);
+                               scaling, rotation);
 }
 
 // quantize_rows_into from a flat span of rows * Format::head_dim elements (row-major, packed).
@@ -235,14 +252,15 @@ requires quantize_input<std::remove_const_t<T>>
 void quantize_rows_into(std::span<T, Extent> x, std::uint8_t* data, std::uint8_t* scales,
                         std::int64_t data_stride = Format::data_bytes,
                         std::int64_t scale_stride = Format::scale_bytes,
-                        const per_token_scaling& scaling = {}) {
+                        const per_token_scaling& scaling = {},
+                        row_rotation rotation = row_rotation::none) {
   constexpr int d = Format::head_dim;
   detail::require(x.size() % d == 0, "quantize_rows", [&](auto& m) {
     m << "x has " << x.size() << " elements, not a multiple of " << d << " (the format's head dim)";
   });
   const auto rows = static_cast<std::int64_t>(x.size() / d);
   quantize_rows_into<Format>(matrix_view<const std::remove_const_t<T>>(x.data(), rows, d), data,
-                             scales, data_stride, scale_stride, scaling);
+                             scales, data_stride, scale_stride, scaling, rotation);
 }
 
 // Folds fp8_per_token Q scales into the weights, as upstream's engines do: a scale s > 0

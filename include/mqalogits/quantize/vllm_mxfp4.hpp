@@ -21,6 +21,7 @@
 #include "../view/matrix_view.hpp"
 #include "encode.hpp"
 #include "gather_pages.hpp"  // detail::check_out_rows
+#include "hadamard.hpp"
 #include "pages.hpp"
 #include "q_fold.hpp"  // scale_weights
 #include "rows.hpp"
@@ -52,14 +53,16 @@ void quantize_row_vllm_mxfp4(const T* x, int d, std::uint8_t* data, std::uint8_t
 // data_stride (0: packed, D / 2 bytes), scale bytes at scales + r * scale_stride (D / 32 bytes
 // written; the stride at least 4, the format's scale field). vLLM's MXFP4 Q:
 // data [T * H, 64] and scales [T * H, 4] for rows of 128. No two of x, data and scales may share
-// a byte.
+// a byte. row_rotation::hadamard quantises each row's Walsh-Hadamard rotation (hadamard.hpp).
 template <class T>
 requires quantize_input<std::remove_const_t<T>>
 void quantize_rows_vllm_mxfp4(matrix_view<T> x, std::uint8_t* data, std::uint8_t* scales,
                               std::int64_t data_stride = 0,
-                              std::int64_t scale_stride = mxfp4::scale_bytes) {
+                              std::int64_t scale_stride = mxfp4::scale_bytes,
+                              row_rotation rotation = row_rotation::none) {
   constexpr const char* where = "quantize_rows_vllm_mxfp4";
   detail::check_quantize_source<mxfp4>(where, x);
+  detail::check_rotation(where, rotation);
   const std::int64_t bytes = x.cols / 2;
   if (data_stride == 0) data_stride = bytes;
   const detail::byte_range codes = detail::check_out_rows(where, "data", data, x.rows, data_stride,
@@ -68,9 +71,12 @@ void quantize_rows_vllm_mxfp4(matrix_view<T> x, std::uint8_t* data, std::uint8_t
                                                          scale_stride, mxfp4::scale_bytes),
                            src = detail::range_of("x", x);
   detail::check_outputs_disjoint(where, {codes, exps}, {src});
+  const int d = static_cast<int>(x.cols);
+  float rotated[128];
   for (std::int64_t r = 0; r < x.rows; ++r)
-    quantize_row_vllm_mxfp4(x.row(r), static_cast<int>(x.cols), data + r * data_stride,
-                            scales + r * scale_stride);
+    detail::with_rotated_row(x.row(r), d, rotation, rotated, [&](const auto* row) {
+      quantize_row_vllm_mxfp4(row, d, data + r * data_stride, scales + r * scale_stride);
+    });
 }
 
 // vLLM's DeepSeek-V4 MXFP4 Q (fused_indexer_q.py with use_fp4) in one call: q [T * H, D] (row
@@ -79,15 +85,18 @@ void quantize_rows_vllm_mxfp4(matrix_view<T> x, std::uint8_t* data, std::uint8_t
 // weights_out = weights * softmax_scale * head_scale as scale_weights computes it. Every argument
 // is checked before the first byte is written: no output may share a byte with q, weights or
 // another output, except weights_out being the float weights themselves (scaled in place).
+// row_rotation::hadamard quantises each row's Walsh-Hadamard rotation (DeepSeek-V4's Q).
 template <class T, class W>
 requires(quantize_input<std::remove_const_t<T>>&& weight_input<
          W>) void quantize_q_mxfp4_scale_weights(matrix_view<T> q, matrix_view<W> weights,
                                                  std::uint8_t* data, std::int64_t data_stride,
                                                  std::uint8_t* scales, std::int64_t scale_stride,
                                                  matrix_view<float> weights_out,
-                                                 float softmax_scale, float head_scale) {
+                                                 float softmax_scale, float head_scale,
+                                                 row_rotation rotation = row_rotation::none) {
   constexpr const char* where = "quantize_q_mxfp4_scale_weights";
   detail::check_quantize_source<mxfp4>(where, q);
+  detail::check_rotation(where, rotation);
   detail::check_q_rows_and_weights(where, q, weights, weights_out);
   const std::int64_t bytes = q.cols / 2;
   if (data_stride == 0) data_stride = bytes;
@@ -102,10 +111,14 @@ requires(quantize_input<std::remove_const_t<T>>&& weight_input<
   detail::check_outputs_disjoint(where, {codes, exps, out_w}, {in_q});
   detail::check_outputs_disjoint(where, {codes, exps}, {in_w});
   detail::check_weights_out_in_place_or_apart(where, weights, weights_out);
+  const int d = static_cast<int>(q.cols);
+  float rotated[128];
   for (std::int64_t r = 0; r < q.rows; ++r) {
     std::uint8_t* field = scales + r * scale_stride;
     for (int i = 0; i < mxfp4::scale_bytes; ++i) field[i] = 0;
-    quantize_row_vllm_mxfp4(q.row(r), static_cast<int>(q.cols), data + r * data_stride, field);
+    detail::with_rotated_row(q.row(r), d, rotation, rotated, [&](const auto* row) {
+      quantize_row_vllm_mxfp4(row, d, data + r * data_stride, field);
+    });
   }
   scale_weights(weights, weights_out, softmax_scale, head_scale);
 }
@@ -113,20 +126,26 @@ requires(quantize_input<std::remove_const_t<T>>&& weight_input<
 // The MXFP4 cache insert: k [n, D] (D the cache's head dim; fp32, or bf16 as the engine's RoPE
 // leaves it) quantised into the cache, token i to slot_mapping[i] (int32 or int64; negative
 // skips the token). Every argument is checked before any byte is written (slots inside the
-// cache, k and the mapping disjoint from it).
+// cache, k and the mapping disjoint from it). row_rotation::hadamard stores each token's
+// Walsh-Hadamard rotation (DeepSeek-V4's K, hadamard.hpp), rotated and quantised in one pass.
 template <class T, class Slot, std::size_t Extent>
 requires(quantize_input<std::remove_const_t<T>>&& std::is_integral_v<std::remove_const_t<
              Slot>>) void store_into_pages_vllm_mxfp4(matrix_view<T> k,
                                                       std::span<Slot, Extent> slot_mapping,
-                                                      const mutable_paged_cache<mxfp4>& cache) {
+                                                      const mutable_paged_cache<mxfp4>& cache,
+                                                      row_rotation rotation = row_rotation::none) {
   constexpr const char* where = "store_into_pages_vllm_mxfp4";
+  detail::check_rotation(where, rotation);
   detail::check_cache_insert(where, k, slot_mapping, cache);
+  float rotated[128];
   for (std::int64_t i = 0; i < k.rows; ++i) {
     const std::int64_t slot = slot_mapping[static_cast<std::size_t>(i)];
     if (slot < 0) continue;
     const std::int64_t page = slot / cache.page_kv, offset = slot % cache.page_kv;
-    quantize_row_vllm_mxfp4(k.row(i), cache.head_dim, cache.data(page, offset),
-                            cache.scale(page, offset));
+    detail::with_rotated_row(k.row(i), cache.head_dim, rotation, rotated, [&](const auto* row) {
+      quantize_row_vllm_mxfp4(row, cache.head_dim, cache.data(page, offset),
+                              cache.scale(page, offset));
+    });
   }
 }
 
