@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "../config.hpp"
-#include "../output/topk.hpp"
+#include "../output/kernel_outputs.hpp"
 #include "../variant/dense.hpp"
 #include "dispatch.hpp"
 
@@ -19,7 +19,8 @@ MQALOGITS_NAMESPACE_BEGIN
 // A column is valid iff its token t satisfies max(ks, 0) <= t < min(ke, N); others are -inf.
 // ks and ke: int32 or int64 arrays of one type (std::vector, std::span, ...), read in place.
 // out may also be a top-k selection, with ml::topk_offset(offsets) to add offsets[row] to each
-// selected column (sglang's ragged prefill).
+// selected column (sglang's ragged prefill), the candidate blocks of each row
+// (ml::candidate_blocks), or both from one pass (ml::topk_and_candidates).
 template <backend_tag Backend, class Format, weight_input WT, index_array KS, index_array KE,
           dense_output_argument Out>
 requires std::same_as<index_value_of<KS>, index_value_of<KE>>
@@ -39,10 +40,9 @@ void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<For
   detail::check_span(where, "ks", ks, rows);
   detail::check_span(where, "ke", ke, rows);
   const dense_plan<Format, index_value_of<KS>> plan(kv, ks, ke, max_seqlen_k);
-  auto output = detail::dense_output_policy(out, opt);
+  auto output = make_output(out, opt, dense_outputs{});
   detail::check_q_weights_out(where, q, w, output, rows, plan.num_cols());
-  if constexpr (is_topk_offset_selection<Out>)
-    detail::check_topk_offsets(where, out.offsets, rows, plan.num_cols());
+  detail::check_topk_offsets_of(where, out, rows, plan.num_cols());
   detail::check_same_head_dim(where, "kv", kv.head_dim, q.head_dim);
   detail::check_no_overlap(
       where, output,

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../backend/host/topk_output.hpp"
 #include "../check/overlap.hpp"
 #include "../check/shapes.hpp"
 #include "../config.hpp"

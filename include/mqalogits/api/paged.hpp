@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "../config.hpp"
-#include "../output/topk.hpp"
+#include "../output/kernel_outputs.hpp"
 #include "../variant/paged.hpp"
 #include "dispatch.hpp"
 
@@ -34,10 +34,10 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
     check_contexts_fit(where, context_lens, block_table.cols, cache.page_kv, max_context_len);
   const paged_plan<Format, I> plan(cache, block_table, context_lens, max_context_len, schedule);
   // A slot-translating top-k writes block_table[b, pos / page_kv] * page_kv + pos % page_kv.
-  auto output = paged_output_policy(out, opt, block_table, cache.page_kv, context_lens.cols);
+  auto output = make_output(
+      out, opt, paged_outputs<I>{block_table, cache.page_kv, context_lens.cols, cache.num_pages});
   check_q_weights_out(where, q, w, output, plan.num_rows(), max_context_len);
   check_same_head_dim(where, "cache", cache.head_dim, q.head_dim);
-  check_topk_slots(where, out, cache);
   plan.check_block_table(where);
   detail::check_no_overlap(
       where, output,
@@ -90,10 +90,11 @@ void paged_mqa_logits_with(const rows_view<Format>& q, const paged_cache_view<Fo
 // max_context_len]. Column j is context position j, valid iff j < context_lens[b][j']. A length
 // past max_blocks * page_kv or max_context_len is an error, unless options::truncate_long_contexts,
 // which masks the columns j >= max_blocks * page_kv. out may also be a top-k selection,
-// ml::topk(indices, values, ml::topk_index::slot) to get cache slots. Block-table slots past the
-// context are never read; every slot that is read must name a page. context_lens and block_table
-// are both int32 (as DeepGEMM takes them) or both int64, read in place; a length must be in [0,
-// max_paged_context_len].
+// ml::topk(indices, values, ml::topk_index::slot) to get cache slots, the candidate blocks of
+// each row (ml::candidate_blocks), or both from one pass (ml::topk_and_candidates). Block-table
+// slots past the context are never read; every slot that is read must name a page. context_lens and
+// block_table are both int32 (as DeepGEMM takes them) or both int64, read in place; a length must
+// be in [0, max_paged_context_len].
 template <backend_tag Backend, class Format, weight_input WT, index_matrix Lens,
           paged_output_argument Out, detail::paged_schedule_argument Schedule>
 void fp8_fp4_paged_mqa_logits(Backend, const rows_view<Format>& q,

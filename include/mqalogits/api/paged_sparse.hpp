@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "../config.hpp"
-#include "../output/topk.hpp"
+#include "../output/kernel_outputs.hpp"
 #include "../variant/paged_sparse.hpp"
 #include "dispatch.hpp"
 
@@ -16,10 +16,12 @@ MQALOGITS_NAMESPACE_BEGIN
 // the reread protocol each call reads the selected tokens of `cache` (which must have the
 // metadata's page_kv and a page for every block-table entry the selection reads); with the snapshot
 // protocol the first call gathers them into the metadata and later calls reuse that snapshot
-// without reading `cache`. A top-k output selects each position at most once (a block selected
+// without reading `cache`. out may be a top-k selection of columns, context positions
+// (ml::topk_index::position) or cache slots (ml::topk_index::slot). A top-k output selects each
+// position at most once (a block selected
 // again in a row is not a candidate again). A context longer than its block table is an error
 // unless options::truncate_long_contexts.
-template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
+template <backend_tag Backend, class Format, weight_input WT, paged_sparse_output_argument Out>
 void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
                                      const paged_cache_view<Format>& cache, matrix_view<WT> weights,
                                      const paged_sparse_mqa_metadata& metadata, Out out,
@@ -38,14 +40,14 @@ void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
       << " (options::truncate_long_contexts masks the positions past it)";
   });
   detail::check_cache(where, cache);
-  auto output = to_output_policy(out, opt);
+  auto output = make_output(out, opt, paged_sparse_outputs{&metadata, cache.num_pages});
   detail::check_q_weights_out(where, q, w, output, metadata.num_rows(), metadata.num_cols());
   detail::check_same_head_dim(where, "cache", cache.head_dim, q.head_dim);
   detail::check_no_overlap(where, output,
                            {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
                             detail::range_of("cache", cache), detail::range_of("weights", w)});
   // The fused top-k never selects a position twice (see fp8_fp4_sparse_mqa_logits).
-  constexpr bool selecting = std::is_same_v<Out, topk_selection<topk_index::column_t>>;
+  constexpr bool selecting = is_topk_selection<Out>;
   if (metadata.protocol() == paged_sparse_protocol::snapshot) {
     metadata.ensure_snapshot(where, cache);
     detail::dispatch<Backend>(q, paged_sparse_snapshot_plan<Format>(metadata, selecting), w, output,
@@ -59,7 +61,7 @@ void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
 
 // The same call on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <class Format, weight_input WT, output_argument Out>
+template <class Format, weight_input WT, paged_sparse_output_argument Out>
 void fp8_fp4_paged_sparse_mqa_logits(const rows_view<Format>& q,
                                      const paged_cache_view<Format>& cache, matrix_view<WT> weights,
                                      const paged_sparse_mqa_metadata& metadata, Out out,

@@ -5,17 +5,18 @@
 #include <type_traits>
 
 #include "../config.hpp"
-#include "../output/topk.hpp"
+#include "../output/kernel_outputs.hpp"
 #include "../variant/sparse.hpp"
 #include "dispatch.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 
 // q: [num_q * H] rows; kv: at least metadata.num_kv_tokens() rows of q's head dim; weights: [num_q,
-// H]; out: [num_q, cap * B]. The selection, ks and ke come from the metadata. A top-k output
+// H]; out: [num_q, cap * B], or a top-k selection (of columns, or of request-local positions
+// with ml::topk_index::position). The selection, ks and ke come from the metadata. A top-k output
 // selects each token at most once: where a row selects a block again (engines pad rows by
 // repeating their last valid block), only its first entry's columns are candidates.
-template <backend_tag Backend, class Format, weight_input WT, output_argument Out>
+template <backend_tag Backend, class Format, weight_input WT, sparse_output_argument Out>
 void fp8_fp4_sparse_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<Format>& kv,
                                matrix_view<WT> weights, const sparse_mqa_metadata& metadata,
                                Out out, const options& opt = {}) {
@@ -29,7 +30,7 @@ void fp8_fp4_sparse_mqa_logits(Backend, const rows_view<Format>& q, const rows_v
       << " rows, the metadata says num_kv_tokens = " << metadata.num_kv_tokens();
   });
   detail::check_rows(where, "kv", kv, kv.rows);
-  auto output = to_output_policy(out, opt);
+  auto output = make_output(out, opt, sparse_outputs{&metadata});
   detail::check_q_weights_out(where, q, w, output, metadata.num_rows(), metadata.num_cols());
   detail::check_same_head_dim(where, "kv", kv.head_dim, q.head_dim);
   detail::check_no_overlap(
@@ -39,13 +40,13 @@ void fp8_fp4_sparse_mqa_logits(Backend, const rows_view<Format>& q, const rows_v
        detail::range_of("weights", w)});
   // The fused top-k never selects a token twice: a block that repeats an earlier entry of its
   // row counts as masked for it (the logits keep the repeated columns).
-  constexpr bool selecting = std::is_same_v<Out, topk_selection<topk_index::column_t>>;
+  constexpr bool selecting = is_topk_selection<Out>;
   detail::dispatch<Backend>(q, sparse_plan<Format>(kv, metadata, selecting), w, output, opt);
 }
 
 // The same call on the default backend.
 MQALOGITS_DEFAULT_BACKEND_NAMESPACE_BEGIN
-template <class Format, weight_input WT, output_argument Out>
+template <class Format, weight_input WT, sparse_output_argument Out>
 void fp8_fp4_sparse_mqa_logits(const rows_view<Format>& q, const rows_view<Format>& kv,
                                matrix_view<WT> weights, const sparse_mqa_metadata& metadata,
                                Out out, const options& opt = {}) {

@@ -38,6 +38,10 @@ class dense_plan {
     const std::int64_t offset = full_width_ ? 0 : ks;
     return {std::max<std::int64_t>({ks, 0, offset}), std::min(ke, offset + cols_), offset};
   }
+  // The key of the row's request-local position 0 (token ks: position = token - ks).
+  std::int64_t position_key(std::int64_t r) const {
+    return std::min<std::int64_t>(ks_[static_cast<std::size_t>(r)], kv_.rows);
+  }
   key_ref key(std::int64_t, std::int64_t k) const { return {kv_.row(k), kv_.scale(k)}; }
   void fill_work(const tiling& t, work_list& list) const { detail::split_work(*this, t, list); }
   static constexpr bool prefill = true;

@@ -606,6 +606,8 @@ class paged_plan {
     const std::int64_t capacity = table_.cols * std::int64_t{cache_.page_kv};
     return {0, std::min({std::max<std::int64_t>(len, 0), capacity, cols_}), 0};
   }
+  // The key of a row's request-local position 0: keys are context positions.
+  std::int64_t position_key(std::int64_t) const { return 0; }
   // Keys a request actually reads: the longest of its rows' ranges.
   std::int64_t group_keys(std::int64_t g) const {
     std::int64_t k = 0;

@@ -21,6 +21,7 @@
 #include "../../error.hpp"
 #include "../../format/fp8_per_token.hpp"
 #include "../../format/mx.hpp"
+#include "../../output/selection_steps.hpp"
 #include "isa/ladder.hpp"
 #include "kernel_abi.hpp"
 #include "kernel_table.hpp"
@@ -99,6 +100,10 @@ using topk_isa = isa_best;
 #endif
 
 }  // namespace host_backend
+
+// The selections' steps (output/selection_steps.hpp): this host path's, for every backend.
+struct detail::selection_steps : host_backend::topk_isa {};
+static_assert(detail::selection_step_set<detail::selection_steps>);
 
 // Whether this unit's host kernels are chosen at run time (linked with mqalogits::dispatch) or
 // fixed by its compiler flags.

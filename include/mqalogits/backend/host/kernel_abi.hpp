@@ -143,7 +143,7 @@ struct format_kernels {
   keys_kernel<bf16_query, bf16_keys> (*bf16_kernel)(int head_vectors);
 };
 
-// The two streaming steps of the fused top-k (isa/topk_key.hpp's keys).
+// The two streaming steps of the fused top-k (output/topk_key.hpp's keys).
 struct topk_steps {
   std::int64_t (*admit_keys)(const float* scores, const unsigned char* valid, std::int64_t n,
                              std::int64_t col, std::uint64_t floor, float bar, std::uint64_t* out);

@@ -28,13 +28,12 @@
 #include "../../check/shapes.hpp"
 #include "../../config.hpp"
 #include "../../error.hpp"
-#include "../../output/logits_row.hpp"
+#include "../../output/kernel_outputs.hpp"
 #include "../../std_abi.hpp"
 #include "../../variant/plan.hpp"
 #include "../../view/matrix_view.hpp"
 #include "../../view/paged_cache_view.hpp"
 #include "../backend.hpp"
-#include "../host/topk_output.hpp"
 #include "schedule.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN

@@ -166,7 +166,7 @@ struct isa_avx2 : x86_e4m3_decoders<isa_avx2>,
     }
   }
 
-  // ---- top-k selection (../topk_select.hpp): the same keys as admit_keys_scalar and
+  // ---- top-k selection (output/topk_select.hpp): the same keys as admit_keys_scalar and
   // compact_at_least_scalar (topk_key.hpp) ----
 
   // 8 scores per step, keys built as on AVX-512, the tail one at a time.

@@ -152,7 +152,7 @@ struct isa_avx512 : x86_e4m3_decoders<isa_avx512>,
     }
   }
 
-  // ---- top-k selection (../topk_select.hpp): the same keys as admit_keys_scalar and
+  // ---- top-k selection (output/topk_select.hpp): the same keys as admit_keys_scalar and
   // compact_at_least_scalar (topk_key.hpp) ----
 
   // 16 scores per step: keys built in 32-bit lanes as topk_key::make does, widened to 64 bits,

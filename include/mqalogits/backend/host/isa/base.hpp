@@ -21,7 +21,7 @@
 #include "../../../format/e4m3.hpp"
 #include "../../../format/fp32_scale.hpp"
 #include "../../../format/ue8m0.hpp"
-#include "topk_key.hpp"
+#include "../../../output/topk_key.hpp"
 
 #if defined(__clang__)
 #define MQALOGITS_UNROLL _Pragma("unroll")
@@ -248,7 +248,7 @@ struct plain_decoders {
   }
 };
 
-// The top-k steps an ISA keeps unless it has vector ones: one key at a time (topk_key.hpp).
+// The top-k steps an ISA keeps unless it has vector ones: one key at a time (output/topk_key.hpp).
 struct scalar_topk {
   static std::int64_t admit_keys(const float* scores, const unsigned char* valid, std::int64_t n,
                                  std::int64_t col, std::uint64_t floor, float bar,

@@ -1,13 +1,12 @@
-// The order the fused top-k ranks by (output/topk.hpp, run by ../topk_output.hpp): (fp32 score,
-// column) as one unsigned integer key, and the two streaming steps over keys written one element
-// at a time, which define what the ISAs' vector versions of them (avx2.hpp, avx512.hpp, ...)
-// compute.
+// The order the fused top-k ranks by (topk.hpp, run by topk_output.hpp): (fp32 score, column) as
+// one unsigned integer key, and the two streaming steps over keys written one element at a time,
+// which define what the host ISAs' vector versions of them (backend/host/isa/) compute.
 #pragma once
 
 #include <bit>
 #include <cstdint>
 
-#include "../../../config.hpp"
+#include "../config.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace detail {

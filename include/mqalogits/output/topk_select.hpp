@@ -1,7 +1,7 @@
 // The selection primitives under the fused top-k (topk_output.hpp), over the keys of
-// isa/topk_key.hpp: the cuts of a full candidate buffer back to its best keys, and the sort of a
-// finished row. (The admission of scores and the compaction are per host ISA: isa/*.hpp.) All of
-// them run on scores that arrive in random order, so they avoid data-dependent branches: a
+// topk_key.hpp: the cuts of a full candidate buffer back to its best keys, and the sort of a
+// finished row. (The admission of scores and the compaction are the backend's selection steps.) All
+// of them run on scores that arrive in random order, so they avoid data-dependent branches: a
 // mispredicted branch per key costs more than the arithmetic it would save.
 #pragma once
 
@@ -14,10 +14,10 @@
 #include <span>
 #include <utility>
 
-#include "../../config.hpp"
-#include "../../std_abi.hpp"
-#include "dispatch.hpp"
-#include "isa/topk_key.hpp"
+#include "../config.hpp"
+#include "../std_abi.hpp"
+#include "selection_steps.hpp"
+#include "topk_key.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace detail {
@@ -42,7 +42,7 @@ void partition_keys(std::uint64_t* keys, std::int64_t lo, std::int64_t n, Pred p
 // keys below that bucket are dropped, those above it move to the front and only the bucket is
 // searched further. A few linear passes, against nth_element's data-dependent branches, which
 // mispredict on scores that arrive in random order.
-template <class I = host_backend::topk_isa>
+template <class I = selection_steps>
 std::uint64_t keep_best(std::uint64_t* keys, std::int64_t n, std::int64_t k) {
   constexpr int digit_bits = 8;
   constexpr std::int64_t buckets = std::int64_t{1} << digit_bits;
@@ -110,7 +110,7 @@ constexpr std::int64_t keep_at_least_bound(std::int64_t n, std::int64_t k) {
 // compacting pass, both branch-free. When the sample misleads (too few or too many keys at or
 // above its threshold: rare, since the threshold sits 2.5 standard deviations of the
 // sample's quantile below the k-th best) it falls back to keep_best.
-template <class I = host_backend::topk_isa>
+template <class I = selection_steps>
 kept_keys keep_at_least(std::uint64_t* keys, std::int64_t n, std::int64_t k) {
   constexpr std::int64_t max_samples = 512;
   const std::int64_t samples = std::min(max_samples, n / 8);

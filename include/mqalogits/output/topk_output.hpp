@@ -1,16 +1,18 @@
-// The fused top-k on the host: the output policy (topk_output) that a top-k selection
-// (output/topk.hpp) becomes, whichever backend computed the scores: the selection runs on the
-// host's instruction set (topk_select.hpp, isa/).
+// The fused top-k as an output policy (topk_output): what a top-k selection (topk.hpp) becomes,
+// whichever backend computed the scores; its vector steps are the host's (selection_steps.hpp).
 //
-// How it runs on the host: a row's keys are scored by one or several executor tasks; each task
-// streams the scores of the rows it works on through a candidate buffer of 4k keys per row.
-// Each time the buffer fills it is cut to a few more than its k best (a threshold read off a
-// sample of it), whose smallest becomes the admission threshold, so memory never depends on the
-// context length; a finished row's best are radix sorted. (4k: a prefill row of up to 4k
-// columns, k = 2048 of 8192 say, is then cut once, at its end.) A row scored by one task is
-// written by that task; rows shared by neighbouring tasks are merged once in finish(), in task
-// order. The per-task buffers belong to the calling thread and are reused by its later calls,
-// so a warm call allocates nothing.
+// How it runs: a row's keys are scored by one or several executor tasks; each task streams the
+// scores of the rows it works on through a candidate buffer of 4k keys per row. Each time the
+// buffer fills it is cut to a few more than its k best (a threshold read off a sample of it),
+// whose smallest becomes the admission threshold, so memory never depends on the context
+// length; a finished row's best are radix sorted. (4k: a prefill row of up to 4k columns, k =
+// 2048 of 8192 say, is then cut once, at its end.) A row scored by one task is written by that
+// task; rows shared by neighbouring tasks are merged once in finish(), in task order. The
+// per-task buffers belong to the calling thread and are reused by its later calls, so a warm
+// call allocates nothing.
+//
+// The Numbering turns a selected column into what `indices` holds (topk_numbering.hpp); one that
+// has a write_row member writes whole rows itself (the candidate blocks' ordering and padding).
 #pragma once
 
 #include <algorithm>
@@ -24,18 +26,16 @@
 #include <type_traits>
 #include <utility>
 
-#include "../../check/overlap.hpp"
-#include "../../check/shapes.hpp"
-#include "../../config.hpp"
-#include "../../error.hpp"
-#include "../../exec/executor.hpp"
-#include "../../exec/options.hpp"
-#include "../../exec/thread_scratch.hpp"
-#include "../../output/output.hpp"
-#include "../../output/topk.hpp"
-#include "../../std_abi.hpp"
-#include "../../view/matrix_view.hpp"
-#include "dispatch.hpp"
+#include "../check/overlap.hpp"
+#include "../check/shapes.hpp"
+#include "../config.hpp"
+#include "../error.hpp"
+#include "../exec/executor.hpp"
+#include "../exec/thread_scratch.hpp"
+#include "../std_abi.hpp"
+#include "../view/matrix_view.hpp"
+#include "output.hpp"
+#include "selection_steps.hpp"
 #include "topk_select.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -75,39 +75,23 @@ struct topk_scratch {
   std::size_t row_floor_rows = 0;
   // Per output row, whether it has been written (finish() pads the others).
   detail::vector<unsigned char> written;
-};
-
-// Column -> what `indices` holds.
-struct column_numbering {
-  std::int32_t operator()(std::int64_t, std::int32_t col) const { return col; }
-};
-// Context position -> cache slot of the paged kernel; rows (b, j) of request b share its
-// block-table row. Only selected positions are translated, and those lie inside the context,
-// whose block-table entries the kernel has checked (int32 or int64, as the call passes them).
-template <class I>
-struct slot_numbering {
-  matrix_view<const I> block_table;
-  std::int32_t page_kv = 1;
-  std::int64_t next_n = 1;
-  std::int32_t operator()(std::int64_t row, std::int32_t pos) const {
-    const std::int64_t page = block_table(row / next_n, pos / page_kv);
-    return static_cast<std::int32_t>(page * page_kv + pos % page_kv);
-  }
-};
-
-// Column -> column + offsets[row] (the dense kernel's topk_offset); the entry point has checked
-// that every sum fits int32.
-template <class I>
-struct offset_numbering {
-  std::span<const I> offsets;
-  std::int32_t operator()(std::int64_t row, std::int32_t col) const {
-    return static_cast<std::int32_t>(col + offsets[static_cast<std::size_t>(row)]);
-  }
+  // Per output row, whether it was written whole in begin() (a short row): its scores are
+  // dropped. Empty when no row is.
+  detail::vector<unsigned char> preset;
 };
 
 }  // namespace detail
 
-template <class Numbering>
+// A key a task could not finish alone (a candidate block that straddles two tasks, merged by
+// the candidate policy): admitted to its row with the tasks' spilled keys in finish().
+namespace detail {
+struct extra_key {
+  std::int64_t row = 0;
+  std::uint64_t key = 0;
+};
+}  // namespace detail
+
+template <class Numbering, class Steps = detail::selection_steps>
 class topk_output {
  public:
   // The host driver groups consecutive work items into tasks for this output and says which
@@ -116,8 +100,8 @@ class topk_output {
   static constexpr bool groups_work_items = true;
 
   topk_output(const matrix_view<std::int32_t>& indices, const matrix_view<float>& values,
-              Numbering numbering = {})
-      : indices_(indices), values_(values), number_(numbering) {}
+              Numbering numbering = {}, bool short_rows = false)
+      : indices_(indices), values_(values), number_(numbering), short_rows_(short_rows) {}
 
   void check(const char* where, std::int64_t rows, std::int64_t cols) const {
     using detail::require;
@@ -134,6 +118,9 @@ class topk_output {
     // Columns are written as int32.
     require(cols <= std::int64_t{std::numeric_limits<std::int32_t>::max()}, where, [&](auto& m) {
       m << "top-k over " << cols << " columns: column numbers do not fit int32";
+    });
+    require(!short_rows_ || !has_values(), where, [&](auto& m) {
+      m << "top-k with short rows cannot write values: a row of len <= k is not scored";
     });
   }
 
@@ -182,7 +169,9 @@ class topk_output {
     // The candidates merged for one row: at most k per task, and one per column in all.
     scratch_->merge.reserve(std::min(n * kept, static_cast<std::size_t>(cols)));
     scratch_->written.assign(out_rows, 0);
+    scratch_->preset.clear();
     tasks_ = tasks;
+    if (short_rows_) write_short_rows(plan);
   }
 
   // Task `task` starts scoring rows [row_begin, row_end); `shared`: a neighbouring task scores
@@ -206,6 +195,7 @@ class topk_output {
 
   void consume(std::int64_t task, std::int64_t row, std::int64_t col, const float* scores,
                const unsigned char* valid, std::int64_t n) {
+    if (!scratch_->preset.empty() && scratch_->preset[static_cast<std::size_t>(row)]) return;
     detail::topk_task& s = scratch_->tasks[static_cast<std::size_t>(task)];
     const auto block_row = static_cast<std::size_t>(row - s.row_begin);
     if (s.shared) {  // adopt a higher threshold another task of this row has reached
@@ -248,9 +238,11 @@ class topk_output {
   }
 
   // Rows scored by several tasks: each task's best k candidates of the row, merged once here
-  // (in task order; the order does not change the result, the ranking is total). Then the rows
-  // no task scored (no valid column) padded with -1 and -inf.
-  void finish(const executor_ref& exec) {
+  // (in task order; the order does not change the result, the ranking is total), with `extra`
+  // (keys of shared rows no task could finish alone, at most one per column; rows must also
+  // have been open in a shared task). Then the rows no task scored (no valid column) padded
+  // with -1 and -inf.
+  void finish(const executor_ref& exec, std::span<const detail::extra_key> extra = {}) {
     auto& parts = scratch_->parts;
     parts.clear();
     for (std::int64_t t = 0; t < tasks_; ++t)
@@ -260,6 +252,7 @@ class topk_output {
       return a.row != b.row ? a.row < b.row : a.task < b.task;
     });
     detail::vector<std::uint64_t>& merge = scratch_->merge;
+    std::size_t next_extra = 0;
     for (std::size_t i = 0; i < parts.size();) {
       const std::int64_t row = parts[i].row;
       merge.clear();
@@ -272,6 +265,10 @@ class topk_output {
                      spill.begin() + parts[i].begin + parts[i].count, std::back_inserter(merge),
                      [bar](std::uint64_t key) { return key >= bar; });
       }
+      // (extra is sorted by row, and every row in it is among the parts.)
+      for (; next_extra < extra.size() && extra[next_extra].row <= row; ++next_extra)
+        if (extra[next_extra].row == row && extra[next_extra].key >= bar)
+          merge.push_back(extra[next_extra].key);
       auto n = static_cast<std::int64_t>(merge.size());
       if (n > k_) {
         detail::keep_best<select_isa>(merge.data(), n, k_);
@@ -328,9 +325,15 @@ class topk_output {
   // Row r from its m best keys in descending order, padded to k. (Rows are written once each,
   // by one task or by finish(): the flags are distinct bytes, so tasks set them without a race.)
   void write_row(std::int64_t r, const std::uint64_t* keys, std::int64_t m) const {
-    scratch_->written[static_cast<std::size_t>(r)] = 1;
+    const auto row = static_cast<std::size_t>(r);
+    if (!scratch_->preset.empty() && scratch_->preset[row]) return;
+    scratch_->written[row] = 1;
     std::int32_t* idx = indices_.row(r);
     float* val = has_values() ? values_.row(r) : nullptr;
+    if constexpr (requires { number_.write_row(r, keys, m, idx, val, indices_.cols); }) {
+      number_.write_row(r, keys, m, idx, val, indices_.cols);
+      return;
+    }
     for (std::int64_t i = 0; i < m; ++i) {
       idx[i] = number_(r, detail::topk_key::column(keys[i]));
       if (val) val[i] = detail::topk_key::value(keys[i]);
@@ -339,55 +342,34 @@ class topk_output {
     if (val) std::fill(val + m, val + indices_.cols, -std::numeric_limits<float>::infinity());
   }
 
-  // The host instruction set the selection steps run on (the scores may come from either
-  // backend).
-  using select_isa = host_backend::topk_isa;
+  // Rows with no more valid columns than k: their valid columns, ascending (numbered as any
+  // selected column), written now; their scores are dropped.
+  template <class Plan>
+  void write_short_rows(const Plan& plan) {
+    scratch_->preset.assign(static_cast<std::size_t>(indices_.rows), 0);  // before any write
+    for (std::int64_t r = 0; r < indices_.rows; ++r) {
+      const row_keys keys = plan.row(r);
+      const std::int64_t len = std::max<std::int64_t>(keys.key_end - keys.key_begin, 0);
+      if (len > k_) continue;
+      std::int32_t* idx = indices_.row(r);
+      for (std::int64_t i = 0; i < len; ++i)
+        idx[i] = number_(r, static_cast<std::int32_t>(keys.key_begin - keys.col_offset + i));
+      std::fill(idx + len, idx + k_, -1);
+      scratch_->written[static_cast<std::size_t>(r)] = 1;
+      scratch_->preset[static_cast<std::size_t>(r)] = 1;
+    }
+  }
+
+  // The steps the selection runs on (the scores may come from either backend).
+  using select_isa = Steps;
 
   matrix_view<std::int32_t> indices_;
   matrix_view<float> values_;
   Numbering number_;
+  bool short_rows_ = false;
   detail::thread_scratch<detail::topk_scratch> lease_;  // taken in begin()
   detail::topk_scratch* scratch_ = nullptr;
   std::int64_t k_ = 0, capacity_ = 0, tasks_ = 0;
 };
-
-// A column selection passed where a kernel takes its output (every kernel).
-inline topk_output<detail::column_numbering> to_output_policy(
-    const topk_selection<topk_index::column_t>& sel, const options&) {
-  return topk_output<detail::column_numbering>(sel.indices, sel.values);
-}
-
-static_assert(output_policy<topk_output<detail::column_numbering>>);
-static_assert(grouped_output_policy<topk_output<detail::column_numbering>>);
-
-namespace detail {
-// The output policy of what fp8_fp4_paged_mqa_logits takes as its output (paged_output_argument):
-// a slot-translating selection numbers its columns through the block table.
-template <class Out, class I>
-auto paged_output_policy(const Out& out, const options& opt, matrix_view<const I>, std::int32_t,
-                         std::int64_t) {
-  return to_output_policy(out, opt);
-}
-template <class I>
-topk_output<slot_numbering<I>> paged_output_policy(const topk_selection<topk_index::slot_t>& sel,
-                                                   const options&, matrix_view<const I> block_table,
-                                                   std::int32_t page_kv, std::int64_t next_n) {
-  return topk_output<slot_numbering<I>>(sel.indices, sel.values,
-                                        slot_numbering<I>{block_table, page_kv, next_n});
-}
-
-// The output policy of what the dense kernel takes as its output (dense_output_argument): a
-// selection with offsets adds its row's offset to each column.
-template <class Out>
-auto dense_output_policy(const Out& out, const options& opt) {
-  return to_output_policy(out, opt);
-}
-template <class I>
-topk_output<offset_numbering<I>> dense_output_policy(const topk_offset_selection<I>& sel,
-                                                     const options&) {
-  return topk_output<offset_numbering<I>>(sel.indices, sel.values,
-                                          offset_numbering<I>{sel.offsets});
-}
-}  // namespace detail
 
 MQALOGITS_NAMESPACE_END
