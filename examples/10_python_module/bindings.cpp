@@ -1252,10 +1252,11 @@ py::object fp8_fp4_paged_sparse_mqa_logits(
 // [num_tokens, 128] float32 or bfloat16 bits, quantised to FP8 with one fp32 scale per token as
 // vLLM computes it (amax clamped at 1e-4, / 448, a power of two with scale_fmt "ue8m0") into
 // kv_cache uint8 [num_blocks, block_size, 132] (or [..., 1, 132]) in place, token t at slot
-// slot_mapping[t] (int64 or int32; negative skips).
+// slot_mapping[t] (int64 or int32; negative skips). hadamard=True stores each token's
+// Walsh-Hadamard rotation (DeepSeek-V4's K), computed in float32 in the same pass.
 void indexer_k_quant_and_cache(const py::object& k, const py::object& kv_cache,
                                const py::object& slot_mapping, i64 quant_block_size,
-                               const py::object& scale_fmt) {
+                               const py::object& scale_fmt, bool hadamard) {
   constexpr const char* where = "indexer_k_quant_and_cache";
   if (quant_block_size != ml::head_dim)
     fail(where, "quant_block_size = " + std::to_string(quant_block_size) +
@@ -1281,6 +1282,7 @@ void indexer_k_quant_and_cache(const py::object& k, const py::object& kv_cache,
   const ml::mutable_paged_cache<ml::fp8_per_token> cache(
       static_cast<std::uint8_t*>(c.mutable_data()), c.shape(0), block_size, stride);
   const ml::per_token_scaling scaling = ml::vllm_indexer_k_scaling(fmt == "ue8m0");
+  const ml::row_rotation rotation = hadamard ? ml::row_rotation::hadamard : ml::row_rotation::none;
   const py::array sa = as_array(where, "slot_mapping", slot_mapping);
   require_ndim(where, "slot_mapping", sa, 1, "[num_tokens]");
   require_contiguous(where, "slot_mapping", sa);
@@ -1290,12 +1292,12 @@ void indexer_k_quant_and_cache(const py::object& k, const py::object& kv_cache,
           kv,
           std::span<const std::int64_t>(static_cast<const std::int64_t*>(sa.data()),
                                         static_cast<std::size_t>(sa.shape(0))),
-          cache, scaling);
+          cache, scaling, rotation);
     else if (has_dtype<i32>(sa))
       ml::store_into_pages(kv,
                            std::span<const i32>(static_cast<const i32*>(sa.data()),
                                                 static_cast<std::size_t>(sa.shape(0))),
-                           cache, scaling);
+                           cache, scaling, rotation);
     else
       fail(where, "slot_mapping has dtype " + dtype_name(sa) + ", expected int64 or int32");
   };
@@ -1378,7 +1380,8 @@ void register_sparse(py::module_& m) {
 void register_quantize(py::module_& m) {
   using py::arg;
   m.def("indexer_k_quant_and_cache", &indexer_k_quant_and_cache, arg("k"), arg("kv_cache"),
-        arg("slot_mapping"), arg("quant_block_size"), arg("scale_fmt") = py::none());
+        arg("slot_mapping"), arg("quant_block_size"), arg("scale_fmt") = py::none(), py::kw_only(),
+        arg("hadamard") = false);
 }
 
 }  // namespace mqalogits_python

@@ -242,11 +242,13 @@ py::array output(const char* where, const char* name, const py::handle& given, p
 // up to a power of two, None keeps amax / 448. MXFP4 (use_fp4 True, DeepSeek-V4): returns
 // ((q_packed uint8 [T, H, D / 2], q_scale int32 [T, H]), weights * softmax_scale * head_scale).
 // rule None: "deepseek_v4" with use_fp4, else "deepseek_v32". vLLM's kernels also apply the RoPE
-// (and round its output to bfloat16): pass the roped Q.
+// (and round its output to bfloat16): pass the roped Q. hadamard=True quantises each row's
+// Walsh-Hadamard rotation H_D x / sqrt(D) (DeepSeek-V4 rotates Q after RoPE), computed in
+// float32 in the same pass (FP8 and MXFP4 alike).
 // out: the same structure of arrays, written in place instead of new ones.
 py::object indexer_q_quant(const py::object& q, const py::object& weights, double softmax_scale,
                            double head_scale, bool use_fp4, const py::object& rule_arg,
-                           const py::object& scale_fmt, const py::object& out) {
+                           const py::object& scale_fmt, const py::object& out, bool hadamard) {
   constexpr const char* where = "indexer_q_quant";
   const py::array qa = as_array(where, "q", q);
   require_shape(where, "q", qa, qa.ndim() == 3, "[num_tokens, num_heads, head_dim]");
@@ -268,6 +270,8 @@ py::object indexer_q_quant(const py::object& q, const py::object& weights, doubl
   else
     fail(where, "rule = " + rule + " is not supported (\"deepseek_v32\" or \"deepseek_v4\")");
   scaling.power_of_two = fmt == "ue8m0";
+  const ml::row_rotation rotation = hadamard ? ml::row_rotation::hadamard : ml::row_rotation::none;
+  scaling.rotation = rotation;
   const i64 tokens = qa.shape(0), heads = qa.shape(1), d = qa.shape(2);
   const i64 rows = tokens * heads;
   py::object q_out = py::none(), s_out = py::none(), w_out = py::none();
@@ -319,7 +323,7 @@ py::object indexer_q_quant(const py::object& q, const py::object& weights, doubl
       // of a row's 4-byte scale field, head dim 64, as 0).
       ml::quantize_q_mxfp4_scale_weights(
           qv, w, static_cast<std::uint8_t*>(const_cast<void*>(packed.data())), p_stride,
-          static_cast<std::uint8_t*>(const_cast<void*>(sf.data())), s_stride, wv, sm, hs);
+          static_cast<std::uint8_t*>(const_cast<void*>(sf.data())), s_stride, wv, sm, hs, rotation);
     });
   });
   return py::make_tuple(py::make_tuple(packed, sf), wo);
@@ -330,9 +334,10 @@ py::object indexer_q_quant(const py::object& q, const py::object& weights, doubl
 // DeepSeek-V4's MXFP4 indexer K cache insert (vLLM fuses it into its compressor kernel; this is
 // its quantisation and store alone): k [num_tokens, D] float32 or bfloat16 bits (the roped K),
 // kv_cache uint8 [num_blocks, block_size, D / 2 + 4] (or [..., 1, D / 2 + 4]) written in place,
-// token t at slot slot_mapping[t] (int64 or int32; negative skips it).
+// token t at slot slot_mapping[t] (int64 or int32; negative skips it). hadamard=True stores each
+// token's Walsh-Hadamard rotation (DeepSeek-V4's K), computed in float32 in the same pass.
 void indexer_k_quant_and_cache_mxfp4(const py::object& k, const py::object& kv_cache,
-                                     const py::object& slot_mapping) {
+                                     const py::object& slot_mapping, bool hadamard) {
   constexpr const char* where = "indexer_k_quant_and_cache_mxfp4";
   const py::array ka = as_array(where, "k", k);
   require_shape(where, "k", ka, ka.ndim() == 2 && (ka.shape(1) == 128 || ka.shape(1) == 64),
@@ -348,7 +353,8 @@ void indexer_k_quant_and_cache_mxfp4(const py::object& k, const py::object& kv_c
   with_rows(where, "k", ka, ka.shape(0), [&](auto kv) {
     with_index_span(where, "slot_mapping", slot_mapping, [&](auto slots) {
       py::gil_scoped_release release;
-      ml::store_into_pages_vllm_mxfp4(kv, slots, cache);
+      ml::store_into_pages_vllm_mxfp4(
+          kv, slots, cache, hadamard ? ml::row_rotation::hadamard : ml::row_rotation::none);
     });
   });
 }
@@ -361,9 +367,9 @@ void register_ops(py::module_& m) {
         arg("dst_k"), arg("dst_scale"), arg("block_table"), arg("cu_seq_lens"));
   m.def("indexer_q_quant", &indexer_q_quant, arg("q"), arg("weights"), arg("softmax_scale"),
         arg("head_scale"), arg("use_fp4") = false, py::kw_only(), arg("rule") = py::none(),
-        arg("scale_fmt") = "ue8m0", arg("out") = py::none());
+        arg("scale_fmt") = "ue8m0", arg("out") = py::none(), arg("hadamard") = false);
   m.def("indexer_k_quant_and_cache_mxfp4", &indexer_k_quant_and_cache_mxfp4, arg("k"),
-        arg("kv_cache"), arg("slot_mapping"));
+        arg("kv_cache"), arg("slot_mapping"), py::kw_only(), arg("hadamard") = false);
 }
 
 }  // namespace mqalogits_python

@@ -10,6 +10,8 @@
 - indexer_k_quant_and_cache_mxfp4: DeepSeek-V4's MXFP4 rule (fmax(amax, 1e-4),
   ceil(log2(amax / 6)) clamped to [-127, 127], the e2m1 bucket of x * 2^-e with each boundary in
   the lower bucket, even elements in low nibbles) into the paged cache, slot -1 skipped.
+- hadamard=True (indexer_q_quant and both K cache inserts): DeepSeek-V4's Walsh-Hadamard rotation
+  H_D x / sqrt(D), H from the Sylvester recursion, then the same op with the rotation off.
 
 Run with the module's folder on PYTHONPATH: python3 test_ops.py
 """
@@ -406,6 +408,118 @@ class Mxfp4InsertTest(unittest.TestCase):
         ro.flags.writeable = False
         with self.assertRaisesRegex(ValueError, "kv_cache is read-only"):
             mq.indexer_k_quant_and_cache_mxfp4(k, ro, np.zeros(3, np.int64))
+
+
+# ---- DeepSeek-V4's Walsh-Hadamard rotation ----
+
+
+def sylvester(d):
+    """The d x d Hadamard matrix in natural (Sylvester) order: H_2n = [[H, H], [H, -H]]."""
+    h = np.ones((1, 1))
+    while h.shape[0] < d:
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+def rotate(x):
+    """H x / sqrt(d) along the last axis: each sum in float64 (exact for the rows below), rounded
+    to float32, times float32(d^-0.5)."""
+    d = x.shape[-1]
+    sums = (x.astype(np.float64) @ sylvester(d).T).astype(F32)
+    return (sums * F32(1.0 / np.sqrt(d))).astype(F32)
+
+
+def exact_rows(rng, rows, d):
+    """Rows whose rotation is exact before the scale: 8-bit integers (exact in bfloat16) times one
+    power of two per row, all-zero rows, a lone outlier, magnitudes near 2^100 and 2^-100."""
+    x = rng.integers(-255, 256, (rows, d)).astype(F32)
+    x[0] = 0
+    x[1] = 1
+    x[1, 5] = 255
+    e = rng.integers(-30, 31, rows)
+    e[2], e[3] = 100, -100
+    return (x * np.exp2(e.astype(np.float64))[:, None]).astype(F32)
+
+
+class HadamardTest(unittest.TestCase):
+    """Each op with hadamard=True writes the bytes it writes, rotation off, for rows rotated by
+    numpy first; float32 and bfloat16 inputs, head dims the op takes."""
+
+    def test_matrix(self):
+        h = sylvester(4)
+        np.testing.assert_array_equal(h[1], [1, -1, 1, -1])
+        np.testing.assert_array_equal(h[3], [1, -1, -1, 1])
+        np.testing.assert_array_equal(sylvester(128) @ sylvester(128).T, 128 * np.eye(128))
+
+    def test_q_fp8(self):
+        for d in (128, 64, 32):
+            for rule in ("deepseek_v4", "deepseek_v32"):
+                with self.subTest(d=d, rule=rule):
+                    tokens, heads = 6, 4
+                    rng = np.random.default_rng(d)
+                    x = exact_rows(rng, tokens * heads, d).reshape(tokens, heads, d)
+                    w = rng.uniform(-2, 2, (tokens, heads)).astype(F32)
+                    ss, hs = 128**-0.5, heads**-0.5
+                    want_c, want_w = mq.indexer_q_quant(rotate(x), w, ss, hs, rule=rule)
+                    for q in (x, to_bf16_bits(x)):
+                        codes, wo = mq.indexer_q_quant(q, w, ss, hs, rule=rule, hadamard=True)
+                        np.testing.assert_array_equal(codes, want_c)
+                        np.testing.assert_array_equal(wo.view(np.uint32), want_w.view(np.uint32))
+                    off_c, off_w = mq.indexer_q_quant(x, w, ss, hs, rule=rule, hadamard=False)
+                    plain_c, plain_w = mq.indexer_q_quant(x, w, ss, hs, rule=rule)
+                    np.testing.assert_array_equal(off_c, plain_c)
+                    np.testing.assert_array_equal(off_w, plain_w)
+                    self.assertFalse(np.array_equal(off_c, want_c))
+
+    def test_q_mxfp4(self):
+        for d in (128, 64):
+            with self.subTest(d=d):
+                tokens, heads = 5, 4
+                rng = np.random.default_rng(d + 1)
+                x = exact_rows(rng, tokens * heads, d).reshape(tokens, heads, d)
+                w = rng.uniform(-2, 2, (tokens, heads)).astype(F32)
+                (want_p, want_s), want_w = mq.indexer_q_quant(rotate(x), w, 0.5, 0.25, True)
+                for q in (x, to_bf16_bits(x)):
+                    (p, s), wo = mq.indexer_q_quant(q, w, 0.5, 0.25, True, hadamard=True)
+                    np.testing.assert_array_equal(p, want_p)
+                    np.testing.assert_array_equal(s, want_s)
+                    np.testing.assert_array_equal(wo, want_w)
+
+    def test_k_fp8_cache(self):
+        for fmt in ("ue8m0", None):
+            with self.subTest(scale_fmt=fmt):
+                rng = np.random.default_rng(7)
+                n, block_size = 20, 8
+                x = exact_rows(rng, n, 128)
+                slots = rng.permutation(4 * block_size)[:n].astype(np.int64)
+                slots[3::4] = -1
+                want = np.full((4, block_size, 132), 0xAB, np.uint8)
+                mq.indexer_k_quant_and_cache(rotate(x), want, slots, 128, fmt)
+                for k in (x, to_bf16_bits(x)):
+                    cache = np.full_like(want, 0xAB)
+                    mq.indexer_k_quant_and_cache(k, cache, slots, 128, fmt, hadamard=True)
+                    np.testing.assert_array_equal(cache, want)
+                off = np.full_like(want, 0xAB)
+                mq.indexer_k_quant_and_cache(x, off, slots, 128, fmt, hadamard=False)
+                plain = np.full_like(want, 0xAB)
+                mq.indexer_k_quant_and_cache(x, plain, slots, 128, fmt)
+                np.testing.assert_array_equal(off, plain)
+                self.assertFalse(np.array_equal(off, want))
+
+    def test_k_mxfp4_cache(self):
+        for d in (128, 64):
+            with self.subTest(d=d):
+                rng = np.random.default_rng(d + 2)
+                n, block_size = 18, 4
+                x = exact_rows(rng, n, d)
+                slots = rng.permutation(6 * block_size)[:n].astype(np.int32)
+                slots[1::5] = -1
+                want = np.full((6, block_size, d // 2 + 4), 0xAB, np.uint8)
+                mq.indexer_k_quant_and_cache_mxfp4(rotate(x), want, slots)
+                for k in (x, to_bf16_bits(x)):
+                    cache = np.full_like(want, 0xAB)
+                    mq.indexer_k_quant_and_cache_mxfp4(k, cache, slots, hadamard=True)
+                    np.testing.assert_array_equal(cache, want)
 
 
 if __name__ == "__main__":
