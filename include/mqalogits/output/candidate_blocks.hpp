@@ -97,6 +97,45 @@ inline float nan_max(float best, float x) {
   return (x > best || std::isnan(x)) && !std::isnan(best) ? x : best;
 }
 
+// The maxima of `blocks` whole blocks of B scores (NaN propagating, masked scores left out) and
+// whether each has a valid score. Written as plain max and or passes so that they vectorise: this
+// runs on every score of a candidate-source call.
+template <int B>
+void block_maxima(const float* scores, const unsigned char* valid, std::int64_t blocks, float* best,
+                  unsigned char* any) {
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const float* s = scores + b * B;
+    const unsigned char* v = valid + b * B;
+    float m = -std::numeric_limits<float>::infinity();
+    bool nan = false;
+    unsigned char seen = 0;
+    for (int i = 0; i < B; ++i) {
+      const float x = v[i] ? s[i] : -std::numeric_limits<float>::infinity();
+      m = x > m ? x : m;
+      nan |= (x != x);
+      seen |= v[i];
+    }
+    best[b] = nan ? std::numeric_limits<float>::quiet_NaN() : m;
+    any[b] = seen != 0;
+  }
+}
+inline void block_maxima(const float* scores, const unsigned char* valid, std::int64_t blocks,
+                         std::int64_t B, float* best, unsigned char* any) {
+  if (B == 8) return block_maxima<8>(scores, valid, blocks, best, any);
+  if (B == 16) return block_maxima<16>(scores, valid, blocks, best, any);
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    float m = -std::numeric_limits<float>::infinity();
+    bool seen = false;
+    for (std::int64_t i = b * B; i < (b + 1) * B; ++i)
+      if (valid[i]) {
+        m = nan_max(m, scores[i]);
+        seen = true;
+      }
+    best[b] = m;
+    any[b] = seen;
+  }
+}
+
 // The plan as the block selection sees it: one column per block id.
 struct block_columns {
   std::int64_t cols = 0;
@@ -208,6 +247,28 @@ class candidate_output {
       const std::int64_t b = block_of(row, c);
       const std::int64_t block_begin = std::max(origin + b * B, first);
       const std::int64_t block_end = std::min(origin + (b + 1) * B, end);
+      // Whole blocks from here on, none open: their maxima in one vector pass.
+      const std::int64_t whole =
+          c == origin + b * B && open.block < 0 ? (std::min(col + n, end) - c) / B : 0;
+      if (whole > 0) {
+        if (!t.batch_score.empty() &&
+            batch_first + static_cast<std::int64_t>(t.batch_score.size()) != b)
+          flush_batch(task, t, row, batch_first);
+        if (t.batch_score.empty()) batch_first = b;
+        const std::size_t at = t.batch_score.size();
+        t.batch_score.resize(at + static_cast<std::size_t>(whole));
+        t.batch_valid.resize(at + static_cast<std::size_t>(whole));
+        detail::block_maxima(scores + (c - col), valid + (c - col), whole, B,
+                             t.batch_score.data() + at, t.batch_valid.data() + at);
+        const std::int64_t newest = scratch_->newest[r];
+        if (newest >= b && newest < b + whole) {
+          t.batch_score[at + static_cast<std::size_t>(newest - b)] =
+              std::numeric_limits<float>::infinity();
+          t.batch_valid[at + static_cast<std::size_t>(newest - b)] = 1;
+        }
+        c += whole * B;
+        continue;
+      }
       const std::int64_t stop = std::min(block_end, col + n);
       float best = -std::numeric_limits<float>::infinity();
       bool any = false;
