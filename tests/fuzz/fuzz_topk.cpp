@@ -1,4 +1,5 @@
-// Fuzzes the fused top-k output (ml::topk) on fp8_fp4_mqa_logits (MXFP8, fp32 weights): rows,
+// Fuzzes the fused top-k output (ml::topk) and the candidate blocks (ml::candidate_blocks, alone
+// and beside a top-k) on fp8_fp4_mqa_logits (MXFP8, fp32 weights): rows,
 // keys, ks / ke, k (1 to more than a row's columns), index and value strides, values or not, and
 // the executor (serial, a pool, or one that breaks the contract on the scoring pass or on the
 // padding pass) from the input; plus at most one deliberate defect: indices or values that
@@ -59,6 +60,73 @@ bool ranks_above(float a, float b) {
 
 bool same_bits(float a, float b) {
   return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+}
+
+// The candidate blocks of the same call, alone and beside a top-k (the inputs' last bytes pick B,
+// N, the order, the padding and whether B is a bad one): each row's blocks of request-local
+// positions (token - ks) by block max, NaN propagating, the newest pinned, ties to the lower
+// id, -inf dropped; or, for a bad B, a named error and nothing written.
+template <class Call>
+void check_candidates(input& in, const std::string& context, const std::vector<float>& logits,
+                      i64 rows, i64 width, i64 cols, std::span<const i32> ks, Call&& call) {
+  constexpr std::uint32_t sentinel = 0xFFA5A5A5u;
+  const bool bad_block = in.one_in(8);
+  const i64 B = bad_block ? in.range(0, 2) * 3 : i64{1} << in.range(0, 5);
+  const i64 n = in.range(1, 40);
+  const auto order = in.one_in(2) ? ml::candidate_order::score : ml::candidate_order::ascending;
+  const auto pad =
+      in.one_in(2) ? ml::candidate_padding::repeat_last : ml::candidate_padding::minus_one;
+  const bool with_topk = in.one_in(2);
+  const std::string where = context + " candidates B=" + std::to_string(B) +
+                            " N=" + std::to_string(n) + " topk=" + std::to_string(with_topk);
+  guarded<i32> blocks(rows * n), top(rows * 3);
+  for (i64 i = 0; i < blocks.n; ++i) blocks[i] = 0x5A5A5A5A;
+  const ml::matrix_view<i32> bv(blocks.data(), rows, n);
+  const auto cand = ml::candidate_blocks(bv, B, order, pad);
+  const std::string err = outcome(
+      [&] {
+        if (with_topk)
+          call(ml::topk_and_candidates(ml::topk(ml::matrix_view<i32>(top.data(), rows, 3)), cand));
+        else
+          call(cand);
+      },
+      where);
+  if (bad_block) {
+    if (err.rfind("fp8_fp4_mqa_logits", 0) != 0) finding(where + ": bad block size accepted");
+    for (i64 i = 0; i < blocks.n; ++i)
+      if (blocks[i] != 0x5A5A5A5A) finding(where + ": a rejected call wrote the blocks");
+    return;
+  }
+  if (!err.empty()) finding(where + ": valid input was rejected: " + err);
+  for (i64 r = 0; r < rows; ++r) {
+    // Column -> request-local position: token - ks (full width: column = token).
+    const i64 first = cols == 0 ? 0 : ks[static_cast<std::size_t>(r)];
+    std::vector<std::pair<i64, float>> best;  // (block, max), by block
+    for (i64 c = 0; c < width; ++c) {
+      const float v = logits[static_cast<std::size_t>(r * width + c)];
+      if (std::bit_cast<std::uint32_t>(v) == sentinel) continue;
+      const i64 b = (first + c - ks[static_cast<std::size_t>(r)]) / B;
+      if (best.empty() || best.back().first != b)
+        best.emplace_back(b, -std::numeric_limits<float>::infinity());
+      float& m = best.back().second;
+      m = std::isnan(m) || std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : std::max(m, v);
+    }
+    if (!best.empty()) best.back().second = std::numeric_limits<float>::infinity();
+    std::stable_sort(best.begin(), best.end(),
+                     [](const auto& a, const auto& b) { return ranks_above(a.second, b.second); });
+    std::vector<i32> want;
+    for (std::size_t i = 0; i < best.size() && static_cast<i64>(i) < n; ++i)
+      if (best[i].second != -std::numeric_limits<float>::infinity())
+        want.push_back(static_cast<i32>(best[i].first));
+    if (order == ml::candidate_order::ascending) std::sort(want.begin(), want.end());
+    want.resize(static_cast<std::size_t>(n),
+                pad == ml::candidate_padding::repeat_last && !want.empty() ? want.back() : -1);
+    for (i64 i = 0; i < n; ++i)
+      if (bv(r, i) != want[static_cast<std::size_t>(i)])
+        finding(where + ": row " + std::to_string(r) + " entry " + std::to_string(i) + ": got " +
+                std::to_string(bv(r, i)) + ", expected " +
+                std::to_string(want[static_cast<std::size_t>(i)]));
+  }
 }
 
 void run(input& in) {
@@ -201,6 +269,9 @@ void run(input& in) {
     for (i64 i = k; r + 1 < rows && i < ki_stride; ++i)
       if (iv.data[r * ki_stride + i] != 0x5A5A5A5A) finding(context + ": index padding written");
   }
+  check_candidates(in, context, logits, rows, width, cols, ks_span, [&](auto out) {
+    ml::fp8_fp4_mqa_logits(qv, kv.view(), wv, ks_span, ke_span, cols, out, opt);
+  });
 }
 
 }  // namespace
