@@ -474,58 +474,165 @@ i64 upstream_stride(const char* where, const char* what, i64 cols_to_cover, logi
   return align_up(where, what, cols_to_cover, 1024 / (t == logits_type::f32 ? 4 : 2));
 }
 
-// ---- fused top-k: the kernels' keyword-only topk= ----
+// ---- fused selections: the kernels' keyword-only topk= and candidate_topk_blocks= ----
 //
 // kernel(..., topk=k) returns, instead of the logits, the int32 [rows, k] columns of each row's
 // k largest valid logits (ranked by the fp32 logit, descending, ties to the lower column, -1
 // padding: ml::topk), and with topk_values=True the tuple (indices, float32 values [rows, k]).
-// The paged kernel's topk_index="slot" writes cache slots (block_table[b, pos // block_kv] *
-// block_kv + pos % block_kv, what vLLM's and sglang's topk_transform make of the positions).
+// topk_index numbers what is written: "column" (the default), "slot" on the paged and
+// paged-sparse kernels (cache slots, block_table[b, pos // block_kv] * block_kv + pos % block_kv,
+// what vLLM's and sglang's topk_transform make of the positions), "position" on the sparse
+// kernels (the request-local position: token - ks on the sparse kernel, the context position on
+// the paged-sparse one). topk_short_rows=True (dense and paged) writes a row with len <= k
+// valid columns as those columns ascending, -1 after (no values).
+// The dense and paged kernels' candidate_topk_blocks=N returns each row's N best blocks of
+// candidate_block_size request-local positions, int32 [rows, N] (ml::candidate_blocks); with
+// topk=k both come from one pass, as the tuple (indices[, values], blocks).
 // The [rows, cols] logits are never materialised; logits_dtype and clean_logits do not apply.
 
 struct topk_request {
   i64 k = 0;
-  bool values = false, slots = false;
+  bool values = false;
+  topk_numbering index = topk_numbering::column;
+  bool short_rows = false;
 };
 
-// The request of a call's topk / topk_values / topk_index keywords (paged: whether slots are
-// allowed); nullopt when topk is None.
+// The kernels, for what their selections may be.
+enum class kernel_kind { dense, paged, sparse, paged_sparse };
+
+// The request of a call's topk / topk_values / topk_index / topk_short_rows keywords; nullopt
+// when topk is None.
 // topk_out / topk_values_out (the caller's buffers) imply the selection: k is topk_out's
 // width when topk is None, and topk_values_out asks for the values.
 struct kernel_outputs {
   py::object out, topk_out, topk_values_out;
-  bool truncate = false;                // the paged kernels' truncate_long_contexts
-  py::object topk_offset = py::none();  // the dense kernels' per-row top-k offset
+  bool truncate = false;                  // the paged kernels' truncate_long_contexts
+  py::object topk_offset = py::none();    // the dense kernels' per-row top-k offset
+  py::object candidate_out = py::none();  // the dense and paged kernels' candidate blocks
 };
 
+// A positive int32 count from a Python int keyword (topk, candidate_topk_blocks).
+i64 count_of(const char* where, const char* name, const char* what, const py::object& v) {
+  if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v))
+    fail(where, std::string(name) + " must be an int (" + what + "), not " +
+                    py::str(py::type::of(v)).cast<std::string>());
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (overflow < 0 || (overflow == 0 && n < 1))
+    fail(where, std::string(name) + " = " + py::str(v).cast<std::string>() + " must be >= 1");
+  if (overflow > 0 || n > INT32_MAX)
+    fail(where,
+         std::string(name) + " = " + py::str(v).cast<std::string>() + " must be at most 2^31 - 1");
+  return n;
+}
+
+// The width of a caller's 2-D buffer that implies its selection's size.
+py::int_ width_of(const char* where, const char* name, const py::object& buffer,
+                  const char* shape) {
+  const py::array a = as_array(where, name, buffer);
+  if (a.ndim() != 2)
+    fail(where, std::string(name) + " has shape " + shape_of(a) + ", expected " + shape);
+  return py::int_(a.shape(1));
+}
+
 std::optional<topk_request> topk_of(const char* where, py::object topk, bool topk_values,
-                                    const std::string& topk_index, bool paged,
-                                    const kernel_outputs& outs) {
-  if (topk.is_none() && !outs.topk_out.is_none()) {
-    const py::array a = as_array(where, "topk_out", outs.topk_out);
-    if (a.ndim() != 2) fail(where, "topk_out has shape " + shape_of(a) + ", expected [rows, k]");
-    topk = py::int_(a.shape(1));
-  }
+                                    const std::string& topk_index, kernel_kind kind,
+                                    const kernel_outputs& outs, bool short_rows = false) {
+  if (topk.is_none() && !outs.topk_out.is_none())
+    topk = width_of(where, "topk_out", outs.topk_out, "[rows, k]");
   topk_values = topk_values || !outs.topk_values_out.is_none();
-  if (topk_index != "column" && !(paged && topk_index == "slot"))
+  const bool position = kind == kernel_kind::sparse || kind == kernel_kind::paged_sparse;
+  const bool slot = kind == kernel_kind::paged || kind == kernel_kind::paged_sparse;
+  if (topk_index != "column" && !(position && topk_index == "position") &&
+      !(slot && topk_index == "slot"))
     fail(where, "topk_index = '" + topk_index + "' is not supported (" +
-                    (paged ? "'column' or 'slot'" : "'column'; 'slot' is the paged kernel's") +
+                    (kind == kernel_kind::dense    ? "'column'; 'slot' is the paged kernel's, "
+                                                     "'position' the sparse kernels'"
+                     : kind == kernel_kind::paged  ? "'column' or 'slot'"
+                     : kind == kernel_kind::sparse ? "'column' or 'position'"
+                                                   : "'column', 'position' or 'slot'") +
                     ")");
   if (topk.is_none()) {
     if (topk_values || topk_index != "column")
       fail(where, "topk_values / topk_index need topk = k");
+    if (short_rows) fail(where, "topk_short_rows needs topk = k");
     return std::nullopt;
   }
-  if (!py::isinstance<py::int_>(topk) || py::isinstance<py::bool_>(topk))
-    fail(where, "topk must be an int (the k of the selection), not " +
-                    py::str(py::type::of(topk)).cast<std::string>());
-  int overflow = 0;
-  const long long k = PyLong_AsLongLongAndOverflow(topk.ptr(), &overflow);
-  if (overflow < 0 || (overflow == 0 && k < 1))
-    fail(where, "topk = " + py::str(topk).cast<std::string>() + " must be >= 1");
-  if (overflow > 0 || k > INT32_MAX)
-    fail(where, "topk = " + py::str(topk).cast<std::string>() + " must be at most 2^31 - 1");
-  return topk_request{k, topk_values, topk_index == "slot"};
+  const i64 k = count_of(where, "topk", "the k of the selection", topk);
+  if (short_rows && topk_values)
+    fail(where,
+         "topk_short_rows writes no values (a short row is not ranked): drop topk_values / "
+         "topk_values_out");
+  return topk_request{k, topk_values,
+                      topk_index == "slot"       ? topk_numbering::slot
+                      : topk_index == "position" ? topk_numbering::position
+                                                 : topk_numbering::column,
+                      short_rows};
+}
+
+// The candidate blocks of a dense or paged kernel call (ml::candidate_blocks).
+struct candidate_request {
+  i64 n = 0, block_size = 8;
+  ml::candidate_order order = ml::candidate_order::ascending;
+  ml::candidate_padding padding = ml::candidate_padding::minus_one;
+};
+
+// The request of a call's candidate_* keywords; nullopt when neither candidate_topk_blocks nor
+// candidate_out is given (candidate_out alone: N is its width).
+std::optional<candidate_request> candidates_of(const char* where, py::object topk_blocks,
+                                               i64 block_size, const std::string& order,
+                                               const std::string& padding,
+                                               const py::object& candidate_out) {
+  if (order != "ascending" && order != "score")
+    fail(where, "candidate_order = '" + order + "' is not supported ('ascending' or 'score')");
+  if (padding != "minus_one" && padding != "repeat_last")
+    fail(where,
+         "candidate_padding = '" + padding + "' is not supported ('minus_one' or 'repeat_last')");
+  if (topk_blocks.is_none() && !candidate_out.is_none())
+    topk_blocks = width_of(where, "candidate_out", candidate_out, "[rows, N]");
+  if (topk_blocks.is_none()) {
+    if (block_size != 8 || order != "ascending" || padding != "minus_one")
+      fail(where,
+           "candidate_block_size / candidate_order / candidate_padding need "
+           "candidate_topk_blocks = N");
+    return std::nullopt;
+  }
+  const i64 n = count_of(where, "candidate_topk_blocks", "the N of the blocks", topk_blocks);
+  if (block_size < 1 || block_size > ml::max_candidate_block_size ||
+      (block_size & (block_size - 1)) != 0)
+    fail(where, "candidate_block_size = " + std::to_string(block_size) +
+                    " must be a power of two in [1, 2^20]");
+  return candidate_request{
+      n, block_size, order == "score" ? ml::candidate_order::score : ml::candidate_order::ascending,
+      padding == "repeat_last" ? ml::candidate_padding::repeat_last
+                               : ml::candidate_padding::minus_one};
+}
+
+// What a dense or paged kernel call selects instead of its logits (neither: the logits).
+struct selection {
+  std::optional<topk_request> topk;
+  std::optional<candidate_request> candidates;
+  bool any() const { return topk || candidates; }
+};
+
+// The keywords of the dense and paged kernels' selections (see above), checked.
+struct selection_keywords {
+  const py::object& topk;
+  bool topk_values;
+  const std::string& topk_index;
+  bool topk_short_rows;
+  const py::object& candidate_topk_blocks;
+  i64 candidate_block_size;
+  const std::string& candidate_order;
+  const std::string& candidate_padding;
+};
+selection selection_of(const char* where, kernel_kind kind, const kernel_outputs& outs,
+                       const selection_keywords& k) {
+  selection s;
+  s.topk = topk_of(where, k.topk, k.topk_values, k.topk_index, kind, outs, k.topk_short_rows);
+  s.candidates = candidates_of(where, k.candidate_topk_blocks, k.candidate_block_size,
+                               k.candidate_order, k.candidate_padding, outs.candidate_out);
+  return s;
 }
 
 // ---- the Python half of every kernel call ----
@@ -559,11 +666,13 @@ struct output_request {
   i64 stride = 0;
   logits_type type = logits_type::f32;
   std::optional<topk_request> topk{};
+  std::optional<candidate_request> candidates{};
   bool clean_logits = true;  // ml::options::clean_logits
   bool truncate = false;     // ml::options::truncate_long_contexts
   // The caller's buffers (None: new arrays): out for the logits, topk_out / topk_values_out for
-  // the top-k's indices / values.
-  py::object out = py::none(), topk_out = py::none(), topk_values_out = py::none();
+  // the top-k's indices / values, candidate_out for the candidate blocks.
+  py::object out = py::none(), topk_out = py::none(), topk_values_out = py::none(),
+             candidate_out = py::none();
 };
 
 // A caller's output buffer: a writeable 2-D array of `rows` x `cols` elements whose rows are
@@ -592,11 +701,15 @@ std::string python_message(const char* where, std::string m) {
   const std::string option = "options::truncate_long_contexts";
   if (const auto at = m.find(option); at != std::string::npos)
     m.replace(at, option.size(), "truncate_long_contexts=True");
+  const std::string blocks = "candidate blocks [";  // the library's overlap check
+  for (auto at = m.find(blocks); at != std::string::npos; at = m.find(blocks, at))
+    m.replace(at, blocks.size() - 2, "candidate_out");
   return m;
 }
 
 // The outputs against the inputs the library does not see (unseen_inputs): no shared byte.
 // topk_offset is exempt: it is copied before the kernel writes, and may share topk_out's bytes.
+// candidate_out against the other outputs too, by their names (the library checks every pair).
 void check_outputs_clear_of_unseen(const char* where, const output_view& ov) {
   const auto extent = [](const void* p, i64 rows, i64 cols, i64 stride, i64 item) {
     const auto b = reinterpret_cast<std::uintptr_t>(p);
@@ -610,7 +723,15 @@ void check_outputs_clear_of_unseen(const char* where, const output_view& ov) {
   } outputs[] = {
       {"out", extent(ov.logits, ov.rows, ov.cols, ov.stride, ov.type == logits_type::f32 ? 4 : 2)},
       {"topk_out", extent(ov.topk_indices, ov.rows, ov.k, ov.topk_stride, 4)},
-      {"topk_values_out", extent(ov.topk_values, ov.rows, ov.k, ov.values_stride, 4)}};
+      {"topk_values_out", extent(ov.topk_values, ov.rows, ov.k, ov.values_stride, 4)},
+      {"candidate_out", extent(ov.candidates, ov.rows, ov.n, ov.candidates_stride, 4)}};
+  const auto meet = [](const auto& a, const auto& b) {
+    return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+  };
+  for (const auto& o : outputs)
+    if (std::string_view(o.name) != "candidate_out" && meet(o.bytes, outputs[3].bytes))
+      fail(where, std::string("candidate_out overlaps ") + o.name +
+                      ": the outputs of a call must not share a byte");
   for (const auto& o : outputs)
     for (const unseen_input& in : unseen_inputs)
       if (o.bytes.first < o.bytes.second && o.bytes.first < in.end && in.begin < o.bytes.second &&
@@ -642,34 +763,60 @@ py::object run_kernel(const char* where, const kernel_inputs<K>& in, const outpu
                                dense_rows_stride(where, "weights", wa, item), in.w.type}};
   output_view ov{.rows = out.rows, .cols = out.cols, .stride = out.stride, .type = out.type};
   py::object result;
-  if (out.topk) {
-    const topk_request& t = *out.topk;
+  if (out.topk || out.candidates) {
     if (!out.out.is_none())
-      fail(where,
-           "out is the logits' buffer; with topk the buffers are topk_out / topk_values_out");
-    py::array indices, values;
-    if (out.topk_out.is_none()) {
-      indices = py::array_t<i32>({out.rows, t.k});
-    } else {
-      indices = out_array(where, "topk_out", out.topk_out, out.rows, t.k,
-                          has_dtype<i32>(as_array(where, "topk_out", out.topk_out)), "int32");
-    }
-    ov.topk_indices = static_cast<i32*>(indices.mutable_data());
-    ov.topk_stride = dense_rows_stride(where, "topk_out", indices, 4);
-    if (t.values) {
-      if (out.topk_values_out.is_none()) {
-        values = py::array_t<float>({out.rows, t.k});
+      fail(where, out.topk ? "out is the logits' buffer; with topk the buffers are topk_out / "
+                             "topk_values_out"
+                           : "out is the logits' buffer; with candidate_topk_blocks the buffer "
+                             "is candidate_out");
+    py::list parts;  // returned in this order: indices, values, blocks
+    if (out.topk) {
+      const topk_request& t = *out.topk;
+      py::array indices, values;
+      if (out.topk_out.is_none()) {
+        indices = py::array_t<i32>({out.rows, t.k});
       } else {
-        values = out_array(
-            where, "topk_values_out", out.topk_values_out, out.rows, t.k,
-            has_dtype<float>(as_array(where, "topk_values_out", out.topk_values_out)), "float32");
+        indices = out_array(where, "topk_out", out.topk_out, out.rows, t.k,
+                            has_dtype<i32>(as_array(where, "topk_out", out.topk_out)), "int32");
       }
-      ov.topk_values = static_cast<float*>(values.mutable_data());
-      ov.values_stride = dense_rows_stride(where, "topk_values_out", values, 4);
+      ov.topk_indices = static_cast<i32*>(indices.mutable_data());
+      ov.topk_stride = dense_rows_stride(where, "topk_out", indices, 4);
+      parts.append(indices);
+      if (t.values) {
+        if (out.topk_values_out.is_none()) {
+          values = py::array_t<float>({out.rows, t.k});
+        } else {
+          values = out_array(
+              where, "topk_values_out", out.topk_values_out, out.rows, t.k,
+              has_dtype<float>(as_array(where, "topk_values_out", out.topk_values_out)), "float32");
+        }
+        ov.topk_values = static_cast<float*>(values.mutable_data());
+        ov.values_stride = dense_rows_stride(where, "topk_values_out", values, 4);
+        parts.append(values);
+      }
+      ov.k = t.k;
+      ov.index = t.index;
+      ov.short_rows = t.short_rows;
     }
-    ov.k = t.k;
-    ov.slots = t.slots;
-    result = t.values ? py::object(py::make_tuple(indices, values)) : py::object(indices);
+    if (out.candidates) {
+      const candidate_request& c = *out.candidates;
+      py::array blocks;
+      if (out.candidate_out.is_none()) {
+        blocks = py::array_t<i32>({out.rows, c.n});
+      } else {
+        blocks =
+            out_array(where, "candidate_out", out.candidate_out, out.rows, c.n,
+                      has_dtype<i32>(as_array(where, "candidate_out", out.candidate_out)), "int32");
+      }
+      ov.candidates = static_cast<i32*>(blocks.mutable_data());
+      ov.candidates_stride = dense_rows_stride(where, "candidate_out", blocks, 4);
+      ov.n = c.n;
+      ov.block_size = c.block_size;
+      ov.order = c.order;
+      ov.padding = c.padding;
+      parts.append(blocks);
+    }
+    result = parts.size() == 1 ? py::object(parts[0]) : py::object(py::tuple(parts));
   } else {
     if (!out.topk_out.is_none() || !out.topk_values_out.is_none())
       fail(where, "topk_out / topk_values_out need topk = k (out is the logits' buffer)");
@@ -705,38 +852,84 @@ py::object run_kernel(const char* where, const kernel_inputs<K>& in, const outpu
 
 // m.def of a kernel: its arguments, then the keyword-only ones every kernel shares (num_threads,
 // topk, topk_values, topk_index, and the caller's output buffers out, topk_out, topk_values_out),
-// then the kernel's own keyword-only ones (`extra`).
+// then the kernel's own keyword-only ones (`extra`), and its docstring.
 template <class Fn, class... Extra, class... Args>
-void def_kernel_with(py::module_& m, const char* name, Fn&& fn, const std::tuple<Extra...>& extra,
-                     const Args&... args) {
+void def_kernel_with(py::module_& m, const char* name, const char* doc, Fn&& fn,
+                     const std::tuple<Extra...>& extra, const Args&... args) {
   std::apply(
       [&](const auto&... e) {
         m.def(name, std::forward<Fn>(fn), args..., py::kw_only(),
               py::arg("num_threads") = py::none(), py::arg("topk") = py::none(),
               py::arg("topk_values") = false, py::arg("topk_index") = "column",
               py::arg("out") = py::none(), py::arg("topk_out") = py::none(),
-              py::arg("topk_values_out") = py::none(), e...);
+              py::arg("topk_values_out") = py::none(), e..., doc);
       },
       extra);
 }
-template <class Fn, class... Args>
-void def_kernel(py::module_& m, const char* name, Fn&& fn, const Args&... args) {
-  def_kernel_with(m, name, std::forward<Fn>(fn), std::tuple<>(), args...);
+// The dense and paged kernels' selections besides the top-k: short rows and candidate blocks
+// (vLLM's names for N and B).
+auto selection_args() {
+  return std::make_tuple(
+      py::arg("topk_short_rows") = false, py::arg("candidate_topk_blocks") = py::none(),
+      py::arg("candidate_block_size") = 8, py::arg("candidate_order") = "ascending",
+      py::arg("candidate_padding") = "minus_one", py::arg("candidate_out") = py::none());
 }
 // The dense kernels also take topk_offset (int32 / int64 [rows], sglang's topk_indices_offset:
 // added to each row's selected columns, -1 kept).
 template <class Fn, class... Args>
-void def_dense_kernel(py::module_& m, const char* name, Fn&& fn, const Args&... args) {
-  def_kernel_with(m, name, std::forward<Fn>(fn),
-                  std::make_tuple(py::arg("topk_offset") = py::none()), args...);
+void def_dense_kernel(py::module_& m, const char* name, const char* doc, Fn&& fn,
+                      const Args&... args) {
+  def_kernel_with(
+      m, name, doc, std::forward<Fn>(fn),
+      std::tuple_cat(std::make_tuple(py::arg("topk_offset") = py::none()), selection_args()),
+      args...);
 }
 // The paged kernels also take truncate_long_contexts: False (the default), a context longer than
 // its block table (or, for the paged logits, than max_context_len) is a named error, an engine
 // bug that would otherwise lose positions silently; True masks the positions past them.
 template <class Fn, class... Args>
-void def_paged_kernel(py::module_& m, const char* name, Fn&& fn, const Args&... args) {
-  def_kernel_with(m, name, std::forward<Fn>(fn),
-                  std::make_tuple(py::arg("truncate_long_contexts") = false), args...);
+void def_paged_kernel(py::module_& m, const char* name, const char* doc, Fn&& fn,
+                      const Args&... args) {
+  def_kernel_with(
+      m, name, doc, std::forward<Fn>(fn),
+      std::tuple_cat(std::make_tuple(py::arg("truncate_long_contexts") = false), selection_args()),
+      args...);
+}
+
+// The kernels' docstrings (after pybind11's signature line).
+constexpr const char* selections_doc =
+    "topk=k returns, instead of the logits, the int32 [rows, k] columns of each row's k largest\n"
+    "valid fp32 logits (descending, ties to the lower column, NaN above +inf, -1 padding);\n"
+    "topk_values=True returns (indices, float32 values). topk_short_rows=True writes a row with\n"
+    "len <= k valid columns as those columns ascending, -1 after (not ranked; no values).\n"
+    "candidate_topk_blocks=N (DeepSeek V4.1's candidate source) returns int32 [rows, N]: each\n"
+    "row's N best blocks of candidate_block_size=B (default 8, a power of two) request-local\n"
+    "positions, block b holding positions [b*B, (b+1)*B), scored by the block's largest fp32\n"
+    "logit (NaN propagates), the row's newest block pinned +inf, ties to the lower id; a -inf\n"
+    "block and every entry past the selection is -1. candidate_order='ascending' (default) sorts\n"
+    "the ids ascending, -1s last (what get_sparse_mqa_logits_metadata takes), 'score' keeps them\n"
+    "best first; candidate_padding='repeat_last' pads with the row's last selected id instead\n"
+    "of -1. With topk=k as well, both come from one pass: (indices[, values], blocks).\n"
+    "topk_out=, topk_values_out=, candidate_out= are the caller's buffers (int32 / float32 /\n"
+    "int32, written and returned; given alone they imply k and N).";
+constexpr const char* dense_doc_tail =
+    "\nPositions are token - cu_seq_len_k_start[row]; topk_offset (int32 / int64 [rows]) is\n"
+    "added to each selected column, -1 kept.";
+constexpr const char* paged_doc_tail =
+    "\nPositions are the context positions; topk_index='slot' writes cache slots\n"
+    "(block_table[b, pos // block_kv] * block_kv + pos % block_kv). candidate_block_size must\n"
+    "be at most the cache's block_kv.";
+constexpr const char* sparse_doc =
+    "topk=k returns, instead of the bf16 logits, the int32 [rows, k] columns of each row's k\n"
+    "largest valid fp32 logits (descending, ties to the lower column, -1 padding; a block\n"
+    "selected twice counts once); topk_values=True returns (indices, float32 values).\n"
+    "topk_index='position' writes the selected token's request-local position instead of the\n"
+    "column: token - cu_seq_len_k_start[row] on fp8_fp4_sparse_mqa_logits, the context position\n"
+    "on fp8_fp4_paged_sparse_mqa_logits, whose topk_index='slot' writes the position's cache\n"
+    "slot. topk_out=, topk_values_out= are the caller's buffers.";
+
+std::string kernel_doc(const char* head, const char* tail) {
+  return std::string(head) + "\n\n" + selections_doc + tail;
 }
 
 // ---- metadata objects ----
@@ -905,6 +1098,7 @@ output_request with_outputs(output_request r, const kernel_outputs& o) {
   r.out = o.out;
   r.topk_out = o.topk_out;
   r.topk_values_out = o.topk_values_out;
+  r.candidate_out = o.candidate_out;
   r.truncate = o.truncate;
   return r;
 }
@@ -948,17 +1142,17 @@ py::object dense_call(const char* where, q_input qi, const py::object& kv,
                       const py::object& weights, const py::object& cu_seq_len_k_start,
                       const py::object& cu_seq_len_k_end, bool clean_logits, i64 max_seqlen_k,
                       std::optional<logits_type> logits, std::optional<int> num_threads,
-                      const std::optional<topk_request>& t, const kernel_outputs& outs,
-                      bool legacy) {
+                      const selection& sel, const kernel_outputs& outs, bool legacy) {
   const kernel_call_scope scope;
+  const std::optional<topk_request>& t = sel.topk;
   const auto in = inputs_of<kv_input>(where, std::move(qi), kv, weights);
   const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
   const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
-  const output_request out =
-      with_outputs(t ? output_request{.rows = in.q.dims[0], .topk = t}
-                     : dense_output(where, in.q.dims[0], in.k.rows, max_seqlen_k,
-                                    logits.value_or(logits_type::f32), clean_logits),
-                   outs);
+  const output_request out = with_outputs(
+      sel.any() ? output_request{.rows = in.q.dims[0], .topk = t, .candidates = sel.candidates}
+                : dense_output(where, in.q.dims[0], in.k.rows, max_seqlen_k,
+                               logits.value_or(logits_type::f32), clean_logits),
+      outs);
   // sglang's ragged prefill: each row's top-k columns plus its topk_indices_offset, -1 kept.
   // Added here after the selection (O(rows x k); a library output type of its own would compile
   // every dense kernel once more), from a copy taken before the kernel writes (the offsets may
@@ -982,7 +1176,7 @@ py::object dense_call(const char* where, q_input qi, const py::object& kv,
   // The legacy logits have their own compiled calls; its top-k is the per-token one of
   // fp8_fp4_mqa_logits (the same computation).
   py::object result =
-      run_kernel(where, in, out, num_threads, legacy && !t ? &run_legacy_dense : &run_dense,
+      run_kernel(where, in, out, num_threads, legacy && !sel.any() ? &run_legacy_dense : &run_dense,
                  dense_args{ks, ke, max_seqlen_k, clean_logits});
   if (!offsets.empty()) {
     py::array idx = py::reinterpret_borrow<py::array>(
@@ -997,21 +1191,25 @@ py::object dense_call(const char* where, q_input qi, const py::object& kv,
   return result;
 }
 
-py::object fp8_fp4_mqa_logits(const py::object& q, const py::object& kv, const py::object& weights,
-                              const py::object& cu_seq_len_k_start,
-                              const py::object& cu_seq_len_k_end, bool clean_logits,
-                              i64 max_seqlen_k, const py::object& logits_dtype,
-                              const py::object& schedule_meta, std::optional<int> num_threads,
-                              const py::object& topk, bool topk_values,
-                              const std::string& topk_index, const py::object& out,
-                              const py::object& topk_out, const py::object& topk_values_out,
-                              const py::object& topk_offset) {
+py::object fp8_fp4_mqa_logits(
+    const py::object& q, const py::object& kv, const py::object& weights,
+    const py::object& cu_seq_len_k_start, const py::object& cu_seq_len_k_end, bool clean_logits,
+    i64 max_seqlen_k, const py::object& logits_dtype, const py::object& schedule_meta,
+    std::optional<int> num_threads, const py::object& topk, bool topk_values,
+    const std::string& topk_index, const py::object& out, const py::object& topk_out,
+    const py::object& topk_values_out, const py::object& topk_offset, bool topk_short_rows,
+    const py::object& candidate_topk_blocks, i64 candidate_block_size,
+    const std::string& candidate_order, const std::string& candidate_padding,
+    const py::object& candidate_out) {
   constexpr const char* where = "fp8_fp4_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out, false, topk_offset};
-  const auto t = topk_of(where, topk, topk_values, topk_index, false, outs);
+  const kernel_outputs outs{out, topk_out, topk_values_out, false, topk_offset, candidate_out};
+  const selection sel =
+      selection_of(where, kernel_kind::dense, outs,
+                   {topk, topk_values, topk_index, topk_short_rows, candidate_topk_blocks,
+                    candidate_block_size, candidate_order, candidate_padding});
   q_input qi = q_of(where, q, 3);
-  // The top-k takes no logits_dtype, and leaves max_seqlen_k to the library.
-  const logits_type lt = t ? logits_type::f32 : logits_dtype_of(where, logits_dtype);
+  // The selections take no logits_dtype, and leave max_seqlen_k to the library.
+  const logits_type lt = sel.any() ? logits_type::f32 : logits_dtype_of(where, logits_dtype);
   if (!schedule_meta.is_none()) {
     const auto k = kv_of(where, kv, qi.format);
     check_dense_schedule(where, schedule_meta, qi, k,
@@ -1019,7 +1217,7 @@ py::object fp8_fp4_mqa_logits(const py::object& q, const py::object& kv, const p
                          int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end));
   }
   return dense_call(where, std::move(qi), kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
-                    clean_logits, max_seqlen_k, lt, num_threads, t, outs, false);
+                    clean_logits, max_seqlen_k, lt, num_threads, sel, outs, false);
 }
 
 // Legacy names, through the library's legacy wrappers: Q is a bare FP8 array [.., H, D] (no
@@ -1037,12 +1235,18 @@ py::object fp8_mqa_logits(const py::object& q, const py::object& kv, const py::o
                           bool clean_logits, i64 max_seqlen_k, std::optional<int> num_threads,
                           const py::object& topk, bool topk_values, const std::string& topk_index,
                           const py::object& out, const py::object& topk_out,
-                          const py::object& topk_values_out, const py::object& topk_offset) {
+                          const py::object& topk_values_out, const py::object& topk_offset,
+                          bool topk_short_rows, const py::object& candidate_topk_blocks,
+                          i64 candidate_block_size, const std::string& candidate_order,
+                          const std::string& candidate_padding, const py::object& candidate_out) {
   constexpr const char* where = "fp8_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out, false, topk_offset};
-  const auto t = topk_of(where, topk, topk_values, topk_index, false, outs);
+  const kernel_outputs outs{out, topk_out, topk_values_out, false, topk_offset, candidate_out};
+  const selection sel =
+      selection_of(where, kernel_kind::dense, outs,
+                   {topk, topk_values, topk_index, topk_short_rows, candidate_topk_blocks,
+                    candidate_block_size, candidate_order, candidate_padding});
   return dense_call(where, bare_q(where, q, 3), kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
-                    clean_logits, max_seqlen_k, std::nullopt, num_threads, t, outs, true);
+                    clean_logits, max_seqlen_k, std::nullopt, num_threads, sel, outs, true);
 }
 
 // Paged.
@@ -1081,10 +1285,12 @@ py::object paged_call(const char* where, q_input qi, const py::object& kv_cache,
                       const py::object& block_table, const py::object& schedule_meta,
                       i64 max_context_len, bool clean_logits, logits_type lt,
                       const py::object& indices, std::optional<int> num_threads,
-                      const std::optional<topk_request>& t, const kernel_outputs& outs,
-                      bool legacy) {
+                      const selection& sel, const kernel_outputs& outs, bool legacy) {
   const kernel_call_scope scope;
   const auto in = inputs_of<cache_input>(where, std::move(qi), kv_cache, weights);
+  if (sel.candidates && sel.candidates->block_size > in.k.page_kv)
+    fail(where, "candidate_block_size = " + std::to_string(sel.candidates->block_size) +
+                    " is larger than kv_cache's block_kv " + std::to_string(in.k.page_kv));
   const auto lens = int_matrix(where, "context_lens", context_lens);
   const auto table = int_matrix(where, "block_table", block_table);
   check_paged_call(where, in.q, lens, max_context_len);
@@ -1092,14 +1298,16 @@ py::object paged_call(const char* where, q_input qi, const py::object& kv_cache,
   const ml::paged_mqa_schedule schedule =
       schedule_of(where, schedule_meta, lens, in.k.page_kv, idx);
   const output_request out =
-      with_outputs(t ? output_request{.rows = lens.rows * lens.cols, .topk = t}
-                     : paged_output(where, lens, max_context_len, lt, clean_logits),
+      with_outputs(sel.any() ? output_request{.rows = lens.rows * lens.cols,
+                                              .topk = sel.topk,
+                                              .candidates = sel.candidates}
+                             : paged_output(where, lens, max_context_len, lt, clean_logits),
                    outs);
-  // The top-k is a unit of its own (paged_topk_kernels.cpp), the legacy name's too.
+  // The selections are a unit of their own (paged_topk_kernels.cpp), the legacy name's too.
   return run_kernel(where, in, out, num_threads,
-                    t        ? &run_paged_topk
-                    : legacy ? &run_legacy_paged
-                             : &run_paged,
+                    sel.any() ? &run_paged_topk
+                    : legacy  ? &run_legacy_paged
+                              : &run_paged,
                     paged_args{lens, table, schedule, max_context_len, idx, clean_logits});
 }
 
@@ -1109,16 +1317,23 @@ py::object fp8_fp4_paged_mqa_logits(
     i64 max_context_len, bool clean_logits, const py::object& logits_dtype,
     const py::object& indices, std::optional<int> num_threads, const py::object& topk,
     bool topk_values, const std::string& topk_index, const py::object& out,
-    const py::object& topk_out, const py::object& topk_values_out, bool truncate_long_contexts) {
+    const py::object& topk_out, const py::object& topk_values_out, bool truncate_long_contexts,
+    bool topk_short_rows, const py::object& candidate_topk_blocks, i64 candidate_block_size,
+    const std::string& candidate_order, const std::string& candidate_padding,
+    const py::object& candidate_out) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out, truncate_long_contexts};
-  const auto t = topk_of(where, topk, topk_values, topk_index, true, outs);
+  const kernel_outputs outs{out,        topk_out,     topk_values_out, truncate_long_contexts,
+                            py::none(), candidate_out};
+  const selection sel =
+      selection_of(where, kernel_kind::paged, outs,
+                   {topk, topk_values, topk_index, topk_short_rows, candidate_topk_blocks,
+                    candidate_block_size, candidate_order, candidate_padding});
   q_input qi = q_of(where, q, 4);
-  // The top-k takes no logits_dtype.
-  const logits_type lt = t ? logits_type::f32 : logits_dtype_of(where, logits_dtype);
+  // The selections take no logits_dtype.
+  const logits_type lt = sel.any() ? logits_type::f32 : logits_dtype_of(where, logits_dtype);
   return paged_call(where, std::move(qi), kv_cache, weights, context_lens, block_table,
-                    schedule_meta, max_context_len, clean_logits, lt, indices, num_threads, t, outs,
-                    false);
+                    schedule_meta, max_context_len, clean_logits, lt, indices, num_threads, sel,
+                    outs, false);
 }
 
 py::object fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
@@ -1128,13 +1343,21 @@ py::object fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
                                 std::optional<int> num_threads, const py::object& topk,
                                 bool topk_values, const std::string& topk_index,
                                 const py::object& out, const py::object& topk_out,
-                                const py::object& topk_values_out, bool truncate_long_contexts) {
+                                const py::object& topk_values_out, bool truncate_long_contexts,
+                                bool topk_short_rows, const py::object& candidate_topk_blocks,
+                                i64 candidate_block_size, const std::string& candidate_order,
+                                const std::string& candidate_padding,
+                                const py::object& candidate_out) {
   constexpr const char* where = "fp8_paged_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out, truncate_long_contexts};
-  const auto t = topk_of(where, topk, topk_values, topk_index, true, outs);
+  const kernel_outputs outs{out,        topk_out,     topk_values_out, truncate_long_contexts,
+                            py::none(), candidate_out};
+  const selection sel =
+      selection_of(where, kernel_kind::paged, outs,
+                   {topk, topk_values, topk_index, topk_short_rows, candidate_topk_blocks,
+                    candidate_block_size, candidate_order, candidate_padding});
   return paged_call(where, bare_q(where, q, 4), kv_cache, weights, context_lens, block_table,
                     schedule_meta, max_context_len, clean_logits, logits_type::f32, indices,
-                    num_threads, t, outs, true);
+                    num_threads, sel, outs, true);
 }
 
 // Sparse and paged-sparse: bf16 logits, as upstream.
@@ -1191,7 +1414,7 @@ py::object fp8_fp4_sparse_mqa_logits(const py::object& q, const py::object& kv,
                                      const py::object& topk_values_out) {
   constexpr const char* where = "fp8_fp4_sparse_mqa_logits";
   const kernel_outputs outs{out, topk_out, topk_values_out};
-  const auto t = topk_of(where, topk, topk_values, topk_index, false, outs);
+  const auto t = topk_of(where, topk, topk_values, topk_index, kernel_kind::sparse, outs);
   const auto& metadata = metadata_of<sparse_mqa_logits_metadata>(where, "metadata", metadata_obj,
                                                                  "get_sparse_mqa_logits_metadata");
   const auto in = inputs_of<kv_input>(where, q_of(where, q, 3), kv, weights);
@@ -1236,7 +1459,7 @@ py::object fp8_fp4_paged_sparse_mqa_logits(
     const py::object& topk_values_out, bool truncate_long_contexts) {
   constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
   const kernel_outputs outs{out, topk_out, topk_values_out, truncate_long_contexts};
-  const auto t = topk_of(where, topk, topk_values, topk_index, false, outs);
+  const auto t = topk_of(where, topk, topk_values, topk_index, kernel_kind::paged_sparse, outs);
   const auto& metadata = metadata_of<paged_sparse_mqa_logits_metadata>(
       where, "metadata", metadata_obj, "get_paged_sparse_mqa_logits_metadata");
   const auto in = inputs_of<cache_input>(where, paged_sparse_q(where, q), kv_cache, weights);
@@ -1346,35 +1569,65 @@ void register_metadata(py::module_& m) {
 
 void register_dense(py::module_& m) {
   using py::arg;
-  def_dense_kernel(m, "fp8_fp4_mqa_logits", &fp8_fp4_mqa_logits, arg("q"), arg("kv"),
+  static const std::string doc = kernel_doc(
+      "DeepGEMM's fp8_fp4_mqa_logits: logits [num_q, max_seqlen_k or num_kv] of (q, q_scales) "
+      "against\n(kv, kv_scales) for kv tokens [cu_seq_len_k_start, cu_seq_len_k_end) of each "
+      "row.",
+      dense_doc_tail);
+  static const std::string legacy_doc = kernel_doc(
+      "DeepGEMM's fp8_mqa_logits: fp8_fp4_mqa_logits with a bare FP8 q and per-token FP8 kv, "
+      "fp32 logits.",
+      dense_doc_tail);
+  def_dense_kernel(m, "fp8_fp4_mqa_logits", doc.c_str(), &fp8_fp4_mqa_logits, arg("q"), arg("kv"),
                    arg("weights"), arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"),
                    arg("clean_logits") = true, arg("max_seqlen_k") = 0,
                    arg("logits_dtype") = "float32", arg("schedule_meta") = py::none());
-  def_dense_kernel(m, "fp8_mqa_logits", &fp8_mqa_logits, arg("q"), arg("kv"), arg("weights"),
-                   arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("clean_logits") = true,
-                   arg("max_seqlen_k") = 0);
+  def_dense_kernel(m, "fp8_mqa_logits", legacy_doc.c_str(), &fp8_mqa_logits, arg("q"), arg("kv"),
+                   arg("weights"), arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"),
+                   arg("clean_logits") = true, arg("max_seqlen_k") = 0);
 }
 
 void register_paged(py::module_& m) {
   using py::arg;
-  def_paged_kernel(m, "fp8_fp4_paged_mqa_logits", &fp8_fp4_paged_mqa_logits, arg("q"),
+  static const std::string doc = kernel_doc(
+      "DeepGEMM's fp8_fp4_paged_mqa_logits: decode logits [batch_size * next_n, "
+      "max_context_len] of q\nagainst the paged kv_cache through block_table.",
+      paged_doc_tail);
+  static const std::string legacy_doc = kernel_doc(
+      "DeepGEMM's fp8_paged_mqa_logits: fp8_fp4_paged_mqa_logits with a bare FP8 q and a "
+      "per-token FP8\ncache, fp32 logits.",
+      paged_doc_tail);
+  def_paged_kernel(m, "fp8_fp4_paged_mqa_logits", doc.c_str(), &fp8_fp4_paged_mqa_logits, arg("q"),
                    arg("kv_cache"), arg("weights"), arg("context_lens"), arg("block_table"),
                    arg("schedule_meta"), arg("max_context_len"), arg("clean_logits") = false,
                    arg("logits_dtype") = "float32", arg("indices") = py::none());
-  def_paged_kernel(m, "fp8_paged_mqa_logits", &fp8_paged_mqa_logits, arg("q"), arg("kv_cache"),
-                   arg("weights"), arg("context_lens"), arg("block_table"), arg("schedule_meta"),
-                   arg("max_context_len"), arg("clean_logits") = false,
+  def_paged_kernel(m, "fp8_paged_mqa_logits", legacy_doc.c_str(), &fp8_paged_mqa_logits, arg("q"),
+                   arg("kv_cache"), arg("weights"), arg("context_lens"), arg("block_table"),
+                   arg("schedule_meta"), arg("max_context_len"), arg("clean_logits") = false,
                    arg("indices") = py::none());
 }
 
 void register_sparse(py::module_& m) {
   using py::arg;
-  def_kernel(m, "fp8_fp4_sparse_mqa_logits", &fp8_fp4_sparse_mqa_logits, arg("q"), arg("kv"),
-             arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"), arg("sparse_block_kv"),
-             arg("use_unaligned_ks") = false);
-  def_paged_kernel(m, "fp8_fp4_paged_sparse_mqa_logits", &fp8_fp4_paged_sparse_mqa_logits, arg("q"),
-                   arg("kv_cache"), arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"),
-                   arg("sparse_block_kv"));
+  static const std::string doc =
+      std::string(
+          "DeepGEMM's fp8_fp4_sparse_mqa_logits: bf16 logits [num_q, num_max_sparse_blocks * "
+          "sparse_block_kv]\nover each row's selected kv blocks (the metadata's).\n\n") +
+      sparse_doc;
+  static const std::string paged_doc =
+      std::string(
+          "DeepGEMM's fp8_fp4_paged_sparse_mqa_logits: bf16 logits [num_q, num_max_sparse_blocks * "
+          "sparse_block_kv]\nover each row's selected blocks of the paged kv_cache (the "
+          "metadata's).\n\n") +
+      sparse_doc;
+  def_kernel_with(m, "fp8_fp4_sparse_mqa_logits", doc.c_str(), &fp8_fp4_sparse_mqa_logits,
+                  std::tuple<>(), arg("q"), arg("kv"), arg("weights"), arg("metadata"),
+                  arg("num_max_sparse_blocks"), arg("sparse_block_kv"),
+                  arg("use_unaligned_ks") = false);
+  def_kernel_with(
+      m, "fp8_fp4_paged_sparse_mqa_logits", paged_doc.c_str(), &fp8_fp4_paged_sparse_mqa_logits,
+      std::make_tuple(arg("truncate_long_contexts") = false), arg("q"), arg("kv_cache"),
+      arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"), arg("sparse_block_kv"));
 }
 
 void register_quantize(py::module_& m) {

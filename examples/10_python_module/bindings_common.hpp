@@ -70,10 +70,14 @@ struct weights_view {
   weights_type type;
 };
 
-// What a kernel writes: logits [rows, cols] of `type` with rows `stride` elements apart, or, when
-// topk_indices is set, the int32 [rows, k] top-k (cache slots with `slots`) and, when
-// topk_values is set, their float32 values, rows `topk_stride` / `values_stride` apart.
+// What a kernel writes: logits [rows, cols] of `type` with rows `stride` elements apart, or its
+// selections: when topk_indices is set, the int32 [rows, k] top-k (numbered as `index` says,
+// short rows with `short_rows`) and, when topk_values is set, their float32 values, rows
+// `topk_stride` / `values_stride` apart; when candidates is set, the int32 [rows, n] candidate
+// blocks of `block_size` positions, rows `candidates_stride` apart (beside a top-k: both from
+// one pass).
 enum class logits_type { f32, bf16 };
+enum class topk_numbering { column, position, slot };
 struct output_view {
   i64 rows = 0, cols = 0, stride = 0;
   logits_type type = logits_type::f32;
@@ -81,7 +85,12 @@ struct output_view {
   i32* topk_indices = nullptr;
   float* topk_values = nullptr;
   i64 k = 0, topk_stride = 0, values_stride = 0;
-  bool slots = false;
+  topk_numbering index = topk_numbering::column;
+  bool short_rows = false;
+  i32* candidates = nullptr;
+  i64 n = 0, candidates_stride = 0, block_size = 8;
+  ml::candidate_order order = ml::candidate_order::ascending;
+  ml::candidate_padding padding = ml::candidate_padding::minus_one;
 };
 
 template <class K>
@@ -141,7 +150,11 @@ struct formats {};
 using any_format = formats<ml::mxfp8, ml::mxfp4, ml::fp8_per_token>;
 template <class... Logits>
 struct logits_types {};  // float, ml::bf16
-enum class topk_kind { none, column, column_or_slot };
+// The selections a kernel unit compiles: a top-k numbered by each of Index (none: no top-k) and,
+// with Candidates, candidate blocks, alone and beside each top-k.
+template <bool Candidates, class... Index>
+struct selections {};
+using no_selection = selections<false>;
 
 template <class F>
 constexpr qk_format format_of = std::is_same_v<F, ml::mxfp8>   ? qk_format::mxfp8
@@ -177,26 +190,55 @@ ml::matrix_view<const W> w_view(const weights_view& w) {
   return ml::matrix_view<const W>(static_cast<const W*>(w.data), w.rows, w.cols, w.stride);
 }
 
+template <class Index>
+constexpr topk_numbering numbering_of =
+    std::is_same_v<Index, ml::topk_index::slot_t>       ? topk_numbering::slot
+    : std::is_same_v<Index, ml::topk_index::position_t> ? topk_numbering::position
+                                                        : topk_numbering::column;
+
+// The selection `out` asks for as the library's output argument, passed to emit; false when it
+// asks for none (its logits).
+template <bool Candidates, class... Index, class Emit>
+bool emit_selection(const output_view& out, selections<Candidates, Index...>, Emit&& emit) {
+  if constexpr (Candidates || sizeof...(Index) > 0) {
+    const auto blocks = [&] {
+      return ml::candidate_blocks(
+          ml::matrix_view<i32>(out.candidates, out.rows, out.n, out.candidates_stride),
+          out.block_size, out.order, out.padding);
+    };
+    if (!out.topk_indices) {
+      if constexpr (Candidates) {
+        if (out.candidates) return emit(blocks()), true;
+      }
+      return false;
+    }
+    const ml::matrix_view<i32> iv(out.topk_indices, out.rows, out.k, out.topk_stride);
+    const ml::matrix_view<float> vv =
+        out.topk_values
+            ? ml::matrix_view<float>(out.topk_values, out.rows, out.k, out.values_stride)
+            : ml::matrix_view<float>{};
+    const auto with_topk = [&](auto sel) {
+      if (out.short_rows) sel = sel.with_short_rows();
+      if constexpr (Candidates) {
+        if (out.candidates) return emit(ml::topk_and_candidates(sel, blocks()));
+      }
+      emit(sel);
+    };
+    return ((out.index == numbering_of<Index> && (with_topk(ml::topk(iv, vv, Index{})), true)) ||
+            ...);
+  } else {
+    (void)out, (void)emit;
+    return false;
+  }
+}
+
 // Calls call(q, k, weights, out) with the library's views: q and k in the call's format (one of
-// Formats), the weights in their type, out the logits (one of Logits) or the top-k selection (as
-// Topk allows) of `out`. Each kernel unit instantiates it for its own call.
-template <class Formats, class Logits, topk_kind Topk, class K, class Call>
+// Formats), the weights in their type, out the logits (one of Logits) or the selection of `out`
+// (as Selections allows). Each kernel unit instantiates it for its own call.
+template <class Formats, class Logits, class Selections, class K, class Call>
 void dispatch_kernel(const kernel_views<K>& in, const output_view& out, Call&& call) {
   const auto with_output = [&](const auto& q, const auto& k, const auto& w) {
-    if constexpr (Topk != topk_kind::none) {
-      if (out.topk_indices) {
-        const ml::matrix_view<i32> iv(out.topk_indices, out.rows, out.k, out.topk_stride);
-        const ml::matrix_view<float> vv =
-            out.topk_values
-                ? ml::matrix_view<float>(out.topk_values, out.rows, out.k, out.values_stride)
-                : ml::matrix_view<float>{};
-        // Slot numbering is only instantiated for the paged kernel (the only one that takes it).
-        if constexpr (Topk == topk_kind::column_or_slot) {
-          if (out.slots) return call(q, k, w, ml::topk(iv, vv, ml::topk_index::slot));
-        }
-        return call(q, k, w, ml::topk(iv, vv));
-      }
-    }
+    if (emit_selection(out, Selections{}, [&](const auto& o) { call(q, k, w, o); })) return;
     [&]<class... Os>(logits_types<Os...>) {
       (void)((out.type == logits_type_of<Os> &&
               (call(q, k, w,

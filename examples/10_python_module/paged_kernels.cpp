@@ -7,7 +7,7 @@ namespace mqalogits_python {
 
 void run_paged(const paged_args& a, const kernel_views<cache_input>& in, const output_view& out,
                const ml::options& opt) {
-  dispatch_kernel<any_format, logits_types<float, ml::bf16>, topk_kind::none>(
+  dispatch_kernel<any_format, logits_types<float, ml::bf16>, no_selection>(
       in, out, [&](const auto& q, const auto& cache, auto w, auto o) {
         paged_call(a, q, cache, w, o, opt);
       });
@@ -15,7 +15,7 @@ void run_paged(const paged_args& a, const kernel_views<cache_input>& in, const o
 
 void run_legacy_paged(const paged_args& a, const kernel_views<cache_input>& in,
                       const output_view& out, const ml::options& opt) {
-  dispatch_kernel<formats<ml::fp8_per_token>, logits_types<float>, topk_kind::none>(
+  dispatch_kernel<formats<ml::fp8_per_token>, logits_types<float>, no_selection>(
       in, out, [&](const auto& q, const auto& cache, auto w, auto o) {
         if (a.indices)
           ml::fp8_paged_mqa_logits(ml::backend::host{}, q, cache, w, a.lens, a.table, a.schedule,

@@ -336,7 +336,8 @@ class Signatures(unittest.TestCase):
                      for p in sig.split(",")]
             parts = [p for p in parts
                      if p not in ("*", "num_threads=None", "out=None",
-                                  "truncate_long_contexts=False") and not p.startswith("topk")]
+                                  "truncate_long_contexts=False")
+                     and not p.startswith(("topk", "candidate_"))]
             self.assertEqual(", ".join(parts), args, name)
 
 
@@ -1353,7 +1354,8 @@ class ShortErrors(unittest.TestCase):
             with self.subTest(msg=msg):
                 with self.assertRaisesRegex(TypeError, msg) as c:
                     call()
-                self.assertLess(len(str(c.exception)), 300, str(c.exception))
+                # Short: names (the keyword error lists the ~25 argument names), no values.
+                self.assertLess(len(str(c.exception)), 500, str(c.exception))
         meta = ml.get_mqa_logits_metadata(ks, ke, Nk, H)
         for fn, args in ((ml.fp8_fp4_sparse_mqa_logits, ((q, q_sf), kv, w, meta, 8, 8)),
                          (ml.fp8_fp4_paged_sparse_mqa_logits, ((q, q_sf), kv, w, meta, 8, 8))):

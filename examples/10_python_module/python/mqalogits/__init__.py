@@ -8,7 +8,8 @@ Every function takes numpy arrays or CPU torch tensors, viewed in place (never c
   tables and indices; the numpy equivalents (bfloat16 as ``uint16`` or ``int16`` bits).
 - Given any torch tensor, a function returns torch tensors (bfloat16 logits as
   ``torch.bfloat16``), otherwise numpy arrays. Output buffers passed as ``out=``,
-  ``topk_out=``, ``topk_values_out=`` are written in place and returned as given.
+  ``topk_out=``, ``topk_values_out=``, ``candidate_out=`` are written in place and returned as
+  given.
 - Tensors that require grad are read through ``.detach()`` (the kernels are not differentiable);
   an output buffer that requires grad is refused, as torch refuses it for its own ``out=``.
   Tensors must be on the CPU.
@@ -87,7 +88,7 @@ def _tensor_to_numpy(torch, fn, name, t, output):
                          % (fn, name, dt, list(t.shape), str(e).splitlines()[0])) from None
 
 
-_OUTPUTS = ("out", "topk_out", "topk_values_out")
+_OUTPUTS = ("out", "topk_out", "topk_values_out", "candidate_out")
 # Arguments a function writes into besides those: outputs too (no grad, handed back as given).
 _WRITTEN = {
     "cp_gather_indexer_k_quant_cache": ("dst_k", "dst_scale"),
