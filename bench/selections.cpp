@@ -110,10 +110,10 @@ shape consumers(std::int64_t rows) {
   auto pmeta =
       std::make_shared<ml::paged_sparse_mqa_metadata>(ml::get_paged_sparse_mqa_logits_metadata(
           in->lens, in->table_view(), 64, in->idx_view(), block));
-  const std::int64_t cols = blocks_n * block;
+  constexpr std::int64_t cols = blocks_n * block;
   auto o = std::make_shared<outputs>(rows, cols);
   auto idx = [o, rows] { return ml::matrix_view<std::int32_t>(o->topk.data(), rows, top_k); };
-  auto logits = [o, rows, cols] { return ml::matrix_view<float>(o->logits.data(), rows, cols); };
+  auto logits = [o, rows] { return ml::matrix_view<float>(o->logits.data(), rows, cols); };
   auto sparse = [in, meta](auto out, const ml::options& opt) {
     ml::fp8_fp4_sparse_mqa_logits(in->q.view(), in->kv.view(), in->wv(), *meta, out, opt);
   };
