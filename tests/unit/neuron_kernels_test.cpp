@@ -492,3 +492,44 @@ TEMPLATE_TEST_CASE("neuron golden cases: every kernel x format matches the float
   const auto c = golden::load_case(name);
   CHECK(golden::check_case<Backend, ml::bf16>(c) == "");
 }
+
+namespace {
+std::vector<std::int32_t> filled_ids(std::int64_t n) {
+  return std::vector<std::int32_t>(static_cast<std::size_t>(n), 0x5A5A5A5A);
+}
+}  // namespace
+
+TEST_CASE("selections: the NeuronCore model writes the host's candidate blocks and positions",
+          "[selections][neuron]") {
+  rnd::engine rng(4800);
+  const std::int64_t num_q = 3, H = 4, N = 700, k = 40, N_blocks = 30;
+  const auto q = rnd::rows<ml::mxfp8>(rng, num_q * H);
+  const auto kv = rnd::rows<ml::mxfp8>(rng, N);
+  const auto w = rnd::weights<float>(rng, num_q, H);
+  const std::vector<std::int32_t> ks = {0, 5, 300}, ke = {700, 611, 305};
+  auto both = [&](auto backend, std::vector<std::int32_t>& idx, std::vector<std::int32_t>& blk) {
+    ml::fp8_fp4_mqa_logits(
+        backend, q.view(), kv.view(), w.view(), ks, ke, 0,
+        ml::topk_and_candidates(
+            ml::topk(ml::matrix_view<std::int32_t>(idx.data(), num_q, k)),
+            ml::candidate_blocks(ml::matrix_view<std::int32_t>(blk.data(), num_q, N_blocks), 8)),
+        ml::options{});
+  };
+  auto idx_host = filled_ids(num_q * k), blk_host = filled_ids(num_q * N_blocks);
+  auto idx_trn = filled_ids(num_q * k), blk_trn = filled_ids(num_q * N_blocks);
+  both(ml::backend::host{}, idx_host, blk_host);
+  both(ml::backend::neuron<ml::backend::trn2>{}, idx_trn, blk_trn);
+  CHECK(idx_host == idx_trn);
+  CHECK(blk_host == blk_trn);
+  // Sparse positions on the model.
+  auto idx = rnd::sparse_indices(rng, num_q, 20, N / 8);
+  const auto meta = ml::get_sparse_mqa_logits_metadata(ks, ke, N, idx.view(), 8);
+  auto pos_host = filled_ids(num_q * k), pos_trn = filled_ids(num_q * k);
+  ml::fp8_fp4_sparse_mqa_logits(
+      ml::backend::host{}, q.view(), kv.view(), w.view(), meta,
+      ml::topk(ml::matrix_view<std::int32_t>(pos_host.data(), num_q, k), ml::topk_index::position));
+  ml::fp8_fp4_sparse_mqa_logits(
+      ml::backend::neuron<ml::backend::trn2>{}, q.view(), kv.view(), w.view(), meta,
+      ml::topk(ml::matrix_view<std::int32_t>(pos_trn.data(), num_q, k), ml::topk_index::position));
+  CHECK(pos_host == pos_trn);
+}

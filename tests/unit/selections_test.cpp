@@ -3,7 +3,7 @@
 // propagating, newest block pinned to +inf, top-N ties to the lower id, -inf and missing as -1,
 // both orders and both paddings), the top-k and the blocks from one call, the sparse kernels'
 // positions and slots, short rows, and the bad input of each. 1, 2 and 3 pool threads: the blocks
-// split between tasks are merged.
+// split between tasks are merged. (The NeuronCore model's are in neuron_kernels_test.cpp.)
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <mqalogits/neuron.hpp>
+#include <mqalogits/mqalogits.hpp>
 
 #include "reference/random_inputs.hpp"
 
@@ -457,39 +457,4 @@ TEST_CASE("selections: bad input is a named error and writes nothing", "[selecti
                              ml::options{}),
                     Catch::Contains("larger than the cache's page_kv"));
   CHECK(pblocks == filled(p.rows() * 4));
-}
-
-TEST_CASE("selections: the NeuronCore model writes the host's candidate blocks and positions",
-          "[selections][neuron]") {
-  rnd::engine rng(4800);
-  const std::int64_t num_q = 3, H = 4, N = 700, k = 40, N_blocks = 30;
-  const auto q = rnd::rows<ml::mxfp8>(rng, num_q * H);
-  const auto kv = rnd::rows<ml::mxfp8>(rng, N);
-  const auto w = rnd::weights<float>(rng, num_q, H);
-  const std::vector<std::int32_t> ks = {0, 5, 300}, ke = {700, 611, 305};
-  auto both = [&](auto backend, std::vector<std::int32_t>& idx, std::vector<std::int32_t>& blk) {
-    ml::fp8_fp4_mqa_logits(
-        backend, q.view(), kv.view(), w.view(), ks, ke, 0,
-        ml::topk_and_candidates(
-            ml::topk(ml::matrix_view<std::int32_t>(idx.data(), num_q, k)),
-            ml::candidate_blocks(ml::matrix_view<std::int32_t>(blk.data(), num_q, N_blocks), 8)),
-        ml::options{});
-  };
-  auto idx_host = filled(num_q * k), blk_host = filled(num_q * N_blocks);
-  auto idx_trn = filled(num_q * k), blk_trn = filled(num_q * N_blocks);
-  both(ml::backend::host{}, idx_host, blk_host);
-  both(ml::backend::neuron<ml::backend::trn2>{}, idx_trn, blk_trn);
-  CHECK(idx_host == idx_trn);
-  CHECK(blk_host == blk_trn);
-  // Sparse positions on the model.
-  auto idx = rnd::sparse_indices(rng, num_q, 20, N / 8);
-  const auto meta = ml::get_sparse_mqa_logits_metadata(ks, ke, N, idx.view(), 8);
-  auto pos_host = filled(num_q * k), pos_trn = filled(num_q * k);
-  ml::fp8_fp4_sparse_mqa_logits(
-      ml::backend::host{}, q.view(), kv.view(), w.view(), meta,
-      ml::topk(ml::matrix_view<std::int32_t>(pos_host.data(), num_q, k), ml::topk_index::position));
-  ml::fp8_fp4_sparse_mqa_logits(
-      ml::backend::neuron<ml::backend::trn2>{}, q.view(), kv.view(), w.view(), meta,
-      ml::topk(ml::matrix_view<std::int32_t>(pos_trn.data(), num_q, k), ml::topk_index::position));
-  CHECK(pos_host == pos_trn);
 }
