@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Turns mqalogits_bench JSON output (--benchmark_out=FILE --benchmark_out_format=json, with
---benchmark_repetitions=N) into the markdown tables of bench/RESULTS.md.
+--benchmark_repetitions=N) into markdown tables, printed on stdout. Nothing is written to a file:
+the current figures of each machine go into its tables in bench/RESULTS.md, and the full tables of
+a run, with its machine, load and reading, into a section of bench/JOURNAL.md.
 
 Per kernel row: median wall-clock time and FLOP/s, the same per CPU-second of the whole process
 (robust to a shared machine time-slicing it), the fraction of the measured peak of the

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Turns the per-case JSON files of bench/run_topk.sh into the top-k table of bench/RESULTS.md.
+"""Turns the per-case JSON files of bench/run_topk.sh into the top-k tables, printed on stdout (the
+current figures go into bench/RESULTS.md, the full tables of a run into bench/JOURNAL.md).
 
 One row per (shape, format, k): the median wall-clock time (of 5 repetitions) of the fused top-k, of the fp32 logits
 kernel alone and of the logits followed by a separate selection (two-pass), at 1 and 2 threads;
