@@ -499,8 +499,8 @@ std::vector<std::int32_t> filled_ids(std::int64_t n) {
 }
 }  // namespace
 
-TEST_CASE("selections: the NeuronCore model writes the host's candidate blocks and positions",
-          "[selections][neuron]") {
+TEST_CASE("neuron selections: the model writes the host's candidate blocks and positions",
+          "[neuron][selections]") {
   rnd::engine rng(4800);
   const std::int64_t num_q = 3, H = 4, N = 700, k = 40, N_blocks = 30;
   const auto q = rnd::rows<ml::mxfp8>(rng, num_q * H);

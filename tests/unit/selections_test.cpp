@@ -449,6 +449,23 @@ TEST_CASE("selections: bad input is a named error and writes nothing", "[selecti
   std::vector<float> values(static_cast<std::size_t>(rows * 16));
   refused(ml::topk(view, ml::matrix_view<float>(values.data(), rows, 16)).with_short_rows(),
           "short rows");
+  // Block ids past int32 (full width, ks far below the first token, B = 1): refused before the
+  // top-k writes its short rows.
+  {
+    dense_inputs far(rng);
+    far.ks[0] = std::numeric_limits<std::int32_t>::min();
+    auto top = filled(rows * 16);
+    const auto top_before = top;
+    CHECK_THROWS_WITH(
+        far.call()(
+            ml::topk_and_candidates(
+                ml::topk(ml::matrix_view<std::int32_t>(top.data(), rows, 16)).with_short_rows(),
+                ml::candidate_blocks(view, 1)),
+            ml::options{}),
+        Catch::Contains("do not fit int32"));
+    CHECK(top == top_before);
+    CHECK(blocks == before);
+  }
   // A block larger than the page.
   paged_inputs p(rng);
   auto pblocks = filled(p.rows() * 4);
