@@ -75,9 +75,12 @@ struct topk_scratch {
   std::size_t row_floor_rows = 0;
   // Per output row, whether it has been written (finish() pads the others).
   detail::vector<unsigned char> written;
-  // Per output row, whether it was written whole in begin() (a short row): its scores are
-  // dropped. Empty when no row is.
-  detail::vector<unsigned char> preset;
+  // Per output row with short rows asked for: its first valid column and its length when it is
+  // short (written whole by finish(), its scores dropped), length -1 otherwise. Empty without.
+  struct short_row {
+    std::int64_t first = 0, len = -1;
+  };
+  detail::vector<short_row> short_rows;
 };
 
 }  // namespace detail
@@ -169,9 +172,9 @@ class topk_output {
     // The candidates merged for one row: at most k per task, and one per column in all.
     scratch_->merge.reserve(std::min(n * kept, static_cast<std::size_t>(cols)));
     scratch_->written.assign(out_rows, 0);
-    scratch_->preset.clear();
+    scratch_->short_rows.clear();
     tasks_ = tasks;
-    if (short_rows_) write_short_rows(plan);
+    if (short_rows_) find_short_rows(plan);
   }
 
   // Task `task` starts scoring rows [row_begin, row_end); `shared`: a neighbouring task scores
@@ -195,7 +198,7 @@ class topk_output {
 
   void consume(std::int64_t task, std::int64_t row, std::int64_t col, const float* scores,
                const unsigned char* valid, std::int64_t n) {
-    if (!scratch_->preset.empty() && scratch_->preset[static_cast<std::size_t>(row)]) return;
+    if (is_short(row)) return;
     detail::topk_task& s = scratch_->tasks[static_cast<std::size_t>(task)];
     const auto block_row = static_cast<std::size_t>(row - s.row_begin);
     if (s.shared) {  // adopt a higher threshold another task of this row has reached
@@ -282,7 +285,10 @@ class topk_output {
     auto pad = [&](std::int64_t t) {
       const std::int64_t last = std::min(indices_.rows, (t + 1) * rows_per_task);
       for (std::int64_t r = t * rows_per_task; r < last; ++r)
-        if (!scratch_->written[static_cast<std::size_t>(r)]) write_row(r, nullptr, 0);
+        if (is_short(r))
+          write_short_row(r);
+        else if (!scratch_->written[static_cast<std::size_t>(r)])
+          write_row(r, nullptr, 0);
     };
     detail::checked_parallel_for(exec, (indices_.rows + rows_per_task - 1) / rows_per_task, pad);
   }
@@ -325,9 +331,8 @@ class topk_output {
   // Row r from its m best keys in descending order, padded to k. (Rows are written once each,
   // by one task or by finish(): the flags are distinct bytes, so tasks set them without a race.)
   void write_row(std::int64_t r, const std::uint64_t* keys, std::int64_t m) const {
-    const auto row = static_cast<std::size_t>(r);
-    if (!scratch_->preset.empty() && scratch_->preset[row]) return;
-    scratch_->written[row] = 1;
+    if (is_short(r)) return;
+    scratch_->written[static_cast<std::size_t>(r)] = 1;
     std::int32_t* idx = indices_.row(r);
     float* val = has_values() ? values_.row(r) : nullptr;
     if constexpr (requires { number_.write_row(r, keys, m, idx, val, indices_.cols); }) {
@@ -342,22 +347,28 @@ class topk_output {
     if (val) std::fill(val + m, val + indices_.cols, -std::numeric_limits<float>::infinity());
   }
 
-  // Rows with no more valid columns than k: their valid columns, ascending (numbered as any
-  // selected column), written now; their scores are dropped.
+  // Rows with no more valid columns than k, marked (finish() writes them, nothing else does).
   template <class Plan>
-  void write_short_rows(const Plan& plan) {
-    scratch_->preset.assign(static_cast<std::size_t>(indices_.rows), 0);  // before any write
+  void find_short_rows(const Plan& plan) {
+    scratch_->short_rows.assign(static_cast<std::size_t>(indices_.rows), {});
     for (std::int64_t r = 0; r < indices_.rows; ++r) {
       const row_keys keys = plan.row(r);
       const std::int64_t len = std::max<std::int64_t>(keys.key_end - keys.key_begin, 0);
-      if (len > k_) continue;
-      std::int32_t* idx = indices_.row(r);
-      for (std::int64_t i = 0; i < len; ++i)
-        idx[i] = number_(r, static_cast<std::int32_t>(keys.key_begin - keys.col_offset + i));
-      std::fill(idx + len, idx + k_, -1);
-      scratch_->written[static_cast<std::size_t>(r)] = 1;
-      scratch_->preset[static_cast<std::size_t>(r)] = 1;
+      if (len <= k_)
+        scratch_->short_rows[static_cast<std::size_t>(r)] = {keys.key_begin - keys.col_offset, len};
     }
+  }
+  bool is_short(std::int64_t r) const {
+    return !scratch_->short_rows.empty() &&
+           scratch_->short_rows[static_cast<std::size_t>(r)].len >= 0;
+  }
+  // A short row: its valid columns ascending (numbered as any selected column), -1 after.
+  void write_short_row(std::int64_t r) const {
+    const detail::topk_scratch::short_row row = scratch_->short_rows[static_cast<std::size_t>(r)];
+    std::int32_t* idx = indices_.row(r);
+    for (std::int64_t i = 0; i < row.len; ++i)
+      idx[i] = number_(r, static_cast<std::int32_t>(row.first + i));
+    std::fill(idx + row.len, idx + k_, -1);
   }
 
   // The steps the selection runs on (the scores may come from either backend).

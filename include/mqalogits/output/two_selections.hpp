@@ -47,10 +47,8 @@ class two_selections {
   template <class Plan>
   void begin(const Plan& plan, std::int64_t tasks, const executor_ref& exec,
              std::int64_t max_rows = 1) {
-    // The blocks first: their begin() can still refuse the call (block ids past int32), and the
-    // top-k's writes its short rows.
-    b_.begin(plan, tasks, exec, max_rows);
     a_.begin(plan, tasks, exec, max_rows);
+    b_.begin(plan, tasks, exec, max_rows);
   }
   void open_rows(std::int64_t task, std::int64_t row_begin, std::int64_t row_end, bool shared) {
     a_.open_rows(task, row_begin, row_end, shared);
