@@ -343,8 +343,7 @@ class candidate_output {
  private:
   // The request-local block of column c of row r.
   std::int64_t block_of(std::int64_t r, std::int64_t c) const {
-    const std::int64_t pos = c - scratch_->origin[static_cast<std::size_t>(r)];
-    return pos >= 0 ? pos / sel_.block_size : -((-pos + sel_.block_size - 1) / sel_.block_size);
+    return detail::floor_div(c - scratch_->origin[static_cast<std::size_t>(r)], sel_.block_size);
   }
   float block_score(std::int64_t r, std::int64_t b, float best) const {
     return b == scratch_->newest[static_cast<std::size_t>(r)]
