@@ -153,6 +153,23 @@ owned_rows<Format> rows(engine& rng, std::int64_t n, const code_options& o = {},
   return out;
 }
 
+// Logits of -inf on MXFP8 keys [first, last): their codes 1.0 at scale 2^127 against Q codes 1.0
+// at 2^0 make every dot 128 x 2^127, which overflows to +inf; relu keeps it, and every weight made
+// negative turns the head's term to -inf. (Every Q row is overwritten; W is any weight matrix.)
+template <class W>
+void minus_inf_keys(owned_rows<ml::mxfp8>& q, owned_rows<ml::mxfp8>& kv, W& weights,
+                    std::int64_t first, std::int64_t last) {
+  for (std::int64_t t = first; t < last; ++t) {
+    std::fill(kv.row(t), kv.row(t) + ml::mxfp8::data_bytes, std::uint8_t{0x38});
+    std::fill(kv.scale(t), kv.scale(t) + ml::mxfp8::scale_bytes, std::uint8_t{254});
+  }
+  for (std::int64_t r = 0; r < q.n; ++r) {
+    std::fill(q.row(r), q.row(r) + ml::mxfp8::data_bytes, std::uint8_t{0x38});
+    std::fill(q.scale(r), q.scale(r) + ml::mxfp8::scale_bytes, std::uint8_t{127});
+  }
+  for (auto& v : weights.data) v = -std::abs(v) - 0.25f;
+}
+
 // A row-major matrix that owns its elements; stride >= cols (padding is filled too).
 template <class T>
 struct owned_matrix {

@@ -229,16 +229,7 @@ TEST_CASE("candidate blocks: NaN blocks rank first, -inf blocks are -1, the newe
           "[selections][candidates][edges]") {
   rnd::engine rng(4300);
   dense_inputs in(rng, {.nan_codes = 5});
-  // Keys 100..109 overflow to +inf; a negative weight makes them -inf (see topk_test).
-  for (std::int64_t t = 100; t < 110; ++t) {
-    std::fill(in.kv.row(t), in.kv.row(t) + ml::mxfp8::data_bytes, std::uint8_t{0x38});
-    std::fill(in.kv.scale(t), in.kv.scale(t) + ml::mxfp8::scale_bytes, std::uint8_t{254});
-  }
-  for (std::int64_t r = 0; r < in.num_q * in.H; ++r) {
-    std::fill(in.q.row(r), in.q.row(r) + ml::mxfp8::data_bytes, std::uint8_t{0x38});
-    std::fill(in.q.scale(r), in.q.scale(r) + ml::mxfp8::scale_bytes, std::uint8_t{127});
-  }
-  for (auto& v : in.w.data) v = -std::abs(v) - 0.25f;
+  rnd::minus_inf_keys(in.q, in.kv, in.w, 100, 110);             // logits -inf on keys 100..109
   for (std::size_t r = 0; r < in.ks.size(); ++r) in.ks[r] = 0;  // blocks = token / 8
   auto call = in.call();
   const std::vector<float> logits = logits_of(call, in.num_q, in.N);

@@ -421,18 +421,8 @@ TEST_CASE("topk: NaN ranks above +inf, -inf logits are selectable, empty and mas
           "[topk][edges]") {
   rnd::engine rng(501);
   edge_inputs in(rng, {.nan_codes = 9});
-  // Keys 100..104: codes of 1.0 at scale 2^127 with Q codes 1.0 at 2^0: dot = 128 x 2^127
-  // overflows to +inf, relu keeps it, a negative weight makes the head's term -inf.
-  for (std::int64_t t = 100; t < 105; ++t) {
-    std::fill(in.kv.row(t), in.kv.row(t) + ml::mxfp8::data_bytes, std::uint8_t{0x38});
-    std::fill(in.kv.scale(t), in.kv.scale(t) + ml::mxfp8::scale_bytes, std::uint8_t{254});
-  }
-  for (std::int64_t r = 0; r < in.num_q * in.H; ++r) {
-    std::fill(in.q.row(r), in.q.row(r) + ml::mxfp8::data_bytes, std::uint8_t{0x38});
-    std::fill(in.q.scale(r), in.q.scale(r) + ml::mxfp8::scale_bytes, std::uint8_t{127});
-  }
-  for (auto& v : in.w.data) v = -std::abs(v) - 0.25f;
-  in.ks[1] = 50;  // an empty row
+  rnd::minus_inf_keys(in.q, in.kv, in.w, 100, 105);  // logits -inf on keys 100..104
+  in.ks[1] = 50;                                     // an empty row
   in.ke[1] = 10;
   in.ks[2] = static_cast<std::int32_t>(in.N + 5);  // every column past the keys: masked
   auto call = in.call();
