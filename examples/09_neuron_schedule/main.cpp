@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "shapes.hpp"
+#include "what_if.hpp"
 
 namespace ml = mqalogits;
 
@@ -47,6 +48,13 @@ int main() {
       "each taking half the requests; roofline %.2f vs %.2f us)\n",
       gather.estimated_seconds() * 1e6, lnc.estimated_seconds() * 1e6,
       gather.roofline_seconds() * 1e6, lnc.roofline_seconds() * 1e6);
+
+  // The constants no document states, at the ends of their plausible range.
+  std::printf(
+      "\nderived constants at their low / model / high plausible value, and the lines each "
+      "decides:\n%s%s%s",
+      neuron_shapes::gpsimd_descriptor_lines().text.c_str(),
+      neuron_shapes::dma_descriptor_lines().c_str(), neuron_shapes::dma_overlap_lines().c_str());
 
   // The decode head sum's two layouts for one chunk of one query row (H = 64), by chunk length:
   // TensorE + ScalarE + DMA time of the head sum and its epilogue.

@@ -974,3 +974,29 @@ TEMPLATE_TEST_CASE("neuron top-k: k up to the row length", "[neuron]", trn1, trn
     CHECK(wrong == 0);
   }
 }
+
+namespace {
+// trn2 with one derived constant replaced: each DMA descriptor costs 1024 bytes of bandwidth.
+struct trn2_dearer_descriptors : nb::traits<trn2> {
+  static constexpr std::int64_t dma_descriptor_overhead_bytes = 1024;
+};
+}  // namespace
+
+TEST_CASE("neuron what-if: a generation with one constant replaced changes only what it costs",
+          "[neuron]") {
+  using dearer = ml::backend::what_if<trn2, trn2_dearer_descriptors>;
+  STATIC_REQUIRE(ml::backend::is_neuron_generation_v<dearer>);
+  const nb::report model = neuron_shapes::paged_decode<trn2, ml::mxfp8>(4, 2048);
+  const nb::report what_if = neuron_shapes::paged_decode<dearer, ml::mxfp8>(4, 2048);
+  CHECK(std::string(what_if.generation) == "trn2");
+  REQUIRE(model.dma_descriptors > 0);
+  CHECK(what_if.dma_descriptors == model.dma_descriptors);
+  // 512 more bytes of bandwidth per descriptor, and nothing else moves.
+  const double extra =
+      static_cast<double>(model.dma_descriptors) * 512.0 / nb::traits<trn2>::dma_bytes_per_s;
+  CHECK(what_if.dma_seconds == Approx(model.dma_seconds + extra).epsilon(1e-12));
+  CHECK(what_if.tensor.cycles == model.tensor.cycles);
+  CHECK(what_if.scalar.cycles == model.scalar.cycles);
+  CHECK(what_if.vector.cycles == model.vector.cycles);
+  CHECK(what_if.gpsimd.cycles == model.gpsimd.cycles);
+}

@@ -20,6 +20,15 @@ template <class Gen>
 inline constexpr bool is_neuron_generation_v =
     std::is_same_v<Gen, trn1> || std::is_same_v<Gen, trn2> || std::is_same_v<Gen, trn3>;
 
+// Generation Gen with some of its model constants replaced: Traits derives from
+// neuron_backend::traits<Gen> and redefines the constants to try. For what-if studies of the
+// constants no document states (the model marks them "derived"): backend::neuron<what_if<trn3,
+// T>> costs the same schedule under T's values.
+template <class Gen, class Traits>
+struct what_if {};
+template <class Gen, class Traits>
+inline constexpr bool is_neuron_generation_v<what_if<Gen, Traits>> = is_neuron_generation_v<Gen>;
+
 // A tile-faithful host model of the NeuronCore schedule for generation Gen (backend/neuron/):
 // it runs on the host and reports what the schedule costs; it is not device execution.
 template <class Gen>

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../../config.hpp"
 #include "../backend.hpp"
@@ -133,9 +134,10 @@ struct v3_traits : common_traits {
   static constexpr double tensor_hz = 2.4e9;
   static constexpr double scalar_hz = 1.2e9;
   static constexpr double gpsimd_hz = 1.2e9;
-  // VectorE 256 elements per cycle for non-16-bit types, and 4x NeuronCore-v2 for tensor_copy /
-  // tensor_scalar with 16-bit operands all in SBUF [arch-v3 "Vector Engine Performance Mode",
-  // arch-v4 the engine table]; ScalarE 128 per cycle for non-16-bit types.
+  // VectorE "256 input/output for other data types" than 16-bit floats (fp32, integers, raw
+  // bytes) [arch-v3 and arch-v4, the compute engine tables], and 4x NeuronCore-v2 for
+  // tensor_copy / tensor_scalar with 16-bit operands all in SBUF [arch-v3 "Vector Engine
+  // Performance Mode"]; ScalarE 128 per cycle for non-16-bit types [arch-v4, the same table].
   static constexpr double vector_other_rate = 2, vector_fast_16bit_rate = 4;
   static constexpr double scalar_other_rate = 1;
   // Column tiling: 4 x 32 PE columns, so a matmul of stationary free size <= 32 may write PSUM
@@ -195,6 +197,15 @@ struct traits<backend::trn3> : v3_traits {
   static constexpr bool native_e4m3fn = true;
   static constexpr bool mx_matmul = true;
   static constexpr double dma_bytes_per_s = 528e9;  // per-core DMA ~528 GB/s [dma-bw]
+};
+
+// A generation with constants replaced (backend::what_if): its traits are the caller's, which
+// must derive from the generation's own.
+template <class Gen, class Replaced>
+struct traits<backend::what_if<Gen, Replaced>> : Replaced {
+  static_assert(
+      std::is_base_of_v<traits<Gen>, Replaced>,
+      "mqalogits: backend::what_if<Gen, T> needs T derived from neuron_backend::traits<Gen>");
 };
 
 // nc_matmul_mx (trn3): the contraction is packed 4 codes per partition element, so a 128-wide
