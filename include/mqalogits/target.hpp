@@ -4,7 +4,7 @@
 // picks an instruction set at run time.
 //
 // MQALOGITS_ISA_TAG is the token that names the unit's path in every mangled symbol:
-//   avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, neon_dotprod, neon, portable.
+//   avx512_amx, avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, neon_dotprod, neon, portable.
 // Define MQALOGITS_HOST_PORTABLE to force the portable path whatever the flags say.
 #pragma once
 
@@ -50,7 +50,24 @@
 #define MQALOGITS_HOST_BF16 1
 #endif
 
-#if defined(MQALOGITS_HOST_BF16)
+// AMX tiles (AMX-TILE, AMX-BF16, AMX-INT8; GCC spells the macros __AMX_TILE__, Clang 14
+// __AMXTILE__). The AMX path has not yet run on AMX hardware, so the flags alone never take it:
+// a unit opts in with MQALOGITS_ENABLE_AMX=1 on top of AVX-512 + VNNI and the AMX flags (e.g.
+// -march=sapphirerapids). It then asks the OS for the tile state at its first call and runs the
+// avx512_vnni kernels where that is refused (backend/host/dispatch.hpp).
+#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && \
+    (defined(__AMX_BF16__) || defined(__AMXBF16__)) && \
+    (defined(__AMX_INT8__) || defined(__AMXINT8__)) && defined(__x86_64__)
+#define MQALOGITS_TARGET_AMX 1
+#endif
+#if defined(MQALOGITS_TARGET_AMX) && defined(MQALOGITS_HOST_AVX512) && \
+    defined(MQALOGITS_HOST_VNNI512) && defined(MQALOGITS_ENABLE_AMX) && MQALOGITS_ENABLE_AMX
+#define MQALOGITS_HOST_AMX 1
+#endif
+
+#if defined(MQALOGITS_HOST_AMX)
+#define MQALOGITS_ISA_TAG avx512_amx
+#elif defined(MQALOGITS_HOST_BF16)
 #define MQALOGITS_ISA_TAG avx512_bf16
 #elif defined(MQALOGITS_HOST_AVX512) && defined(MQALOGITS_HOST_VNNI512)
 #define MQALOGITS_ISA_TAG avx512_vnni

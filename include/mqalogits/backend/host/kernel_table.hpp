@@ -9,6 +9,7 @@
 
 #include "../../config.hpp"
 #include "../../view/rows_view.hpp"
+#include "amx_scores.hpp"
 #include "decode.hpp"
 #include "kernel_abi.hpp"
 #include "microkernel.hpp"
@@ -142,10 +143,16 @@ struct table_entries {
   }
   static host_abi::keys_kernel<host_abi::bf16_query, host_abi::bf16_keys> bf16_kernel(
       int head_vectors) {
-    return select_kernel<I, bf16_path<head_dim, bf16_key_scales<Format>>>(head_vectors);
+    if constexpr (amx_tiles<I>)
+      return {&amx::bf16_scores<I, head_dim, bf16_key_scales<Format>>::score, amx::group_keys};
+    else
+      return select_kernel<I, bf16_path<head_dim, bf16_key_scales<Format>>>(head_vectors);
   }
   static host_abi::keys_kernel<i8_query, i8_keys> i8_kernel(int head_vectors) {
-    return select_kernel<I, i8_path<head_dim>>(head_vectors);
+    if constexpr (amx_tiles<I>)
+      return {&amx::i8_scores<I, head_dim>::score, amx::group_keys};
+    else
+      return select_kernel<I, i8_path<head_dim>>(head_vectors);
   }
   static host_abi::keys_kernel<i8_query, i8_keys> fold_kernel(int head_vectors) {
     if constexpr (relative_rows<I>)

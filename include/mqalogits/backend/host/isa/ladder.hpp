@@ -9,6 +9,7 @@
 #include "../../../config.hpp"
 #include "avx2.hpp"
 #include "avx512.hpp"
+#include "avx512_amx.hpp"
 #include "avx512_bf16.hpp"
 #include "neon.hpp"
 #include "portable.hpp"
@@ -30,6 +31,9 @@ using compiled_isas = std::tuple<isa_portable
 #endif
 #if defined(MQALOGITS_HOST_BF16)
     , isa_avx512_bf16
+#endif
+#if defined(MQALOGITS_HOST_AMX)
+    , isa_avx512_amx
 #endif
     >;
 // clang-format on

@@ -1,0 +1,114 @@
+// The AMX instructions themselves, behind the tile model's interface (tile_model.hpp). Compiled
+// only where the compiler targets AMX-TILE, AMX-BF16 and AMX-INT8 (-mamx-tile -mamx-bf16
+// -mamx-int8, or -march=sapphirerapids and later); a unit without them never sees this code.
+//
+// The intrinsics name tiles by literal numbers (GCC pastes them into the instruction text), so
+// each operation spells out every tile number and the template picks one at compile time.
+#pragma once
+
+#include "../../../config.hpp"
+
+#if defined(MQALOGITS_TARGET_AMX)
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "tile_config.hpp"
+
+// `op(t, args)` with t the literal tile number T (0..7).
+#define MQALOGITS_AMX_ONE_TILE(T, op, ...) \
+  if constexpr (T == 0) {                  \
+    op(0, __VA_ARGS__);                    \
+  } else if constexpr (T == 1) {           \
+    op(1, __VA_ARGS__);                    \
+  } else if constexpr (T == 2) {           \
+    op(2, __VA_ARGS__);                    \
+  } else if constexpr (T == 3) {           \
+    op(3, __VA_ARGS__);                    \
+  } else if constexpr (T == 4) {           \
+    op(4, __VA_ARGS__);                    \
+  } else if constexpr (T == 5) {           \
+    op(5, __VA_ARGS__);                    \
+  } else if constexpr (T == 6) {           \
+    op(6, __VA_ARGS__);                    \
+  } else {                                 \
+    static_assert(T == 7, "tiles 0 to 7"); \
+    op(7, __VA_ARGS__);                    \
+  }
+// A dot product `op(c, 4, b)`: accumulator C in tiles 0-3, the first operand in tile 4 and the
+// second in tiles 5-7 (the roles the AMX path's kernels give them).
+#define MQALOGITS_AMX_DOT_B(op, c) \
+  if constexpr (B == 5) {          \
+    op(c, 4, 5);                   \
+  } else if constexpr (B == 6) {   \
+    op(c, 4, 6);                   \
+  } else {                         \
+    op(c, 4, 7);                   \
+  }
+#define MQALOGITS_AMX_DOT(op)    \
+  if constexpr (C == 0) {        \
+    MQALOGITS_AMX_DOT_B(op, 0)   \
+  } else if constexpr (C == 1) { \
+    MQALOGITS_AMX_DOT_B(op, 1)   \
+  } else if constexpr (C == 2) { \
+    MQALOGITS_AMX_DOT_B(op, 2)   \
+  } else {                       \
+    MQALOGITS_AMX_DOT_B(op, 3)   \
+  }
+
+MQALOGITS_NAMESPACE_BEGIN
+namespace host_backend::amx {
+
+struct tile_native {
+  static constexpr const char* path = "avx512_amx";
+
+  static void configure(const tile_config& c) {
+    memory_barrier();
+    _tile_loadconfig(&c);
+  }
+  static void release() { _tile_release(); }
+  template <int T>
+  static void zero() {
+#define MQALOGITS_AMX_ZERO(t, unused) _tile_zero(t)
+    MQALOGITS_AMX_ONE_TILE(T, MQALOGITS_AMX_ZERO, 0)
+#undef MQALOGITS_AMX_ZERO
+  }
+  template <int T>
+  static void load(const void* base, std::int64_t stride) {
+    memory_barrier();
+    MQALOGITS_AMX_ONE_TILE(T, _tile_loadd, base, stride)
+  }
+  template <int T>
+  static void store(void* base, std::int64_t stride) {
+    MQALOGITS_AMX_ONE_TILE(T, _tile_stored, base, stride)
+    memory_barrier();
+  }
+  template <int C, int A, int B>
+  static void dot_bf16() {
+    static_assert(C >= 0 && C < 4 && A == 4 && B >= 5 && B < 8,
+                  "accumulators in tiles 0-3, operands in tile 4 and tiles 5-7");
+    MQALOGITS_AMX_DOT(_tile_dpbf16ps)
+  }
+  template <int C, int A, int B>
+  static void dot_s8() {
+    static_assert(C >= 0 && C < 4 && A == 4 && B >= 5 && B < 8,
+                  "accumulators in tiles 0-3, operands in tile 4 and tiles 5-7");
+    MQALOGITS_AMX_DOT(_tile_dpbssd)
+  }
+
+ private:
+  // GCC's tile loads and stores are asm statements that name only the address: without this,
+  // the compiler would not know that a load reads the stores before it, nor that a store writes
+  // the memory read after it.
+  static void memory_barrier() {
+    __asm__ volatile("" ::: "memory");
+  }
+};
+
+}  // namespace host_backend::amx
+MQALOGITS_NAMESPACE_END
+
+#undef MQALOGITS_AMX_ONE_TILE
+#undef MQALOGITS_AMX_DOT_B
+#undef MQALOGITS_AMX_DOT
+#endif
