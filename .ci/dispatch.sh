@@ -5,8 +5,10 @@
 #   native     the fastest path of this CPU (read from /proc/cpuinfo by the test)
 #   Haswell    avx2      (AVX2 + FMA, no AVX-512, no VNNI)
 #   Nehalem    portable  (SSE4.2 only)
-# and every run must pass all of the binary's test cases. The ARM64 side (cortex-a53: neon, max:
-# neon_dotprod) runs in .ci/arm.sh.
+# and every run must pass all of the binary's test cases. Then each emulated CPU runs again with
+# MQALOGITS_HOST_ISA=avx512_amx, which asks for the AMX path: neither CPU has AMX, so each must
+# fall back to its own path and say why (the choice and the AMX test cases only). The ARM64 side
+# (cortex-a53: neon, max: neon_dotprod) runs in .ci/arm.sh.
 #
 #   bash .ci/dispatch.sh                       # after the Quick start build
 #   DISPATCH_TESTS=<binary> bash .ci/dispatch.sh
@@ -33,7 +35,22 @@ run() {  # label, expected path ('' = the test reads /proc/cpuinfo), command pre
     fail "$label: not every one of the $cases test cases passed"
 }
 
+# The AMX path asked for on a CPU without it: the choice and the AMX case only.
+run_amx() {  # label, expected path, command prefix...
+  local label=$1 expect=$2 out
+  shift 2
+  echo "== dispatch: $label, MQALOGITS_HOST_ISA=avx512_amx (expects $expect)"
+  out=$(env MQALOGITS_EXPECT_PATH="$expect" MQALOGITS_HOST_ISA=avx512_amx "$@" "$bin" \
+          "dispatch: the path chosen at run time is the fastest this CPU runs,dispatch: the AMX path runs only where asked for and says why not" 2>&1 |
+          grep -v '^qemu-x86_64: warning' || true)
+  printf '%s\n' "$out" | tail -n 3
+  printf '%s\n' "$out" | grep -Eq "^All tests passed \([0-9]+ assertions in 2 test cases\)" ||
+    fail "$label with the AMX path asked for: a test case failed"
+}
+
 run native ''
 run "qemu-x86_64 -cpu Haswell" avx2 qemu-x86_64 -cpu Haswell
 run "qemu-x86_64 -cpu Nehalem" portable qemu-x86_64 -cpu Nehalem
+run_amx "qemu-x86_64 -cpu Haswell" avx2 qemu-x86_64 -cpu Haswell
+run_amx "qemu-x86_64 -cpu Nehalem" portable qemu-x86_64 -cpu Nehalem
 echo "== dispatch: every CPU chose its path and passed"

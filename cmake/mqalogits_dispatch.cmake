@@ -23,6 +23,17 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
     set(_mqalogits_flags_avx512_bf16 ${_mqalogits_flags_avx512_vnni} -mavx512bf16
         -DMQALOGITS_HOST_BF16_DOT=1)
   endif()
+  # AMX tiles (Sapphire Rapids and later): opt-in at run time until the path has passed the test
+  # suite on an AMX CPU (src/dispatch/select.cpp); MQALOGITS_AMX_BY_DEFAULT lets "native" reach
+  # it.
+  set(CMAKE_REQUIRED_FLAGS "-mamx-tile -mamx-bf16 -mamx-int8")
+  check_cxx_compiler_flag(-mamx-tile MQALOGITS_HAS_MAMX)
+  unset(CMAKE_REQUIRED_FLAGS)
+  if(MQALOGITS_HAS_MAMX)
+    list(APPEND _mqalogits_paths avx512_amx)
+    set(_mqalogits_flags_avx512_amx ${_mqalogits_flags_avx512_vnni} -mamx-tile -mamx-bf16
+        -mamx-int8 -DMQALOGITS_ENABLE_AMX=1)
+  endif()
   check_cxx_compiler_flag(-mavxvnni MQALOGITS_HAS_MAVXVNNI)
   if(MQALOGITS_HAS_MAVXVNNI)
     list(APPEND _mqalogits_paths avx2_vnni)
@@ -38,6 +49,12 @@ add_library(mqalogits_dispatch STATIC EXCLUDE_FROM_ALL ${PROJECT_SOURCE_DIR}/src
 add_library(mqalogits::dispatch ALIAS mqalogits_dispatch)
 target_link_libraries(mqalogits_dispatch PUBLIC mqalogits)
 target_compile_definitions(mqalogits_dispatch PUBLIC MQALOGITS_RUNTIME_DISPATCH=1)
+option(MQALOGITS_AMX_BY_DEFAULT
+       "mqalogits::dispatch: take the AMX path without MQALOGITS_HOST_ISA=avx512_amx" OFF)
+if(MQALOGITS_AMX_BY_DEFAULT)
+  # PUBLIC: the dispatch tests expect the path the library picks.
+  target_compile_definitions(mqalogits_dispatch PUBLIC MQALOGITS_DISPATCH_AMX_BY_DEFAULT=1)
+endif()
 set_target_properties(mqalogits_dispatch PROPERTIES POSITION_INDEPENDENT_CODE ON)
 foreach(path IN LISTS _mqalogits_paths)
   add_library(mqalogits_dispatch_${path} OBJECT EXCLUDE_FROM_ALL

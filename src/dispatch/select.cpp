@@ -1,12 +1,19 @@
 // The dispatch library's choice of host path: the fastest compiled path the CPU and the OS run,
 // capped by MQALOGITS_HOST_ISA (read once, at the first call) or limit_runtime_isa(). Compiled
 // for the baseline, like the units that call it.
+//
+// The AMX path (avx512_amx) is opt-in until it has passed the test suite on an AMX CPU: without
+// a cap that names it, "native" stops below it (unless the library is built with
+// MQALOGITS_DISPATCH_AMX_BY_DEFAULT). Where it is asked for, the CPU's features are checked and
+// Linux is asked for the tile state first; either refusal falls back to the next path, and
+// runtime_amx_refusal() says why.
 #include <atomic>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include <mqalogits/backend/host/amx/tile_permission.hpp>
 #include <mqalogits/backend/host/kernel_abi.hpp>
 
 // Feature detection for GCC and Clang (cpuid.h, inline xgetbv); another compiler gets the
@@ -30,6 +37,7 @@ const isa_kernels& isa_kernels_avx2_vnni() noexcept;
 const isa_kernels& isa_kernels_avx512() noexcept;
 const isa_kernels& isa_kernels_avx512_vnni() noexcept;
 const isa_kernels& isa_kernels_avx512_bf16() noexcept;
+const isa_kernels& isa_kernels_avx512_amx() noexcept;
 const isa_kernels& isa_kernels_neon() noexcept;
 const isa_kernels& isa_kernels_neon_dotprod() noexcept;
 
@@ -107,6 +115,12 @@ constexpr path paths[] = {
 #if defined(MQALOGITS_DISPATCH_HAS_avx512_bf16)
     {"avx512_bf16", &isa_kernels_avx512_bf16, [](const cpu_features& f) { return f.avx512_bf16; }},
 #endif
+#if defined(MQALOGITS_DISPATCH_HAS_avx512_amx)
+    {"avx512_amx", &isa_kernels_avx512_amx,
+     [](const cpu_features& f) {
+       return f.avx512_vnni && ::mqalogits::host_backend::amx::tile_refusal() == nullptr;
+     }},
+#endif
 #if defined(MQALOGITS_DISPATCH_HAS_neon)
     {"neon", &isa_kernels_neon, [](const cpu_features& f) { return f.neon; }},
 #endif
@@ -121,8 +135,8 @@ constexpr int path_count = static_cast<int>(sizeof paths / sizeof paths[0]);
 #if defined(__aarch64__)
 constexpr const char* ladder[] = {"portable", "neon", "neon_dotprod"};
 #else
-constexpr const char* ladder[] = {"portable", "avx2",        "avx2_vnni",
-                                  "avx512",   "avx512_vnni", "avx512_bf16"};
+constexpr const char* ladder[] = {"portable",    "avx2",        "avx2_vnni", "avx512",
+                                  "avx512_vnni", "avx512_bf16", "avx512_amx"};
 #endif
 
 int ladder_index(const char* name) {
@@ -131,13 +145,50 @@ int ladder_index(const char* name) {
   return -1;
 }
 
-// The fastest path the CPU runs whose ladder position is at most cap (-1: no cap).
+// Whether "native" (no cap) reaches the AMX path.
+#if defined(MQALOGITS_DISPATCH_AMX_BY_DEFAULT) && MQALOGITS_DISPATCH_AMX_BY_DEFAULT
+constexpr bool amx_by_default = true;
+#else
+constexpr bool amx_by_default = false;
+#endif
+
+// Why the last choice is not the AMX path (null when it is).
+std::atomic<const char*> amx_refusal{nullptr};
+
+// Why the AMX path is not chosen under `cap` (-1: none), or null when it runs. Only a cap that
+// reaches it checks the CPU and asks the OS for the tile state.
+const char* why_not_amx(int cap, const cpu_features& cpu) {
+  const int amx = ladder_index("avx512_amx");
+#if defined(MQALOGITS_DISPATCH_HAS_avx512_amx)
+  const bool has_path = true;
+#else
+  const bool has_path = false;
+#endif
+  if (amx < 0) return "the AMX path exists on x86-64 only";
+  if (!has_path)
+    return "this mqalogits::dispatch has no AMX path (its compiler lacks -mamx-tile -mamx-bf16 "
+           "-mamx-int8)";
+  if (cap < 0 && !amx_by_default)
+    return "the AMX path is opt-in until it has passed the test suite on an AMX CPU: "
+           "MQALOGITS_HOST_ISA=avx512_amx or limit_host_isa(\"avx512_amx\") asks for it";
+  if (cap >= 0 && cap < amx) return "the host path is capped below avx512_amx";
+  if (const char* why = ::mqalogits::host_backend::amx::cpu_tile_refusal()) return why;
+  if (!cpu.avx512_vnni) return "the CPU lacks AVX-512 F/BW/VL/DQ + VNNI, which the AMX path uses";
+  return ::mqalogits::host_backend::amx::tile_refusal();
+}
+
+// The fastest path the CPU runs whose ladder position is at most cap (-1: no cap; the AMX path
+// only where why_not_amx allows it). Records why the AMX path was not taken.
 const isa_kernels* choose(int cap) {
   static const cpu_features cpu = detect();
+  const char* amx_why = why_not_amx(cap, cpu);
+  amx_refusal.store(amx_why, std::memory_order_release);
   const isa_kernels* best = &paths[0].kernels();
-  for (int i = 0; i < path_count; ++i)
-    if (paths[i].runs(cpu) && (cap < 0 || ladder_index(paths[i].name) <= cap))
-      best = &paths[i].kernels();
+  for (int i = 0; i < path_count; ++i) {
+    const bool amx = std::strcmp(paths[i].name, "avx512_amx") == 0;
+    const bool allowed = amx ? amx_why == nullptr : cap < 0 || ladder_index(paths[i].name) <= cap;
+    if (allowed && paths[i].runs(cpu)) best = &paths[i].kernels();
+  }
   return best;
 }
 
@@ -156,12 +207,12 @@ const isa_kernels* from_environment() {
   if (env && *env) {
     cap = cap_of(env);
     if (cap == -2) {
-      std::fprintf(
-          stderr,
-          "mqalogits: MQALOGITS_HOST_ISA=%s names no host path of this CPU architecture "
-          "(avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, portable; neon_dotprod, neon, "
-          "portable on ARM64; or native); ignored\n",
-          env);
+      std::fprintf(stderr,
+                   "mqalogits: MQALOGITS_HOST_ISA=%s names no host path of this CPU architecture "
+                   "(avx512_amx, avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, portable; "
+                   "neon_dotprod, neon, "
+                   "portable on ARM64; or native); ignored\n",
+                   env);
       cap = -1;
     }
   }
@@ -179,6 +230,11 @@ const isa_kernels& runtime_isa() noexcept {
     k = chosen.load(std::memory_order_acquire);
   }
   return *k;
+}
+
+const char* runtime_amx_refusal() noexcept {
+  runtime_isa();  // the first choice, from the environment, if none was made yet
+  return amx_refusal.load(std::memory_order_acquire);
 }
 
 const char* limit_runtime_isa(const char* name) noexcept {

@@ -1,8 +1,10 @@
 // Runtime dispatch (mqalogits::dispatch): this file is compiled for the baseline CPU, so every
 // fast path it runs comes from the dispatch library. It checks that the path chosen is the
 // fastest one the CPU runs (MQALOGITS_EXPECT_PATH names it where /proc/cpuinfo cannot, e.g. under
-// qemu), that limit_host_isa caps the choice, and that every path the CPU runs computes the four
-// kernels, on the three formats, and the fused top-k, as the scalar reference does.
+// qemu), that limit_host_isa caps the choice, that the AMX path is taken only where it is asked
+// for (and says why not elsewhere), and that every path the CPU runs computes the four kernels,
+// on the three formats, and the fused top-k, as the scalar reference does: on an AMX CPU, the
+// AMX path natively.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -30,8 +32,15 @@ namespace {
 #if defined(__aarch64__)
 const std::vector<std::string> ladder = {"portable", "neon", "neon_dotprod"};
 #else
-const std::vector<std::string> ladder = {"portable", "avx2",        "avx2_vnni",
-                                         "avx512",   "avx512_vnni", "avx512_bf16"};
+const std::vector<std::string> ladder = {"portable",    "avx2",        "avx2_vnni", "avx512",
+                                         "avx512_vnni", "avx512_bf16", "avx512_amx"};
+#endif
+
+// Whether "native" (no cap) reaches the AMX path (a build option of the library).
+#if defined(MQALOGITS_DISPATCH_AMX_BY_DEFAULT) && MQALOGITS_DISPATCH_AMX_BY_DEFAULT
+constexpr bool amx_by_default = true;
+#else
+constexpr bool amx_by_default = false;
 #endif
 
 std::set<std::string> cpuinfo_flags() {
@@ -57,12 +66,12 @@ bool amd_cpu() {
 #endif
 
 // The paths this CPU runs, from /proc/cpuinfo (or, under emulation, every path up to
-// MQALOGITS_EXPECT_PATH except the AVX-VNNI one, which no emulated CPU model has).
+// MQALOGITS_EXPECT_PATH except the AVX-VNNI and AMX ones, which no emulated CPU model has).
 std::set<std::string> runnable_paths() {
   std::set<std::string> paths = {"portable"};
   if (const char* expect = std::getenv("MQALOGITS_EXPECT_PATH")) {
     for (const std::string& p : ladder) {
-      if (p != "avx2_vnni" || p == expect) paths.insert(p);
+      if ((p != "avx2_vnni" && p != "avx512_amx") || p == expect) paths.insert(p);
       if (p == expect) break;
     }
     return paths;
@@ -82,16 +91,21 @@ std::set<std::string> runnable_paths() {
   if (avx512 && has("avx512_vnni")) paths.insert("avx512_vnni");
   // The bf16 path is chosen on AMD CPUs only (src/dispatch/select.cpp says why).
   if (avx512 && has("avx512_vnni") && has("avx512_bf16") && amd_cpu()) paths.insert("avx512_bf16");
+  // AMX where the CPU has it (Linux 5.16 and later grants the tile state on request).
+  if (avx512 && has("avx512_vnni") && has("amx_tile") && has("amx_bf16") && has("amx_int8"))
+    paths.insert("avx512_amx");
 #endif
   return paths;
 }
 
-// The fastest runnable path at or below `cap` on the ladder.
+// The fastest runnable path at or below `cap` on the ladder ("native": no cap, which reaches
+// the AMX path only where the library takes it by default).
 std::string best_at_most(const std::string& cap) {
   const auto runnable = runnable_paths();
   std::string best = "portable";
   for (const std::string& p : ladder) {
-    if (runnable.count(p)) best = p;
+    if (runnable.count(p) && (p != "avx512_amx" || cap == p || (cap == "native" && amx_by_default)))
+      best = p;
     if (p == cap) break;
   }
   return best;
@@ -185,7 +199,7 @@ TEST_CASE("dispatch: the path chosen at run time is the fastest this CPU runs", 
   // MQALOGITS_HOST_ISA caps the choice for the process (an unknown name is ignored).
   const char* expect = std::getenv("MQALOGITS_EXPECT_PATH");
   const char* cap = std::getenv("MQALOGITS_HOST_ISA");
-  const std::string want = expect ? expect : best_at_most(cap && *cap ? cap : ladder.back());
+  const std::string want = expect ? expect : best_at_most(cap && *cap ? cap : "native");
   INFO("chosen " << ml::host_isa_name() << ", expected " << want);
   CHECK(std::string(ml::host_isa_name()) == want);
 }
@@ -199,7 +213,7 @@ TEST_CASE("dispatch: limit_host_isa caps the path, native lifts the cap", "[disp
     CHECK(got == best_at_most(cap));
     CHECK(std::string(ml::host_isa_name()) == got);
   }
-  CHECK(std::string(ml::limit_host_isa("native")) == best_at_most(ladder.back()));
+  CHECK(std::string(ml::limit_host_isa("native")) == best_at_most("native"));
   CHECK_THROWS_AS(ml::limit_host_isa("avx1024"), ml::error);
   CHECK_THROWS_AS(ml::limit_host_isa(""), ml::error);
   // A NUL ends the name the dispatcher compares: "avx2\0junk" must not read as avx2, nor
@@ -210,6 +224,40 @@ TEST_CASE("dispatch: limit_host_isa caps the path, native lifts the cap", "[disp
     INFO("name of " << bad.size() << " bytes");
     CHECK_THROWS_WITH(ml::limit_host_isa(bad), Catch::Contains("\\0"));
     CHECK(std::string(ml::host_isa_name()) == before);
+  }
+}
+
+TEST_CASE("dispatch: the AMX path runs only where asked for and says why not", "[dispatch]") {
+  const uncapped restore;
+  const bool amx_cpu = runnable_paths().count("avx512_amx") > 0;
+  // Asked for: the AMX path where the CPU has it, the best path below it elsewhere.
+  const std::string forced = ml::limit_host_isa("avx512_amx");
+  CHECK(forced == best_at_most("avx512_amx"));
+  if (amx_cpu) {
+    INFO("refusal: " << (ml::host_amx_refusal() ? ml::host_amx_refusal() : "none"));
+    CHECK(forced == "avx512_amx");
+    CHECK(ml::host_amx_refusal() == nullptr);
+  } else {
+    REQUIRE(ml::host_amx_refusal() != nullptr);
+    INFO("refusal: " << ml::host_amx_refusal());
+    CHECK(forced != "avx512_amx");
+    CHECK(std::string(ml::host_amx_refusal()).size() > 10);
+  }
+  // Forbidden by a lower cap, whatever the CPU.
+  CHECK(std::string(ml::limit_host_isa("avx512_bf16")) != "avx512_amx");
+  REQUIRE(ml::host_amx_refusal() != nullptr);
+  CHECK_THAT(ml::host_amx_refusal(), Catch::Contains("capped below avx512_amx") ||
+                                         Catch::Contains("no AMX path") ||
+                                         Catch::Contains("x86-64 only"));
+  // Not asked for: "native" stops below it (unless the library takes it by default).
+  const std::string native = ml::limit_host_isa("native");
+  CHECK(native == best_at_most("native"));
+  if (!amx_by_default) {
+    CHECK(native != "avx512_amx");
+    REQUIRE(ml::host_amx_refusal() != nullptr);
+    CHECK_THAT(ml::host_amx_refusal(), Catch::Contains("opt-in") ||
+                                           Catch::Contains("no AMX path") ||
+                                           Catch::Contains("x86-64 only"));
   }
 }
 

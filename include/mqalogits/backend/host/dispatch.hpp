@@ -8,7 +8,9 @@
 // MQALOGITS_RUNTIME_DISPATCH), the kernels come from a small compiled library that holds every
 // path, each compiled with its own flags, and picks at run time the fastest one the CPU runs:
 // x86-64 avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, portable; ARM64 neon_dotprod, neon,
-// portable.
+// portable. The AMX path (avx512_amx) is taken only where asked for: MQALOGITS_HOST_ISA=avx512_amx
+// or limit_host_isa("avx512_amx") (it has not yet run on AMX hardware); host_amx_refusal() says
+// why it is not the path that runs.
 // The unit itself can then be built for the baseline, and calls the same entry points.
 // MQALOGITS_HOST_ISA=<path> in the environment, or limit_host_isa(), caps the choice.
 // A format the library is not compiled for (one defined by the caller) runs the unit's own path.
@@ -22,6 +24,7 @@
 #include "../../format/fp8_per_token.hpp"
 #include "../../format/mx.hpp"
 #include "../../output/selection_steps.hpp"
+#include "amx/tile_permission.hpp"
 #include "isa/ladder.hpp"
 #include "kernel_abi.hpp"
 #include "kernel_table.hpp"
@@ -34,6 +37,8 @@ const isa_kernels& runtime_isa() noexcept;
 // Caps the choice at `name` (a path name, or "native" for no cap) and returns the path now
 // chosen; null when `name` names no path.
 const char* limit_runtime_isa(const char* name) noexcept;
+// Why the path chosen is not the AMX path, or null when it is.
+const char* runtime_amx_refusal() noexcept;
 }  // namespace mqalogits::MQALOGITS_HOST_ABI_NAMESPACE
 #endif
 
@@ -92,8 +97,12 @@ struct topk_isa {
 #else
 inline constexpr bool runtime_dispatch = false;
 
+// A unit built for the AMX path runs its base path's kernels where the OS refuses the tiles.
 template <class Format>
 const host_abi::format_kernels& host_kernels() {
+#if defined(MQALOGITS_HOST_AMX)
+  if (amx::tile_refusal()) return kernels_of<isa_best::base, Format>;
+#endif
   return kernels_of<isa_best, Format>;
 }
 using topk_isa = isa_best;
@@ -115,10 +124,15 @@ inline const char* host_isa_name() noexcept {
   return host_abi::runtime_isa().name;
 }
 
-// Caps the host path at `path` ("avx512_bf16", "avx512_vnni", "avx512", "avx2_vnni", "avx2",
-// "neon_dotprod", "neon", "portable"; "native" lifts the cap): the fastest path the CPU runs at or
-// below it serves every later call. Returns the path chosen; an unknown name is an error. For tests
-// and for comparing paths; MQALOGITS_HOST_ISA does the same for a whole process.
+// Why the host path is not the AMX one (a sentence), or null when calls run on AMX tiles.
+inline const char* host_amx_refusal() noexcept {
+  return host_abi::runtime_amx_refusal();
+}
+
+// Caps the host path at `path` ("avx512_amx", "avx512_bf16", "avx512_vnni", "avx512", "avx2_vnni",
+// "avx2", "neon_dotprod", "neon", "portable"; "native" lifts the cap): the fastest path the CPU
+// runs at or below it serves every later call. Returns the path chosen; an unknown name is an
+// error. For tests and for comparing paths; MQALOGITS_HOST_ISA does the same for a whole process.
 inline const char* limit_host_isa(std::string_view path) {
   char name[32] = {};  // every path name is shorter: a longer one names no path
   // A NUL inside the name would end the C string the dispatcher compares ("avx2\0junk" would
@@ -129,7 +143,8 @@ inline const char* limit_host_isa(std::string_view path) {
   detail::require(chosen != nullptr, "limit_host_isa", [&](detail::message& m) {
     m << "'";
     for (const char c : path) m << (c == '\0' ? std::string_view("\\0") : std::string_view(&c, 1));
-    m << "' names no host path (avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, portable; "
+    m << "' names no host path (avx512_amx, avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, "
+         "portable; "
          "neon_dotprod, neon, portable on ARM64; or native)";
   });
   return chosen;
@@ -139,9 +154,25 @@ inline const char* limit_host_isa(std::string_view path) {
 // "avx512_vnni", "avx512", "avx2_vnni", "avx2", "neon_dotprod", "neon" or "portable"). Each unit
 // answers for itself (the name lives in the unit's ISA-tagged namespace), so an engine that builds
 // one hot file with -march=native can check what that file runs.
+#if defined(MQALOGITS_HOST_AMX)
+// A unit built for the AMX path: "avx512_amx", or "avx512_vnni" where the OS refuses the tiles.
+inline const char* host_isa_name() noexcept {
+  return host_backend::amx::tile_refusal() ? host_backend::isa_best::base::path
+                                           : host_backend::isa_best::path;
+}
+inline const char* host_amx_refusal() noexcept {
+  return host_backend::amx::tile_refusal();
+}
+#else
 constexpr const char* host_isa_name() noexcept {
   return host_backend::isa_best::path;
 }
+// Why the host path is not the AMX one: this unit is not built for it.
+constexpr const char* host_amx_refusal() noexcept {
+  return "this unit is not built for the AMX path (it takes AVX-512 VNNI, -mamx-tile -mamx-bf16 "
+         "-mamx-int8 and MQALOGITS_ENABLE_AMX=1)";
+}
+#endif
 #endif
 
 MQALOGITS_NAMESPACE_END
