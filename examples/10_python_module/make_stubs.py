@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Writes the package's type stubs, mqalogits/__init__.pyi, from the compiled module's own
+signatures and docstrings (pybind11's first docstring line), so the stubs name every public
+function with its real arguments and never fall behind the bindings.
+
+Usage: make_stubs.py <folder holding the built extension, mqalogits/>
+
+Array arguments and results are typed Any: a function takes numpy arrays or torch tensors and
+returns the kind it was given.
+"""
+import importlib.util
+import os
+import re
+import sys
+
+SIMPLE = {"bool": "bool", "str": "str", "int": "int", "float": "float",
+          "typing.SupportsInt": "int", "typing.SupportsFloat": "float", "None": "None"}
+
+
+def stub_type(t, classes):
+    t = t.strip()
+    m = re.fullmatch(r"(?:typing\.)?Optional\[(.*)\]", t) or re.fullmatch(r"(.*?)\s*\|\s*None", t)
+    if m:
+        inner = stub_type(m.group(1), classes)
+        return "Any" if inner == "Any" else "Optional[%s]" % inner
+    if t in SIMPLE:
+        return SIMPLE[t]
+    name = t.rsplit(".", 1)[-1]
+    return name if name in classes else "Any"
+
+
+def split_top(s):
+    parts, depth, part = [], 0, ""
+    for ch in s:
+        depth += ch in "[(" and 1 or 0
+        depth -= ch in "])" and 1 or 0
+        if ch == "," and depth == 0:
+            parts.append(part)
+            part = ""
+        else:
+            part += ch
+    if part.strip():
+        parts.append(part)
+    return [p.strip() for p in parts]
+
+
+def function_stub(name, doc, classes):
+    """'def name(a: T, b: T = ..., *, c: T = ...) -> R:' and the docstring's other lines."""
+    lines = (doc or "").splitlines()
+    m = re.match(r"^%s\((.*)\)\s*->\s*(.+)$" % re.escape(name), lines[0] if lines else "")
+    if not m:
+        raise SystemExit("make_stubs: %s has no pybind11 signature line: %r" % (name, doc))
+    params = []
+    for p in split_top(m.group(1)):
+        if p in ("*", "/"):
+            params.append(p)
+            continue
+        pname, _, rest = p.partition(":")
+        annotation, eq, _ = rest.partition("=")
+        params.append("%s: %s%s" % (pname.strip(), stub_type(annotation, classes),
+                                    " = ..." if eq else ""))
+    body = "\n".join(lines[1:]).strip().replace("\\", "\\\\").replace('"""', r'\"\"\"')
+    text = "def %s(%s) -> %s:\n" % (name, ", ".join(params), stub_type(m.group(2), classes))
+    if body:
+        text += '    """%s"""\n' % body.replace("\n", "\n    ").replace("    \n", "\n")
+    return text + "    ...\n"
+
+
+def main(folder):
+    path = [f for f in os.listdir(folder) if f.startswith("_mqalogits.") and f.endswith(".so")]
+    if len(path) != 1:
+        raise SystemExit("make_stubs: expected one _mqalogits*.so in %s, found %s" % (folder, path))
+    spec = importlib.util.spec_from_file_location("mqalogits._mqalogits",
+                                                  os.path.join(folder, path[0]))
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    public = sorted(n for n in dir(ext) if not n.startswith("_"))
+    classes = {n for n in public if isinstance(getattr(ext, n), type)}
+    out = ['"""Type stubs of mqalogits, written from the compiled module by make_stubs.py."""',
+           "from typing import Any, Optional", "", "from . import torch_ops as torch_ops", "",
+           "__version__: str", "__all__: list[str]", ""]
+    for n in public:
+        obj = getattr(ext, n)
+        if n in classes:
+            doc = (obj.__doc__ or "").strip().replace("\\", "\\\\")
+            out.append("class %s:" % n + ('\n    """%s"""' % doc if doc else "") + "\n    ...\n")
+        elif callable(obj):
+            out.append(function_stub(n, obj.__doc__, classes))
+        else:
+            out.append("%s: %s\n" % (n, type(obj).__name__))
+    with open(os.path.join(folder, "__init__.pyi"), "w") as f:
+        f.write("\n".join(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

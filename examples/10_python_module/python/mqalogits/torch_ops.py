@@ -1,0 +1,32 @@
+"""The torch op library (``torch.ops.mqalogits.*``: the kernels as torch operators, for
+TorchScript, ``torch.compile`` graphs and C++ engines), where the package was built with it:
+``pip install --no-build-isolation .`` in an environment where torch imports builds it against
+that torch and installs it here.
+
+    import mqalogits.torch_ops
+    ops = mqalogits.torch_ops.load()   # torch.ops.mqalogits
+"""
+
+import os
+
+_LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libmqalogits_torch_ops.so")
+
+
+def library_path():
+    """The op library's path (for ``torch.ops.load_library`` or a C++ engine's dlopen), or None
+    where the package was built without it."""
+    return _LIBRARY if os.path.exists(_LIBRARY) else None
+
+
+def load():
+    """Loads the op library into torch (imports torch) and returns ``torch.ops.mqalogits``.
+    Raises ImportError where the package was built without it. It runs only with the torch it
+    was built against."""
+    path = library_path()
+    if path is None:
+        raise ImportError("mqalogits was built without the torch op library: reinstall it with "
+                          "`pip install --no-build-isolation .` where torch imports")
+    import torch
+
+    torch.ops.load_library(path)
+    return torch.ops.mqalogits
