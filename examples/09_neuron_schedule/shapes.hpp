@@ -1,4 +1,4 @@
-// DeepSeek-V3.2 indexer shapes (H = 64, D = 128) on the neuron backend model, costed with a
+// DeepSeek-V3.2 / V4 / V4.1 indexer shapes (D = 128) on the neuron backend model, costed with a
 // cost-only capture: the schedule is walked and counted, nothing is computed. Shared by
 // example 09 and its test, so the test checks exactly what the example prints.
 #pragma once
@@ -16,59 +16,76 @@ namespace ml = mqalogits;
 inline constexpr std::int64_t heads = 64;
 inline constexpr std::int32_t page_kv = 64;
 
+// A decode line's model shape: index heads, page size and query tokens per request (next_n).
+// DeepSeek V3.2 and V4 index with 64 heads, V4.1 with 32; engines page the index cache by 64
+// (vLLM) or 128 (sglang's V4.1 cache).
+struct decode_shape {
+  std::int64_t heads = neuron_shapes::heads;
+  std::int32_t page = page_kv;
+  std::int64_t next_n = 1;
+};
+
 template <class Format>
 std::string format_tag() {
   return std::is_same_v<Format, ml::mxfp4> ? "mxfp4" : "mxfp8";
 }
 
-// The inputs of a paged decode: `batch` requests of one query token, each with `context`
-// positions in pages of their own (request b's pages follow request b - 1's).
+// The inputs of a paged decode: `batch` requests of next_n query tokens, each with `context`
+// positions (the last token sees all of them) in pages of their own (request b's pages follow
+// request b - 1's).
 template <class Format>
 struct decode_inputs {
-  std::int64_t blocks;
+  decode_shape shape;
+  std::int64_t batch, blocks;
   std::vector<std::uint8_t> q, q_sf, cache;
   std::vector<float> w;
   std::vector<std::int32_t> lens, table;
   ml::paged_cache_view<Format> cv;
   ml::matrix_view<const std::int32_t> lv, tv;
 
-  decode_inputs(std::int64_t batch, std::int64_t context)
-      : blocks(context / page_kv),
-        q(static_cast<std::size_t>(batch * heads * Format::data_bytes)),
-        q_sf(static_cast<std::size_t>(batch * heads * Format::scale_bytes), 127),
-        cache(static_cast<std::size_t>(batch * blocks * page_kv *
+  decode_inputs(std::int64_t batch_, std::int64_t context, decode_shape shape_ = {})
+      : shape(shape_),
+        batch(batch_),
+        blocks((context + shape.page - 1) / shape.page),
+        q(static_cast<std::size_t>(rows() * shape.heads * Format::data_bytes)),
+        q_sf(static_cast<std::size_t>(rows() * shape.heads * Format::scale_bytes), 127),
+        cache(static_cast<std::size_t>(batch * blocks * shape.page *
                                        ml::paged_cache_view<Format>::token_bytes)),
-        w(static_cast<std::size_t>(batch * heads), 0.125f),
-        lens(static_cast<std::size_t>(batch), static_cast<std::int32_t>(context)),
+        w(static_cast<std::size_t>(rows() * shape.heads), 0.125f),
+        lens(static_cast<std::size_t>(rows())),
         table(static_cast<std::size_t>(batch * blocks)),
-        cv(cache.data(), batch * blocks, page_kv),
-        lv(lens.data(), batch, 1),
+        cv(cache.data(), batch * blocks, shape.page),
+        lv(lens.data(), batch, shape.next_n),
         tv(table.data(), batch, blocks) {
     for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
+    for (std::int64_t r = 0; r < rows(); ++r)
+      lens[static_cast<std::size_t>(r)] =
+          static_cast<std::int32_t>(context - shape.next_n + 1 + r % shape.next_n);
   }
   decode_inputs(const decode_inputs&) = delete;  // the views point into this object
+  std::int64_t rows() const { return batch * shape.next_n; }
   ml::rows_view<Format> q_view() const {
-    return ml::rows_view<Format>(q.data(), q_sf.data(),
-                                 static_cast<std::int64_t>(lens.size()) * heads);
+    return ml::rows_view<Format>(q.data(), q_sf.data(), rows() * shape.heads);
   }
   ml::matrix_view<const float> w_view() const {
-    return ml::matrix_view<const float>(w.data(), static_cast<std::int64_t>(lens.size()), heads);
+    return ml::matrix_view<const float>(w.data(), rows(), shape.heads);
   }
 };
 
-// Paged decode: `batch` requests of one query token, each with `context` positions.
+// Paged decode: `batch` requests of next_n query tokens, each with `context` positions.
 template <class Gen, class Format>
 ml::neuron_backend::report paged_decode(std::int64_t batch, std::int64_t context,
-                                        ml::neuron_backend::capture_options opt = {}) {
-  const decode_inputs<Format> in(batch, context);
-  const auto schedule = ml::get_paged_mqa_logits_metadata(in.lv, page_kv, 1);
-  ml::logits_buffer<ml::bf16> out(batch, context);
+                                        ml::neuron_backend::capture_options opt = {},
+                                        decode_shape shape = {}) {
+  const decode_inputs<Format> in(batch, context, shape);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(in.lv, shape.page, 1);
+  ml::logits_buffer<ml::bf16> out(in.rows(), in.blocks * shape.page);
   ml::neuron_backend::report rep;
   opt.cost_only = true;
   {
     ml::neuron_backend::capture cap(rep, opt);
     ml::fp8_fp4_paged_mqa_logits(ml::backend::neuron<Gen>{}, in.q_view(), in.cv, in.w_view(), in.lv,
-                                 in.tv, schedule, context, out.view());
+                                 in.tv, schedule, in.blocks * shape.page, out.view());
   }
   return rep;
 }
@@ -139,6 +156,14 @@ std::vector<shape_line> lines() {
     add(paged_decode_native<Gen, ml::mxfp8>(1, 65536), "paged-decode-mxfp8-native",
         "1x65536/H64/page64");
   }
+  // The page sizes engines run (sglang pages DeepSeek V4.1's index cache by 128), and V4.1's
+  // decode (32 index heads) with two query tokens per request (MTP).
+  add(paged_decode<Gen, ml::mxfp8>(64, 8192, {}, {.page = 128}), "paged-decode-mxfp8",
+      "64x8192/H64/page128");
+  add(paged_decode<Gen, ml::mxfp8>(64, 8192, {}, {.page = 256}), "paged-decode-mxfp8",
+      "64x8192/H64/page256");
+  add(paged_decode<Gen, ml::mxfp8>(64, 8192, {}, {.heads = 32, .page = 128, .next_n = 2}),
+      "paged-decode-mxfp8", "64x8192/H32/page128/next2");
   return out;
 }
 

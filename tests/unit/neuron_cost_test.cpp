@@ -674,8 +674,8 @@ TEST_CASE("example 09: line format, implied bound, trn3 below trn2 for MX decode
   check_lines<trn1>(l1);
   check_lines<trn2>(l2);
   check_lines<trn3>(l3);
-  REQUIRE(l2.size() == 5);
-  REQUIRE(l3.size() == 8);               // and three decodes over the native cache layout
+  REQUIRE(l2.size() == 8);
+  REQUIRE(l3.size() == 11);              // and three decodes over the native cache layout
   for (std::size_t i = 0; i < 4; ++i) {  // the four MXFP8 / MXFP4 decode lines
     INFO(l2[i].line << "\n" << l3[i].line);
     CHECK(l3[i].report.estimated_seconds() < l2[i].report.estimated_seconds());
@@ -686,6 +686,19 @@ TEST_CASE("example 09: line format, implied bound, trn3 below trn2 for MX decode
   // 128 pages of 64 tokens per indirect DMA: two gathers (codes, scales) per 8192 keys.
   CHECK(l3[0].report.dma_gathers == 2 * 64);
   CHECK(l3[0].report.dma_gathered_blocks == 2 * 64 * 128);
+  // The last three: pages of 128 and 256 tokens, and 32 heads x 2 tokens per request on pages
+  // of 128: the same keys, read once, in half or a quarter as many gathered blocks.
+  for (const auto* l : {&l2, &l3}) {
+    const auto& back = *l;
+    const std::size_t n = back.size();
+    INFO(back[n - 3].line << "\n" << back[n - 2].line << "\n" << back[n - 1].line);
+    CHECK(back[n - 3].line.find("64x8192/H64/page128") != std::string::npos);
+    CHECK(back[n - 2].line.find("64x8192/H64/page256") != std::string::npos);
+    CHECK(back[n - 1].line.find("64x8192/H32/page128/next2") != std::string::npos);
+    for (std::size_t i = n - 3; i < n; ++i) CHECK(back[i].report.dma_bytes >= 64 * 8192 * 132);
+    CHECK(back[n - 3].report.dma_gathered_blocks == back[0].report.dma_gathered_blocks / 2);
+    CHECK(back[n - 2].report.dma_gathered_blocks == back[0].report.dma_gathered_blocks / 4);
+  }
   CHECK(l2[0].report.summary().find("verdict: trn2: bound by") != std::string::npos);
   // The native layout (trn3): the same keys, no K transposes (only Q's 2 per request), but
   // 32 rows of 640 B per 128-token block instead of one 8 KiB row per 64-token page.
