@@ -8,7 +8,8 @@
 #    instructions: -cpu Nehalem (SSE4.2) runs the baseline unit, -cpu Haswell (AVX2 + FMA) the
 #    baseline and AVX2 units. If the linker had kept another unit's copy of any code they run
 #    (a library function, or a standard-library instantiation under a shared name), it would be
-#    SIGILL. First, a control: the AVX2 unit forced to run under Nehalem must be SIGILL.
+#    SIGILL. First, a control: the AVX2 unit forced to run under Nehalem must be SIGILL. The ODR
+#    programs' AMX unit (tests/abi) runs under -cpu Haswell too, where it must never be called.
 #
 # 2. The int8 paths that the native (-march=native) build does not compile. On a CPU with
 # VNNI the native build runs vpdpbusd only, so the ISA-dependent tests (the micro-kernels, every
@@ -61,6 +62,19 @@ else
     qemu-x86_64 -cpu "$haswell" "$p" "${units[@]}" || fail "$(basename "$p") under -cpu Haswell"
   done
   echo "== instruction-set mix under qemu-x86_64: every unit ran its own path"
+  # The ODR programs (tests/abi) hold a unit built for the AMX path where the compiler has its
+  # flags: under -cpu Haswell (no AVX-512, no AMX) it must stay linked and never be called,
+  # while the others run.
+  for p in "$NATIVE_BUILD"/tests/abi/abi_odr_ab "$NATIVE_BUILD"/tests/abi/abi_odr_ba; do
+    [ -x "$p" ] || continue
+    echo "-- $(basename "$p"), -cpu Haswell: the AMX unit must not run"
+    out=$(qemu-x86_64 -cpu "$haswell" "$p" 2>&1) || fail "$(basename "$p") under -cpu Haswell: $out"
+    printf '%s\n' "$out" | grep -v '^qemu-x86_64: warning' | tail -n 2
+    if "$p" | grep -q '^unit e'; then
+      printf '%s\n' "$out" | grep -q '^unit e: the AMX unit, linked and not run' ||
+        fail "$(basename "$p") under -cpu Haswell called its AMX unit"
+    fi
+  done
 fi
 
 # 2. The int8 paths without VNNI.

@@ -5,6 +5,10 @@
 
 #include "unit.hpp"
 
+#if defined(ABI_HAS_AMX_UNIT)
+#include <mqalogits/backend/host/amx/tile_permission.hpp>
+#endif
+
 namespace {
 
 int failures = 0, passes = 0;
@@ -24,6 +28,21 @@ int main() {
   expect("b", abi_unit_b(), ABI_ISA_B, "host");
   expect("c", abi_unit_c(), ABI_ISA_B, "neuron");
   expect("d", abi_unit_d(), ABI_ISA_B, "host");
+#if defined(ABI_HAS_AMX_UNIT)
+  // The AMX unit runs where the CPU has its base path (AVX-512 + VNNI): on tiles where the OS
+  // grants them, else on that base. Elsewhere (older CPUs, qemu's) it is linked, never called.
+  __builtin_cpu_init();
+  const bool avx512_vnni =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vnni");
+  if (avx512_vnni) {
+    const char* isa = mqalogits::host_backend::amx::tile_refusal() ? "avx512_vnni" : "avx512_amx";
+    expect("e", abi_unit_e(), isa, "host");
+  } else {
+    std::printf("unit e: the AMX unit, linked and not run (this CPU has no AVX-512 VNNI)\n");
+  }
+#endif
   std::printf("%d passed, %d failed\n", passes, failures);
   return failures == 0 ? 0 : 1;
 }

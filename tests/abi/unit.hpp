@@ -15,3 +15,4 @@ unit_result abi_unit_a();
 unit_result abi_unit_b();
 unit_result abi_unit_c();
 unit_result abi_unit_d();
+unit_result abi_unit_e();  // the AMX unit, where built (ABI_HAS_AMX_UNIT)
