@@ -18,15 +18,24 @@ SIMPLE = {"bool": "bool", "str": "str", "int": "int", "float": "float",
 
 
 def stub_type(t, classes):
+    """pybind11 2's 'Optional[int]' and pybind11 3's 'typing.SupportsInt | typing.SupportsIndex
+    | None' alike -> 'Optional[int]'; arrays and objects -> Any."""
     t = t.strip()
-    m = re.fullmatch(r"(?:typing\.)?Optional\[(.*)\]", t) or re.fullmatch(r"(.*?)\s*\|\s*None", t)
-    if m:
-        inner = stub_type(m.group(1), classes)
-        return "Any" if inner == "Any" else "Optional[%s]" % inner
-    if t in SIMPLE:
-        return SIMPLE[t]
-    name = t.rsplit(".", 1)[-1]
-    return name if name in classes else "Any"
+    m = re.fullmatch(r"(?:typing\.)?Optional\[(.*)\]", t)
+    parts = [m.group(1)] if m else [p.strip() for p in t.split("|")]
+    optional = bool(m) or "None" in parts
+    parts = [p for p in parts if p != "None"] or ["None"]
+    if "typing.SupportsFloat" in parts:
+        kind = "float"
+    elif "typing.SupportsInt" in parts or "typing.SupportsIndex" in parts:
+        kind = "int"
+    elif len(parts) == 1 and parts[0] in SIMPLE:
+        kind = SIMPLE[parts[0]]
+    elif len(parts) == 1 and parts[0].rsplit(".", 1)[-1] in classes:
+        kind = parts[0].rsplit(".", 1)[-1]
+    else:
+        return "Any"
+    return "Optional[%s]" % kind if optional and kind != "None" else kind
 
 
 def split_top(s):
