@@ -47,7 +47,7 @@ PY
 mapfile -t pure < <(requirements pure)
 mapfile -t cuda < <(requirements cuda)
 pip "${pure[@]}" numpy ml_dtypes pybind11 scikit-build-core
-pip --no-deps "${cuda[@]}"
+pip "${cuda[@]}"  # with their own small dependencies (cuda-toolkit[cufile]: nvidia-cufile)
 echo "torch's requirements ${pure[*]} and ${cuda[*]}, numpy, ml_dtypes, pybind11, scikit-build-core: $(elapsed)"
 
 works() {
