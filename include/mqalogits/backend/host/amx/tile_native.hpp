@@ -12,8 +12,11 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "tile_config.hpp"
+#include "tile_permission.hpp"
 
 // `op(t, args)` with t the literal tile number T (0..7).
 #define MQALOGITS_AMX_ONE_TILE(T, op, ...) \
@@ -62,7 +65,13 @@ namespace host_backend::amx {
 struct tile_native {
   static constexpr const char* path = "avx512_amx";
 
+  // Asks the OS for the tile state first (once per process): code that reaches the tiles
+  // without the dispatcher (a test running this path directly) gets an exception where the
+  // first tile instruction would be SIGILL.
   static void configure(const tile_config& c) {
+    static const char* const refusal = tile_refusal();
+    if (refusal) [[unlikely]]
+      throw std::runtime_error(std::string("mqalogits: no AMX tiles: ") + refusal);
     memory_barrier();
     _tile_loadconfig(&c);
   }
