@@ -1,0 +1,66 @@
+// How the schedule cuts keys into chunks and PSUM tiles, and where a chunk's keys sit in K^T.
+//
+// Keys arrive in chunks, one block of consecutive keys per partition row, as AWS's paged decode
+// loads its cache (attention_tkg: many blocks per indirect DMA, one block per partition): a
+// block is a page (paged), a selected block (sparse, paged-sparse) or 32 consecutive tokens
+// (dense: 4 KiB of MXFP8 codes, the efficient DMA row). A chunk is at most 128 blocks and 8192
+// keys (4096 for blocks of 128 keys or more, to fit trn1's SBUF).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "../../config.hpp"
+#include "traits.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+namespace neuron_backend {
+
+// Moving columns of one score matmul: one PSUM bank of fp32.
+inline constexpr std::int64_t key_tile = 512;
+// Columns of one row-tiled MX matmul (trn3): four of them cover 4 x 128 keys in one PSUM bank.
+// Every streaming PSUM tile of a kernel (scores, head sum, transposes, the broadcast) is
+// double-buffered, as the estimate's overlapped engines need, and the four of them take all
+// 8 banks that way; 4 x 256 keys (two banks for scores and head sum) would need 12.
+inline constexpr std::int64_t quadrant_tile = 128;
+// PSUM buffers of each streaming tile: TensorE writes one while ScalarE / VectorE drain the other.
+inline constexpr int psum_buffers = 2;
+// Keys per partition row of a dense chunk: 32 rows of 128 codes, 4 KiB (efficient DMA rows).
+inline constexpr std::int64_t contiguous_block = 32;
+// Query rows per prefill item: one per partition.
+inline constexpr std::int64_t prefill_rows = common_traits::partitions;
+
+// Keys per chunk for blocks of `block` keys: up to 128 blocks, 8192 keys (4096 for blocks of
+// >= 128 keys, whose 16-32 KiB rows would not leave room on trn1).
+constexpr std::int64_t chunk_keys(std::int64_t block) {
+  return std::min<std::int64_t>(128, (block >= 128 ? 4096 : 8192) / block) * block;
+}
+// Rows of one keys-on-partitions head sum: a pass's (at most 4) or a pack's (at most 4 passes of
+// one row, or 2 of two rows of H = 32).
+inline constexpr int max_head_sum_rows = 4;
+// Query rows per decode pass: two (H = 64) or four (H = 32) rows share one score matmul; other
+// head counts run one row per pass, so that every row's heads start on a partition the
+// access-pattern rules allow (needed by the NaN-exact head sum, see decode_pass.hpp).
+constexpr std::int64_t decode_rows_per_pass(std::int64_t heads) {
+  return heads == 32 || heads == 64 ? common_traits::partitions / heads : 1;
+}
+
+// The chunk geometry of one call: keys per block, per chunk, blocks (partition rows) per chunk,
+// and `slots`, key slots per block in K^T: the block rounded up to the 4 keys of one x4 column
+// on trn3's MX matmul (the extra slots hold zero words), the block elsewhere.
+struct chunk_layout {
+  std::int64_t block = 0, chunk = 0, rows = 0, slots = 0;
+  bool padded_order = false;  // K^T holds padding slots (trn3 MX, not the native layout)
+
+  // A chunk's key o at its column in K^T's padded order.
+  std::int64_t padded(std::int64_t o) const { return o / block * slots + o % block; }
+  // The key of the chunk at padded column pc of K^T, or -1 for a padding slot or past nk.
+  std::int64_t key_at(std::int64_t pc, std::int64_t nk) const {
+    const std::int64_t k =
+        !padded_order ? pc : (pc % slots < block ? pc / slots * block + pc % slots : nk);
+    return k < nk ? k : -1;
+  }
+};
+
+}  // namespace neuron_backend
+MQALOGITS_NAMESPACE_END
