@@ -41,6 +41,23 @@ struct amx_path : Base {
   static constexpr bool int16_block_sums = false;
   using int8 = int8_signed_keys;
 
+  // acc + the sum of the 4 products s8(k) * s8(q) in each 32-bit lane: the ISA's dot product in
+  // its own encoding (signed keys), as the tests of every path check it. The path's kernels
+  // multiply in tiles and never call it, so it is plain code over Base's integer vectors.
+  static typename Base::vi dot4(typename Base::vi acc, typename Base::vi k, typename Base::vi q) {
+    using vi = typename Base::vi;
+    static_assert(sizeof(vi) == 4 * Base::lanes, "one int32 per lane");
+    alignas(64) std::int32_t a[Base::lanes], kw[Base::lanes], qw[Base::lanes];
+    std::memcpy(a, &acc, sizeof a);
+    std::memcpy(kw, &k, sizeof kw);
+    std::memcpy(qw, &q, sizeof qw);
+    for (int l = 0; l < Base::lanes; ++l)
+      for (int b = 0; b < 4; ++b)
+        a[l] += static_cast<std::int8_t>(static_cast<std::uint32_t>(kw[l]) >> 8 * b) *
+                static_cast<std::int8_t>(static_cast<std::uint32_t>(qw[l]) >> 8 * b);
+    return Base::loadi(a);
+  }
+
   // One e4m3 row as bf16 pairs: MXFP8 rows with their block scales, FP8 per-token rows without
   // their row scale (the kernel multiplies by it). Every value decode.hpp lets through is a
   // bf16 value exactly (4 significant bits, a normal exponent), so its fp32 bits' upper half is
