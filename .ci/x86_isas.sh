@@ -70,7 +70,8 @@ else
     echo "-- $(basename "$p"), -cpu Haswell: the AMX unit must not run"
     out=$(qemu-x86_64 -cpu "$haswell" "$p" 2>&1) || fail "$(basename "$p") under -cpu Haswell: $out"
     printf '%s\n' "$out" | grep -v '^qemu-x86_64: warning' | tail -n 2
-    if "$p" | grep -q '^unit e'; then
+    native=$("$p") || fail "$(basename "$p") natively: $native"
+    if printf '%s\n' "$native" | grep -q '^unit e'; then
       printf '%s\n' "$out" | grep -q '^unit e: the AMX unit, linked and not run' ||
         fail "$(basename "$p") under -cpu Haswell called its AMX unit"
     fi
