@@ -8,10 +8,12 @@
 // per row of the result, two fp32 sums per column (the even and the odd element of each pair)
 // over the whole K dimension, adds the two, then adds that to the accumulator; each step rounds
 // to nearest even, inputs that are subnormal read as zero and subnormal results are flushed to
-// zero, whatever MXCSR says. TDPBSSD adds the four signed byte products of each dword pair to
-// the int32 accumulator, wrapping around. Whatever the hardware would fault on (#GP on a bad
-// configuration, #UD on an unconfigured tile, tiles that are not distinct or whose shapes do not
-// match) throws tile_fault.
+// zero, whatever MXCSR says. (The intrinsics guide describes the same sums added to C one product
+// at a time; the two orders differ only in fp32 rounding, and on an AMX CPU the tile tests
+// compare this model with the instruction bit for bit.) TDPBSSD adds the four signed byte products
+// of each dword pair to the int32 accumulator, wrapping around. Whatever the hardware would fault
+// on (#GP on a bad configuration, #UD on an unconfigured tile, tiles that are not distinct or whose
+// shapes do not match) throws tile_fault.
 #pragma once
 
 #include <atomic>
