@@ -30,7 +30,7 @@ constexpr std::int64_t huge = std::numeric_limits<std::int64_t>::max() / 2;
 
 struct dense_fixture : check::row_call_inputs<ml::mxfp8, float> {
   static constexpr std::int64_t num_q = 2, H = 4, N = 9, max_seqlen_k = 8;
-  std::vector<std::int32_t> ks{0, 2}, ke{9, 7};
+  std::vector<std::int32_t> ks{0, 2}, ke{8, 7};  // every token has a column
   ml::logits_buffer<ml::bf16> out{num_q, max_seqlen_k};
 
   dense_fixture() : row_call_inputs(101, num_q, H, N) { check::fill_sentinel(out); }
@@ -70,12 +70,12 @@ TEST_CASE("bad input, dense: shapes that disagree", "[bad_input]") {
   SECTION("ks entries") {
     const std::vector<std::int32_t> ks3{0, 1, 2};
     expect_error([&] { f.call(f.q.view(), f.kv.view(), f.w.view(), ks3, f.ke, 8, f.out.view()); },
-                 {"ks", "3"});
+                 {"cu_seq_len_k_start", "3"});
   }
   SECTION("ke entries") {
     const std::vector<std::int32_t> ke1{5};
     expect_error([&] { f.call(f.q.view(), f.kv.view(), f.w.view(), f.ks, ke1, 8, f.out.view()); },
-                 {"ke", "1"});
+                 {"cu_seq_len_k_end", "1"});
   }
   SECTION("logits columns") {
     expect_error([&] { f.call(f.q.view(), f.kv.view(), f.w.view(), f.ks, f.ke, 7, f.out.view()); },
@@ -167,7 +167,7 @@ TEST_CASE("bad input, dense: null pointers with non-zero sizes", "[bad_input]") 
           f.call(f.q.view(), f.kv.view(), f.w.view(), std::span(s.data(), 2), f.ke, 8,
                  f.out.view());
         },
-        {"ks", "null"});
+        {"cu_seq_len_k_start", "null"});
   }
   SECTION("logits") {
     auto o = f.out.view();

@@ -610,14 +610,17 @@ TEST_CASE("dense top-k: a per-row offset on the selected columns (sglang's ragge
   auto plain = rnd::matrix<std::int32_t>(rows, k), shifted = rnd::matrix<std::int32_t>(rows, k),
        shifted64 = rnd::matrix<std::int32_t>(rows, k);
   auto plain_v = rnd::matrix<float>(rows, k), shifted_v = rnd::matrix<float>(rows, k);
+  // Rows 2 and 3 hold 100 tokens: with max_seqlen_k = 96 they keep their first 96.
+  const ml::options truncate{.truncate_long_contexts = true};
   ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k,
-                         ml::topk(plain.mut(), plain_v.mut()));
+                         ml::topk(plain.mut(), plain_v.mut()), truncate);
   ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k,
-                         ml::topk(shifted.mut(), shifted_v.mut(), ml::topk_offset(offsets)));
+                         ml::topk(shifted.mut(), shifted_v.mut(), ml::topk_offset(offsets)),
+                         truncate);
   // int64 offsets (the index arrays' other type), indices only.
   const std::vector<std::int64_t> ks64(ks.begin(), ks.end()), ke64(ke.begin(), ke.end());
   ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks64, ke64, max_seqlen_k,
-                         ml::topk(shifted64.mut(), ml::topk_offset(offsets64)));
+                         ml::topk(shifted64.mut(), ml::topk_offset(offsets64)), truncate);
   std::int64_t minus_ones = 0;
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t i = 0; i < k; ++i) {

@@ -43,7 +43,7 @@ using check::expect_error;
 
 struct dense_case : check::row_call_inputs<ml::mxfp8, float> {
   static constexpr std::int64_t num_q = 2, H = 4, N = 40, cols = 32;
-  std::vector<std::int32_t> ks{0, 3}, ke{40, 30};
+  std::vector<std::int32_t> ks{0, 3}, ke{32, 30};  // every token has a column
 
   dense_case() : row_call_inputs(1301, num_q, H, N) {}
 
@@ -125,7 +125,7 @@ TEST_CASE("hostile, overlap: dense logits over weights, ks, ke or q are rejected
     const std::span<const std::int32_t> ks(buf.data(), 2), ke(buf.data() + 2, 2);
     // Logits that start on ke[1] (an int32 and a float are both 4 bytes, 4-aligned).
     const ml::matrix_view<float> out(reinterpret_cast<float*>(buf.data() + 3), c.num_q, c.cols);
-    expect_error([&] { c.run(c.w.view(), ks, ke, out); }, {"overlap", "ke"});
+    expect_error([&] { c.run(c.w.view(), ks, ke, out); }, {"overlap", "cu_seq_len_k_end"});
     CHECK(buf[3] == 30);
   }
   SECTION("q data") {
@@ -584,7 +584,7 @@ TEST_CASE("hostile, alignment: misaligned weights, logits, ks/ke, lengths, table
     const std::span<const std::int32_t> ks(static_cast<const std::int32_t*>(off(8192 + 3)), 2);
     expect_error(
         [&] { c.run(c.w.view(), ks, c.ke, ml::matrix_view<float>(out.data(), c.num_q, c.cols)); },
-        {"ks", "not aligned"});
+        {"cu_seq_len_k_start", "not aligned"});
     const ml::matrix_view<ml::bf16> ob(static_cast<ml::bf16*>(off(1)), c.num_q, c.cols);
     expect_error(
         [&] {

@@ -40,19 +40,37 @@ void check_dense(rnd::engine& rng, const dense_inputs& in, const rnd::code_optio
   ml::thread_pool pool1(1), pool2(2);
   check::fill_sentinel(one);
   check::fill_sentinel(two);
+  // A row with tokens past N or past its max_seqlen_k columns is refused, the output untouched,
+  // unless the call opts in to truncation (the reference's semantics).
+  bool truncates = false;
+  for (std::size_t r = 0; r < in.ks.size(); ++r)
+    truncates |=
+        in.ke[r] > in.ks[r] &&
+        (in.ke[r] > in.N || (in.max_seqlen_k > 0 && in.ke[r] - in.ks[r] > in.max_seqlen_k));
+  if (truncates) {
+    CHECK_THROWS_WITH(ml::fp8_fp4_mqa_logits(typename C::backend{}, q.view(), kv.view(), w.view(),
+                                             std::span<const std::int32_t>(in.ks),
+                                             std::span<const std::int32_t>(in.ke), in.max_seqlen_k,
+                                             one.view(), {.executor = pool1}),
+                      Catch::Contains("truncate_long_contexts"));
+    CHECK(check::untouched(one));
+  }
   ml::fp8_fp4_mqa_logits(typename C::backend{}, q.view(), kv.view(), w.view(),
                          std::span<const std::int32_t>(in.ks), std::span<const std::int32_t>(in.ke),
-                         in.max_seqlen_k, one.view(), {.executor = pool1});
+                         in.max_seqlen_k, one.view(),
+                         {.executor = pool1, .truncate_long_contexts = truncates});
   ml::fp8_fp4_mqa_logits(typename C::backend{}, q.view(), kv.view(), w.view(),
                          std::span<const std::int32_t>(in.ks), std::span<const std::int32_t>(in.ke),
-                         in.max_seqlen_k, two.view(), {.executor = pool2});
+                         in.max_seqlen_k, two.view(),
+                         {.executor = pool2, .truncate_long_contexts = truncates});
   CHECK(check::against(one, expected) == "");
   CHECK(check::bitwise_equal(one, two));
 
   check::fill_sentinel(dirty, 0x7F);  // NaN-looking garbage in every column
-  ml::fp8_fp4_mqa_logits(typename C::backend{}, q.view(), kv.view(), w.view(),
-                         std::span<const std::int32_t>(in.ks), std::span<const std::int32_t>(in.ke),
-                         in.max_seqlen_k, dirty.view(), {.executor = pool2, .clean_logits = false});
+  ml::fp8_fp4_mqa_logits(
+      typename C::backend{}, q.view(), kv.view(), w.view(), std::span<const std::int32_t>(in.ks),
+      std::span<const std::int32_t>(in.ke), in.max_seqlen_k, dirty.view(),
+      {.executor = pool2, .clean_logits = false, .truncate_long_contexts = truncates});
   CHECK(check::against(dirty, expected, false) == "");
 }
 

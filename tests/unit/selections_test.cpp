@@ -127,7 +127,8 @@ struct dense_inputs {
   }
   std::int64_t cols() const { return max_seqlen_k ? max_seqlen_k : N; }
   auto call() {
-    return [this](auto out, const ml::options& o) {
+    return [this](auto out, ml::options o) {
+      o.truncate_long_contexts = true;  // some rows end past N, or past max_seqlen_k columns
       ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k, out, o);
     };
   }

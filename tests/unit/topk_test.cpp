@@ -215,14 +215,16 @@ void dense_topk(rnd::engine& rng, std::int64_t max_seqlen_k) {
   const std::int64_t cols = max_seqlen_k ? max_seqlen_k : N;
   INFO(F::name << " dense, max_seqlen_k " << max_seqlen_k);
   check_kernel(
-      [&](ml::output_argument auto out, const ml::options& o) -> void {
+      [&](ml::output_argument auto out, ml::options o) -> void {
+        o.truncate_long_contexts = true;  // ke past N, rows longer than max_seqlen_k
         ml::fp8_fp4_mqa_logits(q.view(), kv.view(), w.view(), ks, ke, max_seqlen_k, out, o);
       },
       num_q, cols);
   if constexpr (std::is_same_v<F, ml::fp8_per_token>) {
     INFO("the legacy fp8_mqa_logits");
     check_kernel(
-        [&, bare = bare_q(q)](ml::detail::legacy_output auto out, const ml::options& o) -> void {
+        [&, bare = bare_q(q)](ml::detail::legacy_output auto out, ml::options o) -> void {
+          o.truncate_long_contexts = true;
           ml::fp8_mqa_logits(bare, kv.view(), w.view(), ks, ke, o.clean_logits, max_seqlen_k, out,
                              o);
         },

@@ -176,7 +176,7 @@ TEST_CASE("upstream: dense fp8_per_token, fp32 weights and logits, bounded and f
   auto ks = ref::rand::ints(rng, num_q, -3, N - 20);
   auto ke = ks;
   for (auto& e : ke) e += static_cast<std::int32_t>(ref::rand::uniform(rng, 0, 120));
-  ks[1] = 0, ke[1] = N + 7;  // the whole KV (ke past N is clamped)
+  ks[1] = 0, ke[1] = N + 7;  // the whole KV (ke past N is clamped, as the call opts in)
   ks[2] = 40, ke[2] = 40;    // empty
   const std::int64_t max_seqlen_k = full_width ? 0 : 90;
   INFO("H " << H << (full_width ? " full width" : " max_seqlen_k 90") << " clean_logits " << clean);
@@ -186,7 +186,7 @@ TEST_CASE("upstream: dense fp8_per_token, fp32 weights and logits, bounded and f
   REQUIRE(valid_count(e) > 0);
   ml::logits_buffer<float> out(num_q, e.cols, upstream_alignment);
   ml::fp8_fp4_mqa_logits(q.lib(), kv.lib(), w.view(), ks, ke, max_seqlen_k, out.view(),
-                         {.clean_logits = clean});
+                         {.clean_logits = clean, .truncate_long_contexts = true});
   const std::string diff = compare(e, out, clean);
   INFO(diff);
   CHECK(diff.empty());
@@ -195,11 +195,12 @@ TEST_CASE("upstream: dense fp8_per_token, fp32 weights and logits, bounded and f
   ml::thread_pool pool(3);
   ml::logits_buffer<float> pooled(num_q, e.cols, upstream_alignment);
   ml::fp8_fp4_mqa_logits(ml::default_backend{}, q.lib(), kv.lib(), w.view(), ks, ke, max_seqlen_k,
-                         pooled.view(), {.executor = pool, .clean_logits = clean});
+                         pooled.view(),
+                         {.executor = pool, .clean_logits = clean, .truncate_long_contexts = true});
   CHECK(same_bits(out, pooled, e));
   ml::logits_buffer<ml::bf16> half(num_q, e.cols);
   ml::fp8_fp4_mqa_logits(q.lib(), kv.lib(), w.view(), ks, ke, max_seqlen_k, half.view(),
-                         {.clean_logits = clean});
+                         {.clean_logits = clean, .truncate_long_contexts = true});
   const std::string diff16 = compare(e, half, clean);
   INFO(diff16);
   CHECK(diff16.empty());

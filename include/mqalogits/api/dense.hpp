@@ -6,6 +6,7 @@
 #include <span>
 #include <type_traits>
 
+#include "../check/dense_ranges.hpp"
 #include "../config.hpp"
 #include "../output/kernel_outputs.hpp"
 #include "../variant/dense.hpp"
@@ -16,11 +17,15 @@ MQALOGITS_NAMESPACE_BEGIN
 // q: [num_q * H] rows; kv: [N] rows of q's head dim; weights: [num_q, H]; ks, ke: [num_q].
 // max_seqlen_k > 0: out is [num_q, max_seqlen_k], column j = token ks[q] + j.
 // max_seqlen_k == 0 (upstream's full-width mode): out is [num_q, N], column j = token j.
-// A column is valid iff its token t satisfies max(ks, 0) <= t < min(ke, N); others are -inf.
-// ks and ke: int32 or int64 arrays of one type (std::vector, std::span, ...), read in place.
-// out may also be a top-k selection, with ml::topk_offset(offsets) to add offsets[row] to each
-// selected column (sglang's ragged prefill), the candidate blocks of each row
-// (ml::candidate_blocks), or both from one pass (ml::topk_and_candidates).
+// A column is valid iff its token t satisfies max(ks, 0) <= t < ke; others are -inf.
+// A row whose tokens do not all have a column (ke > N, or ke - ks > max_seqlen_k > 0, with
+// ke > ks) is an error, unless options::truncate_long_contexts: then ke is clamped to N and the row
+// keeps the tokens of its first max_seqlen_k columns (a fused top-k selects among those only). ks
+// and ke (upstream's cu_seq_len_k_start / cu_seq_len_k_end, the names errors use): int32 or int64
+// arrays of one type (std::vector, std::span, ...), read in place. out may also be a top-k
+// selection, with ml::topk_offset(offsets) to add offsets[row] to each selected column (sglang's
+// ragged prefill), the candidate blocks of each row (ml::candidate_blocks), or both from one pass
+// (ml::topk_and_candidates).
 template <backend_tag Backend, class Format, weight_input WT, index_array KS, index_array KE,
           dense_output_argument Out>
 requires std::same_as<index_value_of<KS>, index_value_of<KE>>
@@ -37,8 +42,8 @@ void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<For
   });
   require(kv.rows >= 0, where, [&](auto& m) { m << "kv has " << kv.rows << " rows"; });
   detail::check_rows(where, "kv", kv, kv.rows);
-  detail::check_span(where, "ks", ks, rows);
-  detail::check_span(where, "ke", ke, rows);
+  detail::check_span(where, "cu_seq_len_k_start", ks, rows);
+  detail::check_span(where, "cu_seq_len_k_end", ke, rows);
   const dense_plan<Format, index_value_of<KS>> plan(kv, ks, ke, max_seqlen_k);
   auto output = make_output(out, opt, dense_outputs{});
   detail::check_q_weights_out(where, q, w, output, rows, plan.num_cols());
@@ -48,8 +53,11 @@ void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<For
       where, output,
       {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
        detail::data_range_of("kv", kv), detail::scale_range_of("kv scales", kv),
-       detail::range_of("weights", w), detail::range_of("ks", ks), detail::range_of("ke", ke),
-       detail::topk_offsets_range(out)});
+       detail::range_of("weights", w), detail::range_of("cu_seq_len_k_start", ks),
+       detail::range_of("cu_seq_len_k_end", ke), detail::topk_offsets_range(out)});
+  // After the shapes: a row's tokens must all have a column, unless the call opts in to truncation.
+  if (!opt.truncate_long_contexts)
+    detail::check_dense_ranges_fit(where, ks, ke, kv.rows, max_seqlen_k);
   detail::dispatch<Backend>(q, plan, w, output, opt);
 }
 
