@@ -10,6 +10,7 @@
 #include "../config.hpp"
 #include "../output/kernel_outputs.hpp"
 #include "../variant/paged.hpp"
+#include "context_lens.hpp"
 #include "dispatch.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
