@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <new>
@@ -42,6 +43,20 @@ inline std::atomic<int> thread_pool_fail_start_at{-1};
   throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
                           "thread_pool: cannot start a worker thread");
 #endif
+}
+
+// OMP_NUM_THREADS's first entry ("8" or "8,2" for nested levels) when it is a count in
+// [1, 4096] with nothing but digits, else 0 (unset, empty or malformed: ignored, as libgomp does).
+inline int omp_num_threads() {
+  const char* v = std::getenv("OMP_NUM_THREADS");
+  if (!v) return 0;
+  while (*v == ' ' || *v == '\t') ++v;
+  long n = 0;
+  const char* p = v;
+  for (; *p >= '0' && *p <= '9' && n <= 4096; ++p) n = n * 10 + (*p - '0');
+  while (*p == ' ' || *p == '\t') ++p;
+  if (p == v || (*p != '\0' && *p != ',') || n < 1 || n > 4096) return 0;
+  return static_cast<int>(n);
 }
 
 // now + spin, or the clock's last time point when that is later than the clock can say (a spin
@@ -113,10 +128,17 @@ class thread_pool {
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
 
-  // The CPUs this thread may run on: its affinity mask where Linux reports it (taskset, a
-  // container's cpuset), else the hardware's thread count; 1 when neither is known. A pool of
-  // more threads than the CPUs it may use only adds contention.
+  // The default size: OMP_NUM_THREADS when it is set to a positive count (its first entry, as
+  // OpenMP and torch read it; engines set it to share a machine between processes), else the
+  // CPUs this thread may run on: its affinity mask where Linux reports it (taskset, a
+  // container's cpuset), else the hardware's thread count; 1 when none is known. A pool of more
+  // threads than the CPUs it may use only adds contention.
   static int default_threads() {
+    if (const int n = detail::omp_num_threads(); n > 0) return n;
+    return affinity_threads();
+  }
+  // The CPUs this thread may run on (the default without OMP_NUM_THREADS).
+  static int affinity_threads() {
 #if defined(__linux__)
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -126,7 +148,9 @@ class thread_pool {
     return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
 
-  int concurrency() const { return inherited_by_fork() ? 1 : size_; }
+  int concurrency() const {
+    return inherited_by_fork() ? 1 : size_;
+  }
 
   void parallel_for(std::int64_t n, task_ref task) {
     if (n <= 0) return;
