@@ -10,8 +10,7 @@
 // row stride that is a multiple of 1024 bytes, the first row on a 1024-byte boundary). Library
 // errors (mqalogits::error, a std::invalid_argument) reach Python as ValueError with the
 // library's message. Kernels release the GIL and run on a pool of `num_threads` threads
-// (default: every core; see pool_of), on the host backend whatever the build's default backend
-// is.
+// (see threads_of and pool_of), on the host backend whatever the build's default backend is.
 #include "bindings.hpp"
 
 #include <pybind11/numpy.h>
@@ -399,15 +398,21 @@ py::array new_logits(const char* where, const char* width_name, i64 rows, i64 co
 
 // ---- threads ----
 
+// num_threads=None: thread_pool::default_threads() (OMP_NUM_THREADS when set, else the CPUs
+// this process may run on). The package's wrapper passes torch.get_num_threads() instead when the
+// call has torch tensors, the count the torch op library always uses.
 int threads_of(const char* where, std::optional<int> n) {
-  if (!n) return ml::thread_pool::default_threads();  // the CPUs this process may run on
+  if (!n) return ml::thread_pool::default_threads();
   if (*n < 1) fail(where, "num_threads = " + std::to_string(*n) + " must be >= 1");
   return *n;
 }
 
 // The pools of the last few thread counts used, made on first use and kept while in use
 // (engines call these kernels every decode step; a pool per call would spawn threads per call).
-// A new count's pool evicts the least recently used ones until at most max_pools pools and
+// A call takes an idle pool of its count: while one Python thread's call runs on a pool, a call
+// from another thread gets a second pool of that count (made then, kept for the next time), so
+// calls from several threads run at once instead of queueing on one pool; their threads then
+// share the CPUs. A new pool evicts the least recently used ones until at most max_pools pools and
 // (besides the newest) at most 2 x the cores' threads remain; an evicted pool ends once no
 // running call holds it. However many distinct counts a process passes, the idle threads stay
 // bounded by the largest recent count plus 2 x the cores.
@@ -446,7 +451,9 @@ std::shared_ptr<ml::thread_pool> pool_of(int n) {
   auto& pools = cache.pools;
   std::vector<std::shared_ptr<ml::thread_pool>> evicted;  // end (join their threads) unlocked
   std::lock_guard lock(cache.mutex);
-  auto it = std::find_if(pools.begin(), pools.end(), [&](const auto& p) { return p.first == n; });
+  // Idle: held by the cache alone (a running call holds a second reference until it returns).
+  auto it = std::find_if(pools.begin(), pools.end(),
+                         [&](const auto& p) { return p.first == n && p.second.use_count() == 1; });
   std::shared_ptr<ml::thread_pool> pool;
   if (it != pools.end()) {
     pool = it->second;
@@ -506,7 +513,7 @@ enum class kernel_kind { dense, paged, sparse, paged_sparse };
 // width when topk is None, and topk_values_out asks for the values.
 struct kernel_outputs {
   py::object out, topk_out, topk_values_out;
-  bool truncate = false;                  // the paged kernels' truncate_long_contexts
+  bool truncate = false;                  // truncate_long_contexts
   py::object topk_offset = py::none();    // the dense kernels' per-row top-k offset
   py::object candidate_out = py::none();  // the dense and paged kernels' candidate blocks
 };
@@ -875,14 +882,18 @@ auto selection_args() {
       py::arg("candidate_padding") = "minus_one", py::arg("candidate_out") = py::none());
 }
 // The dense kernels also take topk_offset (int32 / int64 [rows], sglang's topk_indices_offset:
-// added to each row's selected columns, -1 kept).
+// added to each row's selected columns, -1 kept) and truncate_long_contexts: False (the
+// default), a row with tokens past the kv (cu_seq_len_k_end > num_kv) or past its
+// max_seqlen_k columns is a named error; True keeps its first columns, as the paged kernels
+// mask.
 template <class Fn, class... Args>
 void def_dense_kernel(py::module_& m, const char* name, const char* doc, Fn&& fn,
                       const Args&... args) {
-  def_kernel_with(
-      m, name, doc, std::forward<Fn>(fn),
-      std::tuple_cat(std::make_tuple(py::arg("topk_offset") = py::none()), selection_args()),
-      args...);
+  def_kernel_with(m, name, doc, std::forward<Fn>(fn),
+                  std::tuple_cat(std::make_tuple(py::arg("topk_offset") = py::none(),
+                                                 py::arg("truncate_long_contexts") = false),
+                                 selection_args()),
+                  args...);
 }
 // The paged kernels also take truncate_long_contexts: False (the default), a context longer than
 // its block table (or, for the paged logits, than max_context_len) is a named error, an engine
@@ -914,11 +925,16 @@ constexpr const char* selections_doc =
     "int32, written and returned; given alone they imply k and N).";
 constexpr const char* dense_doc_tail =
     "\nPositions are token - cu_seq_len_k_start[row]; topk_offset (int32 / int64 [rows]) is\n"
-    "added to each selected column, -1 kept.";
+    "added to each selected column, -1 kept. A row with tokens past the kv\n"
+    "(cu_seq_len_k_end > num_kv) or more than max_seqlen_k > 0 of them is an error unless\n"
+    "truncate_long_contexts=True, which keeps the tokens below num_kv in its first max_seqlen_k\n"
+    "columns (the top-k then selects among those).";
 constexpr const char* paged_doc_tail =
     "\nPositions are the context positions; topk_index='slot' writes cache slots\n"
     "(block_table[b, pos // block_kv] * block_kv + pos % block_kv). candidate_block_size must\n"
-    "be at most the cache's block_kv.";
+    "be at most the cache's block_kv. context_lens is [batch_size, next_n] (row j of request b\n"
+    "sees positions < context_lens[b, j]) or DeepGEMM's 1-D [batch_size] (row j sees positions\n"
+    "<= context_lens[b] - next_n + j); get_paged_mqa_logits_metadata takes either form.";
 constexpr const char* sparse_doc =
     "topk=k returns, instead of the bf16 logits, the int32 [rows, k] columns of each row's k\n"
     "largest valid fp32 logits (descending, ties to the lower column, -1 padding; a block\n"
@@ -1197,12 +1213,13 @@ py::object fp8_fp4_mqa_logits(
     i64 max_seqlen_k, const py::object& logits_dtype, const py::object& schedule_meta,
     std::optional<int> num_threads, const py::object& topk, bool topk_values,
     const std::string& topk_index, const py::object& out, const py::object& topk_out,
-    const py::object& topk_values_out, const py::object& topk_offset, bool topk_short_rows,
-    const py::object& candidate_topk_blocks, i64 candidate_block_size,
+    const py::object& topk_values_out, const py::object& topk_offset, bool truncate_long_contexts,
+    bool topk_short_rows, const py::object& candidate_topk_blocks, i64 candidate_block_size,
     const std::string& candidate_order, const std::string& candidate_padding,
     const py::object& candidate_out) {
   constexpr const char* where = "fp8_fp4_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out, false, topk_offset, candidate_out};
+  const kernel_outputs outs{out,         topk_out,     topk_values_out, truncate_long_contexts,
+                            topk_offset, candidate_out};
   const selection sel =
       selection_of(where, kernel_kind::dense, outs,
                    {topk, topk_values, topk_index, topk_short_rows, candidate_topk_blocks,
@@ -1236,11 +1253,13 @@ py::object fp8_mqa_logits(const py::object& q, const py::object& kv, const py::o
                           const py::object& topk, bool topk_values, const std::string& topk_index,
                           const py::object& out, const py::object& topk_out,
                           const py::object& topk_values_out, const py::object& topk_offset,
-                          bool topk_short_rows, const py::object& candidate_topk_blocks,
-                          i64 candidate_block_size, const std::string& candidate_order,
-                          const std::string& candidate_padding, const py::object& candidate_out) {
+                          bool truncate_long_contexts, bool topk_short_rows,
+                          const py::object& candidate_topk_blocks, i64 candidate_block_size,
+                          const std::string& candidate_order, const std::string& candidate_padding,
+                          const py::object& candidate_out) {
   constexpr const char* where = "fp8_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out, false, topk_offset, candidate_out};
+  const kernel_outputs outs{out,         topk_out,     topk_values_out, truncate_long_contexts,
+                            topk_offset, candidate_out};
   const selection sel =
       selection_of(where, kernel_kind::dense, outs,
                    {topk, topk_values, topk_index, topk_short_rows, candidate_topk_blocks,
@@ -1251,12 +1270,35 @@ py::object fp8_mqa_logits(const py::object& q, const py::object& kv, const py::o
 
 // Paged.
 // The library checks the indices against the schedule and the block table.
-void check_paged_call(const char* where, const q_input& qi, ml::matrix_view<const i32> lens,
-                      i64 max_context_len) {
-  if (qi.dims[0] != lens.rows || qi.dims[1] != lens.cols)
+// A paged call's context_lens: [batch_size, next_n], or upstream's 1-D [batch_size] with one
+// length per request, whose next_n query rows are causal among themselves: row j sees the
+// positions t <= context_lens[b] - next_n + j (ml::expand_context_lens writes that as the 2-D
+// form, into a per-thread buffer the library reads in place of the caller's array). The
+// schedule table get_paged_mqa_logits_metadata makes from the 1-D lengths is the one for the
+// expanded lengths, so either form may make it.
+ml::matrix_view<const i32> paged_lens(const char* where, const py::object& context_lens,
+                                      const q_input& qi) {
+  const py::array a = as_array(where, "context_lens", context_lens);
+  const auto lens = int_matrix(where, "context_lens", context_lens);
+  if (a.ndim() == 1 ? lens.rows != qi.dims[0] : lens.rows != qi.dims[0] || lens.cols != qi.dims[1])
     fail(where, "q is [" + std::to_string(qi.dims[0]) + ", " + std::to_string(qi.dims[1]) +
-                    ", ...] but context_lens is [" + std::to_string(lens.rows) + ", " +
-                    std::to_string(lens.cols) + "]: expected [batch_size, next_n]");
+                    ", ...] but context_lens has shape " + shape_of(a) +
+                    ": expected [batch_size, next_n] or [batch_size]");
+  const i64 next_n = qi.dims[1];
+  if (a.ndim() != 1 || next_n == 1) return lens;
+  if (in_kernel_call && has_dtype<i32>(a) && lens.rows > 0) {  // int64: narrowed() recorded it
+    const auto begin = reinterpret_cast<std::uintptr_t>(a.data());
+    unseen_inputs.push_back(
+        {"context_lens", begin, begin + static_cast<std::uintptr_t>(lens.rows * 4)});
+  }
+  thread_local std::vector<i32> expanded;
+  expanded.resize(static_cast<std::size_t>(std::max<i64>(lens.rows * next_n, 1)));
+  ml::expand_context_lens(std::span<const i32>(lens.data, static_cast<std::size_t>(lens.rows)),
+                          ml::matrix_view<i32>(expanded.data(), lens.rows, next_n));
+  return {expanded.data(), lens.rows, next_n};
+}
+
+void check_paged_call(const char* where, i64 max_context_len) {
   if (max_context_len <= 0)
     fail(where, "max_context_len = " + std::to_string(max_context_len) + " must be > 0");
 }
@@ -1291,9 +1333,9 @@ py::object paged_call(const char* where, q_input qi, const py::object& kv_cache,
   if (sel.candidates && sel.candidates->block_size > in.k.page_kv)
     fail(where, "candidate_block_size = " + std::to_string(sel.candidates->block_size) +
                     " is larger than kv_cache's block_kv " + std::to_string(in.k.page_kv));
-  const auto lens = int_matrix(where, "context_lens", context_lens);
+  const auto lens = paged_lens(where, context_lens, in.q);
   const auto table = int_matrix(where, "block_table", block_table);
-  check_paged_call(where, in.q, lens, max_context_len);
+  check_paged_call(where, max_context_len);
   const auto idx = indices_of(where, indices);
   const ml::paged_mqa_schedule schedule =
       schedule_of(where, schedule_meta, lens, in.k.page_kv, idx);
@@ -1536,6 +1578,9 @@ void indexer_k_quant_and_cache(const py::object& k, const py::object& kv_cache,
 
 // ---- each part's functions, in the module (module.cpp calls these) ----
 
+// set_num_sms's value; 0: not set (get_num_sms reports the default thread count).
+static std::atomic<int> num_sms_setting{0};
+
 // The classes come first: the kernels' signatures name them.
 void register_metadata(py::module_& m) {
   using py::arg;
@@ -1558,6 +1603,23 @@ void register_metadata(py::module_& m) {
   m.def("get_paged_mqa_logits_metadata", &get_paged_mqa_logits_metadata, arg("context_lens"),
         arg("block_kv"), arg("num_sms"), arg("indices") = py::none(), py::kw_only(),
         arg("out") = py::none());
+  // DeepGEMM's device setting, on the host: the number of work partitions an engine asks
+  // get_paged_mqa_logits_metadata for (its num_sms argument), default the kernels' default
+  // thread count. The kernels run a schedule of any partition count on any number of threads
+  // (num_threads), so this only sets what get_num_sms() reports.
+  m.def("get_num_sms", [] {
+    const int n = num_sms_setting.load(std::memory_order_relaxed);
+    return n > 0 ? n : ml::thread_pool::default_threads();
+  });
+  m.def(
+      "set_num_sms",
+      [](int n) {
+        if (n < 1 || n > ml::max_paged_workers)
+          fail("set_num_sms", "num_sms = " + std::to_string(n) + " must be in [1, " +
+                                  std::to_string(ml::max_paged_workers) + "]");
+        num_sms_setting.store(n, std::memory_order_relaxed);
+      },
+      arg("num_sms"));
   m.def("get_sparse_mqa_logits_metadata", &get_sparse_mqa_logits_metadata,
         arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("num_kv_tokens"),
         arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"),

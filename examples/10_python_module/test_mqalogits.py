@@ -358,7 +358,8 @@ class Dense(Checks):
                             out = ml.fp8_fp4_mqa_logits(
                                 q=q, kv=kv, weights=w, cu_seq_len_k_start=ks,
                                 cu_seq_len_k_end=ke, clean_logits=True, max_seqlen_k=max_seqlen_k,
-                                logits_dtype=dtype, num_threads=2)
+                                logits_dtype=dtype, num_threads=2,
+                                truncate_long_contexts=True)  # rows past N or max_seqlen_k
                             self.assertEqual(out.dtype, np.float32 if dtype == "float32"
                                              else np.uint16)
                             self.assert_upstream_stride(out)
@@ -415,7 +416,7 @@ class Dense(Checks):
         for max_seqlen_k in (0, 64):
             out = ml.fp8_mqa_logits(q=qc, kv=kv, weights=w, cu_seq_len_k_start=ks,
                                     cu_seq_len_k_end=ke, clean_logits=True,
-                                    max_seqlen_k=max_seqlen_k)
+                                    max_seqlen_k=max_seqlen_k, truncate_long_contexts=True)
             self.assertEqual(out.dtype, np.float32)
             self.assert_upstream_stride(out)
             exact, mag = ref_dense(qd, kd, weights_f64(w), ks, ke, max_seqlen_k)
@@ -793,17 +794,20 @@ class TopK(Checks):
                     ks[0], ke[0] = 10, 10  # no valid column: all -1
                     exact, _ = ref_dense(qd, kd, weights_f64(w), ks, ke, max_seqlen_k)
                     valid = ~np.isneginf(exact)
+                    # Rows past N or max_seqlen_k: their kept columns, the top-k among them.
                     logits = ml.fp8_fp4_mqa_logits(q, (kc, ksf), w, ks, ke,
-                                                   max_seqlen_k=max_seqlen_k)
+                                                   max_seqlen_k=max_seqlen_k,
+                                                   truncate_long_contexts=True)
                     for k in (1, 17, logits.shape[1] + 5):
                         want = expected_topk(logits, valid, k)
                         got = ml.fp8_fp4_mqa_logits(
                             q=q, kv=(kc, ksf), weights=w, cu_seq_len_k_start=ks,
                             cu_seq_len_k_end=ke, max_seqlen_k=max_seqlen_k, topk=k,
-                            topk_values=True, num_threads=2)
+                            topk_values=True, num_threads=2, truncate_long_contexts=True)
                         self.assert_topk(got, want)
                         only = ml.fp8_fp4_mqa_logits(q, (kc, ksf), w, ks, ke,
-                                                     max_seqlen_k=max_seqlen_k, topk=k)
+                                                     max_seqlen_k=max_seqlen_k, topk=k,
+                                                     truncate_long_contexts=True)
                         self.assertIsInstance(only, np.ndarray)
                         np.testing.assert_array_equal(only, want[0])
 
@@ -1348,7 +1352,8 @@ class ShortErrors(unittest.TestCase):
             (lambda: ml.fp8_fp4_mqa_logits((q, q_sf), kv, w, ks, ke, bogus=1),
              "unexpected keyword argument 'bogus'"),
             (lambda: ml.fp8_fp4_mqa_logits((q, q_sf), kv, w),
-             "incompatible arguments \\(missing cu_seq_len_k_start, cu_seq_len_k_end\\)"),
+             "incompatible arguments \\(missing cu_seq_len_k_start, cu_seq_len_k_end; it "
+             "takes \\(q, kv, "),
         ]
         for call, msg in cases:
             with self.subTest(msg=msg):
@@ -1385,6 +1390,152 @@ class Threads(unittest.TestCase):
         # idle ones up to 2 x the cores.
         cores = os.cpu_count() or 1
         self.assertLessEqual(threads_now() - before, 64 + 2 * cores + 4)
+
+
+class Truncation(Checks):
+    """A dense row with tokens its output cannot hold (past the kv, or more than max_seqlen_k)
+    is a named error that writes nothing, unless truncate_long_contexts=True: then the row keeps
+    its first columns, and its top-k selects among those."""
+
+    def test_refused_by_default_first_columns_on_request(self):
+        S, H, N, msk, k = 3, 8, 80, 10, 4
+        q, qd = make_q((S, H), "mxfp8")
+        kv, kd = make_kv(N, "mxfp8")
+        w = rand_weights(S, H, False)
+        ks = np.array([0, 70, 5], np.int32)
+        for ke, msg in (
+                (np.array([10, 85, 15], np.int32),
+                 r"cu_seq_len_k_end\[1\] = 85 is past the 80 rows of kv"),
+                (np.array([10, 80, 16], np.int32),
+                 r"cu_seq_len_k_start\[2\] = 5, cu_seq_len_k_end\[2\] = 16: .*max_seqlen_k = 10")):
+            with self.subTest(msg=msg):
+                out = np.full((S, msk), 7.0, np.float32)
+                with self.assertRaisesRegex(ValueError, "^fp8_fp4_mqa_logits: " + msg +
+                                            ".*truncate_long_contexts=True"):
+                    ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, True, msk, out=out)
+                self.assertTrue(np.all(out == 7.0))
+                top_out = np.full((S, k), -7, np.int32)
+                with self.assertRaisesRegex(ValueError, msg):
+                    ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, True, msk, topk_out=top_out)
+                self.assertTrue(np.all(top_out == -7))
+                # The opt-in: the reference's truncated rows, and the top-k of their columns.
+                exact, mag = ref_dense(qd, kd, weights_f64(w), ks, ke, msk)
+                got = ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, True, msk,
+                                            truncate_long_contexts=True)
+                self.assert_logits(got, exact, mag)
+                top = ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, True, msk, topk=k,
+                                            truncate_long_contexts=True)
+                for r in range(S):
+                    valid = np.flatnonzero(~np.isneginf(exact[r]))
+                    best = valid[np.argsort(-exact[r, valid], kind="stable")][:k]
+                    want = np.full(k, -1, np.int32)
+                    want[:len(best)] = best
+                    np.testing.assert_array_equal(top[r], want)
+        # The legacy name refuses the same rows; the full-width mode holds any row below N.
+        (qc, _), _ = make_q((S, H), "per_token")
+        kvp, _ = make_kv(N, "per_token")
+        with self.assertRaisesRegex(ValueError, "^fp8_mqa_logits: cu_seq_len_k_end\\[1\\] = 85"):
+            ml.fp8_mqa_logits(qc, kvp, w, ks, np.array([10, 85, 15], np.int32), True, msk)
+        ml.fp8_fp4_mqa_logits(q, kv, w, np.zeros(S, np.int32), np.full(S, N, np.int32))
+
+
+class UpstreamCallForms(Checks):
+    def test_one_dimensional_context_lens_with_next_n(self):
+        # DeepGEMM's 1-D context_lens [B] with next_n rows per request: row j of request b sees
+        # the positions t <= context_lens[b] - next_n + j.
+        B, next_n, H, block_kv, blocks, max_blocks = 3, 3, 8, 64, 8, 4
+        cache, _ = make_cache(blocks, block_kv, "mxfp8")
+        keys = cache_keys(cache, False, True)
+        lens = np.array([200, 2, 65], np.int32)
+        table = RNG.integers(0, blocks, (B, max_blocks)).astype(np.int32)
+        q, qd = make_q((B, next_n, H), "mxfp8")
+        qd = qd.reshape(B * next_n, H, D)
+        w = rand_weights(B * next_n, H, False)
+        max_len = max_blocks * block_kv
+        # Upstream's reference: each row over the request's whole context, masked past its limit.
+        exact, mag = ref_paged(qd, keys, weights_f64(w), np.repeat(lens[:, None], next_n, 1),
+                               table, max_len)
+        for b in range(B):
+            for j in range(next_n):
+                cut = max(lens[b] - next_n + j + 1, 0)
+                exact[b * next_n + j, cut:] = -np.inf
+                mag[b * next_n + j, cut:] = 0
+        meta = ml.get_paged_mqa_logits_metadata(lens, block_kv, 3)
+        rows = np.array([[max(n - next_n + j + 1, 0) for j in range(next_n)] for n in lens],
+                        np.int32)
+        np.testing.assert_array_equal(meta, ml.get_paged_mqa_logits_metadata(rows, block_kv, 3))
+        for lens_in in (lens, lens.astype(np.int64)):
+            out = ml.fp8_fp4_paged_mqa_logits(q, cache, w, lens_in, table, meta, max_len,
+                                              clean_logits=True)
+            self.assert_logits(out, exact, mag)
+        two_d = ml.fp8_fp4_paged_mqa_logits(q, cache, w, rows, table, meta, max_len,
+                                            clean_logits=True)
+        np.testing.assert_array_equal(two_d, out)
+        # A wrong batch size names the caller's own shape.
+        with self.assertRaisesRegex(ValueError, r"context_lens has shape \[2\]: expected "
+                                    r"\[batch_size, next_n\] or \[batch_size\]"):
+            ml.fp8_fp4_paged_mqa_logits(q, cache, w, lens[:2], table, meta, max_len)
+
+    def test_metadata_arguments_and_num_sms(self):
+        lens = np.array([[100], [30]], np.int32)
+        # Upstream's (context_lens, block_kv, num_sms): a second argument alone is not guessed.
+        with self.assertRaisesRegex(TypeError, "missing num_sms.*block_kv, num_sms"):
+            ml.get_paged_mqa_logits_metadata(lens, 64)
+        default = ml.get_num_sms()
+        self.assertGreaterEqual(default, 1)
+        try:
+            ml.set_num_sms(6)
+            self.assertEqual(ml.get_num_sms(), 6)
+            meta = ml.get_paged_mqa_logits_metadata(lens, 64, ml.get_num_sms())
+            self.assertEqual(meta.shape, (7, 2))
+        finally:
+            ml.set_num_sms(default)
+        self.assertEqual(ml.get_num_sms(), default)
+        for bad in (0, 4097):
+            with self.assertRaisesRegex(ValueError, "^set_num_sms: num_sms = %d must be in "
+                                        "\\[1, 4096\\]" % bad):
+                ml.set_num_sms(bad)
+
+    def test_messages_name_the_callers_dtype(self):
+        import torch
+
+        S, H, N = 2, 4, 32
+        q, _ = make_q((S, H), "mxfp8")
+        kv, _ = make_kv(N, "mxfp8")
+        w = rand_weights(S, H, False)
+        ks = torch.zeros(S, dtype=torch.bfloat16)
+        with self.assertRaisesRegex(ValueError, "cu_seq_len_k_start has dtype bfloat16, "
+                                    "expected int32 or int64"):
+            ml.fp8_fp4_mqa_logits(q, kv, w, ks, np.full(S, N, np.int32))
+
+
+class ConcurrentCalls(unittest.TestCase):
+    def test_calls_from_several_threads_give_the_serial_results(self):
+        import threading
+
+        S, H, N = 6, 16, 600
+        q, _ = make_q((S, H), "mxfp8")
+        kv, _ = make_kv(N, "mxfp8")
+        w = rand_weights(S, H, False)
+        ks, ke = np.zeros(S, np.int32), np.full(S, N, np.int32)
+        want = ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, num_threads=2)
+        got, errors = [None] * 4, []
+
+        def call(i):
+            try:
+                for _ in range(5):
+                    got[i] = ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, num_threads=2)
+            except Exception as e:  # reported below, on the test's thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        for g in got:
+            np.testing.assert_array_equal(g, want)
 
 
 class HostileSizesAndAliases(unittest.TestCase):

@@ -182,8 +182,9 @@ def _type_error(fn, name, args, kwargs):
         if n in bound and not _fits(kind, bound[n]):
             return TypeError("%s(): %s must be %s, not %s" % (name, n, kind, _summary(bound[n])))
     missing = [n for n in required if n not in bound]
-    detail = ("missing %s" % ", ".join(missing)) if missing else \
-        ", ".join("%s=%s" % (n, _summary(v)) for n, v in bound.items())
+    # A missing argument is never guessed from the others (DeepGEMM's order is kept whole).
+    detail = ("missing %s; it takes (%s)" % (", ".join(missing), ", ".join(names[:npos]))) \
+        if missing else ", ".join("%s=%s" % (n, _summary(v)) for n, v in bound.items())
     return TypeError("%s(): incompatible arguments (%s)" % (name, detail))
 
 
@@ -194,6 +195,7 @@ def _wrap(name, fn):
     def call(*args, **kwargs):
         torch = _torch()
         given = None  # the caller's output buffers, as converted -> as given
+        viewed = {}  # label -> (the dtype the extension sees, the caller's dtype)
         if torch is not None:
             found = False
 
@@ -204,6 +206,8 @@ def _wrap(name, fn):
                 if _is_tensor(torch, x):
                     found = True
                     c = _tensor_to_numpy(torch, name, label, x, output)
+                    if str(c.dtype) != str(x.dtype).replace("torch.", ""):
+                        viewed[label] = (str(c.dtype), str(x.dtype).replace("torch.", ""))
                     if output:
                         given = given or {}
                         given[id(c)] = x
@@ -220,11 +224,26 @@ def _wrap(name, fn):
                 kwargs[k] = conv(kwargs[k], k, k in written)
             if not found:
                 torch = None
+            elif "num_threads" in names and kwargs.get("num_threads") is None:
+                # The torch caller's thread count, as the torch op library uses.
+                kwargs["num_threads"] = torch.get_num_threads()
         try:
             result = fn(*args, **kwargs)
         except TypeError as e:
             if "incompatible function arguments" in str(e):
                 raise _type_error(fn, name, args, kwargs) from None
+            raise
+        except ValueError as e:
+            # The extension sees bfloat16 as int16 bits, float8 as uint8 codes: name the
+            # caller's dtype.
+            message = str(e)
+            for label, (seen, theirs) in viewed.items():
+                # q=(codes, scales): the extension names the codes "q" as well as "q[0]".
+                for said in {label, label[:-3] if label.endswith("[0]") else label}:
+                    message = message.replace("%s has dtype %s" % (said, seen),
+                                              "%s has dtype %s" % (said, theirs))
+            if message != str(e):
+                raise ValueError(message) from None
             raise
         if torch is None:
             return result
