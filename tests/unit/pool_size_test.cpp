@@ -80,7 +80,7 @@ TEST_CASE("thread_pool: OMP_NUM_THREADS sets the default size when it is a count
     return ml::thread_pool::affinity_threads();
   }();
   const auto with = [](const char* value) {
-    const omp_env env(std::string(value));
+    const omp_env env{std::string(value)};
     return ml::thread_pool::default_threads();
   };
   CHECK(with("3") == 3);
@@ -92,6 +92,6 @@ TEST_CASE("thread_pool: OMP_NUM_THREADS sets the default size when it is a count
     INFO("OMP_NUM_THREADS=\"" << bad << "\"");
     CHECK(with(bad) == cpus);
   }
-  const omp_env two(std::string("2"));
+  const omp_env two{std::string("2")};
   CHECK(ml::thread_pool().concurrency() == 2);
 }
