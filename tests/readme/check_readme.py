@@ -333,9 +333,16 @@ def python_build_block(c, line, text):
         c.report.append(f"line {line + 1}: import mqalogits: ran, printed {out.strip()}")
 
 
+def pip_install_block(c, line, text):
+    c.covered_by_ci(line, ".ci/torch2.sh", "pip install . (the torch 2.x stage installs the "
+                    "package with pip, --no-build-isolation, into a venv with torch from PyPI, "
+                    "and runs python -m mqalogits and the Python tests on it)")
+
+
 RULES = [
     ("quick_start", r"apt-get install", quick_start_install),
     ("quick_start", r"ctest --test-dir build", quick_start_tests),
+    ("install_with_pip", r"pip install \.", pip_install_block),
     ("install", r"add_subdirectory\(third_party/mqalogits\)", add_subdirectory_block),
     ("install", r"FetchContent_Declare\(mqalogits GIT_REPOSITORY", fetchcontent_block),
     ("building_for_distribution", r"mqalogits::dispatch", dispatch_block),
