@@ -115,6 +115,21 @@ def _numpy_to_tensor(torch, a):
     return torch.from_numpy(a)
 
 
+def _kind(annotation):
+    """An argument's annotation as pybind11 2 writes it: pybind11 3 writes int arguments as
+    'typing.SupportsInt | typing.SupportsIndex' and optional ones as '... | None'."""
+    parts = [p.strip() for p in annotation.split("|")]
+    optional = "None" in parts
+    parts = [p for p in parts if p != "None"]
+    if "typing.SupportsFloat" in parts:
+        kind = "float"
+    elif "typing.SupportsInt" in parts or "typing.SupportsIndex" in parts:
+        kind = "int"
+    else:
+        kind = " | ".join(parts)
+    return "Optional[%s]" % kind if optional else kind
+
+
 def _params(fn):
     """(names, annotations, names without a default, number before the keyword-only ones) from
     a pybind11 docstring's first line: 'name(a: object, b: int = 0, *, c: Optional[int] = None)
@@ -139,7 +154,7 @@ def _params(fn):
             continue
         name, _, rest = p.partition(":")
         names.append(name.strip())
-        kinds.append(rest.split("=")[0].strip())
+        kinds.append(_kind(rest.split("=")[0].strip()))
         if "=" not in rest:
             required.append(name.strip())
     return names, kinds, required, len(names) if positional is None else positional
