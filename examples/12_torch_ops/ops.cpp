@@ -69,6 +69,10 @@ void rethrow_as_value_error(const char* op, const char* message) {
   std::string text(message);
   const std::size_t colon = text.find(": ");
   if (colon != std::string::npos && text.find(' ') > colon) text.replace(0, colon, op);
+  // The library's option as the op's callers know it: a keyword.
+  const std::string option = "options::truncate_long_contexts";
+  if (const auto at = text.find(option); at != std::string::npos)
+    text.replace(at, option.size(), "truncate_long_contexts=True");
   C10_THROW_ERROR(ValueError, text);
 }
 
@@ -387,6 +391,8 @@ TORCH_LIBRARY(mqalogits, m) {
       "get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms, "
       "Tensor? indices=None) -> Tensor",
       &mt::get_paged_mqa_logits_metadata);
+  m.def("get_num_sms() -> int", &mt::get_num_sms);
+  m.def("set_num_sms(int num_sms) -> ()", &mt::set_num_sms);
   m.def(
       "fp8_fp4_paged_mqa_logits(Tensor?[] q, Tensor kv_cache, Tensor weights, "
       "Tensor context_lens, Tensor block_table, Tensor schedule_meta, int max_context_len, "

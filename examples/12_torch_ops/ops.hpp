@@ -163,6 +163,12 @@ at::Tensor fp8_paged_mqa_logits(const at::Tensor& q, const at::Tensor& kv_cache,
                                 std::int64_t max_context_len, bool clean_logits,
                                 const c10::optional<at::Tensor>& indices,
                                 const c10::optional<at::Tensor>& out);
+// DeepGEMM's get_num_sms / set_num_sms: the partition count an engine passes as the metadata's
+// num_sms, by default at::get_num_threads() (the ops' thread count); set_num_sms(n), n in
+// [1, 4096], replaces it. The ops spread a schedule of any count over their threads.
+std::int64_t get_num_sms();
+void set_num_sms(std::int64_t num_sms);
+
 at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::int64_t block_kv,
                                          std::int64_t num_sms,
                                          const c10::optional<at::Tensor>& indices);

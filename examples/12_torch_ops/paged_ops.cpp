@@ -1,5 +1,5 @@
 // The paged ops: get_paged_mqa_logits_metadata, fp8_fp4_paged_mqa_logits and the legacy
-// fp8_paged_mqa_logits.
+// fp8_paged_mqa_logits, and get_num_sms / set_num_sms.
 //
 // The schedule is DeepGEMM's int32 [num_sms + 1, 2] tensor, written and read by the library's
 // array form of the schedule: engines copy it into a buffer of their own and pass it back; the
@@ -8,13 +8,19 @@
 // foreign array is a named error, never a wrong read.
 #include "ops.hpp"  // first: it includes torch's headers in an order Clang takes
 
+#include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
+
+#include <algorithm>
+#include <atomic>
+#include <span>
+#include <vector>
 
 namespace mqalogits_torch {
 
 namespace {
 
-// context_lens [B, next_n], or [B] (next_n = 1).
+// context_lens [B, next_n], or [B] (one length per request; see paged_logits for next_n > 1).
 template <class I>
 ml::matrix_view<const I> lens_view(const char* where, const at::Tensor& lens) {
   if (lens.dim() == 1) {
@@ -58,8 +64,8 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
     const std::int64_t B = q.size(0), next_n = q.size(1), H = q.size(2);
     ml::detail::check_torch_tensor(context_lens, where, "context_lens");
     require_dim(where, "context_lens", context_lens, 0, B, "batch_size");
-    if (context_lens.dim() != 1 || next_n != 1) {
-      require_rank(where, "context_lens", context_lens, 2, "[batch_size, next_n]");
+    if (context_lens.dim() != 1) {
+      require_rank(where, "context_lens", context_lens, 2, "[batch_size, next_n] or [batch_size]");
       require_dim(where, "context_lens", context_lens, 1, next_n, "next_n");
     }
     ml::detail::check_torch_tensor(block_table, where, "block_table");
@@ -81,7 +87,17 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
       const auto cache = ml::as_paged_cache_view<F>(kv_cache, where, "kv_cache");
       with_index_type(where, "context_lens", context_lens, [&](auto index) {
         using I = decltype(index);
-        const auto lens = lens_view<I>(where, context_lens);
+        // DeepGEMM's 1-D context_lens [B] with next_n rows per request: row j sees positions
+        // t <= context_lens[b] - next_n + j (ml::expand_context_lens), as the Python module reads
+        // it; the schedule made from the 1-D lengths is the expanded lengths' one.
+        std::vector<I> expanded;
+        auto lens = lens_view<I>(where, context_lens);
+        if (context_lens.dim() == 1 && next_n > 1) {
+          expanded.resize(static_cast<std::size_t>(B * next_n));
+          ml::expand_context_lens(std::span<const I>(lens.data, static_cast<std::size_t>(B)),
+                                  ml::matrix_view<I>(expanded.data(), B, next_n));
+          lens = ml::matrix_view<const I>(expanded.data(), B, next_n);
+        }
         const auto table = ml::as_matrix_view<const I>(block_table, where, "block_table");
         // The library checks that the array is the schedule these lengths (and indices) give.
         const auto schedule =
@@ -105,6 +121,25 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
 
 }  // namespace
 
+namespace {
+std::atomic<std::int64_t> num_sms_setting{0};  // 0: not set
+}  // namespace
+
+std::int64_t get_num_sms() {
+  const std::int64_t n = num_sms_setting.load(std::memory_order_relaxed);
+  return n > 0 ? n : std::max(1, at::get_num_threads());
+}
+
+void set_num_sms(std::int64_t num_sms) {
+  constexpr const char* where = "set_num_sms";
+  guarded(where, [&] {
+    ml::detail::require(num_sms >= 1 && num_sms <= ml::max_paged_workers, where, [&](auto& m) {
+      m << "num_sms = " << num_sms << " must be in [1, " << ml::max_paged_workers << "]";
+    });
+    num_sms_setting.store(num_sms, std::memory_order_relaxed);
+  });
+}
+
 at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::int64_t block_kv,
                                          std::int64_t num_sms,
                                          const c10::optional<at::Tensor>& indices) {
@@ -113,7 +148,7 @@ at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::in
     ml::detail::check_torch_tensor(context_lens, where, "context_lens");
     ml::detail::require(context_lens.dim() == 1 || context_lens.dim() == 2, where, [&](auto& m) {
       m << "context_lens has shape " << ml::detail::torch_shape{context_lens}
-        << ", expected [batch_size, next_n]";
+        << ", expected [batch_size, next_n] or [batch_size]";
     });
     check_schedule_args(where, block_kv, num_sms);
     at::Tensor result =

@@ -183,6 +183,14 @@ def test_decode_fp8(next_n):
     strided = ops.fp8_paged_mqa_logits(q, padded, wide[:, :H], lens, table, meta, max_context_len,
                                        True)
     assert torch.equal(strided, clean)
+    if next_n > 1:  # DeepGEMM's 1-D lengths (one per request): row j sees L - next_n + 1 + j
+        one_d = torch.tensor(lengths, dtype=torch.int32)
+        meta_1d = ops.get_paged_mqa_logits_metadata(one_d, page, 8)
+        assert torch.equal(meta_1d, meta)  # the expanded lengths' schedule
+        for lens_1d in (one_d, one_d.long()):
+            got_1d = ops.fp8_paged_mqa_logits(q, cache, w, lens_1d, table.to(lens_1d.dtype),
+                                              meta_1d, max_context_len, True)
+            assert torch.equal(got_1d, clean)
     if next_n == 1:  # upstream's varlen `indices` (one request per row here): the same logits
         indices = torch.arange(B, dtype=torch.int32)
         mv = ops.get_paged_mqa_logits_metadata(lens, page, 8, indices)
@@ -415,6 +423,15 @@ def test_errors(decode, prefill):
     expect_error(lambda: paged(q, cache[..., :-2], w, lens, table, meta, max_len), "kv_cache", "130")
     expect_error(lambda: paged(q, cache, w, lens, table, meta.long(), max_len), "schedule_meta")
     expect_error(lambda: paged(q, cache, w, lens[:-1], table, meta, max_len), "context_lens")
+    # Dense rows whose tokens the output cannot hold: past the kv, or past max_seqlen_k columns.
+    past = ke.clone()
+    past[1] = kt.shape[0] + 5
+    expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt, ks, past),
+                 f"cu_seq_len_k_end[1] = {kt.shape[0] + 5} is past the {kt.shape[0]} rows",
+                 "truncate_long_contexts")
+    width = int((ke - ks).max())
+    expect_error(lambda: ops.fp8_fp4_mqa_logits((qt, None), (kt, st), wt, ks, ke, False, width - 1),
+                 f"max_seqlen_k = {width - 1}", "cu_seq_len_k_start[")
     expect_error(lambda: ops.fp8_fp4_paged_mqa_logits((q, None), cache, w, lens, table, meta,
                                                       max_len, False, torch.float16), "logits_dtype")
     # A schedule made for other lengths (or another block_kv) is refused by name.
@@ -423,6 +440,13 @@ def test_errors(decode, prefill):
     expect_error(lambda: paged(q, cache, w, lens, table, ops.get_paged_mqa_logits_metadata(
         other, 64, 8), max_len), "fp8_paged_mqa_logits: schedule", "stale")
     expect_error(lambda: ops.get_paged_mqa_logits_metadata(lens, 64, 0), "num_sms")
+    # DeepGEMM's get_num_sms / set_num_sms: the partition count, by default torch's thread count.
+    assert ops.get_num_sms() == torch.get_num_threads()
+    ops.set_num_sms(5)
+    assert ops.get_num_sms() == 5
+    assert tuple(ops.get_paged_mqa_logits_metadata(lens, 64, ops.get_num_sms()).shape) == (6, 2)
+    expect_error(lambda: ops.set_num_sms(0), "set_num_sms: num_sms = 0 must be in [1, 4096]")
+    assert ops.get_num_sms() == 5
     expect_error(lambda: ops.get_paged_mqa_logits_metadata(lens.float(), 64, 8), "context_lens")
     # A block-table slot the context reads that is not a page: the library's own check.
     bad = table.clone()
