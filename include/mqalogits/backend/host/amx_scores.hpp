@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
@@ -109,7 +110,7 @@ struct bf16_scores {
         T::template dot_bf16<j(), key_operand, b>();
       });
     }
-    alignas(64) float c[N][group_keys][L];
+    alignas(64) float c[std::size_t{N}][group_keys][std::size_t{L}];
     for_each_tile<N>([&](auto j) { T::template store<j()>(&c[j()][0][0], 4 * L); });
     T::release();
     for (int j = 0; j < N; ++j) {
@@ -147,11 +148,11 @@ struct i8_scores {
                    vf (&part)[group_keys]) {
     static constexpr tile_config config = pass_config<N, L>(mx_scale_block, words);
     const int stride = q.padded_heads;
-    vf f[N][group_keys];
+    vf f[std::size_t{N}][group_keys];
     for (auto& row : f)
       for (vf& x : row) x = I::zero();
     T::configure(config);
-    alignas(64) std::int32_t c[N][group_keys][L];
+    alignas(64) std::int32_t c[std::size_t{N}][group_keys][std::size_t{L}];
     for (int b = 0; b < blocks; ++b) {
       for_each_tile<N>([](auto j) { T::template zero<j()>(); });
       T::template load<key_operand>(k.codes + b * mx_scale_block, D);
