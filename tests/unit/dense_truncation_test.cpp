@@ -83,6 +83,18 @@ TEST_CASE("dense truncation: the opt-in keeps the first columns, logits and top-
   const i64 cols = 10, k = 4;
   // Row 0 spans the whole KV, row 1 ends past it, row 2 fits.
   const std::vector<i32> ks = {0, 60, 3}, ke = {80, 95, 9};
+  // Row 0's largest logit moved past the cut (its key swapped with token 70's), so the
+  // untruncated top-k would differ from the kept columns' one.
+  const ref::result before = ref::dense(in.q.view(), in.kv.view(), in.w.view(),
+                                        std::span<const i32>(ks), std::span<const i32>(ke), N);
+  i64 best = 0;
+  for (i64 t = 1; t < N; ++t)
+    if (before.at(0, t) > before.at(0, best)) best = t;
+  if (best < cols) {
+    std::swap_ranges(in.kv.row(best), in.kv.row(best) + ml::mxfp8::data_bytes, in.kv.row(70));
+    std::swap_ranges(in.kv.scale(best), in.kv.scale(best) + ml::mxfp8::scale_bytes,
+                     in.kv.scale(70));
+  }
   const ref::result kept = ref::dense(in.q.view(), in.kv.view(), in.w.view(),
                                       std::span<const i32>(ks), std::span<const i32>(ke), cols);
   ml::logits_buffer<float> out(3, cols);
@@ -103,13 +115,13 @@ TEST_CASE("dense truncation: the opt-in keeps the first columns, logits and top-
       expected[static_cast<std::size_t>(r * k + i)] = valid[static_cast<std::size_t>(i)];
   }
   CHECK(top == expected);
-  // The whole of row 0 has a larger logit past the cut, so the untruncated top-k would differ.
+  // Row 0 has a larger logit past the cut than in its kept columns.
   const ref::result whole = ref::dense(in.q.view(), in.kv.view(), in.w.view(),
                                        std::span<const i32>(ks), std::span<const i32>(ke), N);
   double best_kept = -std::numeric_limits<double>::infinity(), best_past = best_kept;
   for (i64 c = 0; c < N; ++c) {
-    double& best = c < cols ? best_kept : best_past;
-    best = std::max(best, whole.at(0, c));
+    double& side = c < cols ? best_kept : best_past;
+    side = std::max(side, whole.at(0, c));
   }
   CHECK(best_past > best_kept);
 }
