@@ -279,7 +279,7 @@ class Checks(unittest.TestCase):
 
 
 class HostPath(unittest.TestCase):
-    PATHS = {"avx512_bf16", "avx512_vnni", "avx512", "avx2_vnni", "avx2", "neon_dotprod", "neon", "portable"}
+    PATHS = {"avx512_amx", "avx512_bf16", "avx512_vnni", "avx512", "avx2_vnni", "avx2", "neon_dotprod", "neon", "portable"}
 
     def test_names_the_path_and_caps_it(self):
         chosen = ml.host_isa_name()

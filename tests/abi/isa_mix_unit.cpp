@@ -407,7 +407,7 @@ void run_error(recorder& rec, const problem& p) {
     std::snprintf(text, sizeof text, "%s", e.what());
     what = text;
   }
-  rec.check(std::strstr(what, "fp8_fp4_mqa_logits: ") == what && std::strstr(what, "ks") &&
+  rec.check(std::strstr(what, "fp8_fp4_mqa_logits: ") == what && std::strstr(what, "cu_seq_len_k_start") &&
                 std::strstr(what, "3"),
             "error message '%s'", what);
 }
