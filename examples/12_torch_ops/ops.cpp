@@ -50,9 +50,10 @@ void fresh_pool_in_child() noexcept {
   return true;
 }();
 
-run_options options_for(bool clean_logits) {
+run_options options_for(bool clean_logits, bool truncate_long_contexts) {
   run_options r;
   r.opt.clean_logits = clean_logits;
+  r.opt.truncate_long_contexts = truncate_long_contexts;
   const int n = at::get_num_threads();
   if (n > 1) {
     pool_holder* h = pool_now.load(std::memory_order_acquire);
@@ -107,7 +108,7 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
                       const at::Tensor& kv, const at::Tensor& kv_scales, const at::Tensor& weights,
                       const at::Tensor& ks, const at::Tensor& ke, bool clean_logits,
                       std::int64_t max_seqlen_k, c10::ScalarType logits_dtype,
-                      const c10::optional<at::Tensor>& out) {
+                      bool truncate_long_contexts, const c10::optional<at::Tensor>& out) {
   return guarded(where, [&] {
     ml::detail::check_torch_tensor(q, where, "q");
     require_rank(where, "q", q, 3, "[seq_len, num_heads, head_dim]");
@@ -128,7 +129,7 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
     });
     at::Tensor result = logits_output(where, out, S, max_seqlen_k > 0 ? max_seqlen_k : kv.size(0),
                                       logits_dtype, "max_seqlen_k");
-    const run_options run = options_for(clean_logits);
+    const run_options run = options_for(clean_logits, truncate_long_contexts);
     with_format(format_of(q, q_scales.defined()), [&](auto format) {
       using F = decltype(format);
       const auto qv = ml::as_rows_view<F>(q, q_scales, where, "q", "q_sf");
@@ -161,7 +162,7 @@ at::Tensor fp8_fp4_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
                               const at::Tensor& cu_seq_len_k_end, bool clean_logits,
                               std::int64_t max_seqlen_k, c10::ScalarType logits_dtype,
                               const c10::optional<at::Tensor>& schedule_meta,
-                              const c10::optional<at::Tensor>& out) {
+                              bool truncate_long_contexts, const c10::optional<at::Tensor>& out) {
   constexpr const char* where = "fp8_fp4_mqa_logits";
   (void)schedule_meta;  // upstream's SM100 work split: results never depend on it
   require_pair(where, "q", q.size());
@@ -169,17 +170,19 @@ at::Tensor fp8_fp4_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
   const c10::optional<at::Tensor> q_codes = q.get(0), q_sf = q.get(1);
   return mqa_logits(where, q_codes.value_or(at::Tensor()), q_sf.value_or(at::Tensor()), kv[0],
                     kv[1], weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
-                    max_seqlen_k, logits_dtype, out);
+                    max_seqlen_k, logits_dtype, truncate_long_contexts, out);
 }
 
 at::Tensor fp8_mqa_logits(const at::Tensor& q, const std::vector<at::Tensor>& kv,
                           const at::Tensor& weights, const at::Tensor& cu_seq_len_k_start,
                           const at::Tensor& cu_seq_len_k_end, bool clean_logits,
-                          std::int64_t max_seqlen_k, const c10::optional<at::Tensor>& out) {
+                          std::int64_t max_seqlen_k, bool truncate_long_contexts,
+                          const c10::optional<at::Tensor>& out) {
   constexpr const char* where = "fp8_mqa_logits";
   require_pair(where, "kv", kv.size());
   return mqa_logits(where, q, at::Tensor(), kv[0], kv[1], weights, cu_seq_len_k_start,
-                    cu_seq_len_k_end, clean_logits, max_seqlen_k, c10::ScalarType::Float, out);
+                    cu_seq_len_k_end, clean_logits, max_seqlen_k, c10::ScalarType::Float,
+                    truncate_long_contexts, out);
 }
 
 // ---- sparse ----
@@ -380,12 +383,14 @@ TORCH_LIBRARY(mqalogits, m) {
   m.def(
       "fp8_fp4_mqa_logits(Tensor?[] q, Tensor[] kv, Tensor weights, Tensor cu_seq_len_k_start, "
       "Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0, "
-      "ScalarType logits_dtype=6, Tensor? schedule_meta=None, *, Tensor(a!)? out=None) -> Tensor",
+      "ScalarType logits_dtype=6, Tensor? schedule_meta=None, *, bool "
+      "truncate_long_contexts=False, "
+      "Tensor(a!)? out=None) -> Tensor",
       &mt::fp8_fp4_mqa_logits);
   m.def(
       "fp8_mqa_logits(Tensor q, Tensor[] kv, Tensor weights, Tensor cu_seq_len_k_start, "
       "Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0, *, "
-      "Tensor(a!)? out=None) -> Tensor",
+      "bool truncate_long_contexts=False, Tensor(a!)? out=None) -> Tensor",
       &mt::fp8_mqa_logits);
   m.def(
       "get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms, "
@@ -397,12 +402,12 @@ TORCH_LIBRARY(mqalogits, m) {
       "fp8_fp4_paged_mqa_logits(Tensor?[] q, Tensor kv_cache, Tensor weights, "
       "Tensor context_lens, Tensor block_table, Tensor schedule_meta, int max_context_len, "
       "bool clean_logits=False, ScalarType logits_dtype=6, Tensor? indices=None, *, "
-      "Tensor(a!)? out=None) -> Tensor",
+      "bool truncate_long_contexts=False, Tensor(a!)? out=None) -> Tensor",
       &mt::fp8_fp4_paged_mqa_logits);
   m.def(
       "fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor context_lens, "
       "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
-      "Tensor? indices=None, *, Tensor(a!)? out=None) -> Tensor",
+      "Tensor? indices=None, *, bool truncate_long_contexts=False, Tensor(a!)? out=None) -> Tensor",
       &mt::fp8_paged_mqa_logits);
   m.class_<mt::sparse_metadata>("SparseMetadata");
   m.class_<mt::paged_sparse_metadata>("PagedSparseMetadata");

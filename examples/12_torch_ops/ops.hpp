@@ -30,7 +30,8 @@ struct run_options {
   std::shared_ptr<ml::thread_pool> pool;  // null: serial on the calling thread
   ml::options opt;
 };
-run_options options_for(bool clean_logits);
+// truncate_long_contexts: the library's option (rows longer than the output are cut, not refused).
+run_options options_for(bool clean_logits, bool truncate_long_contexts = false);
 
 // The logits output: `out` checked against [rows, cols] and the dtype, or a new tensor whose
 // rows are 1024-byte aligned, as DeepGEMM's. width_name names the argument cols comes from, for
@@ -156,13 +157,14 @@ at::Tensor fp8_fp4_paged_mqa_logits(const c10::List<c10::optional<at::Tensor>>& 
                                     const at::Tensor& schedule_meta, std::int64_t max_context_len,
                                     bool clean_logits, c10::ScalarType logits_dtype,
                                     const c10::optional<at::Tensor>& indices,
+                                    bool truncate_long_contexts,
                                     const c10::optional<at::Tensor>& out);
 at::Tensor fp8_paged_mqa_logits(const at::Tensor& q, const at::Tensor& kv_cache,
                                 const at::Tensor& weights, const at::Tensor& context_lens,
                                 const at::Tensor& block_table, const at::Tensor& schedule_meta,
                                 std::int64_t max_context_len, bool clean_logits,
                                 const c10::optional<at::Tensor>& indices,
-                                const c10::optional<at::Tensor>& out);
+                                bool truncate_long_contexts, const c10::optional<at::Tensor>& out);
 // DeepGEMM's get_num_sms / set_num_sms: the partition count an engine passes as the metadata's
 // num_sms, by default at::get_num_threads() (the ops' thread count); set_num_sms(n), n in
 // [1, 4096], replaces it. The ops spread a schedule of any count over their threads.

@@ -56,7 +56,7 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
                         const at::Tensor& context_lens, const at::Tensor& block_table,
                         const at::Tensor& schedule_meta, std::int64_t max_context_len,
                         bool clean_logits, c10::ScalarType logits_dtype,
-                        const c10::optional<at::Tensor>& indices,
+                        const c10::optional<at::Tensor>& indices, bool truncate_long_contexts,
                         const c10::optional<at::Tensor>& out) {
   return guarded(where, [&] {
     ml::detail::check_torch_tensor(q, where, "q");
@@ -80,7 +80,7 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
     });
     at::Tensor result =
         logits_output(where, out, B * next_n, max_context_len, logits_dtype, "max_context_len");
-    const run_options run = options_for(clean_logits);
+    const run_options run = options_for(clean_logits, truncate_long_contexts);
     with_format(format_of(q, q_scales.defined()), [&](auto format) {
       using F = decltype(format);
       const auto qv = ml::as_rows_view<F>(q, q_scales, where, "q", "q_sf");
@@ -177,6 +177,7 @@ at::Tensor fp8_fp4_paged_mqa_logits(const c10::List<c10::optional<at::Tensor>>& 
                                     const at::Tensor& schedule_meta, std::int64_t max_context_len,
                                     bool clean_logits, c10::ScalarType logits_dtype,
                                     const c10::optional<at::Tensor>& indices,
+                                    bool truncate_long_contexts,
                                     const c10::optional<at::Tensor>& out) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
   guarded(where, [&] {
@@ -187,7 +188,7 @@ at::Tensor fp8_fp4_paged_mqa_logits(const c10::List<c10::optional<at::Tensor>>& 
   const c10::optional<at::Tensor> q_codes = q.get(0), q_sf = q.get(1);
   return paged_logits(where, q_codes.value_or(at::Tensor()), q_sf.value_or(at::Tensor()), kv_cache,
                       weights, context_lens, block_table, schedule_meta, max_context_len,
-                      clean_logits, logits_dtype, indices, out);
+                      clean_logits, logits_dtype, indices, truncate_long_contexts, out);
 }
 
 at::Tensor fp8_paged_mqa_logits(const at::Tensor& q, const at::Tensor& kv_cache,
@@ -195,10 +196,10 @@ at::Tensor fp8_paged_mqa_logits(const at::Tensor& q, const at::Tensor& kv_cache,
                                 const at::Tensor& block_table, const at::Tensor& schedule_meta,
                                 std::int64_t max_context_len, bool clean_logits,
                                 const c10::optional<at::Tensor>& indices,
-                                const c10::optional<at::Tensor>& out) {
+                                bool truncate_long_contexts, const c10::optional<at::Tensor>& out) {
   return paged_logits("fp8_paged_mqa_logits", q, at::Tensor(), kv_cache, weights, context_lens,
                       block_table, schedule_meta, max_context_len, clean_logits,
-                      c10::ScalarType::Float, indices, out);
+                      c10::ScalarType::Float, indices, truncate_long_contexts, out);
 }
 
 }  // namespace mqalogits_torch

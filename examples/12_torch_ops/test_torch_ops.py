@@ -429,6 +429,10 @@ def test_errors(decode, prefill):
     expect_error(lambda: ops.fp8_mqa_logits(qt, (kt, st), wt, ks, past),
                  f"cu_seq_len_k_end[1] = {kt.shape[0] + 5} is past the {kt.shape[0]} rows",
                  "truncate_long_contexts")
+    # The opt-in keyword keeps the tokens the output holds: the row as if it ended at the kv's end.
+    clamped = ops.fp8_mqa_logits(qt, (kt, st), wt, ks, past.clamp(max=kt.shape[0]))
+    kept = ops.fp8_mqa_logits(qt, (kt, st), wt, ks, past, truncate_long_contexts=True)
+    assert torch.equal(kept, clamped)
     width = int((ke - ks).max())
     expect_error(lambda: ops.fp8_fp4_mqa_logits((qt, None), (kt, st), wt, ks, ke, False, width - 1),
                  f"max_seqlen_k = {width - 1}", "cu_seq_len_k_start[")
