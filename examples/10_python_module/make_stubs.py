@@ -13,6 +13,20 @@ import os
 import re
 import sys
 
+
+def _load_signature_reader():
+    """The package's own reader of pybind11 signature lines (python/mqalogits/_signature.py),
+    so the stubs and the wrappers split arguments alike."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python", "mqalogits",
+                        "_signature.py")
+    spec = importlib.util.spec_from_file_location("_mqalogits_signature", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+split_top = _load_signature_reader().split_top
+
 SIMPLE = {"bool": "bool", "str": "str", "int": "int", "float": "float",
           "typing.SupportsInt": "int", "typing.SupportsFloat": "float", "None": "None"}
 
@@ -36,21 +50,6 @@ def stub_type(t, classes):
     else:
         return "Any"
     return "Optional[%s]" % kind if optional and kind != "None" else kind
-
-
-def split_top(s):
-    parts, depth, part = [], 0, ""
-    for ch in s:
-        depth += ch in "[(" and 1 or 0
-        depth -= ch in "])" and 1 or 0
-        if ch == "," and depth == 0:
-            parts.append(part)
-            part = ""
-        else:
-            part += ch
-    if part.strip():
-        parts.append(part)
-    return [p.strip() for p in parts]
 
 
 def function_stub(name, doc, classes):

@@ -62,6 +62,30 @@ class Stubs(unittest.TestCase):
                 self.assertEqual(stub, pybind11_params(public[name]))
                 self.assertTrue(re.match(r"^\w", ast.get_docstring(defs[name]) or "x"))
 
+    def test_signatures_are_the_compiled_functions(self):
+        import inspect
+
+        for name in sorted(n for n in ml.__all__ if callable(getattr(ml, n))
+                           and not isinstance(getattr(ml, n), type)):
+            sig = inspect.signature(getattr(ml, name))
+            shown = []
+            for p in sig.parameters.values():
+                if p.kind == p.KEYWORD_ONLY and "*" not in shown:
+                    shown.append("*")
+                self.assertIn(p.kind, (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY), name)
+                shown.append(p.name)
+            with self.subTest(function=name):
+                self.assertEqual(shown, pybind11_params(getattr(ml, name)))
+        dense = inspect.signature(ml.fp8_fp4_mqa_logits).parameters
+        # DeepGEMM's defaults, as values a caller can use.
+        self.assertIs(dense["clean_logits"].default, True)
+        self.assertEqual(dense["max_seqlen_k"].default, 0)
+        self.assertEqual(dense["logits_dtype"].default, "float32")
+        self.assertIs(dense["q"].default, inspect.Parameter.empty)
+        self.assertIs(dense["num_threads"].kind, inspect.Parameter.KEYWORD_ONLY)
+        bound = inspect.signature(ml.fp8_fp4_paged_mqa_logits).bind(1, 2, 3, 4, 5, 6, 7)
+        self.assertEqual(bound.arguments["max_context_len"], 7)
+
     def test_py_typed(self):
         self.assertTrue(os.path.isfile(os.path.join(FOLDER, "py.typed")))
 

@@ -25,6 +25,7 @@ dtype and shape, never its values).
 import sys as _sys
 
 from . import _mqalogits as _ext
+from . import _signature
 
 __all__ = []
 
@@ -131,33 +132,14 @@ def _kind(annotation):
 
 
 def _params(fn):
-    """(names, annotations, names without a default, number before the keyword-only ones) from
-    a pybind11 docstring's first line: 'name(a: object, b: int = 0, *, c: Optional[int] = None)
-    -> object'."""
-    line = (fn.__doc__ or "").splitlines()[0] if fn.__doc__ else ""
-    inside = line[line.find("(") + 1:line.rfind(")")] if "(" in line else ""
-    names, kinds, required, positional, depth, part, parts = [], [], [], None, 0, "", []
-    for ch in inside:  # split on top-level commas (Optional[...] holds none, but be safe)
-        depth += ch in "[(" and 1 or 0
-        depth -= ch in "])" and 1 or 0
-        if ch == "," and depth == 0:
-            parts.append(part)
-            part = ""
-        else:
-            part += ch
-    if part.strip():
-        parts.append(part)
-    for p in parts:
-        p = p.strip()
-        if p == "*":
-            positional = len(names)
-            continue
-        name, _, rest = p.partition(":")
-        names.append(name.strip())
-        kinds.append(_kind(rest.split("=")[0].strip()))
-        if "=" not in rest:
-            required.append(name.strip())
-    return names, kinds, required, len(names) if positional is None else positional
+    """(names, annotations, names without a default, number before the keyword-only ones) of a
+    compiled function."""
+    params = _signature.parameters(fn.__doc__)
+    names = [p.name for p in params]
+    kinds = [_kind(p.annotation) for p in params]
+    required = [p.name for p in params if not p.default]
+    positional = [p for p in params if not p.keyword_only]
+    return names, kinds, required, len(positional)
 
 
 def _fits(kind, v):
@@ -274,6 +256,7 @@ def _wrap(name, fn):
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = fn.__doc__
+    call.__signature__ = _signature.signature(fn.__doc__)
     call.__module__ = __name__
     return call
 
