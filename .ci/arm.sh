@@ -3,10 +3,11 @@
 #   armv8.2-a+dotprod   NEON with sdot: the ctest suite (Catch2 tests, ABI test, consumer
 #                       projects) under qemu-aarch64 (Debian's qemu-user), less the test files
 #                       whose code has no host-ISA or target dependence (ARM_SKIP_FILES: the
-#                       NeuronCore model, a scalar cost model, and the allocation counts of the
-#                       workspace logic), and the kernel tests' instances on that model: the
-#                       native build runs them, and the sanitizer build, and under qemu they
-#                       took over a third of the job
+#                       NeuronCore model, a scalar cost model, the allocation counts of the
+#                       workspace logic, and the AMX tile model with the x86 AMX path run on
+#                       it, a path no ARM CPU takes), and the kernel tests' instances on that
+#                       model: the native build runs them, and the sanitizer build, and under
+#                       qemu they took over a third of the job
 #   armv8-a             NEON without the dot-product extension (widening int8 multiplies): only
 #                       the tests whose code differs between the two, the micro-kernels (every
 #                       compiled path against the scalar reference), and the runtime-dispatch
@@ -45,10 +46,10 @@ fail() { echo "arm.sh: $*" >&2; exit 1; }
 base_names() { sed -E 's/ - [A-Za-z0-9_:]+ - [0-9]+$//' | sort -u; }
 
 # The full job's test files: all but these (their test names start with the prefixes below).
-ARM_SKIP_FILES=${ARM_SKIP_FILES-neuron_cost_test.cpp neuron_kernels_test.cpp neuron_model_test.cpp allocation_test.cpp}
+ARM_SKIP_FILES=${ARM_SKIP_FILES-neuron_cost_test.cpp neuron_kernels_test.cpp neuron_model_test.cpp allocation_test.cpp amx_tile_model_test.cpp amx_path_test.cpp}
 # (and the one test that MQALOGITS_TEST_HOST_COMBOS_ONLY leaves out of a file that is built).
 host_only_names='determinism: NeuronCore model'
-skipped_names="^(neuron|example 09|allocations|$host_only_names)"
+skipped_names="^(neuron|example 09|allocations|amx|$host_only_names)"
 full_files=$(for f in tests/unit/*.cpp tests/integration/*.cpp; do
                case " $ARM_SKIP_FILES " in *" $(basename "$f") "*) ;; *) basename "$f" ;; esac
              done | paste -sd ';')
@@ -57,7 +58,7 @@ if [ -n "$ARM_SKIP_FILES" ]; then
   for f in $ARM_SKIP_FILES; do
     grep -qE 'TEST_CASE' "tests/unit/$f" || fail "ARM_SKIP_FILES: tests/unit/$f has no tests"
   done
-  grep -lE "TEST_CASE\(\"(neuron|example 09|allocations)" tests/unit/*.cpp tests/integration/*.cpp |
+  grep -lE "TEST_CASE\(\"(neuron|example 09|allocations|amx)" tests/unit/*.cpp tests/integration/*.cpp |
     xargs -rn1 basename | while read -r f; do
       case " $ARM_SKIP_FILES " in *" $f "*) ;; *) fail "$f has tests named like the skipped files'" ;; esac
     done
