@@ -6,44 +6,56 @@
 # best path. Built only when something links it.
 include(CheckCXXCompilerFlag)
 
-# Each path: its name (target.hpp's tag) and its flags.
-set(_mqalogits_paths portable)
-set(_mqalogits_flags_portable -DMQALOGITS_HOST_PORTABLE=1)
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-  list(APPEND _mqalogits_paths avx2 avx512 avx512_vnni)
-  # F16C with every AVX2 path: every AVX2 CPU has it, and the e4m3 decode widens through it.
-  set(_mqalogits_flags_avx2 -mavx2 -mfma -mf16c)
-  set(_mqalogits_flags_avx512 -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq)
-  set(_mqalogits_flags_avx512_vnni ${_mqalogits_flags_avx512} -mavx512vnni)
-  check_cxx_compiler_flag(-mavx512bf16 MQALOGITS_HAS_MAVX512BF16)
-  if(MQALOGITS_HAS_MAVX512BF16)
-    list(APPEND _mqalogits_paths avx512_bf16)
-    # Chosen at run time only where it pays (src/dispatch/select.cpp), so built whatever the
-    # compiler's tuning.
-    set(_mqalogits_flags_avx512_bf16 ${_mqalogits_flags_avx512_vnni} -mavx512bf16
-        -DMQALOGITS_HOST_BF16_DOT=1)
+# Each path: its name (target.hpp's tag) and its flags, from the one table of the host paths,
+# include/mqalogits/backend/host/isa/paths.def (its comment says what each column means). A
+# row is one line: MQALOGITS_ISA_PATH(name, arch, cpu, opt_in, base, checked, "flags").
+set(_mqalogits_paths_def ${PROJECT_SOURCE_DIR}/include/mqalogits/backend/host/isa/paths.def)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_mqalogits_paths_def})
+file(STRINGS ${_mqalogits_paths_def} _mqalogits_rows REGEX "^MQALOGITS_ISA_PATH\\(")
+set(_n "([a-z0-9_]+)")  # a name
+string(CONCAT _mqalogits_row_regex "^MQALOGITS_ISA_PATH\\(${_n}, ${_n}, [a-z0-9_]+, [01], ${_n}, "
+              "([01]), \"([^\"]*)\"\\)$")
+set(_mqalogits_paths)      # the paths this library holds
+set(_mqalogits_all_paths)  # every row of the table
+foreach(_row IN LISTS _mqalogits_rows)
+  if(NOT _row MATCHES "${_mqalogits_row_regex}")
+    message(FATAL_ERROR "${_mqalogits_paths_def}: a row CMake cannot read: ${_row}")
   endif()
-  # AMX tiles (Sapphire Rapids and later): opt-in at run time until the path has passed the test
-  # suite on an AMX CPU (src/dispatch/select.cpp); MQALOGITS_AMX_BY_DEFAULT lets "native" reach
-  # it.
-  set(CMAKE_REQUIRED_FLAGS "-mamx-tile -mamx-bf16 -mamx-int8")
-  check_cxx_compiler_flag(-mamx-tile MQALOGITS_HAS_MAMX)
-  unset(CMAKE_REQUIRED_FLAGS)
-  if(MQALOGITS_HAS_MAMX)
-    list(APPEND _mqalogits_paths avx512_amx)
-    set(_mqalogits_flags_avx512_amx ${_mqalogits_flags_avx512_vnni} -mamx-tile -mamx-bf16
-        -mamx-int8 -DMQALOGITS_ENABLE_AMX=1)
+  set(path ${CMAKE_MATCH_1})
+  set(_arch ${CMAKE_MATCH_2})
+  set(_base ${CMAKE_MATCH_3})
+  set(_checked ${CMAKE_MATCH_4})
+  separate_arguments(_own UNIX_COMMAND "${CMAKE_MATCH_5}")
+  # The base row's flags, then its own (a base comes before the rows built on it).
+  if(_base STREQUAL "none")
+    set(_mqalogits_flags_${path} ${_own})
+  elseif(_base IN_LIST _mqalogits_all_paths)
+    set(_mqalogits_flags_${path} ${_mqalogits_flags_${_base}} ${_own})
+  else()
+    message(FATAL_ERROR "${_mqalogits_paths_def}: ${path}'s base ${_base} is not a row above it")
   endif()
-  check_cxx_compiler_flag(-mavxvnni MQALOGITS_HAS_MAVXVNNI)
-  if(MQALOGITS_HAS_MAVXVNNI)
-    list(APPEND _mqalogits_paths avx2_vnni)
-    set(_mqalogits_flags_avx2_vnni -mavx2 -mfma -mf16c -mavxvnni)
+  list(APPEND _mqalogits_all_paths ${path})
+  # Only the rows of this architecture's ladder (any: on every ladder).
+  if(NOT _arch MATCHES "^(any|x86_64|aarch64)$")
+    message(FATAL_ERROR "${_mqalogits_paths_def}: ${path}'s arch ${_arch} is not any, x86_64 or "
+                        "aarch64")
   endif()
-elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
-  list(APPEND _mqalogits_paths neon neon_dotprod)
-  set(_mqalogits_flags_neon -march=armv8-a)
-  set(_mqalogits_flags_neon_dotprod -march=armv8.2-a+dotprod)
-endif()
+  if((_arch STREQUAL "x86_64" AND NOT CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$") OR
+     (_arch STREQUAL "aarch64" AND NOT CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$"))
+    continue()
+  endif()
+  # A checked row is built only where the compiler takes its own flags.
+  if(_checked)
+    string(REPLACE ";" " " CMAKE_REQUIRED_FLAGS "${_own}")
+    list(GET _own 0 _first)
+    check_cxx_compiler_flag(${_first} MQALOGITS_HAS_FLAGS_${path})
+    unset(CMAKE_REQUIRED_FLAGS)
+    if(NOT MQALOGITS_HAS_FLAGS_${path})
+      continue()
+    endif()
+  endif()
+  list(APPEND _mqalogits_paths ${path})
+endforeach()
 
 add_library(mqalogits_dispatch STATIC EXCLUDE_FROM_ALL ${PROJECT_SOURCE_DIR}/src/dispatch/select.cpp)
 add_library(mqalogits::dispatch ALIAS mqalogits_dispatch)
@@ -70,7 +82,14 @@ foreach(path IN LISTS _mqalogits_paths)
     target_compile_options(mqalogits_dispatch_${path} PRIVATE -Wall -Wextra -Werror)
   endif()
   target_sources(mqalogits_dispatch PRIVATE $<TARGET_OBJECTS:mqalogits_dispatch_${path}>)
-  target_compile_definitions(mqalogits_dispatch PRIVATE MQALOGITS_DISPATCH_HAS_${path}=1)
+endforeach()
+# select.cpp reads every row of the table: 1 for the paths this library holds, 0 for the others.
+foreach(path IN LISTS _mqalogits_all_paths)
+  if(path IN_LIST _mqalogits_paths)
+    target_compile_definitions(mqalogits_dispatch PRIVATE MQALOGITS_DISPATCH_HAS_${path}=1)
+  else()
+    target_compile_definitions(mqalogits_dispatch PRIVATE MQALOGITS_DISPATCH_HAS_${path}=0)
+  endif()
 endforeach()
 if(PROJECT_IS_TOP_LEVEL AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
   target_compile_options(mqalogits_dispatch PRIVATE -Wall -Wextra -Werror)

@@ -3,8 +3,10 @@
 // the library's inline namespace. A header-only library takes its consumer's flags; it never
 // picks an instruction set at run time.
 //
-// MQALOGITS_ISA_TAG is the token that names the unit's path in every mangled symbol:
-//   avx512_amx, avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, neon_dotprod, neon, portable.
+// MQALOGITS_ISA_TAG is the token that names the unit's path in every mangled symbol: one of the
+// paths of backend/host/isa/paths.def. The preprocessor cannot walk that table, so the choice
+// below names them once more, fastest first; isa/ladder.hpp checks at compile time that the tag
+// is a row of the table and the path the unit's kernels run.
 // Define MQALOGITS_HOST_PORTABLE to force the portable path whatever the flags say.
 #pragma once
 

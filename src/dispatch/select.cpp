@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include <mqalogits/backend/host/amx/tile_permission.hpp>
+#include <mqalogits/backend/host/isa/paths.hpp>
 #include <mqalogits/backend/host/kernel_abi.hpp>
 
 // Feature detection for GCC and Clang (cpuid.h, inline xgetbv); another compiler gets the
@@ -29,22 +31,18 @@
 
 namespace mqalogits::MQALOGITS_HOST_ABI_NAMESPACE {
 
-// Every path's table (path.cpp); CMake defines MQALOGITS_DISPATCH_HAS_<path> for the ones this
-// library holds.
-const isa_kernels& isa_kernels_portable() noexcept;
-const isa_kernels& isa_kernels_avx2() noexcept;
-const isa_kernels& isa_kernels_avx2_vnni() noexcept;
-const isa_kernels& isa_kernels_avx512() noexcept;
-const isa_kernels& isa_kernels_avx512_vnni() noexcept;
-const isa_kernels& isa_kernels_avx512_bf16() noexcept;
-const isa_kernels& isa_kernels_avx512_amx() noexcept;
-const isa_kernels& isa_kernels_neon() noexcept;
-const isa_kernels& isa_kernels_neon_dotprod() noexcept;
+// Every path's table (path.cpp); CMake defines MQALOGITS_DISPATCH_HAS_<path> for every path of
+// isa/paths.def: 1 for the ones this library holds, 0 for the others.
+#define MQALOGITS_ISA_PATH(name, arch, cpu, opt_in, base, checked, flags) \
+  const isa_kernels& isa_kernels_##name() noexcept;
+#include <mqalogits/backend/host/isa/paths.def>
+#undef MQALOGITS_ISA_PATH
 
 namespace {
 
-// What the CPU (and the OS, which must save the registers) supports.
+// What the CPU (and the OS, which must save the registers) supports: paths.def's cpu column.
 struct cpu_features {
+  bool baseline = true;  // what the portable path needs
   bool avx2_fma = false, avx_vnni = false, avx512 = false, avx512_vnni = false, avx512_bf16 = false;
   bool neon = false, dotprod = false;
 };
@@ -91,59 +89,61 @@ cpu_features detect() {
   return f;
 }
 
+namespace hb = ::mqalogits::host_backend;
+
+// This architecture's ladder (on any other, the x86-64 one: the portable path, and caps by
+// x86-64 names that stop there).
+#if defined(__aarch64__)
+constexpr hb::path_arch this_ladder = hb::path_arch::arch_aarch64;
+#else
+constexpr hb::path_arch this_ladder = hb::path_arch::arch_x86_64;
+#endif
+
+// A row of paths.def: its table (null where this library lacks the path, or the path is of
+// another architecture) and what the CPU must support to run it.
 struct path {
   const char* name;
-  const isa_kernels& (*kernels)() noexcept;
-  bool (*runs)(const cpu_features&);
+  const isa_kernels* (*kernels)() noexcept;
+  bool cpu_features::*runs;
+  bool on_ladder;  // on this architecture's ladder
+  bool opt_in;
 };
 
-// From the most portable to the fastest.
+// Every path, from the most portable to the fastest.
 constexpr path paths[] = {
-    {"portable", &isa_kernels_portable, [](const cpu_features&) { return true; }},
-#if defined(MQALOGITS_DISPATCH_HAS_avx2)
-    {"avx2", &isa_kernels_avx2, [](const cpu_features& f) { return f.avx2_fma; }},
-#endif
-#if defined(MQALOGITS_DISPATCH_HAS_avx2_vnni)
-    {"avx2_vnni", &isa_kernels_avx2_vnni, [](const cpu_features& f) { return f.avx_vnni; }},
-#endif
-#if defined(MQALOGITS_DISPATCH_HAS_avx512)
-    {"avx512", &isa_kernels_avx512, [](const cpu_features& f) { return f.avx512; }},
-#endif
-#if defined(MQALOGITS_DISPATCH_HAS_avx512_vnni)
-    {"avx512_vnni", &isa_kernels_avx512_vnni, [](const cpu_features& f) { return f.avx512_vnni; }},
-#endif
-#if defined(MQALOGITS_DISPATCH_HAS_avx512_bf16)
-    {"avx512_bf16", &isa_kernels_avx512_bf16, [](const cpu_features& f) { return f.avx512_bf16; }},
-#endif
-#if defined(MQALOGITS_DISPATCH_HAS_avx512_amx)
-    {"avx512_amx", &isa_kernels_avx512_amx,
-     [](const cpu_features& f) {
-       return f.avx512_vnni && ::mqalogits::host_backend::amx::tile_refusal() == nullptr;
-     }},
-#endif
-#if defined(MQALOGITS_DISPATCH_HAS_neon)
-    {"neon", &isa_kernels_neon, [](const cpu_features& f) { return f.neon; }},
-#endif
-#if defined(MQALOGITS_DISPATCH_HAS_neon_dotprod)
-    {"neon_dotprod", &isa_kernels_neon_dotprod, [](const cpu_features& f) { return f.dotprod; }},
-#endif
+#define MQALOGITS_ISA_PATH(name, arch, cpu, opt_in, base, checked, flags)  \
+  {#name,                                                                  \
+   []() noexcept -> const isa_kernels* {                                   \
+     if constexpr (MQALOGITS_DISPATCH_HAS_##name &&                        \
+                   hb::on_ladder(hb::path_arch::arch_##arch, this_ladder)) \
+       return &isa_kernels_##name();                                       \
+     else                                                                  \
+       return nullptr;                                                     \
+   },                                                                      \
+   &cpu_features::cpu, hb::on_ladder(hb::path_arch::arch_##arch, this_ladder), (opt_in) != 0},
+#include <mqalogits/backend/host/isa/paths.def>
+#undef MQALOGITS_ISA_PATH
 };
 constexpr int path_count = static_cast<int>(sizeof paths / sizeof paths[0]);
+static_assert(std::string_view(paths[0].name) == "portable" && paths[0].on_ladder,
+              "the first path is the portable one, which every CPU runs");
 
-// The path names of this architecture, in ladder order (whether or not this build holds each):
-// a cap at a path the library lacks is a cap at the paths below it.
-#if defined(__aarch64__)
-constexpr const char* ladder[] = {"portable", "neon", "neon_dotprod"};
-#else
-constexpr const char* ladder[] = {"portable",    "avx2",        "avx2_vnni", "avx512",
-                                  "avx512_vnni", "avx512_bf16", "avx512_amx"};
-#endif
-
+// A path's position on this architecture's ladder, or -1 for a name of none of its paths
+// (whether or not this build holds the path: a cap at a path the library lacks is a cap at the
+// paths below it).
 int ladder_index(const char* name) {
-  for (int i = 0; i < static_cast<int>(sizeof ladder / sizeof ladder[0]); ++i)
-    if (std::strcmp(ladder[i], name) == 0) return i;
+  for (int i = 0; i < path_count; ++i)
+    if (paths[i].on_ladder && std::strcmp(paths[i].name, name) == 0) return i;
   return -1;
 }
+
+// The one opt-in path is the AMX one: why_not_amx speaks for it.
+constexpr bool only_amx_opts_in() {
+  for (const path& p : paths)
+    if (p.opt_in != (std::string_view(p.name) == "avx512_amx")) return false;
+  return true;
+}
+static_assert(only_amx_opts_in(), "paths.def's opt-in paths are the AMX path alone");
 
 // Whether "native" (no cap) reaches the AMX path.
 #if defined(MQALOGITS_DISPATCH_AMX_BY_DEFAULT) && MQALOGITS_DISPATCH_AMX_BY_DEFAULT
@@ -159,11 +159,7 @@ std::atomic<const char*> amx_refusal{nullptr};
 // reaches it checks the CPU and asks the OS for the tile state.
 const char* why_not_amx(int cap, const cpu_features& cpu) {
   const int amx = ladder_index("avx512_amx");
-#if defined(MQALOGITS_DISPATCH_HAS_avx512_amx)
-  const bool has_path = true;
-#else
-  const bool has_path = false;
-#endif
+  const bool has_path = MQALOGITS_DISPATCH_HAS_avx512_amx != 0;
   if (amx < 0) return "the AMX path exists on x86-64 only";
   if (!has_path)
     return "this mqalogits::dispatch has no AMX path (its compiler lacks -mamx-tile -mamx-bf16 "
@@ -183,11 +179,11 @@ const isa_kernels* choose(int cap) {
   static const cpu_features cpu = detect();
   const char* amx_why = why_not_amx(cap, cpu);
   amx_refusal.store(amx_why, std::memory_order_release);
-  const isa_kernels* best = &paths[0].kernels();
+  const isa_kernels* best = paths[0].kernels();
   for (int i = 0; i < path_count; ++i) {
-    const bool amx = std::strcmp(paths[i].name, "avx512_amx") == 0;
-    const bool allowed = amx ? amx_why == nullptr : cap < 0 || ladder_index(paths[i].name) <= cap;
-    if (allowed && paths[i].runs(cpu)) best = &paths[i].kernels();
+    const isa_kernels* kernels = paths[i].kernels();  // null: not held, or not of this ladder
+    const bool allowed = paths[i].opt_in ? amx_why == nullptr : cap < 0 || i <= cap;
+    if (kernels && allowed && cpu.*paths[i].runs) best = kernels;
   }
   return best;
 }
@@ -207,12 +203,14 @@ const isa_kernels* from_environment() {
   if (env && *env) {
     cap = cap_of(env);
     if (cap == -2) {
+      char names[256] = {};  // the path names, as paths.def lists them (under 200 characters)
+      hb::put_isa_path_names([&](const char* text) {
+        std::strncat(names, text, sizeof names - 1 - std::strlen(names));
+      });
       std::fprintf(stderr,
                    "mqalogits: MQALOGITS_HOST_ISA=%s names no host path of this CPU architecture "
-                   "(avx512_amx, avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, portable; "
-                   "neon_dotprod, neon, "
-                   "portable on ARM64; or native); ignored\n",
-                   env);
+                   "(%s); ignored\n",
+                   env, names);
       cap = -1;
     }
   }

@@ -6,9 +6,9 @@
 //
 // With runtime dispatch (link the mqalogits::dispatch CMake target, which defines
 // MQALOGITS_RUNTIME_DISPATCH), the kernels come from a small compiled library that holds every
-// path, each compiled with its own flags, and picks at run time the fastest one the CPU runs:
-// x86-64 avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, portable; ARM64 neon_dotprod, neon,
-// portable. The AMX path (avx512_amx) is taken only where asked for: MQALOGITS_HOST_ISA=avx512_amx
+// path, each compiled with its own flags, and picks at run time the fastest one the CPU runs
+// (isa/paths.def lists them, with their flags and ladder order). The AMX path (avx512_amx) is
+// taken only where asked for: MQALOGITS_HOST_ISA=avx512_amx
 // or limit_host_isa("avx512_amx") (it has not yet run on AMX hardware); host_amx_refusal() says
 // why it is not the path that runs.
 // The unit itself can then be built for the baseline, and calls the same entry points.
@@ -26,6 +26,7 @@
 #include "../../output/selection_steps.hpp"
 #include "amx/tile_permission.hpp"
 #include "isa/ladder.hpp"
+#include "isa/paths.hpp"
 #include "kernel_abi.hpp"
 #include "kernel_table.hpp"
 
@@ -129,9 +130,9 @@ inline const char* host_amx_refusal() noexcept {
   return host_abi::runtime_amx_refusal();
 }
 
-// Caps the host path at `path` ("avx512_amx", "avx512_bf16", "avx512_vnni", "avx512", "avx2_vnni",
-// "avx2", "neon_dotprod", "neon", "portable"; "native" lifts the cap): the fastest path the CPU
-// runs at or below it serves every later call. Returns the path chosen; an unknown name is an
+// Caps the host path at `path` (a path of isa/paths.def: "avx512_vnni", "avx2", "neon",
+// "portable", ...; "native" lifts the cap): the fastest path the CPU runs at or below it serves
+// every later call. Returns the path chosen; an unknown name is an
 // error. For tests and for comparing paths; MQALOGITS_HOST_ISA does the same for a whole process.
 inline const char* limit_host_isa(std::string_view path) {
   char name[32] = {};  // every path name is shorter: a longer one names no path
@@ -143,16 +144,16 @@ inline const char* limit_host_isa(std::string_view path) {
   detail::require(chosen != nullptr, "limit_host_isa", [&](detail::message& m) {
     m << "'";
     for (const char c : path) m << (c == '\0' ? std::string_view("\\0") : std::string_view(&c, 1));
-    m << "' names no host path (avx512_amx, avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, "
-         "portable; "
-         "neon_dotprod, neon, portable on ARM64; or native)";
+    m << "' names no host path (";
+    host_backend::put_isa_path_names([&](const char* text) { m << text; });
+    m << ")";
   });
   return chosen;
 }
 #else
-// The host path this translation unit was compiled for (target.hpp's tag: "avx512_bf16",
-// "avx512_vnni", "avx512", "avx2_vnni", "avx2", "neon_dotprod", "neon" or "portable"). Each unit
-// answers for itself (the name lives in the unit's ISA-tagged namespace), so an engine that builds
+// The host path this translation unit was compiled for (target.hpp's tag, a path of
+// isa/paths.def: "avx512_vnni", "avx2", "neon_dotprod", "portable", ...). Each unit answers for
+// itself (the name lives in the unit's ISA-tagged namespace), so an engine that builds
 // one hot file with -march=native can check what that file runs.
 #if defined(MQALOGITS_HOST_AMX)
 // A unit built for the AMX path: "avx512_amx", or "avx512_vnni" where the OS refuses the tiles.

@@ -1,9 +1,11 @@
 // The instruction sets compiled into this translation unit, from the most portable to the
 // fastest, and the one the host backend runs (the last). Which ones exist is decided by the
 // compiler's target macros (target.hpp), never at run time: a header-only library takes its
-// consumer's flags. Adding an ISA: its file, and one line here.
+// consumer's flags. Adding an ISA: its file, and one line here; adding a path: a row of
+// paths.def too.
 #pragma once
 
+#include <string_view>
 #include <tuple>
 
 #include "../../../config.hpp"
@@ -12,6 +14,7 @@
 #include "avx512_amx.hpp"
 #include "avx512_bf16.hpp"
 #include "neon.hpp"
+#include "paths.hpp"
 #include "portable.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -40,6 +43,14 @@ using compiled_isas = std::tuple<isa_portable
 
 // The widest of them: what the backend runs.
 using isa_best = std::tuple_element_t<std::tuple_size_v<compiled_isas> - 1, compiled_isas>;
+
+#define MQALOGITS_LADDER_STRING_(x) #x
+#define MQALOGITS_LADDER_STRING(x) MQALOGITS_LADDER_STRING_(x)
+static_assert(is_isa_path(isa_best::path), "the widest compiled ISA runs a path paths.def lacks");
+static_assert(std::string_view(isa_best::path) == MQALOGITS_LADDER_STRING(MQALOGITS_ISA_TAG),
+              "target.hpp's tag names another path than the one the unit's kernels run");
+#undef MQALOGITS_LADDER_STRING
+#undef MQALOGITS_LADDER_STRING_
 
 }  // namespace host_backend
 
