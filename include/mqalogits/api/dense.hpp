@@ -37,24 +37,18 @@ void fp8_fp4_mqa_logits(Backend, const rows_view<Format>& q, const rows_view<For
   using detail::require;
   const matrix_view<const std::remove_const_t<WT>> w = weights;
   const std::int64_t rows = w.rows;
-  require(max_seqlen_k >= 0, where, [&](auto& m) {
-    m << "max_seqlen_k = " << max_seqlen_k << " must be > 0 (or 0 for full width)";
-  });
+  check::max_seqlen_k(where, max_seqlen_k);
   require(kv.rows >= 0, where, [&](auto& m) { m << "kv has " << kv.rows << " rows"; });
   detail::check_rows(where, "kv", kv, kv.rows);
   detail::check_span(where, "cu_seq_len_k_start", ks, rows);
   detail::check_span(where, "cu_seq_len_k_end", ke, rows);
   const dense_plan<Format, index_value_of<KS>> plan(kv, ks, ke, max_seqlen_k);
   auto output = make_output(out, opt, dense_outputs{});
-  detail::check_q_weights_out(where, q, w, output, rows, plan.num_cols());
+  check::logits_call(where, q, w, output, rows, plan.num_cols(), {"kv", kv.head_dim},
+                     detail::data_range_of("kv", kv), detail::scale_range_of("kv scales", kv),
+                     detail::range_of("cu_seq_len_k_start", ks),
+                     detail::range_of("cu_seq_len_k_end", ke), detail::topk_offsets_range(out));
   detail::check_topk_offsets_of(where, out, rows, plan.num_cols());
-  detail::check_same_head_dim(where, "kv", kv.head_dim, q.head_dim);
-  detail::check_no_overlap(
-      where, output,
-      {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
-       detail::data_range_of("kv", kv), detail::scale_range_of("kv scales", kv),
-       detail::range_of("weights", w), detail::range_of("cu_seq_len_k_start", ks),
-       detail::range_of("cu_seq_len_k_end", ke), detail::topk_offsets_range(out)});
   // After the shapes: a row's tokens must all have a column, unless the call opts in to truncation.
   if (!opt.truncate_long_contexts)
     detail::check_dense_ranges_fit(where, ks, ke, kv.rows, max_seqlen_k);

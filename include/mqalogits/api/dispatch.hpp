@@ -1,12 +1,17 @@
-// What the four entry points share: the Q / weights / output checks and the hand-off to the
-// backend, so each entry point holds only its variant's own checks.
+// What the four entry points share: the public call contract (check/call.hpp, and the checks
+// every surface states once: check/block_table.hpp, check/output_width.hpp, check/require.hpp;
+// check/refusal.hpp, their non-throwing form) and the hand-off to the backend, so each entry point
+// holds only its variant's own checks.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
-#include "../check/overlap.hpp"
-#include "../check/shapes.hpp"
+#include "../check/block_table.hpp"
+#include "../check/call.hpp"
+#include "../check/output_width.hpp"
+#include "../check/refusal.hpp"
+#include "../check/require.hpp"
 #include "../config.hpp"
 #include "../exec/options.hpp"
 #include "../output/logits_row.hpp"

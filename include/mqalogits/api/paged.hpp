@@ -37,15 +37,12 @@ void paged_mqa_logits(const rows_view<Format>& q, const paged_cache_view<Format>
   // A slot-translating top-k writes block_table[b, pos / page_kv] * page_kv + pos % page_kv.
   auto output = make_output(
       out, opt, paged_outputs<I>{block_table, cache.page_kv, context_lens.cols, cache.num_pages});
-  check_q_weights_out(where, q, w, output, plan.num_rows(), max_context_len);
-  check_same_head_dim(where, "cache", cache.head_dim, q.head_dim);
+  check::logits_call(where, q, w, output, plan.num_rows(), max_context_len,
+                     {"cache", cache.head_dim}, range_of("cache", cache),
+                     range_of("context_lens", context_lens), range_of("block_table", block_table),
+                     range_of("indices", indices ? *indices : std::span<const I>()),
+                     schedule_array);
   plan.check_block_table(where);
-  detail::check_no_overlap(
-      where, output,
-      {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
-       detail::range_of("cache", cache), detail::range_of("weights", w),
-       detail::range_of("context_lens", context_lens), detail::range_of("block_table", block_table),
-       detail::range_of("indices", indices ? *indices : std::span<const I>()), schedule_array});
   detail::dispatch<Backend>(q, plan, w, output, opt);
 }
 

@@ -41,11 +41,8 @@ void fp8_fp4_paged_sparse_mqa_logits(Backend, const rows_view<Format>& q,
   });
   detail::check_cache(where, cache);
   auto output = make_output(out, opt, paged_sparse_outputs{&metadata, cache.num_pages});
-  detail::check_q_weights_out(where, q, w, output, metadata.num_rows(), metadata.num_cols());
-  detail::check_same_head_dim(where, "cache", cache.head_dim, q.head_dim);
-  detail::check_no_overlap(where, output,
-                           {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
-                            detail::range_of("cache", cache), detail::range_of("weights", w)});
+  check::logits_call(where, q, w, output, metadata.num_rows(), metadata.num_cols(),
+                     {"cache", cache.head_dim}, detail::range_of("cache", cache));
   // The fused top-k never selects a position twice (see fp8_fp4_sparse_mqa_logits).
   constexpr bool selecting = is_topk_selection<Out>;
   if (metadata.protocol() == paged_sparse_protocol::snapshot) {

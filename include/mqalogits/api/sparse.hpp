@@ -31,13 +31,9 @@ void fp8_fp4_sparse_mqa_logits(Backend, const rows_view<Format>& q, const rows_v
   });
   detail::check_rows(where, "kv", kv, kv.rows);
   auto output = make_output(out, opt, sparse_outputs{&metadata});
-  detail::check_q_weights_out(where, q, w, output, metadata.num_rows(), metadata.num_cols());
-  detail::check_same_head_dim(where, "kv", kv.head_dim, q.head_dim);
-  detail::check_no_overlap(
-      where, output,
-      {detail::data_range_of("q", q), detail::scale_range_of("q scales", q),
-       detail::data_range_of("kv", kv), detail::scale_range_of("kv scales", kv),
-       detail::range_of("weights", w)});
+  check::logits_call(where, q, w, output, metadata.num_rows(), metadata.num_cols(),
+                     {"kv", kv.head_dim}, detail::data_range_of("kv", kv),
+                     detail::scale_range_of("kv scales", kv));
   // The fused top-k never selects a token twice: a block that repeats an earlier entry of its
   // row counts as masked for it (the logits keep the repeated columns).
   constexpr bool selecting = is_topk_selection<Out>;

@@ -75,7 +75,7 @@ inline bool disjoint(const byte_range& a, const byte_range& b) {
 // Throws when one of `outputs` (buffers a call writes) meets one of `inputs` (buffers it reads),
 // or another of `outputs`; empty ranges meet nothing.
 inline void check_outputs_disjoint(const char* where, std::span<const byte_range> outputs,
-                                   std::initializer_list<byte_range> inputs) {
+                                   std::span<const byte_range> inputs) {
   auto fail = [&](const byte_range& o, const byte_range& in, const char* what) {
     require(false, where, [&](auto& m) {
       m << o.name << " [" << static_cast<std::uint64_t>(o.begin) << ", "
@@ -93,6 +93,11 @@ inline void check_outputs_disjoint(const char* where, std::span<const byte_range
       if (!disjoint(o, outputs[j]))
         fail(o, outputs[j], "the outputs of a call must not share a byte");
   }
+}
+inline void check_outputs_disjoint(const char* where, std::span<const byte_range> outputs,
+                                   std::initializer_list<byte_range> inputs) {
+  check_outputs_disjoint(where, outputs,
+                         std::span<const byte_range>(inputs.begin(), inputs.size()));
 }
 inline void check_outputs_disjoint(const char* where, std::initializer_list<byte_range> outputs,
                                    std::initializer_list<byte_range> inputs) {

@@ -24,7 +24,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../check/block_table.hpp"
+#include "../../check/call.hpp"
 #include "../../check/extent.hpp"
+#include "../../check/output_width.hpp"
 #include "../../check/shapes.hpp"
 #include "../../config.hpp"
 #include "../../error.hpp"
@@ -69,6 +72,8 @@ detail::vector<std::int64_t> native_request_keys(const paged_cache_view<Format>&
     m << "cache head_dim = " << cache.head_dim << ": the native layout holds rows of "
       << Format::head_dim;
   });
+  // The cache's geometry, as every paged entry point checks it, before a page is read.
+  mqalogits::detail::check_cache(where, cache);
   require(context_lens.cols >= 1 && block_table.rows == context_lens.rows, where, [&](auto& m) {
     m << "context_lens [" << context_lens.rows << ", " << context_lens.cols << "] and block_table ["
       << block_table.rows << ", " << block_table.cols << "] must have one row per request";
@@ -88,10 +93,7 @@ detail::vector<std::int64_t> native_request_keys(const paged_cache_view<Format>&
     }
     keys[b] = std::min(keys[b], capacity);
     for (std::int64_t p = 0; p < (keys[b] + cache.page_kv - 1) / cache.page_kv; ++p)
-      require(block_table(b, p) >= 0 && block_table(b, p) < cache.num_pages, where, [&](auto& m) {
-        m << "block_table[" << b << "][" << p << "] = " << block_table(b, p)
-          << " is not a page (num_pages = " << cache.num_pages << ")";
-      });
+      check::block_table_page(where, b, p, block_table(b, p), cache.num_pages);
   }
   return keys;
 }
@@ -196,31 +198,20 @@ void fp8_fp4_paged_mqa_logits_native(backend::neuron<Gen>, const rows_view<Forma
       << " requests of the cache, next_n >= 1]";
   });
   mqalogits::detail::check_matrix(where, "context_lens", context_lens, B, next_n);
-  require(max_context_len > 0, where,
-          [&](auto& m) { m << "max_context_len = " << max_context_len << " must be > 0"; });
+  check::max_context_len(where, max_context_len);
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t j = 0; j < next_n; ++j)
       require(context_lens(b, j) >= 0, where, [&](auto& m) {
         m << "context_lens[" << b << "][" << j << "] = " << context_lens(b, j) << " < 0";
       });
   auto output = to_output_policy(out, opt);
-  mqalogits::detail::check_q_weights_out(where, q, w, output, B * next_n, max_context_len);
-  require(q.head_dim == Format::head_dim, where, [&](auto& m) {
-    m << "q head_dim = " << q.head_dim << " differs from the native cache's head_dim "
-      << Format::head_dim;
-  });
-  // The same rule as every other entry point: no output byte over an input, the native cache's
-  // own storage included.
-  mqalogits::detail::check_no_overlap(
-      where, output,
-      {mqalogits::detail::data_range_of("q", q), mqalogits::detail::scale_range_of("q scales", q),
-       mqalogits::detail::range_of("weights", w),
-       mqalogits::detail::range_of("context_lens", context_lens),
-       mqalogits::detail::make_range("cache", cache.bytes.data(),
-                                     static_cast<std::int64_t>(cache.bytes.size())),
-       mqalogits::detail::make_range(
-           "cache block table", cache.table.data(),
-           static_cast<std::int64_t>(cache.table.size() * sizeof(std::int32_t)))});
+  // The contract of every entry point (check/call.hpp), the native cache's storage as its input.
+  check::logits_call(
+      where, q, w, output, B * next_n, max_context_len, {"cache", Format::head_dim},
+      check::range_of("context_lens", context_lens),
+      check::make_range("cache", cache.bytes.data(), static_cast<std::int64_t>(cache.bytes.size())),
+      check::make_range("cache block table", cache.table.data(),
+                        static_cast<std::int64_t>(cache.table.size() * sizeof(std::int32_t))));
   const native_paged_plan<Format> plan(cache, context_lens, max_context_len);
   backend_kernels<backend::neuron<Gen>>::run(q, plan, w, output, opt);
 }
