@@ -1,7 +1,7 @@
 // The neuron backend's entry point (backend_kernels<backend::neuron<Gen>>): the kernel of
 // schedule.hpp run on one NeuronCore (two with LNC = 2), its cost added to the thread's capture
-// with the call's roofline; other outputs (top-k, grouped) fed from the model's fp32 logits.
-// This is the seam a device implementation replaces.
+// with the call's roofline and floor; other outputs (top-k, grouped) fed from the model's fp32
+// logits. This is the seam a device implementation replaces.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include "../../view/rows_view.hpp"
 #include "../backend.hpp"
 #include "core.hpp"
+#include "floor_work.hpp"
 #include "report.hpp"
 #include "schedule.hpp"
 #include "topk.hpp"
@@ -49,30 +50,17 @@ class logits_row_sink final : public logits_sink {
   const Plan& plan_;
 };
 
-// The roofline of one call (report::roofline_*), from the plan and the documented rates, for
+// The roofline of one call (report::roofline_*), from its work and the documented rates, for
 // weights and logits of w_bytes and o_bytes per element.
-template <class Gen, class Format, class Plan>
-void add_roofline(report& r, const Plan& plan, std::int64_t heads, std::int64_t w_bytes,
+template <class Gen, class Format>
+void add_roofline(report& r, const call_work& work, std::int64_t heads, std::int64_t w_bytes,
                   std::int64_t o_bytes) {
   using tr = traits<Gen>;
   constexpr bool mx = tr::mx_matmul && is_mx_format_v<Format>;
   // No instruction takes the codes as they are: MX before trn3, e4m3fn before trn3.
   constexpr bool decode_codes = is_mx_format_v<Format> ? !tr::mx_matmul : !tr::native_e4m3fn;
-  std::int64_t keys = 0, scores = 0, logits = 0;  // distinct keys, row x key pairs, logits
-  for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
-    const row_span span = plan.group_rows(g);
-    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = 0;
-    for (std::int64_t row = span.begin; row < span.end; ++row) {
-      const row_keys rk = plan.row(row);
-      if (rk.empty()) continue;
-      lo = std::min(lo, rk.key_begin);
-      hi = std::max(hi, rk.key_end);
-      for (std::int64_t k = rk.key_begin; k < rk.key_end; ++k) scores += plan.key(g, k).valid();
-    }
-    for (std::int64_t k = lo; k < hi; ++k) keys += plan.key(g, k).valid();
-  }
-  const std::int64_t rows = plan.num_rows();
-  logits = rows * plan.num_cols();
+  const std::int64_t keys = work.keys, scores = work.scores, logits = work.logits;
+  const std::int64_t rows = work.rows;
   const std::int64_t token = Format::data_bytes + Format::scale_bytes;
   const double bytes =
       static_cast<double>(rows * heads * (token + w_bytes) + keys * token + logits * o_bytes);
@@ -129,9 +117,11 @@ struct backend_kernels<backend::neuron<Gen>> {
     }
     if (compute) output.finish(executor_ref{});
     if (cap.target) {
-      neuron_backend::add_roofline<Gen, Format, Plan>(call, plan, w.cols,
-                                                      static_cast<std::int64_t>(sizeof(W)),
-                                                      static_cast<std::int64_t>(sizeof(O)));
+      const auto wb = static_cast<std::int64_t>(sizeof(W)),
+                 ob = static_cast<std::int64_t>(sizeof(O));
+      const neuron_backend::call_work work = neuron_backend::count_work(plan);
+      neuron_backend::add_roofline<Gen, Format>(call, work, w.cols, wb, ob);
+      neuron_backend::add_floor<Gen, Format, Plan>(call.floor, work, w.cols, wb, ob);
       neuron_backend::report& r = *cap.target;
       neuron_backend::accumulate(r, call);
       r.calls += 1;

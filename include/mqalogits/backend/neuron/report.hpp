@@ -35,6 +35,7 @@
 
 #include "../../config.hpp"
 #include "../../std_abi.hpp"
+#include "floor.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace neuron_backend {
@@ -93,6 +94,10 @@ struct report {
   // data. Two cores (LNC = 2) halve it.
   double roofline_dma_s = 0.0, roofline_tensor_s = 0.0, roofline_elementwise_s = 0.0;
 
+  // The floor: each engine's work that no schedule meeting the accuracy contract avoids
+  // (floor.hpp), summed over the calls. Two cores (LNC = 2) halve it.
+  floor_terms floor;
+
   // The busiest core's estimate when the calls ran on two cores (LNC = 2); 0: one core.
   double lnc_core_seconds = 0.0;
   const char* lnc_core_bound = "";
@@ -147,6 +152,9 @@ struct report {
            : roofline_tensor_s >= roofline_elementwise_s                         ? "TensorE"
                                                                                  : "elementwise";
   }
+
+  double floor_seconds() const { return floor.seconds() / std::max(logical_cores, 1); }
+  floor_terms::binding floor_bound() const { return floor.bound(); }
 
   // `neuron <gen> <kernel> <shape> estimate <us> us bound <engine> roofline <us> us`
   detail::string line(std::string_view kernel, std::string_view shape) const {
@@ -219,6 +227,9 @@ struct report {
     add("  roofline %.2f us (%s: DMA %.2f us, TensorE %.2f us, elementwise %.2f us)\n",
         roofline_seconds() * 1e6, roofline_bound(), roofline_dma_s * 1e6, roofline_tensor_s * 1e6,
         roofline_elementwise_s * 1e6);
+    const floor_terms::binding fb = floor_bound();
+    add("  floor %.2f us (bound by %s %s; estimate / floor %.2f)\n", floor_seconds() * 1e6,
+        fb.engine, fb.term, floor_seconds() > 0 ? estimated_seconds() / floor_seconds() : 0.0);
     add("  verdict: %s\n", verdict().c_str());
     return s;
   }
@@ -292,6 +303,7 @@ inline void accumulate(report& into, const report& call) {
   into.roofline_dma_s += call.roofline_dma_s;
   into.roofline_tensor_s += call.roofline_tensor_s;
   into.roofline_elementwise_s += call.roofline_elementwise_s;
+  into.floor += call.floor;
   into.peak_sbuf_bytes = std::max(into.peak_sbuf_bytes, call.peak_sbuf_bytes);
   into.peak_psum_bytes = std::max(into.peak_psum_bytes, call.peak_psum_bytes);
 }

@@ -232,6 +232,14 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
   if (cap.target) {
     accumulate(*cap.target, c.counters());
     cap.target->calls += 1;
+    // LNC = 2: the rows split over the cores, the selection after the logits.
+    if (cap.target->logical_cores > 1)
+      cap.target->lnc_core_seconds +=
+          c.counters().single_core_seconds() / cap.target->logical_cores;
+    // The floor's share: nisa.topk over every logit of every row, 8 rows per call.
+    cap.target->floor.gpsimd_topk_s += static_cast<double>(logits.rows) / tr::topk_rows_per_call *
+                                       static_cast<double>(tr::topk_cycles_per_element * n + k) /
+                                       tr::gpsimd_hz;
   }
 }
 

@@ -1,0 +1,174 @@
+// The floor of a call: the engine time that no schedule meeting the library's accuracy contract
+// can avoid, at the documented rates, per engine and term (floor_work.hpp counts the terms of
+// each call from its plan). Engines run concurrently, so the floor is the least time at which
+// every engine can have finished its share of the terms: some work may run on either of two
+// engines (the head sum on TensorE or VectorE, the relu's read of PSUM on ScalarE or VectorE,
+// the integer decode on VectorE or GpSimd), and the floor splits it between them as well as any
+// schedule could. It is a lower bound of the model's estimate (the modelled schedule does all of
+// this work, at no better rate) and it leaves out fixed per-instruction costs, which a schedule
+// can amortise; the gap between the two is what a better schedule could still win.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <string_view>
+#include <utility>
+
+#include "../../config.hpp"
+
+MQALOGITS_NAMESPACE_BEGIN
+namespace neuron_backend {
+
+// The unavoidable work of the calls, in seconds of each engine.
+struct floor_terms {
+  // DMA: the bytes every schedule moves (the roofline's), one descriptor per cache block row read
+  // and per output row, and the fixed cost of the transfers a gather needs.
+  double dma_bytes_s = 0, dma_descriptors_s = 0, dma_fixed_s = 0;
+  // TensorE: the score matmuls at the peak rate of their operands, and the transposes that put a
+  // token-major K cache's head dimension on partitions (none for the native MX layout).
+  double tensor_scores_s = 0, tensor_transposes_s = 0;
+  // GpSimd: the software-DGE descriptors of the gathered block rows (trn2 / trn3) and nisa.topk
+  // over every logit a top-k call selects from.
+  double gpsimd_descriptors_s = 0, gpsimd_topk_s = 0;
+  // Work with a choice of engine, its time on each: the relu of every fp32 score as it leaves
+  // PSUM (ScalarE or VectorE); the fp32 head sum of relu(score) x w (TensorE fp32 matmuls or a
+  // VectorE two-input pass); the integer decode of the codes (GpSimd or VectorE; trn1 / trn2).
+  double relu_scalar_s = 0, relu_vector_s = 0;
+  double head_sum_tensor_s = 0, head_sum_vector_s = 0;
+  double decode_gpsimd_s = 0, decode_vector_s = 0;
+  // trn1: ScalarE and VectorE share the PSUM read port, VectorE and GpSimd the SBUF port.
+  bool psum_port_shared = false, sbuf_port_shared = false;
+
+  floor_terms& operator+=(const floor_terms& o) {
+    for (auto [a, b] : {std::pair{&dma_bytes_s, o.dma_bytes_s},
+                        {&dma_descriptors_s, o.dma_descriptors_s},
+                        {&dma_fixed_s, o.dma_fixed_s},
+                        {&tensor_scores_s, o.tensor_scores_s},
+                        {&tensor_transposes_s, o.tensor_transposes_s},
+                        {&gpsimd_descriptors_s, o.gpsimd_descriptors_s},
+                        {&gpsimd_topk_s, o.gpsimd_topk_s},
+                        {&relu_scalar_s, o.relu_scalar_s},
+                        {&relu_vector_s, o.relu_vector_s},
+                        {&head_sum_tensor_s, o.head_sum_tensor_s},
+                        {&head_sum_vector_s, o.head_sum_vector_s},
+                        {&decode_gpsimd_s, o.decode_gpsimd_s},
+                        {&decode_vector_s, o.decode_vector_s}})
+      *a += b;
+    psum_port_shared = psum_port_shared || o.psum_port_shared;
+    sbuf_port_shared = sbuf_port_shared || o.sbuf_port_shared;
+    return *this;
+  }
+
+  // The floor's split at time t: the share of each movable term on its engine other than VectorE
+  // (as much as that engine has room for: VectorE is the other engine of every choice), and each
+  // engine's busy time. Such a split is the best one: any work left to VectorE only adds to it.
+  struct split {
+    double relu_on_scalar = 1, head_sum_on_tensor = 1, decode_on_gpsimd = 1;
+    double dma = 0, tensor = 0, scalar = 0, vector = 0, gpsimd = 0, psum_port = 0, sbuf_port = 0;
+    double busiest() const {
+      return std::max({dma, tensor, scalar, vector, gpsimd, psum_port, sbuf_port});
+    }
+  };
+  split split_at(double t) const {
+    split s;
+    const auto share = [&](double room, double work) {
+      return work > 0 ? std::clamp(room / work, 0.0, 1.0) : 1.0;
+    };
+    s.dma = dma_bytes_s + dma_descriptors_s + dma_fixed_s;
+    const double tensor_fixed = tensor_scores_s + tensor_transposes_s;
+    const double gpsimd_fixed = gpsimd_descriptors_s + gpsimd_topk_s;
+    s.head_sum_on_tensor = share(t - tensor_fixed, head_sum_tensor_s);
+    s.relu_on_scalar = share(t, relu_scalar_s);
+    s.decode_on_gpsimd = share(t - gpsimd_fixed, decode_gpsimd_s);
+    s.tensor = tensor_fixed + s.head_sum_on_tensor * head_sum_tensor_s;
+    s.scalar = s.relu_on_scalar * relu_scalar_s;
+    s.gpsimd = gpsimd_fixed + s.decode_on_gpsimd * decode_gpsimd_s;
+    const double relu_vector = (1 - s.relu_on_scalar) * relu_vector_s;
+    s.vector = relu_vector + (1 - s.head_sum_on_tensor) * head_sum_vector_s +
+               (1 - s.decode_on_gpsimd) * decode_vector_s;
+    // On trn1 ScalarE is the faster reader of PSUM and GpSimd the faster decoder, so the split
+    // above also leaves the least on each shared port.
+    if (psum_port_shared) s.psum_port = s.scalar + relu_vector;
+    if (sbuf_port_shared) s.sbuf_port = s.vector + s.gpsimd;
+    return s;
+  }
+
+  // Whether every engine fits its share in time t (an engine given a share of a movable term is
+  // filled to t exactly, so the comparison allows for rounding).
+  bool fits(double t) const {
+    const split s = split_at(t);
+    const double tol = t * (1 + 1e-12);
+    return s.dma <= tol && s.tensor <= tol && s.scalar <= tol && s.vector <= tol &&
+           s.gpsimd <= tol && s.psum_port <= tol && s.sbuf_port <= tol;
+  }
+
+  // The least time t at which every engine fits its share, by bisection on t: `first` a time
+  // that does not fit (or 0), `second` one that does, 1e-12 apart relative to the total.
+  std::pair<double, double> bracket() const {
+    const double hi0 = split_at(0.0).busiest() + head_sum_tensor_s + relu_scalar_s +
+                       decode_gpsimd_s;  // fits: every term on either engine
+    double lo = 0, hi = hi0;
+    for (int i = 0; i < 100 && hi - lo > 1e-12 * hi0; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (fits(mid) ? hi : lo) = mid;
+    }
+    return {lo, hi};
+  }
+  // The floor, never above the least time.
+  double seconds() const { return bracket().first; }
+
+  // The engine (or shared port) whose share makes the floor, and its largest term.
+  struct binding {
+    const char* engine;
+    const char* term;
+  };
+  binding bound() const {
+    const split s = split_at(bracket().second);
+    struct part {
+      const char* engine;
+      const char* term;
+      double seconds;
+    };
+    const double relu_v = (1 - s.relu_on_scalar) * relu_vector_s;
+    const double head_v = (1 - s.head_sum_on_tensor) * head_sum_vector_s;
+    const double decode_v = (1 - s.decode_on_gpsimd) * decode_vector_s;
+    const part parts[] = {
+        {"DMA", "bytes", dma_bytes_s},
+        {"DMA", "descriptors", dma_descriptors_s},
+        {"DMA", "transfer fixed costs", dma_fixed_s},
+        {"TensorE", "score matmuls", tensor_scores_s},
+        {"TensorE", "K transposes", tensor_transposes_s},
+        {"TensorE", "fp32 head sum", s.head_sum_on_tensor * head_sum_tensor_s},
+        {"ScalarE", "psum-read relu", s.relu_on_scalar * relu_scalar_s},
+        {"VectorE", "psum-read relu", relu_v},
+        {"VectorE", "fp32 head sum", head_v},
+        {"VectorE", "code decode", decode_v},
+        {"GpSimd", "gather descriptors", gpsimd_descriptors_s},
+        {"GpSimd", "topk", gpsimd_topk_s},
+        {"GpSimd", "code decode", s.decode_on_gpsimd * decode_gpsimd_s},
+    };
+    const std::pair<const char*, double> engines[] = {{"DMA", s.dma},
+                                                      {"TensorE", s.tensor},
+                                                      {"ScalarE", s.scalar},
+                                                      {"VectorE", s.vector},
+                                                      {"GpSimd", s.gpsimd},
+                                                      {"PSUM-read(ScalarE+VectorE)", s.psum_port},
+                                                      {"SBUF(VectorE+GpSimd)", s.sbuf_port}};
+    const auto* e = std::max_element(std::begin(engines), std::end(engines),
+                                     [](auto& a, auto& b) { return a.second < b.second; });
+    const bool psum = e->first[0] == 'P', sbuf = e->first[0] == 'S' && e->first[1] == 'B';
+    const part* best = nullptr;
+    for (const part& p : parts) {
+      const std::string_view en(p.engine);
+      const bool on = psum   ? (en == "ScalarE" || en == "VectorE") && p.term[0] == 'p'
+                      : sbuf ? en == "VectorE" || en == "GpSimd"
+                             : en == e->first;
+      if (on && (!best || p.seconds > best->seconds)) best = &p;
+    }
+    return {e->first, best ? best->term : "none"};
+  }
+};
+
+}  // namespace neuron_backend
+MQALOGITS_NAMESPACE_END
