@@ -1,9 +1,8 @@
-// The dense and sparse ops (fp8_fp4_mqa_logits, fp8_mqa_logits, the sparse and paged-sparse
-// kernels and their metadata), what the units share (thread pool, outputs, errors) and the
-// library's registration: `torch.ops.mqalogits.<name>` for every op, schemas in DeepGEMM's
-// argument order. DeepGEMM's tuple arguments are lists here (a tuple passes): q = (codes,
-// scales or None), kv = (codes, scales). Every kernel also takes a keyword-only `out=`, a
-// preallocated logits tensor the result is written into (and returned).
+// The sparse ops (the sparse and paged-sparse kernels and their metadata), what the units share
+// (thread pool, outputs, errors) and the library's registration: `torch.ops.mqalogits.<name>` for
+// every op, schemas in DeepGEMM's argument order. DeepGEMM's tuple arguments are lists here (a
+// tuple passes): q = (codes, scales or None), kv = (codes, scales). Every kernel also takes a
+// keyword-only `out=`, a preallocated logits tensor the result is written into (and returned).
 //
 // The sparse kernels take DeepGEMM's: MX formats (Q with its int32 scales), bfloat16 weights and
 // logits. DeepGEMM's sparse metadata is a uint8 tensor its kernel reads; here it is the
@@ -11,7 +10,7 @@
 // PagedSparseMetadata), which engines pass back as they pass upstream's tensor. It holds the
 // selection, so one metadata serves every indexer layer of a step (each layer its own cache);
 // make a new one when lengths, tables or selections change.
-#include "ops.hpp"  // first: it includes torch's headers in an order Clang takes
+#include "kernel_args.hpp"  // first: it includes torch's headers in an order Clang takes
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
@@ -103,88 +102,6 @@ at::Tensor logits_output(const char* where, const c10::optional<at::Tensor>& out
 
 namespace {
 
-// The dense kernel for both names; q_scales undefined: FP8 per-token.
-at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& q_scales,
-                      const at::Tensor& kv, const at::Tensor& kv_scales, const at::Tensor& weights,
-                      const at::Tensor& ks, const at::Tensor& ke, bool clean_logits,
-                      std::int64_t max_seqlen_k, c10::ScalarType logits_dtype,
-                      bool truncate_long_contexts, const c10::optional<at::Tensor>& out) {
-  return guarded(where, [&] {
-    ml::detail::check_torch_tensor(q, where, "q");
-    require_rank(where, "q", q, 3, "[seq_len, num_heads, head_dim]");
-    ml::detail::check_torch_tensor(kv, where, "kv");
-    require_rank(where, "kv", kv, 2, "[seq_len_kv, head_dim]");
-    const std::int64_t S = q.size(0), H = q.size(1);
-    ml::detail::check_torch_tensor(weights, where, "weights");
-    require_rank(where, "weights", weights, 2, "[seq_len, num_heads]");
-    require_dim(where, "weights", weights, 0, S, "seq_len");
-    require_dim(where, "weights", weights, 1, H, "num_heads");
-    ml::detail::check_torch_tensor(ks, where, "cu_seq_len_k_start");
-    ml::detail::check_torch_tensor(ke, where, "cu_seq_len_k_end");
-    require_dim(where, "cu_seq_len_k_start", ks, 0, S, "seq_len");
-    require_dim(where, "cu_seq_len_k_end", ke, 0, S, "seq_len");
-    require_same_index_type(where, "cu_seq_len_k_end", ke, "cu_seq_len_k_start", ks);
-    ml::detail::require(max_seqlen_k >= 0, where, [&](auto& m) {
-      m << "max_seqlen_k = " << max_seqlen_k << " must be > 0 (or 0 for full width)";
-    });
-    at::Tensor result = logits_output(where, out, S, max_seqlen_k > 0 ? max_seqlen_k : kv.size(0),
-                                      logits_dtype, "max_seqlen_k");
-    const run_options run = options_for(clean_logits, truncate_long_contexts);
-    with_format(format_of(q, q_scales.defined()), [&](auto format) {
-      using F = decltype(format);
-      const auto qv = ml::as_rows_view<F>(q, q_scales, where, "q", "q_sf");
-      const auto kvv = ml::as_rows_view<F>(kv, kv_scales, where, "kv", "kv_sf");
-      with_index_type(where, "cu_seq_len_k_start", ks, [&](auto index) {
-        using I = decltype(index);
-        const auto s = ml::as_span<const I>(ks, where, "cu_seq_len_k_start");
-        const auto e = ml::as_span<const I>(ke, where, "cu_seq_len_k_end");
-        with_weights_and_logits(where, weights, result, [&](auto w, auto o) {
-          ml::fp8_fp4_mqa_logits(ml::backend::host{}, qv, kvv, w, s, e, max_seqlen_k, o, run.opt);
-        });
-      });
-    });
-    return result;
-  });
-}
-
-// DeepGEMM's (q, q_sf) and (kv, kv_sf) pairs.
-void require_pair(const char* where, const char* name, std::size_t size) {
-  guarded(where, [&] {
-    ml::detail::require(size == 2, where, [&](auto& m) {
-      m << name << " must be a pair (codes, scales), not " << size << " tensors";
-    });
-  });
-}
-
-at::Tensor fp8_fp4_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
-                              const std::vector<at::Tensor>& kv, const at::Tensor& weights,
-                              const at::Tensor& cu_seq_len_k_start,
-                              const at::Tensor& cu_seq_len_k_end, bool clean_logits,
-                              std::int64_t max_seqlen_k, c10::ScalarType logits_dtype,
-                              const c10::optional<at::Tensor>& schedule_meta,
-                              bool truncate_long_contexts, const c10::optional<at::Tensor>& out) {
-  constexpr const char* where = "fp8_fp4_mqa_logits";
-  (void)schedule_meta;  // upstream's SM100 work split: results never depend on it
-  require_pair(where, "q", q.size());
-  require_pair(where, "kv", kv.size());
-  const c10::optional<at::Tensor> q_codes = q.get(0), q_sf = q.get(1);
-  return mqa_logits(where, q_codes.value_or(at::Tensor()), q_sf.value_or(at::Tensor()), kv[0],
-                    kv[1], weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
-                    max_seqlen_k, logits_dtype, truncate_long_contexts, out);
-}
-
-at::Tensor fp8_mqa_logits(const at::Tensor& q, const std::vector<at::Tensor>& kv,
-                          const at::Tensor& weights, const at::Tensor& cu_seq_len_k_start,
-                          const at::Tensor& cu_seq_len_k_end, bool clean_logits,
-                          std::int64_t max_seqlen_k, bool truncate_long_contexts,
-                          const c10::optional<at::Tensor>& out) {
-  constexpr const char* where = "fp8_mqa_logits";
-  require_pair(where, "kv", kv.size());
-  return mqa_logits(where, q, at::Tensor(), kv[0], kv[1], weights, cu_seq_len_k_start,
-                    cu_seq_len_k_end, clean_logits, max_seqlen_k, c10::ScalarType::Float,
-                    truncate_long_contexts, out);
-}
-
 // ---- sparse ----
 
 struct sparse_metadata : torch::CustomClassHolder {
@@ -215,15 +132,13 @@ void check_geometry(const char* where, std::int64_t cap, std::int64_t block, std
   });
 }
 
-template <class Fn>
-void with_bf16_io(const char* where, const at::Tensor& weights, const at::Tensor& out, Fn&& fn) {
+// DeepGEMM's sparse kernels read bfloat16 weights.
+void check_bf16_weights(const char* where, const at::Tensor& weights) {
   ml::detail::check_torch_tensor(weights, where, "weights");
   ml::detail::require(weights.scalar_type() == c10::ScalarType::BFloat16, where, [&](auto& m) {
     m << "weights has dtype " << ml::detail::torch_dtype_name(weights.scalar_type())
       << ", expected torch.bfloat16 (as DeepGEMM's sparse kernels)";
   });
-  fn(ml::as_matrix_view<const ml::bf16>(weights, where, "weights"),
-     ml::as_matrix_view<ml::bf16>(out, where, "out"));
 }
 
 c10::intrusive_ptr<sparse_metadata> get_sparse_mqa_logits_metadata(
@@ -294,25 +209,19 @@ std::pair<at::Tensor, at::Tensor> mx_q_pair(const char* where,
 }
 
 // Both sparse kernels after their own checks: bf16 logits [rows, cols] of the metadata (out or a
-// new tensor), q_pair's views in the format of its codes, k_of(format) the keys' view, then
-// kernel(q, k, weights, logits, options).
-template <class Meta, class KeysOf, class Kernel>
-at::Tensor sparse_logits(const char* where, const std::pair<at::Tensor, at::Tensor>& q_pair,
-                         const Meta& meta, const at::Tensor& weights,
-                         const c10::optional<at::Tensor>& out, KeysOf&& k_of, Kernel&& kernel) {
-  const at::Tensor &q_codes = q_pair.first, &q_sf = q_pair.second;
-  at::Tensor result = logits_output(where, out, meta.num_rows(), meta.num_cols(),
+// new tensor), kernel(q, weights, output) with Q's descriptor in the format of its codes.
+template <class Meta, class Kernel>
+at::Tensor sparse_logits(const char* where, const q_arg& q, const Meta& meta,
+                         const at::Tensor& weights, const c10::optional<at::Tensor>& out,
+                         Kernel&& kernel) {
+  check_bf16_weights(where, weights);
+  const mp::weights_view w = weights_of(where, weights, q.in.rows / q.codes.size(q.codes.dim() - 2),
+                                        "num_q_tokens", q.codes.size(q.codes.dim() - 2));
+  const kernel_output o = logits_of(where, out, meta.num_rows(), meta.num_cols(),
                                     c10::ScalarType::BFloat16, "the metadata's columns");
   const run_options run = options_for(true);
-  with_format(format_of(q_codes, true), [&](auto format) {
-    using F = decltype(format);
-    if constexpr (!std::is_same_v<F, ml::fp8_per_token>) {
-      const auto qv = ml::as_rows_view<F>(q_codes, q_sf, where, "q", "q_sf");
-      const auto k = k_of(format);
-      with_bf16_io(where, weights, result, [&](auto w, auto o) { kernel(qv, k, w, o, run.opt); });
-    }
-  });
-  return result;
+  kernel(w, o.view, run.opt);
+  return o.result;
 }
 
 at::Tensor fp8_fp4_sparse_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
@@ -335,14 +244,13 @@ at::Tensor fp8_fp4_sparse_mqa_logits(const c10::List<c10::optional<at::Tensor>>&
         << " but the metadata was made with " << (meta.use_unaligned_ks() ? "True" : "False");
     });
     const std::pair<at::Tensor, at::Tensor> q_pair = mx_q_pair(where, q);
-    require_rank(where, "q", q_pair.first, 3, "[num_q_tokens, num_heads, head_dim]");
+    const q_arg qa =
+        q_of(where, q_pair.first, q_pair.second, 3, "[num_q_tokens, num_heads, head_dim]");
+    const mp::kv_input k = kv_of(where, kv[0], kv[1], qa.in.format);
     return sparse_logits(
-        where, q_pair, meta, weights, out,
-        [&](auto format) {
-          return ml::as_rows_view<decltype(format)>(kv[0], kv[1], where, "kv", "kv_sf");
-        },
-        [&](const auto& qv, const auto& kvv, auto w, auto o, const ml::options& opt) {
-          ml::fp8_fp4_sparse_mqa_logits(ml::backend::host{}, qv, kvv, w, meta, o, opt);
+        where, qa, meta, weights, out,
+        [&](const mp::weights_view& w, const mp::output_view& o, const ml::options& opt) {
+          mp::run_sparse(meta, {qa.in, k, w}, o, opt);
         });
   });
 }
@@ -363,19 +271,98 @@ at::Tensor fp8_fp4_paged_sparse_mqa_logits(
     const std::pair<at::Tensor, at::Tensor> q_pair = mx_q_pair(where, q);
     require_rank(where, "q", q_pair.first, 4, "[num_q_tokens, 1, num_heads, head_dim]");
     require_dim(where, "q", q_pair.first, 1, 1, "next_n");
+    const q_arg qa =
+        q_of(where, q_pair.first, q_pair.second, 4, "[num_q_tokens, 1, num_heads, head_dim]");
+    const mp::cache_input cache = cache_of(where, kv_cache, qa.in.format);
     return sparse_logits(
-        where, q_pair, meta, weights, out,
-        [&](auto format) {
-          return ml::as_paged_cache_view<decltype(format)>(kv_cache, where, "kv_cache");
-        },
-        [&](const auto& qv, const auto& cache, auto w, auto o, const ml::options& opt) {
-          ml::fp8_fp4_paged_sparse_mqa_logits(ml::backend::host{}, qv, cache, w, meta, o, opt);
+        where, qa, meta, weights, out,
+        [&](const mp::weights_view& w, const mp::output_view& o, const ml::options& opt) {
+          mp::run_paged_sparse(meta, {qa.in, cache, w}, o, opt);
         });
   });
 }
 
+// The schemas' flat keyword-only arguments, as the ops take them.
+kernel_keywords keywords_of(bool truncate_long_contexts, const c10::optional<at::Tensor>& out,
+                            c10::optional<std::int64_t> topk, bool topk_values,
+                            c10::string_view topk_index, const c10::optional<at::Tensor>& topk_out,
+                            const c10::optional<at::Tensor>& topk_values_out, bool topk_short_rows,
+                            const c10::optional<at::Tensor>& topk_offset = c10::nullopt) {
+  return {truncate_long_contexts,
+          out,
+          {topk, topk_values, std::string(topk_index.data(), topk_index.size()), topk_out,
+           topk_values_out, topk_short_rows},
+          topk_offset};
+}
+
+at::Tensor fp8_fp4_mqa_logits_op(
+    const c10::List<c10::optional<at::Tensor>>& q, const std::vector<at::Tensor>& kv,
+    const at::Tensor& weights, const at::Tensor& cu_seq_len_k_start,
+    const at::Tensor& cu_seq_len_k_end, bool clean_logits, std::int64_t max_seqlen_k,
+    c10::ScalarType logits_dtype, const c10::optional<at::Tensor>& schedule_meta,
+    bool truncate_long_contexts, const c10::optional<at::Tensor>& out,
+    c10::optional<std::int64_t> topk, bool topk_values, c10::string_view topk_index,
+    const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>& topk_values_out,
+    const c10::optional<at::Tensor>& topk_offset, bool topk_short_rows) {
+  return fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
+                            max_seqlen_k, logits_dtype, schedule_meta,
+                            keywords_of(truncate_long_contexts, out, topk, topk_values, topk_index,
+                                        topk_out, topk_values_out, topk_short_rows, topk_offset));
+}
+
+at::Tensor fp8_mqa_logits_op(const at::Tensor& q, const std::vector<at::Tensor>& kv,
+                             const at::Tensor& weights, const at::Tensor& cu_seq_len_k_start,
+                             const at::Tensor& cu_seq_len_k_end, bool clean_logits,
+                             std::int64_t max_seqlen_k, bool truncate_long_contexts,
+                             const c10::optional<at::Tensor>& out, c10::optional<std::int64_t> topk,
+                             bool topk_values, c10::string_view topk_index,
+                             const c10::optional<at::Tensor>& topk_out,
+                             const c10::optional<at::Tensor>& topk_values_out,
+                             const c10::optional<at::Tensor>& topk_offset, bool topk_short_rows) {
+  return fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
+                        max_seqlen_k,
+                        keywords_of(truncate_long_contexts, out, topk, topk_values, topk_index,
+                                    topk_out, topk_values_out, topk_short_rows, topk_offset));
+}
+
+at::Tensor fp8_fp4_paged_mqa_logits_op(
+    const c10::List<c10::optional<at::Tensor>>& q, const at::Tensor& kv_cache,
+    const at::Tensor& weights, const at::Tensor& context_lens, const at::Tensor& block_table,
+    const at::Tensor& schedule_meta, std::int64_t max_context_len, bool clean_logits,
+    c10::ScalarType logits_dtype, const c10::optional<at::Tensor>& indices,
+    bool truncate_long_contexts, const c10::optional<at::Tensor>& out,
+    c10::optional<std::int64_t> topk, bool topk_values, c10::string_view topk_index,
+    const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>& topk_values_out,
+    bool topk_short_rows) {
+  return fp8_fp4_paged_mqa_logits(
+      q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
+      logits_dtype, indices,
+      keywords_of(truncate_long_contexts, out, topk, topk_values, topk_index, topk_out,
+                  topk_values_out, topk_short_rows));
+}
+
+at::Tensor fp8_paged_mqa_logits_op(
+    const at::Tensor& q, const at::Tensor& kv_cache, const at::Tensor& weights,
+    const at::Tensor& context_lens, const at::Tensor& block_table, const at::Tensor& schedule_meta,
+    std::int64_t max_context_len, bool clean_logits, const c10::optional<at::Tensor>& indices,
+    bool truncate_long_contexts, const c10::optional<at::Tensor>& out,
+    c10::optional<std::int64_t> topk, bool topk_values, c10::string_view topk_index,
+    const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>& topk_values_out,
+    bool topk_short_rows) {
+  return fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                              max_context_len, clean_logits, indices,
+                              keywords_of(truncate_long_contexts, out, topk, topk_values,
+                                          topk_index, topk_out, topk_values_out, topk_short_rows));
+}
+
 }  // namespace
 }  // namespace mqalogits_torch
+
+// The keyword-only arguments the dense and paged ops share: the logits' buffer and the fused
+// top-k (see kernel_keywords).
+#define TOPK_KEYWORDS                                                                         \
+  "Tensor(a!)? out=None, int? topk=None, bool topk_values=False, str topk_index=\"column\", " \
+  "Tensor(b!)? topk_out=None, Tensor(c!)? topk_values_out=None"
 
 TORCH_LIBRARY(mqalogits, m) {
   namespace mt = mqalogits_torch;
@@ -383,15 +370,16 @@ TORCH_LIBRARY(mqalogits, m) {
   m.def(
       "fp8_fp4_mqa_logits(Tensor?[] q, Tensor[] kv, Tensor weights, Tensor cu_seq_len_k_start, "
       "Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0, "
-      "ScalarType logits_dtype=6, Tensor? schedule_meta=None, *, bool "
-      "truncate_long_contexts=False, "
-      "Tensor(a!)? out=None) -> Tensor",
-      &mt::fp8_fp4_mqa_logits);
+      "ScalarType logits_dtype=6, Tensor? schedule_meta=None, *, "
+      "bool truncate_long_contexts=False, " TOPK_KEYWORDS
+      ", Tensor? topk_offset=None, bool topk_short_rows=False) -> Tensor",
+      &mt::fp8_fp4_mqa_logits_op);
   m.def(
       "fp8_mqa_logits(Tensor q, Tensor[] kv, Tensor weights, Tensor cu_seq_len_k_start, "
       "Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0, *, "
-      "bool truncate_long_contexts=False, Tensor(a!)? out=None) -> Tensor",
-      &mt::fp8_mqa_logits);
+      "bool truncate_long_contexts=False, " TOPK_KEYWORDS
+      ", Tensor? topk_offset=None, bool topk_short_rows=False) -> Tensor",
+      &mt::fp8_mqa_logits_op);
   m.def(
       "get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms, "
       "Tensor? indices=None) -> Tensor",
@@ -402,13 +390,14 @@ TORCH_LIBRARY(mqalogits, m) {
       "fp8_fp4_paged_mqa_logits(Tensor?[] q, Tensor kv_cache, Tensor weights, "
       "Tensor context_lens, Tensor block_table, Tensor schedule_meta, int max_context_len, "
       "bool clean_logits=False, ScalarType logits_dtype=6, Tensor? indices=None, *, "
-      "bool truncate_long_contexts=False, Tensor(a!)? out=None) -> Tensor",
-      &mt::fp8_fp4_paged_mqa_logits);
+      "bool truncate_long_contexts=False, " TOPK_KEYWORDS ", bool topk_short_rows=False) -> Tensor",
+      &mt::fp8_fp4_paged_mqa_logits_op);
   m.def(
       "fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor context_lens, "
       "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
-      "Tensor? indices=None, *, bool truncate_long_contexts=False, Tensor(a!)? out=None) -> Tensor",
-      &mt::fp8_paged_mqa_logits);
+      "Tensor? indices=None, *, bool truncate_long_contexts=False, " TOPK_KEYWORDS
+      ", bool topk_short_rows=False) -> Tensor",
+      &mt::fp8_paged_mqa_logits_op);
   m.class_<mt::sparse_metadata>("SparseMetadata");
   m.class_<mt::paged_sparse_metadata>("PagedSparseMetadata");
   m.def(

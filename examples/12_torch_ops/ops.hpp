@@ -15,6 +15,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <mqalogits/interop/torch.hpp>
@@ -146,10 +148,43 @@ template <class Fn>
 decltype(auto) guarded(const char* op, Fn&& fn) {
   try {
     return fn();
-  } catch (const ml::error& e) {
+  } catch (const std::invalid_argument& e) {  // ml::error, also from the shared kernel calls
     rethrow_as_value_error(op, e.what());
   }
 }
+
+// The fused top-k keywords of the dense and paged ops: topk=k selects each row's k largest
+// logits instead of writing them (topk_out: the caller's int32 [rows, k] buffer, k its width
+// when topk is None); topk_values_out: a float32 [rows, k] buffer the values are written into;
+// topk_index "column" (or "slot" on the paged ops: cache slots); topk_short_rows writes a row
+// with at most k valid columns as those columns ascending, -1 after.
+struct topk_keywords {
+  c10::optional<std::int64_t> topk;
+  bool values = false;
+  std::string index = "column";
+  c10::optional<at::Tensor> out, values_out;
+  bool short_rows = false;
+};
+
+// The keyword-only arguments of the dense and paged ops (topk_offset: the dense ops').
+struct kernel_keywords {
+  bool truncate_long_contexts = false;
+  c10::optional<at::Tensor> out;
+  topk_keywords topk;
+  c10::optional<at::Tensor> topk_offset;
+};
+
+at::Tensor fp8_fp4_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
+                              const std::vector<at::Tensor>& kv, const at::Tensor& weights,
+                              const at::Tensor& cu_seq_len_k_start,
+                              const at::Tensor& cu_seq_len_k_end, bool clean_logits,
+                              std::int64_t max_seqlen_k, c10::ScalarType logits_dtype,
+                              const c10::optional<at::Tensor>& schedule_meta,
+                              const kernel_keywords& kw);
+at::Tensor fp8_mqa_logits(const at::Tensor& q, const std::vector<at::Tensor>& kv,
+                          const at::Tensor& weights, const at::Tensor& cu_seq_len_k_start,
+                          const at::Tensor& cu_seq_len_k_end, bool clean_logits,
+                          std::int64_t max_seqlen_k, const kernel_keywords& kw);
 
 at::Tensor fp8_fp4_paged_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
                                     const at::Tensor& kv_cache, const at::Tensor& weights,
@@ -157,14 +192,13 @@ at::Tensor fp8_fp4_paged_mqa_logits(const c10::List<c10::optional<at::Tensor>>& 
                                     const at::Tensor& schedule_meta, std::int64_t max_context_len,
                                     bool clean_logits, c10::ScalarType logits_dtype,
                                     const c10::optional<at::Tensor>& indices,
-                                    bool truncate_long_contexts,
-                                    const c10::optional<at::Tensor>& out);
+                                    const kernel_keywords& kw);
 at::Tensor fp8_paged_mqa_logits(const at::Tensor& q, const at::Tensor& kv_cache,
                                 const at::Tensor& weights, const at::Tensor& context_lens,
                                 const at::Tensor& block_table, const at::Tensor& schedule_meta,
                                 std::int64_t max_context_len, bool clean_logits,
                                 const c10::optional<at::Tensor>& indices,
-                                bool truncate_long_contexts, const c10::optional<at::Tensor>& out);
+                                const kernel_keywords& kw);
 // DeepGEMM's get_num_sms / set_num_sms: the partition count an engine passes as the metadata's
 // num_sms, by default at::get_num_threads() (the ops' thread count); set_num_sms(n), n in
 // [1, 4096], replaces it. The ops spread a schedule of any count over their threads.

@@ -6,14 +6,16 @@
 // kernel rebuilds the schedule from the call's context lengths (and indices) with as many
 // workers as the tensor has rows minus one and requires the tensor to equal it, so a stale or
 // foreign array is a named error, never a wrong read.
-#include "ops.hpp"  // first: it includes torch's headers in an order Clang takes
+#include "kernel_args.hpp"  // first: it includes torch's headers in an order Clang takes
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 namespace mqalogits_torch {
@@ -56,12 +58,12 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
                         const at::Tensor& context_lens, const at::Tensor& block_table,
                         const at::Tensor& schedule_meta, std::int64_t max_context_len,
                         bool clean_logits, c10::ScalarType logits_dtype,
-                        const c10::optional<at::Tensor>& indices, bool truncate_long_contexts,
-                        const c10::optional<at::Tensor>& out) {
+                        const c10::optional<at::Tensor>& indices, const kernel_keywords& kw,
+                        bool legacy) {
   return guarded(where, [&] {
-    ml::detail::check_torch_tensor(q, where, "q");
-    require_rank(where, "q", q, 4, "[batch_size, next_n, num_heads, head_dim]");
+    const q_arg qa = q_of(where, q, q_scales, 4, "[batch_size, next_n, num_heads, head_dim]");
     const std::int64_t B = q.size(0), next_n = q.size(1), H = q.size(2);
+    const mp::cache_input cache = cache_of(where, kv_cache, qa.in.format);
     ml::detail::check_torch_tensor(context_lens, where, "context_lens");
     require_dim(where, "context_lens", context_lens, 0, B, "batch_size");
     if (context_lens.dim() != 1) {
@@ -70,52 +72,71 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
     }
     ml::detail::check_torch_tensor(block_table, where, "block_table");
     require_same_index_type(where, "block_table", block_table, "context_lens", context_lens);
-    ml::detail::check_torch_tensor(weights, where, "weights");
-    require_rank(where, "weights", weights, 2, "[batch_size * next_n, num_heads]");
-    require_dim(where, "weights", weights, 0, B * next_n, "batch_size * next_n");
-    require_dim(where, "weights", weights, 1, H, "num_heads");
+    require_rank(where, "block_table", block_table, 2, "[batch_size, max_blocks]");
+    const mp::weights_view w = weights_of(where, weights, B * next_n, "batch_size * next_n", H);
     check_schedule_tensor(where, schedule_meta);
     ml::detail::require(max_context_len > 0, where, [&](auto& m) {
       m << "max_context_len = " << max_context_len << " must be > 0";
     });
-    at::Tensor result =
-        logits_output(where, out, B * next_n, max_context_len, logits_dtype, "max_context_len");
-    const run_options run = options_for(clean_logits, truncate_long_contexts);
-    with_format(format_of(q, q_scales.defined()), [&](auto format) {
-      using F = decltype(format);
-      const auto qv = ml::as_rows_view<F>(q, q_scales, where, "q", "q_sf");
-      const auto cache = ml::as_paged_cache_view<F>(kv_cache, where, "kv_cache");
-      with_index_type(where, "context_lens", context_lens, [&](auto index) {
-        using I = decltype(index);
-        // DeepGEMM's 1-D context_lens [B] with next_n rows per request: row j sees positions
-        // t <= context_lens[b] - next_n + j (ml::expand_context_lens), as the Python module reads
-        // it; the schedule made from the 1-D lengths is the expanded lengths' one.
-        std::vector<I> expanded;
-        auto lens = lens_view<I>(where, context_lens);
-        if (context_lens.dim() == 1 && next_n > 1) {
-          expanded.resize(static_cast<std::size_t>(B * next_n));
-          ml::expand_context_lens(std::span<const I>(lens.data, static_cast<std::size_t>(B)),
-                                  ml::matrix_view<I>(expanded.data(), B, next_n));
-          lens = ml::matrix_view<const I>(expanded.data(), B, next_n);
-        }
-        const auto table = ml::as_matrix_view<const I>(block_table, where, "block_table");
-        // The library checks that the array is the schedule these lengths (and indices) give.
-        const auto schedule =
-            ml::as_matrix_view<const std::int32_t>(schedule_meta, where, "schedule_meta");
-        if (indices.has_value())
-          require_same_index_type(where, "indices", *indices, "context_lens", context_lens);
-        with_weights_and_logits(where, weights, result, [&](auto w, auto o) {
-          if (indices.has_value())
-            ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cache, w, lens, table, schedule,
-                                         max_context_len, o,
-                                         ml::as_span<const I>(*indices, where, "indices"), run.opt);
-          else
-            ml::fp8_fp4_paged_mqa_logits(ml::backend::host{}, qv, cache, w, lens, table, schedule,
-                                         max_context_len, o, run.opt);
-        });
+    const at::Tensor lens32 = int32_of(where, "context_lens", context_lens);
+    const at::Tensor table32 = int32_of(where, "block_table", block_table);
+    at::Tensor indices32;
+    if (indices.has_value()) {
+      require_same_index_type(where, "indices", *indices, "context_lens", context_lens);
+      indices32 = int32_of(where, "indices", *indices);
+    }
+    // DeepGEMM's 1-D context_lens [B] with next_n rows per request: row j sees positions
+    // t <= context_lens[b] - next_n + j (ml::expand_context_lens), as the Python module reads it;
+    // the schedule made from the 1-D lengths is the expanded lengths' one.
+    std::vector<std::int32_t> expanded;
+    ml::matrix_view<const std::int32_t> lens(lens32.data_ptr<std::int32_t>(), B,
+                                             context_lens.dim() == 1 ? 1 : next_n);
+    if (context_lens.dim() == 1 && next_n > 1) {
+      expanded.resize(static_cast<std::size_t>(B * next_n));
+      ml::expand_context_lens(std::span<const std::int32_t>(lens.data, static_cast<std::size_t>(B)),
+                              ml::matrix_view<std::int32_t>(expanded.data(), B, next_n));
+      lens = ml::matrix_view<const std::int32_t>(expanded.data(), B, next_n);
+    }
+    const ml::matrix_view<const std::int32_t> table(table32.data_ptr<std::int32_t>(),
+                                                    table32.size(0), table32.size(1));
+    std::optional<std::span<const std::int32_t>> idx;
+    if (indices32.defined())
+      idx = std::span<const std::int32_t>(indices32.data_ptr<std::int32_t>(),
+                                          static_cast<std::size_t>(indices32.numel()));
+    // The schedule these lengths (and indices) give, which the table must equal.
+    const auto array =
+        ml::as_matrix_view<const std::int32_t>(schedule_meta, where, "schedule_meta");
+    const ml::paged_mqa_schedule schedule = [&] {
+      try {
+        return idx ? ml::paged_mqa_schedule_from_array(array, lens, cache.page_kv, *idx)
+                   : ml::paged_mqa_schedule_from_array(array, lens, cache.page_kv);
+      } catch (const std::invalid_argument& e) {
+        ml::detail::require(false, where, [&](auto& m) { m << "schedule_meta: " << e.what(); });
+        throw;
+      }
+    }();
+    const std::int64_t rows = B * next_n;
+    std::optional<kernel_output> topk = topk_output(where, kw.topk, rows, true);
+    kernel_output out =
+        topk ? *topk
+             : logits_of(where, kw.out, rows, max_context_len, logits_dtype, "max_context_len");
+    if (topk) {
+      ml::detail::require(!kw.out.has_value(), where, [](auto& m) {
+        m << "out is the logits' buffer; with topk the buffers are topk_out / topk_values_out";
       });
-    });
-    return result;
+    } else {
+      check_weights_for_logits(where, w, logits_dtype);
+    }
+    const run_options run = options_for(clean_logits, kw.truncate_long_contexts);
+    const mp::paged_args args{lens, table, schedule, max_context_len, idx, clean_logits};
+    const mp::kernel_views<mp::cache_input> views{qa.in, cache, w};
+    if (topk)
+      mp::run_paged_topk(args, views, out.view, run.opt);
+    else if (legacy)
+      mp::run_legacy_paged(args, views, out.view, run.opt);
+    else
+      mp::run_paged(args, views, out.view, run.opt);
+    return out.result;
   });
 }
 
@@ -177,8 +198,7 @@ at::Tensor fp8_fp4_paged_mqa_logits(const c10::List<c10::optional<at::Tensor>>& 
                                     const at::Tensor& schedule_meta, std::int64_t max_context_len,
                                     bool clean_logits, c10::ScalarType logits_dtype,
                                     const c10::optional<at::Tensor>& indices,
-                                    bool truncate_long_contexts,
-                                    const c10::optional<at::Tensor>& out) {
+                                    const kernel_keywords& kw) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
   guarded(where, [&] {
     ml::detail::require(q.size() == 2, where, [&](auto& m) {
@@ -188,7 +208,7 @@ at::Tensor fp8_fp4_paged_mqa_logits(const c10::List<c10::optional<at::Tensor>>& 
   const c10::optional<at::Tensor> q_codes = q.get(0), q_sf = q.get(1);
   return paged_logits(where, q_codes.value_or(at::Tensor()), q_sf.value_or(at::Tensor()), kv_cache,
                       weights, context_lens, block_table, schedule_meta, max_context_len,
-                      clean_logits, logits_dtype, indices, truncate_long_contexts, out);
+                      clean_logits, logits_dtype, indices, kw, false);
 }
 
 at::Tensor fp8_paged_mqa_logits(const at::Tensor& q, const at::Tensor& kv_cache,
@@ -196,10 +216,10 @@ at::Tensor fp8_paged_mqa_logits(const at::Tensor& q, const at::Tensor& kv_cache,
                                 const at::Tensor& block_table, const at::Tensor& schedule_meta,
                                 std::int64_t max_context_len, bool clean_logits,
                                 const c10::optional<at::Tensor>& indices,
-                                bool truncate_long_contexts, const c10::optional<at::Tensor>& out) {
+                                const kernel_keywords& kw) {
   return paged_logits("fp8_paged_mqa_logits", q, at::Tensor(), kv_cache, weights, context_lens,
                       block_table, schedule_meta, max_context_len, clean_logits,
-                      c10::ScalarType::Float, indices, truncate_long_contexts, out);
+                      c10::ScalarType::Float, indices, kw, true);
 }
 
 }  // namespace mqalogits_torch
