@@ -379,6 +379,120 @@ def test_paged_sparse():
                             m[0, pos[valid]])
 
 
+# ---- fused top-k, float16 weights, head dims 64 and 32 ----
+
+
+def topk_reference(logits, lens, k):
+    """Each row's k best of its first lens[r] columns (fp32 value descending, ties to the lower
+    column), -1 padded: (indices, values)."""
+    idx = np.full((len(lens), k), -1, dtype=np.int64)
+    val = np.full((len(lens), k), -np.inf, dtype=np.float32)
+    for r, n in enumerate(lens):
+        row = logits[r, :n]
+        order = sorted(range(n), key=lambda c: (-row[c], c))[:k]
+        idx[r, : len(order)] = order
+        val[r, : len(order)] = row[order]
+    return idx, val
+
+
+def test_topk(decode, prefill):
+    lens, q, cache, w, table, meta, max_len = decode
+    clean = ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len, True)
+    n = lens.view(-1).tolist()
+    want, want_v = topk_reference(clean.numpy(), n, 16)
+    got = ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len, topk=16)
+    assert got.dtype == torch.int32 and tuple(got.shape) == (len(n), 16)
+    assert np.array_equal(got.numpy(), want), "paged top-k columns"
+    # The caller's buffers: indices and values written there, the indices returned.
+    idx_out, val_out = torch.full((len(n), 16), 7, dtype=torch.int32), torch.zeros(len(n), 16)
+    ret = ops.fp8_fp4_paged_mqa_logits((q, None), cache, w, lens, table, meta, max_len,
+                                       topk_out=idx_out, topk_values_out=val_out)
+    assert ret.data_ptr() == idx_out.data_ptr() and np.array_equal(idx_out.numpy(), want)
+    assert np.array_equal(val_out.numpy(), want_v), "paged top-k values"
+    # Cache slots: block_table[b, pos // page] * page + pos % page.
+    slots = ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len, topk=16,
+                                     topk_index="slot")
+    page = cache.shape[1]
+    t = table.numpy()
+    for r in range(len(n)):
+        want_slots = [t[r, c // page] * page + c % page if c >= 0 else -1 for c in want[r]]
+        assert slots[r].tolist() == want_slots, f"slot row {r}"
+    # Short rows (at most k valid columns): those columns ascending, -1 after.
+    short = ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len, topk=16,
+                                     topk_short_rows=True)
+    for r, L in enumerate(n):
+        if L <= 16:
+            assert short[r].tolist() == list(range(L)) + [-1] * (16 - L), f"short row {r}"
+        else:
+            assert np.array_equal(short[r].numpy(), want[r])
+    expect_error(lambda: ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len,
+                                                  topk=4, topk_values=True), "topk_values_out")
+    expect_error(lambda: ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len,
+                                                  topk=0), "topk = 0")
+    expect_error(lambda: ops.fp8_mqa_logits(prefill[0], (prefill[1], prefill[2]), *prefill[3:],
+                                            topk=4, topk_index="slot"), "topk_index")
+    expect_error(lambda: ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len,
+                                                  topk=4, out=clean), "out is the logits")
+
+    # Dense: columns of the full-width logits, then sglang's topk_offset added (-1 kept).
+    qt, kt, st, wt, ks, ke = prefill
+    full = ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke)
+    # Valid columns [ks, ke) of the full width: rank within them by value, then column.
+    fw = full.numpy()
+    want = np.full((len(ks), 8), -1, dtype=np.int64)
+    for r in range(len(ks)):
+        cols = range(ks[r].item(), ke[r].item())
+        want[r] = sorted(cols, key=lambda c: (-fw[r, c], c))[:8]
+    got = ops.fp8_fp4_mqa_logits((qt, None), (kt, st), wt, ks, ke, topk=8)
+    assert np.array_equal(got.numpy(), want), "dense top-k columns"
+    offsets = torch.arange(len(ks), dtype=torch.int64) * 1000
+    shifted = ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke, topk=8, topk_offset=offsets)
+    assert np.array_equal(shifted.numpy(), want + offsets.numpy()[:, None]), "topk_offset"
+
+
+def test_weights_and_head_dims():
+    """float16 weights; head dims 64 (FP8 and MXFP4) and 32 (FP8), dense and paged."""
+    S, N, heads = 6, 90, 4
+    ks = torch.zeros(S, dtype=torch.int32)
+    ke = torch.tensor([N - 5 * i for i in range(S)], dtype=torch.int32)
+    valid = np.arange(N)[None, :] < ke.numpy()[:, None]
+    w16 = torch.from_numpy(rng.normal(0, 0.05, size=(S, heads)).astype(np.float16))
+    wd = w16.numpy().astype(np.float64)
+    for d in (128, 64, 32):
+        q, k = fp8_codes((S, heads, d)), fp8_codes((N, d))
+        scale = (rng.uniform(0.5, 2, size=N) * 2.0**-8).astype(np.float32)
+        exact, m = reference(E4M3[q], E4M3[k] * scale[:, None].astype(np.float64), wd)
+        got = ops.fp8_mqa_logits(torch.from_numpy(q), (torch.from_numpy(k),
+                                 torch.from_numpy(scale)), w16, ks, ke)
+        check_close(f"fp16 weights, FP8 head dim {d}", got.numpy()[valid], exact[valid], m[valid])
+        assert np.isneginf(got.numpy()[~valid]).all()
+        # The same tokens in vLLM's paged cache (page 16), one request per row, next_n 1.
+        page = 16
+        c, pages = build_cache([k] * S, [scale.view(np.uint8).reshape(-1, 4)] * S, page)
+        assert tuple(c.shape[1:]) == (page, 1, d + 4)
+        lens = ke.view(S, 1)
+        sched = ops.get_paged_mqa_logits_metadata(lens, page, 3)
+        paged = ops.fp8_paged_mqa_logits(torch.from_numpy(q).view(S, 1, heads, d), c, w16, lens,
+                                         block_table(pages, 8), sched, 128, True)
+        check_close(f"paged head dim {d}", paged.numpy()[:, :N][valid], exact[valid], m[valid])
+        assert np.isneginf(paged.numpy()[:, :N][~valid]).all()
+        if d == 128:  # vLLM's cache is 4-D: a 3-D one is refused as the Python module does
+            expect_error(lambda: ops.fp8_paged_mqa_logits(
+                torch.from_numpy(q).view(S, 1, heads, d), c.view(c.shape[0], page, d + 4), w16,
+                lens, block_table(pages, 8), sched, 128),
+                "kv_cache has shape", "expected [num_blocks, block_kv, 1, head_dim_with_sf]")
+    # MXFP4 at head dim 64: 32 packed bytes and one int32 of UE8M0 scales a row.
+    qb, kb = rng.integers(0, 256, (S, heads, 32), np.uint8), rng.integers(0, 256, (N, 32), np.uint8)
+    qsb, ksb = ue8m0_words((S, heads)), ue8m0_words((N,))
+    qd = fp4_decode(qb) * mx_scale(qsb)[..., :64]
+    kd = fp4_decode(kb) * mx_scale(ksb)[..., :64]
+    exact, m = reference(qd, kd, wd)
+    words = lambda b: torch.from_numpy(b.view(np.int32)[..., 0].copy())  # noqa: E731
+    got = ops.fp8_fp4_mqa_logits((torch.from_numpy(qb.view(np.int8)), words(qsb)),
+                                 (torch.from_numpy(kb.view(np.int8)), words(ksb)), w16, ks, ke)
+    check_close("MXFP4 head dim 64", got.numpy()[valid], exact[valid], m[valid])
+
+
 # ---- bad arguments: ValueError, short, naming the argument ----
 
 
@@ -529,5 +643,7 @@ test_errors(decode, prefill)
 test_fork(prefill)
 test_sparse()
 test_paged_sparse()
+test_topk(decode, prefill)
+test_weights_and_head_dims()
 print("torch ops: decode (next_n 1, 2; FP8 and MXFP4), prefill, sparse, paged sparse, static "
-      "buffers, errors, fork: ok")
+      "buffers, errors, fork, fused top-k, float16 weights, head dims 64 / 32: ok")
