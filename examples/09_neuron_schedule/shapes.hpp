@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <mqalogits/neuron.hpp>
@@ -90,15 +92,39 @@ ml::neuron_backend::report paged_decode(std::int64_t batch, std::int64_t context
   return rep;
 }
 
+// The same decode called as engines call it for the indexer's selection: the top k columns of
+// each row (ml::topk), the selection costed with the logits (nisa.topk on GpSimd).
+template <class Gen, class Format>
+ml::neuron_backend::report paged_decode_topk(std::int64_t batch, std::int64_t context,
+                                             std::int64_t k,
+                                             ml::neuron_backend::capture_options opt = {},
+                                             decode_shape shape = {}) {
+  const decode_inputs<Format> in(batch, context, shape);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(in.lv, shape.page, 1);
+  std::vector<std::int32_t> picked(static_cast<std::size_t>(in.rows() * k));
+  ml::neuron_backend::report rep;
+  opt.cost_only = true;
+  {
+    ml::neuron_backend::capture cap(rep, opt);
+    ml::fp8_fp4_paged_mqa_logits(
+        ml::backend::neuron<Gen>{}, in.q_view(), in.cv, in.w_view(), in.lv, in.tv, schedule,
+        in.blocks * shape.page,
+        ml::topk(ml::matrix_view<std::int32_t>(picked.data(), in.rows(), k)));
+  }
+  return rep;
+}
+
 // The same decode with the K cache converted to the Neuron-native MX layout (trn3).
 template <class Gen, class Format>
-ml::neuron_backend::report paged_decode_native(std::int64_t batch, std::int64_t context) {
+ml::neuron_backend::report paged_decode_native(std::int64_t batch, std::int64_t context,
+                                               ml::neuron_backend::capture_options opt = {}) {
   const decode_inputs<Format> in(batch, context);
   const auto native = ml::neuron_backend::to_native_paged_cache(in.cv, in.tv, in.lv);
   ml::logits_buffer<ml::bf16> out(batch, context);
   ml::neuron_backend::report rep;
   {
-    ml::neuron_backend::capture cap(rep, {.cost_only = true});
+    opt.cost_only = true;
+    ml::neuron_backend::capture cap(rep, opt);
     ml::neuron_backend::fp8_fp4_paged_mqa_logits_native(
         ml::backend::neuron<Gen>{}, in.q_view(), native, in.w_view(), in.lv, context, out.view());
   }
@@ -131,39 +157,98 @@ ml::neuron_backend::report dense_prefill(std::int64_t num_q, std::int64_t n,
   return rep;
 }
 
+// One line of example 09: `line` the report's own (report::line), `printed` that line with the
+// floor and, on trn2 / trn3, the busier core's estimate under LNC = 2 (`lnc2`), as
+//   neuron <gen> <kernel> <shape> estimate N us bound E roofline M us floor F us [lnc2 X us]
 struct shape_line {
   std::string line;
   ml::neuron_backend::report report;
+  std::string printed;
+  ml::neuron_backend::report lnc2;  // calls = 0 on trn1
 };
+
+// The line of `run(options)`'s report, with the floor and (trn2 / trn3) LNC = 2.
+template <class Gen, class Run>
+void add_line(std::vector<shape_line>& out, Run run, const std::string& kernel,
+              const std::string& shape) {
+  using options = ml::neuron_backend::capture_options;
+  shape_line l{{}, run(options{}), {}, {}};
+  l.line = std::string(l.report.line(kernel, shape));
+  char buf[96];
+  std::snprintf(buf, sizeof buf, " floor %.2f us", l.report.floor_seconds() * 1e6);
+  l.printed = l.line + buf;
+  if constexpr (ml::neuron_backend::traits<Gen>::max_logical_cores > 1) {
+    l.lnc2 = run(options{.logical_cores = 2});
+    std::snprintf(buf, sizeof buf, " lnc2 %.2f us", l.lnc2.estimated_seconds() * 1e6);
+    l.printed += buf;
+  }
+  out.push_back(std::move(l));
+}
 
 // Every line example 09 prints for generation Gen.
 template <class Gen>
 std::vector<shape_line> lines() {
+  using options = ml::neuron_backend::capture_options;
   std::vector<shape_line> out;
-  auto add = [&](ml::neuron_backend::report r, const std::string& kernel, const std::string& s) {
-    out.push_back({std::string(r.line(kernel, s)), r});
+  const auto add = [&](auto run, const std::string& kernel, const std::string& s) {
+    add_line<Gen>(out, run, kernel, s);
   };
-  add(paged_decode<Gen, ml::mxfp8>(64, 8192), "paged-decode-mxfp8", "64x8192/H64/page64");
-  add(paged_decode<Gen, ml::mxfp4>(64, 8192), "paged-decode-mxfp4", "64x8192/H64/page64");
-  add(paged_decode<Gen, ml::mxfp8>(1, 65536), "paged-decode-mxfp8", "1x65536/H64/page64");
-  add(paged_decode<Gen, ml::mxfp4>(1, 65536), "paged-decode-mxfp4", "1x65536/H64/page64");
-  add(dense_prefill<Gen, ml::mxfp8>(4096, 4096), "dense-prefill-mxfp8", "4096x4096/H64");
+  using ml::mxfp4, ml::mxfp8;
+  add([](options o) { return paged_decode<Gen, mxfp8>(64, 8192, o); }, "paged-decode-mxfp8",
+      "64x8192/H64/page64");
+  add([](options o) { return paged_decode<Gen, mxfp4>(64, 8192, o); }, "paged-decode-mxfp4",
+      "64x8192/H64/page64");
+  add([](options o) { return paged_decode<Gen, mxfp8>(1, 65536, o); }, "paged-decode-mxfp8",
+      "1x65536/H64/page64");
+  add([](options o) { return paged_decode<Gen, mxfp4>(1, 65536, o); }, "paged-decode-mxfp4",
+      "1x65536/H64/page64");
+  add([](options o) { return dense_prefill<Gen, mxfp8>(4096, 4096, o); }, "dense-prefill-mxfp8",
+      "4096x4096/H64");
   if constexpr (ml::neuron_backend::traits<Gen>::mx_matmul) {  // the native cache layout
-    add(paged_decode_native<Gen, ml::mxfp8>(64, 8192), "paged-decode-mxfp8-native",
-        "64x8192/H64/page64");
-    add(paged_decode_native<Gen, ml::mxfp4>(64, 8192), "paged-decode-mxfp4-native",
-        "64x8192/H64/page64");
-    add(paged_decode_native<Gen, ml::mxfp8>(1, 65536), "paged-decode-mxfp8-native",
-        "1x65536/H64/page64");
+    add([](options o) { return paged_decode_native<Gen, mxfp8>(64, 8192, o); },
+        "paged-decode-mxfp8-native", "64x8192/H64/page64");
+    add([](options o) { return paged_decode_native<Gen, mxfp4>(64, 8192, o); },
+        "paged-decode-mxfp4-native", "64x8192/H64/page64");
+    add([](options o) { return paged_decode_native<Gen, mxfp8>(1, 65536, o); },
+        "paged-decode-mxfp8-native", "1x65536/H64/page64");
   }
   // The page sizes engines run (sglang pages DeepSeek V4.1's index cache by 128), and V4.1's
   // decode (32 index heads) with two query tokens per request (MTP).
-  add(paged_decode<Gen, ml::mxfp8>(64, 8192, {}, {.page = 128}), "paged-decode-mxfp8",
-      "64x8192/H64/page128");
-  add(paged_decode<Gen, ml::mxfp8>(64, 8192, {}, {.page = 256}), "paged-decode-mxfp8",
-      "64x8192/H64/page256");
-  add(paged_decode<Gen, ml::mxfp8>(64, 8192, {}, {.heads = 32, .page = 128, .next_n = 2}),
+  add([](options o) { return paged_decode<Gen, mxfp8>(64, 8192, o, {.page = 128}); },
+      "paged-decode-mxfp8", "64x8192/H64/page128");
+  add([](options o) { return paged_decode<Gen, mxfp8>(64, 8192, o, {.page = 256}); },
+      "paged-decode-mxfp8", "64x8192/H64/page256");
+  add(
+      [](options o) {
+        return paged_decode<Gen, mxfp8>(64, 8192, o, {.heads = 32, .page = 128, .next_n = 2});
+      },
       "paged-decode-mxfp8", "64x8192/H32/page128/next2");
+  return out;
+}
+
+// Example 09's decode lines with the selection, as engines run the indexer: DeepSeek V3.2
+// keeps 2048 columns per row, V4 512 or 1024 (64 heads), V4.1 512 (32 heads, pages of 128,
+// two query tokens per request).
+template <class Gen>
+std::vector<shape_line> topk_lines() {
+  using options = ml::neuron_backend::capture_options;
+  using ml::mxfp8;
+  std::vector<shape_line> out;
+  const auto add = [&](auto run, const char* shape) {
+    add_line<Gen>(out, run, "paged-decode-mxfp8", shape);
+  };
+  add([](options o) { return paged_decode_topk<Gen, mxfp8>(64, 8192, 2048, o); },
+      "64x8192/H64/page64/topk2048");
+  add([](options o) { return paged_decode_topk<Gen, mxfp8>(64, 8192, 1024, o); },
+      "64x8192/H64/page64/topk1024");
+  add([](options o) { return paged_decode_topk<Gen, mxfp8>(64, 8192, 512, o); },
+      "64x8192/H64/page64/topk512");
+  add(
+      [](options o) {
+        return paged_decode_topk<Gen, mxfp8>(64, 8192, 512, o,
+                                             {.heads = 32, .page = 128, .next_n = 2});
+      },
+      "64x8192/H32/page128/next2/topk512");
   return out;
 }
 

@@ -1,0 +1,171 @@
+// The neuron model's floor (neuron_backend::floor_terms): hand-computed floors of small decodes,
+// the floor below the estimate on every line example 09 prints, the floor's binding term, the
+// printed line format and the closing summary.
+#include <catch2/catch.hpp>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <mqalogits/neuron.hpp>
+
+#include "../../examples/09_neuron_schedule/floor_summary.hpp"
+#include "../../examples/09_neuron_schedule/shapes.hpp"
+
+namespace ml = mqalogits;
+namespace nb = ml::neuron_backend;
+using ml::backend::trn1;
+using ml::backend::trn2;
+using ml::backend::trn3;
+
+// 2 requests of 1024 keys, H = 64, D = 128, pages of 64: 2048 keys, 2048 scores per head, 32
+// pages, 2 rows of 2048 bf16 logits. Rates typed in from the architecture guides.
+TEST_CASE("neuron floor: 2 x 1024 MXFP8 decode on trn3, by hand", "[neuron]") {
+  const nb::report r = neuron_shapes::paged_decode<trn3, ml::mxfp8>(2, 1024);
+  // DMA at 528 GB/s: Q (132 B) and fp32 weights per row and head, 132 B per key, 2 B per logit;
+  // 34 descriptors (32 pages, 2 output rows) of 512 B each; one gather of 1.3 us / 16 queues.
+  const double dma =
+      (2 * 64 * 136 + 2048 * 132 + 2048 * 2 + 34 * 512) / 528e9 + 1.3e-6 / 16;  // 667 ns
+  // TensorE at 2.4 GHz: the MX score matmuls 2048 x 64 x 128 / (4 x 128 x 128) = 256 cycles; the
+  // transposes of 2048 keys and 128 Q rows, 33 words in 2 passes each, 128 per cycle: 1122.
+  const double tensor_fixed = (256 + 2176 * 66 / 128.0) / 2.4e9;
+  // Movable: the fp32 head sum, 131072 relu values: TensorE 131072 / 16384 x 4 x 64 cycles,
+  // or VectorE 2 x 131072 / 256 cycles at 1.2 GHz; the relu: ScalarE 131072 / 128 cycles at
+  // 1.2 GHz or VectorE 131072 / 256 cycles at 1.2 GHz.
+  const double head_t = 2048 / 2.4e9, head_v = 1024 / 1.2e9;
+  const double relu_s = 1024 / 1.2e9, relu_v = 512 / 1.2e9;
+  // GpSimd: 32 descriptors of 16 cycles at 1.2 GHz, below the rest.
+  // Balanced: TensorE tensor_fixed + (1 - x) head_t = ScalarE (1 - y) relu_s = VectorE x head_v
+  // + y relu_v = T, with head_v = head_t and relu_v = relu_s / 2: T = (tensor_fixed + head_t +
+  // relu_v) / 2.5 = 741.7 ns, above the DMA's 667 ns.
+  const double t = (tensor_fixed + head_t + relu_v) / 2.5;
+  CHECK(head_v == Approx(head_t));
+  CHECK(relu_v == Approx(relu_s / 2));
+  CHECK(t > dma);
+  CHECK(r.floor_seconds() == Approx(t).epsilon(1e-9));
+  CHECK(r.floor.dma_bytes_s + r.floor.dma_descriptors_s + r.floor.dma_fixed_s ==
+        Approx(dma).epsilon(1e-12));
+  const std::string engine = r.floor_bound().engine;
+  CHECK((engine == "TensorE" || engine == "ScalarE" || engine == "VectorE"));
+  CHECK(r.floor_seconds() <= r.estimated_seconds());
+}
+
+TEST_CASE("neuron floor: 2 x 1024 MXFP8 decode on trn2 is its code decode, by hand", "[neuron]") {
+  const nb::report r = neuron_shapes::paged_decode<trn2, ml::mxfp8>(2, 1024);
+  // The e4m3 decode of every code of 2048 keys and 128 Q rows, plus each row's 4 UE8M0 scales
+  // (3 one-input integer steps), per 128 partitions. VectorE at 0.96 GHz: shift-and-mask (fp32
+  // width 2 per cycle) 64, re-bias (bf16 copy mode, 4 per cycle) 32, times the scale (two
+  // inputs) 128, NaN flags 64, the scales 6 cycles; GpSimd at 1.2 GHz, one per cycle, two
+  // inputs 2: 128 + 128 + 256 + 128 + 12.
+  const double decode_v = 2176 * 294 / 128.0 / 0.96e9;  // 5206 ns
+  const double decode_g = 2176 * 652 / 128.0 / 1.2e9;   // 9237 ns
+  const double descriptors_g = 32 * 16 / 1.2e9;         // 427 ns of software DGE
+  // VectorE and GpSimd share the decode (everything else fits beside it): (1 - c) decode_v =
+  // descriptors_g + c decode_g = T.
+  const double t = decode_v * (decode_g + descriptors_g) / (decode_g + decode_v);  // 3483 ns
+  CHECK(r.floor_seconds() == Approx(t).epsilon(1e-9));
+  const auto bound = r.floor_bound();
+  CHECK((std::string(bound.engine) == "VectorE" || std::string(bound.engine) == "GpSimd"));
+  CHECK(std::string(bound.term) == "code decode");
+  CHECK(r.floor_seconds() <= r.estimated_seconds());
+  // LNC = 2: the floor halves.
+  const nb::report two =
+      neuron_shapes::paged_decode<trn2, ml::mxfp8>(2, 1024, {.logical_cores = 2});
+  CHECK(two.floor_seconds() == Approx(t / 2).epsilon(1e-9));
+}
+
+TEST_CASE("neuron floor: trn1 shares the PSUM and SBUF ports", "[neuron]") {
+  // Only the relu's read of PSUM: 1 Mi fp32 scores on ScalarE (1.4 GHz) or VectorE (1.12 GHz),
+  // 128 per cycle; on one port they cannot overlap, so the floor is ScalarE's whole read.
+  nb::floor_terms f;
+  f.relu_scalar_s = 8192 / 1.4e9;
+  f.relu_vector_s = 8192 / 1.12e9;
+  const double split = 1 / (1 / f.relu_scalar_s + 1 / f.relu_vector_s);  // the two overlapped
+  CHECK(f.seconds() == Approx(split).epsilon(1e-9));
+  f.psum_port_shared = true;
+  CHECK(f.seconds() == Approx(8192 / 1.4e9).epsilon(1e-9));
+  const std::string engine = f.bound().engine;  // both at the floor: ScalarE, the port
+  CHECK((engine == "ScalarE" || engine == "PSUM-read(ScalarE+VectorE)"));
+  CHECK(std::string(f.bound().term) == "psum-read relu");
+}
+
+namespace {
+
+template <class G>
+void check_floors(const std::vector<neuron_shapes::shape_line>& lines) {
+  const std::regex format(
+      R"(^neuron (trn1|trn2|trn3) [a-z0-9-]+ [A-Za-z0-9/x]+ estimate ([0-9]+\.[0-9]{2}) us bound \S+ roofline [0-9]+\.[0-9]{2} us floor ([0-9]+\.[0-9]{2}) us( lnc2 ([0-9]+\.[0-9]{2}) us)?$)");
+  for (const auto& l : lines) {
+    INFO(l.printed);
+    std::smatch m;
+    REQUIRE(std::regex_match(l.printed, m, format));
+    CHECK(l.printed.rfind(l.line, 0) == 0);  // the report's own line, extended
+    const nb::report& r = l.report;
+    CHECK(r.floor_seconds() > 0);
+    CHECK(r.floor_seconds() <= r.estimated_seconds());
+    CHECK(std::stod(m[3]) == Approx(r.floor_seconds() * 1e6).margin(0.006));
+    const auto bound = r.floor_bound();
+    CHECK(std::string(bound.term) != "none");
+    // The floor is at least each engine's fixed share: the bytes over the DMA bandwidth and
+    // the score matmuls at TensorE's peak (the roofline's two terms).
+    CHECK(r.floor_seconds() >= r.roofline_dma_s * (1 - 1e-9));
+    CHECK(r.floor_seconds() >= r.roofline_tensor_s * (1 - 1e-9));
+    const bool lnc2 = nb::traits<G>::max_logical_cores > 1;
+    CHECK(m[4].matched == lnc2);
+    if (lnc2) {
+      CHECK(l.lnc2.logical_cores == 2);
+      CHECK(l.lnc2.floor_seconds() <= l.lnc2.estimated_seconds());
+      CHECK(l.lnc2.floor_seconds() == Approx(r.floor_seconds() / 2).epsilon(1e-9));
+      CHECK(std::stod(m[5]) == Approx(l.lnc2.estimated_seconds() * 1e6).margin(0.006));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("example 09: floor below the estimate on every line, named, LNC = 2 beside it",
+          "[neuron]") {
+  const auto l1 = neuron_shapes::lines<trn1>();
+  const auto l2 = neuron_shapes::lines<trn2>();
+  const auto l3 = neuron_shapes::lines<trn3>();
+  check_floors<trn1>(l1);
+  check_floors<trn2>(l2);
+  check_floors<trn3>(l3);
+  // The native MX layout's 32 descriptors per block bind its floor on GpSimd, as they bind its
+  // estimate.
+  const auto& native = l3[5];
+  REQUIRE(native.line.find("-native 64x8192") != std::string::npos);
+  CHECK(std::string(native.report.floor_bound().engine) == "GpSimd");
+  CHECK(std::string(native.report.floor_bound().term) == "gather descriptors");
+  // The summary names each trn2 / trn3 line's ratio and, past 1.25x, the engine that makes it.
+  std::vector<const neuron_shapes::shape_line*> all;
+  for (const auto* g : {&l2, &l3})
+    for (const auto& l : *g) all.push_back(&l);
+  const std::string text = neuron_shapes::floor_summary(all, 1.25);
+  INFO(text);
+  for (const auto* l : all) {
+    const double ratio = l->report.estimated_seconds() / l->report.floor_seconds();
+    const std::string name = neuron_shapes::line_name(l->line).substr(7);
+    CHECK(text.find(name + ": ") != std::string::npos);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " %.2fx: ", ratio);
+    CHECK((text.find(name + buf) != std::string::npos) == (ratio > 1.25));
+  }
+}
+
+TEST_CASE("example 09: decode lines with the selection engines call (top-k)", "[neuron]") {
+  const auto t3 = neuron_shapes::topk_lines<trn3>();
+  check_floors<trn3>(t3);
+  REQUIRE(t3.size() == 4);
+  CHECK(t3[0].line.find("64x8192/H64/page64/topk2048") != std::string::npos);
+  CHECK(t3[3].line.find("64x8192/H32/page128/next2/topk512") != std::string::npos);
+  for (const auto& l : t3) CHECK(l.report.topk_calls > 0);
+  // nisa.topk over every logit: 64 rows in 8 calls of 4 x 8192 + 2048 cycles at 1.2 GHz; V4.1's
+  // 128 rows (64 requests x 2 tokens), k = 512.
+  CHECK(t3[0].report.floor.gpsimd_topk_s == Approx(8 * (4 * 8192 + 2048) / 1.2e9).epsilon(1e-12));
+  CHECK(t3[3].report.floor.gpsimd_topk_s == Approx(16 * (4 * 8192 + 512) / 1.2e9).epsilon(1e-12));
+  // The selection adds to the decode without it.
+  const auto plain = neuron_shapes::paged_decode<trn3, ml::mxfp8>(64, 8192);
+  CHECK(t3[0].report.gpsimd.seconds > plain.gpsimd.seconds);
+  CHECK(t3[0].report.floor_seconds() >= plain.floor_seconds());
+}
