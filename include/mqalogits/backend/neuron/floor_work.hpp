@@ -1,7 +1,11 @@
 // What a call must do whatever its schedule, counted from its plan (call_work), and the floor's
 // terms at the documented rates of a generation (add_floor; floor.hpp combines them). Each term
 // names why no schedule meeting the accuracy contract avoids it; the sources of the rates are
-// in traits.hpp.
+// in traits.hpp. The floor ranges over the instructions this model knows: transposes on TensorE
+// (DMA transposes are documented for 2-byte types only), the relu and the weighted head sum as
+// two passes (no instruction applies relu and a signed weight and accumulates), the head sum on
+// TensorE or VectorE and the decode on VectorE or GpSimd, the decode as decode_steps.hpp's
+// sequence.
 #pragma once
 
 #include <algorithm>
