@@ -1137,8 +1137,7 @@ void check_dense_schedule(const char* where, const py::object& schedule_meta, co
 // Logits [num_q, max_seqlen_k or N] of type t, rows padded as upstream's.
 output_request dense_output(const char* where, i64 rows, i64 num_kv, i64 max_seqlen_k,
                             logits_type t, bool clean_logits) {
-  if (max_seqlen_k < 0)
-    fail(where, "max_seqlen_k = " + std::to_string(max_seqlen_k) + " must be >= 0");
+  ml::check::max_seqlen_k(where, max_seqlen_k);  // the library's check, before sizing the array
   return {.rows = rows,
           .cols = max_seqlen_k == 0 ? num_kv : max_seqlen_k,
           .width_name = max_seqlen_k == 0 ? "num_kv" : "max_seqlen_k",
@@ -1298,11 +1297,6 @@ ml::matrix_view<const i32> paged_lens(const char* where, const py::object& conte
   return {expanded.data(), lens.rows, next_n};
 }
 
-void check_paged_call(const char* where, i64 max_context_len) {
-  if (max_context_len <= 0)
-    fail(where, "max_context_len = " + std::to_string(max_context_len) + " must be > 0");
-}
-
 std::optional<std::span<const i32>> indices_of(const char* where, const py::object& indices) {
   if (indices.is_none()) return std::nullopt;
   return int_span(where, "indices", indices);
@@ -1335,7 +1329,7 @@ py::object paged_call(const char* where, q_input qi, const py::object& kv_cache,
                     " is larger than kv_cache's block_kv " + std::to_string(in.k.page_kv));
   const auto lens = paged_lens(where, context_lens, in.q);
   const auto table = int_matrix(where, "block_table", block_table);
-  check_paged_call(where, max_context_len);
+  ml::check::max_context_len(where, max_context_len);  // the library's, before sizing the array
   const auto idx = indices_of(where, indices);
   const ml::paged_mqa_schedule schedule =
       schedule_of(where, schedule_meta, lens, in.k.page_kv, idx);

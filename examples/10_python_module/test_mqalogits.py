@@ -1707,6 +1707,33 @@ class Fork(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
 
+class CallContract(unittest.TestCase):
+    def test_refusals_are_the_library_contracts_messages(self):
+        # The module states no check of its own for these: each refusal is the library's
+        # contract (ml::check), word for word, as the C++ entry points give it.
+        S, H, N = 3, 4, 64
+        q, _ = make_q((S, H), "mxfp8")
+        kv, _ = make_kv(N, "mxfp8")
+        w = rand_weights(S, H, False)
+        ks, ke = np.zeros(S, np.int32), np.full(S, N, np.int32)
+        with self.assertRaisesRegex(
+                ValueError, r"^fp8_fp4_mqa_logits: max_seqlen_k = -1 must be > 0 \(or 0 for full "
+                r"width\)$"):
+            ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, max_seqlen_k=-1)
+        over_q = q[0].reshape(-1).view(np.float32)[:S * N].reshape(S, N)  # logits over q's codes
+        with self.assertRaisesRegex(
+                ValueError, r"^fp8_fp4_mqa_logits: logits \[\d+, \d+\) overlap q \[\d+, \d+\): "
+                r"an output must not share a byte with an input$"):
+            ml.fp8_fp4_mqa_logits(q, kv, w, ks, ke, max_seqlen_k=N, out=over_q)
+        cache, _ = make_cache(2, 64, "mxfp8")
+        lens, table = np.array([[40]], np.int32), np.array([[0, 1]], np.int32)
+        meta = ml.get_paged_mqa_logits_metadata(context_lens=lens, block_kv=64, num_sms=1)
+        qp, _ = make_q((1, 1, H), "mxfp8")
+        with self.assertRaisesRegex(
+                ValueError, r"^fp8_fp4_paged_mqa_logits: max_context_len = 0 must be > 0$"):
+            ml.fp8_fp4_paged_mqa_logits(qp, cache, rand_weights(1, H, False), lens, table, meta, 0)
+
+
 if __name__ == "__main__":
     print(f"mqalogits {ml.__version__} from {ml.__file__}, numpy {np.__version__}")
     unittest.main(verbosity=2)
