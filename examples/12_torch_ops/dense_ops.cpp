@@ -1,7 +1,13 @@
 // The dense ops: fp8_fp4_mqa_logits and the legacy fp8_mqa_logits, their logits or, with topk=k,
-// each row's fused top-k (the kernel calls are the Python module's, see kernel_args.hpp).
+// each row's fused top-k (the kernel calls are the Python module's, see kernel_args.hpp), and
+// get_mqa_logits_metadata. Upstream's dense metadata is an SM100 work split the results never
+// depend on; here it is the record of the call it was made for (int64 [num_kv_tokens,
+// num_heads, ks..., ke...]), and a call given another one is refused, as a stale upstream
+// schedule would be wrong.
 #include "kernel_args.hpp"  // first: it includes torch's headers in an order Clang takes
 
+#include <ATen/ops/empty.h>
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -80,6 +86,47 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
   });
 }
 
+// The record get_mqa_logits_metadata makes: int64 [num_kv_tokens, num_heads, ks..., ke...].
+at::Tensor dense_schedule(const char* where, const at::Tensor& ks, const at::Tensor& ke,
+                          std::int64_t num_kv_tokens, std::int64_t num_heads) {
+  ml::detail::check_torch_tensor(ks, where, "cu_seq_len_k_start");
+  ml::detail::check_torch_tensor(ke, where, "cu_seq_len_k_end");
+  require_rank(where, "cu_seq_len_k_start", ks, 1, "[num_q]");
+  require_rank(where, "cu_seq_len_k_end", ke, 1, "[num_q]");
+  const at::Tensor s = int32_of(where, "cu_seq_len_k_start", ks).to(c10::ScalarType::Long);
+  const at::Tensor e = int32_of(where, "cu_seq_len_k_end", ke).to(c10::ScalarType::Long);
+  ml::detail::require(s.numel() == e.numel() && s.numel() > 0, where, [&](auto& m) {
+    m << "cu_seq_len_k_start has " << s.numel() << " entries and cu_seq_len_k_end " << e.numel()
+      << " (both num_q > 0)";
+  });
+  at::Tensor t = at::empty({2 + 2 * s.numel()}, at::TensorOptions().dtype(c10::ScalarType::Long));
+  std::int64_t* v = t.data_ptr<std::int64_t>();
+  v[0] = num_kv_tokens;
+  v[1] = num_heads;
+  std::copy_n(s.data_ptr<std::int64_t>(), s.numel(), v + 2);
+  std::copy_n(e.data_ptr<std::int64_t>(), e.numel(), v + 2 + s.numel());
+  return t;
+}
+
+// A dense call's schedule_meta must be the record of its own arguments (num_heads -1: any).
+void check_dense_schedule(const char* where, const at::Tensor& meta, const at::Tensor& ks,
+                          const at::Tensor& ke, std::int64_t num_kv_tokens,
+                          std::int64_t num_heads) {
+  guarded(where, [&] {
+    ml::detail::check_torch_tensor(meta, where, "schedule_meta");
+    const at::Tensor want = dense_schedule(where, ks, ke, num_kv_tokens, num_heads);
+    const bool same =
+        meta.scalar_type() == c10::ScalarType::Long && meta.dim() == 1 &&
+        meta.numel() == want.numel() && meta.is_contiguous() &&
+        std::equal(want.data_ptr<std::int64_t>(), want.data_ptr<std::int64_t>() + want.numel(),
+                   meta.data_ptr<std::int64_t>());
+    ml::detail::require(same, where, [](auto& m) {
+      m << "schedule_meta was made for other cu_seq_len_k_start / cu_seq_len_k_end / "
+           "num_kv_tokens / num_heads (regenerate it with get_mqa_logits_metadata)";
+    });
+  });
+}
+
 // DeepGEMM's (q, q_sf) and (kv, kv_sf) pairs.
 void require_pair(const char* where, const char* name, std::size_t size) {
   guarded(where, [&] {
@@ -91,6 +138,20 @@ void require_pair(const char* where, const char* name, std::size_t size) {
 
 }  // namespace
 
+at::Tensor get_mqa_logits_metadata(const at::Tensor& cu_seq_len_k_start,
+                                   const at::Tensor& cu_seq_len_k_end, std::int64_t num_kv_tokens,
+                                   std::int64_t num_heads) {
+  constexpr const char* where = "get_mqa_logits_metadata";
+  return guarded(where, [&] {
+    ml::detail::require(num_kv_tokens > 0, where, [&](auto& m) {
+      m << "num_kv_tokens = " << num_kv_tokens << " must be > 0";
+    });
+    ml::detail::require(num_heads >= 1 && num_heads <= 128, where,
+                        [&](auto& m) { m << "num_heads = " << num_heads << " must be in 1..128"; });
+    return dense_schedule(where, cu_seq_len_k_start, cu_seq_len_k_end, num_kv_tokens, num_heads);
+  });
+}
+
 at::Tensor fp8_fp4_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
                               const std::vector<at::Tensor>& kv, const at::Tensor& weights,
                               const at::Tensor& cu_seq_len_k_start,
@@ -99,10 +160,13 @@ at::Tensor fp8_fp4_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
                               const c10::optional<at::Tensor>& schedule_meta,
                               const kernel_keywords& kw) {
   constexpr const char* where = "fp8_fp4_mqa_logits";
-  (void)schedule_meta;  // upstream's SM100 work split: results never depend on it
   require_pair(where, "q", q.size());
   require_pair(where, "kv", kv.size());
   const c10::optional<at::Tensor> q_codes = q.get(0), q_sf = q.get(1);
+  if (schedule_meta.has_value())
+    check_dense_schedule(where, *schedule_meta, cu_seq_len_k_start, cu_seq_len_k_end,
+                         kv[0].defined() ? kv[0].size(0) : -1,
+                         q_codes.has_value() && q_codes->dim() == 3 ? q_codes->size(1) : -1);
   return mqa_logits(where, q_codes.value_or(at::Tensor()), q_sf.value_or(at::Tensor()), kv[0],
                     kv[1], weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
                     max_seqlen_k, logits_dtype, kw, false);

@@ -199,6 +199,9 @@ at::Tensor fp8_paged_mqa_logits(const at::Tensor& q, const at::Tensor& kv_cache,
                                 std::int64_t max_context_len, bool clean_logits,
                                 const c10::optional<at::Tensor>& indices,
                                 const kernel_keywords& kw);
+at::Tensor get_mqa_logits_metadata(const at::Tensor& cu_seq_len_k_start,
+                                   const at::Tensor& cu_seq_len_k_end, std::int64_t num_kv_tokens,
+                                   std::int64_t num_heads);
 // DeepGEMM's get_num_sms / set_num_sms: the partition count an engine passes as the metadata's
 // num_sms, by default at::get_num_threads() (the ops' thread count); set_num_sms(n), n in
 // [1, 4096], replaces it. The ops spread a schedule of any count over their threads.
@@ -207,6 +210,7 @@ void set_num_sms(std::int64_t num_sms);
 
 at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::int64_t block_kv,
                                          std::int64_t num_sms,
-                                         const c10::optional<at::Tensor>& indices);
+                                         const c10::optional<at::Tensor>& indices,
+                                         const c10::optional<at::Tensor>& out);
 
 }  // namespace mqalogits_torch

@@ -163,7 +163,8 @@ void set_num_sms(std::int64_t num_sms) {
 
 at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::int64_t block_kv,
                                          std::int64_t num_sms,
-                                         const c10::optional<at::Tensor>& indices) {
+                                         const c10::optional<at::Tensor>& indices,
+                                         const c10::optional<at::Tensor>& out) {
   constexpr const char* where = "get_paged_mqa_logits_metadata";
   return guarded(where, [&] {
     ml::detail::check_torch_tensor(context_lens, where, "context_lens");
@@ -172,8 +173,20 @@ at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::in
         << ", expected [batch_size, next_n] or [batch_size]";
     });
     check_schedule_args(where, block_kv, num_sms);
+    // out: an engine's scheduler_metadata_buffer, written and returned.
     at::Tensor result =
-        at::empty({num_sms + 1, 2}, at::TensorOptions().dtype(c10::ScalarType::Int));
+        out.has_value()
+            ? *out
+            : at::empty({num_sms + 1, 2}, at::TensorOptions().dtype(c10::ScalarType::Int));
+    if (out.has_value()) {
+      ml::detail::check_torch_tensor(result, where, "out");
+      ml::detail::require_torch_dtype(result, c10::ScalarType::Int, where, "out");
+      ml::detail::require(result.dim() == 2 && result.size(0) == num_sms + 1 && result.size(1) == 2,
+                          where, [&](auto& m) {
+                            m << "out has shape " << ml::detail::torch_shape{result}
+                              << ", expected [" << num_sms + 1 << ", 2]";
+                          });
+    }
     const auto out = ml::as_matrix_view<std::int32_t>(result, where, "schedule_meta");
     const auto page_kv = static_cast<std::int32_t>(block_kv);
     const int workers = static_cast<int>(num_sms);

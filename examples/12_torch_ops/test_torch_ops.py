@@ -493,6 +493,56 @@ def test_weights_and_head_dims():
     check_close("MXFP4 head dim 64", got.numpy()[valid], exact[valid], m[valid])
 
 
+# ---- metadata, and the Meta kernels torch.compile / FakeTensor trace through ----
+
+
+def test_metadata_and_meta(decode, prefill):
+    lens, q, cache, w, table, meta, max_len = decode
+    qt, kt, st, wt, ks, ke = prefill
+    # Dense: the record of the call it was made for; another call's is refused.
+    dm = ops.get_mqa_logits_metadata(ks, ke, kt.shape[0], qt.shape[1])
+    full = ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke)
+    assert torch.equal(ops.fp8_fp4_mqa_logits((qt, None), (kt, st), wt, ks, ke, True, 0,
+                                              torch.float32, dm), full)
+    stale = ops.get_mqa_logits_metadata(ks, ke + 0 * ke.roll(1), kt.shape[0] - 1, qt.shape[1])
+    expect_error(lambda: ops.fp8_fp4_mqa_logits((qt, None), (kt, st), wt, ks, ke, True, 0,
+                                                torch.float32, stale), "regenerate it")
+    expect_error(lambda: ops.get_mqa_logits_metadata(ks, ke, 0, 64), "num_kv_tokens = 0")
+    # Paged: the schedule written into an engine's buffer.
+    buf = torch.full((meta.shape[0], 2), -1, dtype=torch.int32)
+    assert ops.get_paged_mqa_logits_metadata(lens, 64, 8, out=buf).data_ptr() == buf.data_ptr()
+    assert torch.equal(buf, meta)
+    expect_error(lambda: ops.get_paged_mqa_logits_metadata(lens, 64, 8, out=buf[:3]), "out")
+
+    # Meta tensors: the CPU results' shapes, dtypes and strides, nothing computed.
+    m = lambda t: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")  # noqa
+    calls = [
+        (ops.fp8_mqa_logits, (qt, (kt, st), wt, ks, ke), {}),
+        (ops.fp8_mqa_logits, (qt, (kt, st), wt, ks, ke, False, 1100), {"topk": 8}),
+        (ops.fp8_paged_mqa_logits, (q, cache, w, lens, table, meta, max_len), {}),
+        (ops.fp8_fp4_paged_mqa_logits, ((q, None), cache, w, lens, table, meta, max_len, True,
+                                        torch.bfloat16), {}),
+        (ops.fp8_paged_mqa_logits, (q, cache, w, lens, table, meta, max_len), {"topk": 16}),
+        (ops.get_paged_mqa_logits_metadata, (lens, 64, 8), {}),
+        (ops.get_mqa_logits_metadata, (ks, ke, kt.shape[0], qt.shape[1]), {}),
+    ]
+    on_meta = lambda a: m(a) if isinstance(a, torch.Tensor) else (  # noqa: E731
+        tuple(on_meta(x) for x in a) if isinstance(a, tuple) else a)
+    for op, args, kw in calls:
+        real, fake = op(*args, **kw), op(*on_meta(args), **kw)
+        assert fake.device.type == "meta", op
+        assert (fake.shape, fake.dtype, fake.stride()) == (real.shape, real.dtype, real.stride()), (
+            op, fake.shape, real.shape, fake.stride(), real.stride())
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+    except ImportError:
+        return
+    with FakeTensorMode() as mode:
+        fake = ops.fp8_paged_mqa_logits(*[mode.from_tensor(a) if isinstance(a, torch.Tensor)
+                                          else a for a in calls[2][1]])
+        assert tuple(fake.shape) == (q.shape[0] * q.shape[1], max_len)
+
+
 # ---- bad arguments: ValueError, short, naming the argument ----
 
 
@@ -645,5 +695,6 @@ test_sparse()
 test_paged_sparse()
 test_topk(decode, prefill)
 test_weights_and_head_dims()
+test_metadata_and_meta(decode, prefill)
 print("torch ops: decode (next_n 1, 2; FP8 and MXFP4), prefill, sparse, paged sparse, static "
-      "buffers, errors, fork, fused top-k, float16 weights, head dims 64 / 32: ok")
+      "buffers, errors, fork, fused top-k, float16 weights, head dims 64 / 32, metadata, meta kernels: ok")

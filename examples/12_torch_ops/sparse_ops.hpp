@@ -1,0 +1,37 @@
+// The sparse ops and their metadata objects (torch custom classes), see sparse_ops.cpp.
+#pragma once
+
+#include "kernel_args.hpp"  // first: it includes torch's headers in an order Clang takes
+
+#include <torch/custom_class.h>
+
+namespace mqalogits_torch {
+
+struct sparse_metadata : torch::CustomClassHolder {
+  ml::sparse_mqa_metadata meta;
+};
+struct paged_sparse_metadata : torch::CustomClassHolder {
+  ml::paged_sparse_mqa_metadata meta;
+};
+
+c10::intrusive_ptr<sparse_metadata> get_sparse_mqa_logits_metadata(
+    const at::Tensor& cu_seq_len_k_start, const at::Tensor& cu_seq_len_k_end,
+    std::int64_t num_kv_tokens, const at::Tensor& sparse_kv_block_indices, c10::ScalarType qk_dtype,
+    std::int64_t sparse_block_kv, bool use_unaligned_ks);
+c10::intrusive_ptr<paged_sparse_metadata> get_paged_sparse_mqa_logits_metadata(
+    const at::Tensor& context_lens, const at::Tensor& block_table, const at::Tensor& indices,
+    std::int64_t page_kv, const at::Tensor& sparse_kv_block_indices, c10::ScalarType qk_dtype,
+    std::int64_t sparse_block_kv);
+at::Tensor fp8_fp4_sparse_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,
+                                     const std::vector<at::Tensor>& kv, const at::Tensor& weights,
+                                     const c10::intrusive_ptr<sparse_metadata>& metadata,
+                                     std::int64_t num_max_sparse_blocks,
+                                     std::int64_t sparse_block_kv, bool use_unaligned_ks,
+                                     const c10::optional<at::Tensor>& out);
+at::Tensor fp8_fp4_paged_sparse_mqa_logits(
+    const c10::List<c10::optional<at::Tensor>>& q, const at::Tensor& kv_cache,
+    const at::Tensor& weights, const c10::intrusive_ptr<paged_sparse_metadata>& metadata,
+    std::int64_t num_max_sparse_blocks, std::int64_t sparse_block_kv,
+    const c10::optional<at::Tensor>& out);
+
+}  // namespace mqalogits_torch
