@@ -60,3 +60,18 @@ install(FILES ${PROJECT_BINARY_DIR}/mqalogits.pc.install DESTINATION ${MQALOGITS
         RENAME mqalogits.pc)
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/mqalogits
         OPTIONAL)
+
+# The torch op library, where examples/12_torch_ops builds it (it calls this):
+#   <prefix>/lib/libmqalogits_torch_ops.so   exported as mqalogits::torch_ops
+# A C++ engine links it (beside Torch) and finds the ops through torch's dispatcher. Its ops
+# register when it is loaded: the target keeps a linker that drops unreferenced libraries
+# (--as-needed) from dropping it. Not under pip: the wheel has its copy in the Python package.
+function(mqalogits_install_torch_ops target)
+  if(SKBUILD)
+    return()
+  endif()
+  set_target_properties(${target} PROPERTIES EXPORT_NAME torch_ops)
+  set_property(TARGET ${target} APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:--no-as-needed")
+  install(TARGETS ${target} EXPORT mqalogitsTargets
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endfunction()
