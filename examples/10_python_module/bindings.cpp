@@ -1584,27 +1584,49 @@ void register_metadata(py::module_& m) {
 
   // The host path the kernels run: in the default build, the one chosen at run time for this
   // CPU (runtime dispatch), which limit_host_isa caps.
-  m.def("host_isa_name", [] { return std::string(mqalogits::host_isa_name()); });
+  m.def(
+      "host_isa_name", [] { return std::string(mqalogits::host_isa_name()); },
+      "The host path the kernels run on this CPU: 'avx512_bf16', 'avx512_vnni', 'avx512',\n"
+      "'avx2_vnni', 'avx2', 'neon_dotprod', 'neon' or 'portable' (chosen at import from the\n"
+      "CPU, MQALOGITS_HOST_ISA, and limit_host_isa).");
 #if defined(MQALOGITS_RUNTIME_DISPATCH)
   m.def(
       "limit_host_isa",
       [](const std::string& path) { return std::string(mqalogits::limit_host_isa(path)); },
-      arg("path"));
+      arg("path"),
+      "Caps the host path at path ('native' lifts the cap) and returns the path now chosen:\n"
+      "the fastest this CPU runs at or below the cap. Names host_isa_name() lists; a name the\n"
+      "module does not know is an error and leaves the cap unchanged.");
 #endif
 
   m.def("get_mqa_logits_metadata", &get_mqa_logits_metadata, arg("cu_seq_len_k_start"),
-        arg("cu_seq_len_k_end"), arg("num_kv_tokens"), arg("num_heads"));
+        arg("cu_seq_len_k_end"), arg("num_kv_tokens"), arg("num_heads"),
+        "DeepGEMM's dense schedule metadata, for fp8_fp4_mqa_logits(schedule_meta=...): the\n"
+        "host needs none, so it records the call's rows and sizes and the kernel checks them\n"
+        "against its own arguments (a metadata of another call is refused).");
   m.def("get_paged_mqa_logits_metadata", &get_paged_mqa_logits_metadata, arg("context_lens"),
         arg("block_kv"), arg("num_sms"), arg("indices") = py::none(), py::kw_only(),
-        arg("out") = py::none());
+        arg("out") = py::none(),
+        "DeepGEMM's paged schedule table, int32 [num_sms + 1, 2]: row w is where work partition\n"
+        "w starts (block-table row, unit of its context), the last row the end. Pass it as\n"
+        "schedule_meta to fp8_fp4_paged_mqa_logits; the kernel rebuilds the schedule from its\n"
+        "own context_lens and block_kv and refuses a table that differs (stale lengths, another\n"
+        "block_kv), so no table makes it read outside the call's contexts. context_lens: [B]\n"
+        "or [B, next_n]; indices: the row -> request map of a flattened batch. out= writes the\n"
+        "table into an engine's buffer and returns it.");
   // DeepGEMM's device setting, on the host: the number of work partitions an engine asks
   // get_paged_mqa_logits_metadata for (its num_sms argument), default the kernels' default
   // thread count. The kernels run a schedule of any partition count on any number of threads
   // (num_threads), so this only sets what get_num_sms() reports.
-  m.def("get_num_sms", [] {
-    const int n = num_sms_setting.load(std::memory_order_relaxed);
-    return n > 0 ? n : ml::thread_pool::default_threads();
-  });
+  m.def(
+      "get_num_sms",
+      [] {
+        const int n = num_sms_setting.load(std::memory_order_relaxed);
+        return n > 0 ? n : ml::thread_pool::default_threads();
+      },
+      "The work-partition count engines pass as num_sms (DeepGEMM's device setting): the one\n"
+      "set_num_sms gave, else the kernels' default thread count (OMP_NUM_THREADS, else the\n"
+      "CPUs this process may run on).");
   m.def(
       "set_num_sms",
       [](int n) {
@@ -1613,14 +1635,27 @@ void register_metadata(py::module_& m) {
                                   std::to_string(ml::max_paged_workers) + "]");
         num_sms_setting.store(n, std::memory_order_relaxed);
       },
-      arg("num_sms"));
+      arg("num_sms"),
+      "Sets what get_num_sms() returns (1 .. the paged schedule's most partitions). The kernels\n"
+      "run a schedule of any partition count on any number of threads (num_threads), so this\n"
+      "changes no kernel's threads.");
   m.def("get_sparse_mqa_logits_metadata", &get_sparse_mqa_logits_metadata,
         arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("num_kv_tokens"),
         arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"),
-        arg("use_unaligned_ks") = false);
+        arg("use_unaligned_ks") = false,
+        "The sparse kernel's metadata (SparseMqaLogitsMetadata): each row's selected KV blocks\n"
+        "(sparse_kv_block_indices [num_q, cap]; block b is tokens b * sparse_block_kv onwards,\n"
+        "-1 pads) resolved once against cu_seq_len_k_start / _end (tokens outside a row's\n"
+        "range are -inf), for every fp8_fp4_sparse_mqa_logits call over those selections (each\n"
+        "layer's). qk_dtype: float8_e4m3fn / uint8 (FP8) or int8 / float4_e2m1fn_x2 (packed FP4).");
   m.def("get_paged_sparse_mqa_logits_metadata", &get_paged_sparse_mqa_logits_metadata,
         arg("context_lens"), arg("block_table"), arg("indices"), arg("page_kv"),
-        arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"));
+        arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"),
+        "The paged-sparse kernel's metadata (PagedSparseMqaLogitsMetadata): each row's selected\n"
+        "KV blocks resolved once through block_table (pages of page_kv tokens; indices: the row\n"
+        "-> request map) for every fp8_fp4_paged_sparse_mqa_logits call over those selections;\n"
+        "each call reads the cache it is given, so one metadata serves every indexer layer.\n"
+        "qk_dtype: float8_e4m3fn / uint8 (FP8) or int8 / float4_e2m1fn_x2 (packed FP4).");
 }
 
 void register_dense(py::module_& m) {
@@ -1690,7 +1725,12 @@ void register_quantize(py::module_& m) {
   using py::arg;
   m.def("indexer_k_quant_and_cache", &indexer_k_quant_and_cache, arg("k"), arg("kv_cache"),
         arg("slot_mapping"), arg("quant_block_size"), arg("scale_fmt") = py::none(), py::kw_only(),
-        arg("hadamard") = false);
+        arg("hadamard") = false,
+        "vLLM's indexer K cache insert, in place: k [num_tokens, 128] (float32 or bfloat16)\n"
+        "quantised to FP8 with one fp32 scale per token as vLLM computes it (amax floored at\n"
+        "1e-4, / 448; a power of two with scale_fmt 'ue8m0') and stored at slot\n"
+        "slot_mapping[t] of kv_cache (uint8 [num_blocks, block_size, 132]); a negative slot\n"
+        "skips its token. hadamard=True stores each token's Walsh-Hadamard rotation.");
 }
 
 }  // namespace mqalogits_python

@@ -86,6 +86,14 @@ class Stubs(unittest.TestCase):
         bound = inspect.signature(ml.fp8_fp4_paged_mqa_logits).bind(1, 2, 3, 4, 5, 6, 7)
         self.assertEqual(bound.arguments["max_context_len"], 7)
 
+    def test_every_function_says_what_it_does(self):
+        for name in ml.__all__:
+            obj = getattr(ml, name)
+            if callable(obj) and not isinstance(obj, type):
+                lines = [l for l in (obj.__doc__ or "").splitlines()[1:] if l.strip()]
+                with self.subTest(function=name):
+                    self.assertGreaterEqual(len(" ".join(lines).split()), 12, obj.__doc__)
+
     def test_py_typed(self):
         self.assertTrue(os.path.isfile(os.path.join(FOLDER, "py.typed")))
 
