@@ -84,4 +84,22 @@ at::Tensor get_paged_mqa_logits_metadata_meta(const at::Tensor& context_lens, st
   return at::empty({num_sms + 1, 2}, context_lens.options().dtype(c10::ScalarType::Int));
 }
 
+void indexer_k_quant_and_cache_meta(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                    std::int64_t, c10::optional<c10::string_view>, bool) {}
+void indexer_k_quant_and_cache_mxfp4_meta(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                          bool) {}
+void cp_gather_indexer_k_quant_cache_meta(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                          const at::Tensor&, const at::Tensor&) {}
+
+std::vector<at::Tensor> indexer_q_quant_meta(const at::Tensor& q, const at::Tensor& weights, double,
+                                             double, bool use_fp4, c10::optional<c10::string_view>,
+                                             c10::optional<c10::string_view>, bool) {
+  const std::int64_t t = q.size(0), h = q.size(1), d = q.size(2);
+  const auto bytes = q.options().dtype(c10::ScalarType::Byte);
+  const at::Tensor w = at::empty({t, h}, weights.options().dtype(c10::ScalarType::Float));
+  if (!use_fp4) return {at::empty({t, h, d}, bytes), w};
+  return {at::empty({t, h, d / 2}, bytes),
+          at::empty({t, h}, q.options().dtype(c10::ScalarType::Int)), w};
+}
+
 }  // namespace mqalogits_torch

@@ -6,6 +6,8 @@
 
 #include "ops.hpp"  // first: it includes torch's headers in an order Clang takes
 
+#include <c10/util/string_view.h>
+
 namespace mqalogits_torch {
 
 at::Tensor fp8_fp4_mqa_logits_meta(
@@ -48,5 +50,18 @@ at::Tensor get_paged_mqa_logits_metadata_meta(const at::Tensor& context_lens, st
                                               std::int64_t num_sms,
                                               const c10::optional<at::Tensor>& indices,
                                               const c10::optional<at::Tensor>& out);
+
+// The cache ops write in place: their Meta kernels check nothing and write nothing.
+void indexer_k_quant_and_cache_meta(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                    std::int64_t, c10::optional<c10::string_view>, bool);
+void indexer_k_quant_and_cache_mxfp4_meta(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                          bool);
+void cp_gather_indexer_k_quant_cache_meta(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                          const at::Tensor&, const at::Tensor&);
+std::vector<at::Tensor> indexer_q_quant_meta(const at::Tensor& q, const at::Tensor& weights,
+                                             double softmax_scale, double head_scale, bool use_fp4,
+                                             c10::optional<c10::string_view> rule,
+                                             c10::optional<c10::string_view> scale_fmt,
+                                             bool hadamard);
 
 }  // namespace mqalogits_torch

@@ -5,6 +5,7 @@
 // is written into (and returned); the dense and paged kernels take the fused top-k keywords
 // (kernel_keywords). The ops reading tensors are CPU kernels, with Meta kernels (meta_ops.cpp)
 // that torch.compile and FakeTensor trace through.
+#include "cache_ops.hpp"
 #include "meta_ops.hpp"  // first: it includes torch's headers in an order Clang takes
 #include "sparse_ops.hpp"
 
@@ -145,6 +146,20 @@ MQALOGITS_TORCH_LIBRARY(MQALOGITS_TORCH_NAMESPACE, m) {
       "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
       "Tensor? indices=None, *, bool truncate_long_contexts=False, " TOPK_KEYWORDS
       ", bool topk_short_rows=False) -> Tensor");
+  // The ops around the kernels (vLLM's names; the caches and dst tensors written in place).
+  m.def(
+      "indexer_k_quant_and_cache(Tensor k, Tensor(a!) kv_cache, Tensor slot_mapping, "
+      "int quant_block_size, str? scale_fmt=None, *, bool hadamard=False) -> ()");
+  m.def(
+      "indexer_k_quant_and_cache_mxfp4(Tensor k, Tensor(a!) kv_cache, Tensor slot_mapping, *, "
+      "bool hadamard=False) -> ()");
+  m.def(
+      "cp_gather_indexer_k_quant_cache(Tensor kv_cache, Tensor(a!) dst_k, Tensor(b!) dst_scale, "
+      "Tensor block_table, Tensor cu_seq_lens) -> ()");
+  m.def(
+      "indexer_q_quant(Tensor q, Tensor weights, float softmax_scale, float head_scale, "
+      "bool use_fp4=False, *, str? rule=None, str? scale_fmt=\"ue8m0\", bool hadamard=False) "
+      "-> Tensor[]");
   // The sparse metadata are objects (custom classes): these ops run on any key.
   m.class_<mt::sparse_metadata>("SparseMetadata");
   m.class_<mt::paged_sparse_metadata>("PagedSparseMetadata");
@@ -187,6 +202,10 @@ MQALOGITS_TORCH_LIBRARY_IMPL(MQALOGITS_TORCH_NAMESPACE, CPU, m) {
   m.impl("get_paged_mqa_logits_metadata", &mt::get_paged_mqa_logits_metadata);
   m.impl("fp8_fp4_paged_mqa_logits", &mt::fp8_fp4_paged_mqa_logits_op);
   m.impl("fp8_paged_mqa_logits", &mt::fp8_paged_mqa_logits_op);
+  m.impl("indexer_k_quant_and_cache", &mt::indexer_k_quant_and_cache);
+  m.impl("indexer_k_quant_and_cache_mxfp4", &mt::indexer_k_quant_and_cache_mxfp4);
+  m.impl("cp_gather_indexer_k_quant_cache", &mt::cp_gather_indexer_k_quant_cache);
+  m.impl("indexer_q_quant", &mt::indexer_q_quant);
 }
 
 MQALOGITS_TORCH_LIBRARY_IMPL(MQALOGITS_TORCH_NAMESPACE, Meta, m) {
@@ -197,6 +216,10 @@ MQALOGITS_TORCH_LIBRARY_IMPL(MQALOGITS_TORCH_NAMESPACE, Meta, m) {
   m.impl("get_paged_mqa_logits_metadata", &mt::get_paged_mqa_logits_metadata_meta);
   m.impl("fp8_fp4_paged_mqa_logits", &mt::fp8_fp4_paged_mqa_logits_meta);
   m.impl("fp8_paged_mqa_logits", &mt::fp8_paged_mqa_logits_meta);
+  m.impl("indexer_k_quant_and_cache", &mt::indexer_k_quant_and_cache_meta);
+  m.impl("indexer_k_quant_and_cache_mxfp4", &mt::indexer_k_quant_and_cache_mxfp4_meta);
+  m.impl("cp_gather_indexer_k_quant_cache", &mt::cp_gather_indexer_k_quant_cache_meta);
+  m.impl("indexer_q_quant", &mt::indexer_q_quant_meta);
 }
 
 // Meta tensors reach the Meta kernels past autograd (torch 1.13 has no AutogradMeta fallthrough

@@ -543,6 +543,81 @@ def test_metadata_and_meta(decode, prefill):
         assert tuple(fake.shape) == (q.shape[0] * q.shape[1], max_len)
 
 
+# ---- the ops around the kernels: cache inserts, the prefill gather, Q quantisation ----
+
+
+def test_cache_ops():
+    page, blocks, N = 16, 6, 40
+    k = torch.from_numpy(rng.normal(0, 1, size=(N, D)).astype(np.float32))
+    k[3] = 0  # an all-zero token: amax clamped at 1e-4
+    slots = torch.from_numpy(rng.permutation(blocks * page)[:N].astype(np.int64))
+    cache = torch.zeros(blocks, page, 1, D + 4, dtype=torch.uint8)
+    ops.indexer_k_quant_and_cache(k, cache, slots, 128, "ue8m0")
+    flat = cache.view(blocks, page * (D + 4)).numpy()
+    blk, row = slots.numpy() // page, slots.numpy() % page
+    codes = np.stack([flat[b, r * D : (r + 1) * D] for b, r in zip(blk, row)])
+    scale = np.stack([flat[b, page * D + r * 4 : page * D + r * 4 + 4] for b, r in zip(blk, row)])
+    scale = scale.copy().view(np.float32)[:, 0].astype(np.float64)
+    amax = np.maximum(np.abs(k.numpy()).max(axis=1), 1e-4).astype(np.float64)
+    assert (scale >= amax / 448).all() and (scale < 2 * amax / 448).all(), "ue8m0 scale"
+    assert (np.log2(scale) == np.round(np.log2(scale))).all(), "a power of two"
+    dec = E4M3[codes] * scale[:, None]
+    err = np.abs(dec - k.numpy())
+    assert (err <= 2.0**-4 * np.abs(k.numpy()) + 2.0**-9 * scale[:, None]).all(), "FP8 insert"
+    # The prefill gather: two sequences through the block table, bytes as stored.
+    tokens_of = [list(range(0, 25)), list(range(25, N))]
+    table = torch.zeros(2, blocks, dtype=torch.int32)
+    # Each sequence's tokens laid out in a fresh cache, in order, through its own pages.
+    seq_cache = torch.zeros(blocks, page, 1, D + 4, dtype=torch.uint8)
+    seq_slots = torch.zeros(N, dtype=torch.int64)
+    perm = rng.permutation(blocks)
+    table[0, :2], table[1, :1] = torch.from_numpy(perm[:2]), torch.from_numpy(perm[2:3])
+    for b, toks in enumerate(tokens_of):
+        for i, t in enumerate(toks):
+            seq_slots[t] = table[b, i // page].item() * page + i % page
+    ops.indexer_k_quant_and_cache(k, seq_cache, seq_slots, 128, None)
+    dst_k = torch.full((N + 3, D), 7, dtype=torch.uint8)
+    dst_s = torch.full((N + 3, 4), 7, dtype=torch.uint8)
+    cu = torch.tensor([0, 25, N], dtype=torch.int32)
+    ops.cp_gather_indexer_k_quant_cache(seq_cache, dst_k, dst_s, table, cu)
+    sf = seq_cache.view(blocks, -1).numpy()
+    for t in range(N):
+        b, r = seq_slots[t].item() // page, seq_slots[t].item() % page
+        assert np.array_equal(dst_k[t].numpy(), sf[b, r * D : (r + 1) * D]), f"gathered k {t}"
+        assert np.array_equal(dst_s[t].numpy(), sf[b, page * D + r * 4 : page * D + r * 4 + 4])
+    assert (dst_k[N:] == 7).all() and (dst_s[N:] == 7).all(), "rows past cu_seq_lens[-1] kept"
+    # MXFP4 (DeepSeek-V4): inserted, gathered, decoded within half an e2m1 step of each block.
+    c4 = torch.zeros(blocks, page, 1, D // 2 + 4, dtype=torch.uint8)
+    ops.indexer_k_quant_and_cache_mxfp4(k, c4, seq_slots.int())
+    k4, s4 = torch.zeros(N, D // 2, dtype=torch.uint8), torch.zeros(N, 4, dtype=torch.uint8)
+    ops.cp_gather_indexer_k_quant_cache(c4, k4, s4, table, cu)
+    block_scale = mx_scale(s4.numpy())
+    dec = fp4_decode(k4.numpy()) * block_scale
+    assert (np.abs(dec - k.numpy()) <= block_scale).all(), "MXFP4 insert"
+    expect_error(lambda: ops.indexer_k_quant_and_cache(k, c4, slots, 128, None), "kv_cache has shape")
+    expect_error(lambda: ops.indexer_k_quant_and_cache(k, cache, slots, 64, None), "quant_block_size")
+
+    # Q: FP8 codes of each (token, head) row, its scale folded into the weights.
+    T, heads = 5, 8
+    q = torch.from_numpy(rng.normal(0, 1, size=(T, heads, D)).astype(np.float32))
+    w = torch.from_numpy(rng.uniform(0.5, 1, size=(T, heads)).astype(np.float32))
+    q8, w8 = ops.indexer_q_quant(q, w, 0.125, 0.5)
+    assert q8.dtype == torch.uint8 and tuple(q8.shape) == (T, heads, D)
+    s = (w8.numpy() / (w.numpy() * 0.125 * 0.5)).astype(np.float64)  # each row's scale
+    amax = np.abs(q.numpy()).max(axis=2).astype(np.float64)
+    assert (s >= amax / 448 * (1 - 1e-6)).all() and (s < 2 * amax / 448 * (1 + 1e-6)).all()
+    dec = E4M3[q8.numpy()] * s[..., None]
+    assert (np.abs(dec - q.numpy()) <= 2.0**-4 * np.abs(q.numpy()) + 2.0**-9 * s[..., None]).all()
+    qp, qs, w4 = ops.indexer_q_quant(q, w, 0.125, 0.5, True)
+    assert (tuple(qp.shape), tuple(qs.shape), qs.dtype) == ((T, heads, D // 2), (T, heads),
+                                                            torch.int32)
+    qs_bytes = qs.numpy().view(np.uint8).reshape(T, heads, 4)
+    dec = fp4_decode(qp.numpy()) * mx_scale(qs_bytes)
+    assert (np.abs(dec - q.numpy()) <= mx_scale(qs_bytes)).all(), "MXFP4 Q"
+    assert np.allclose(w4.numpy(), w.numpy() * 0.125 * 0.5, rtol=1e-6)
+    expect_error(lambda: ops.indexer_q_quant(q, w, 1.0, 1.0, rule="v5"), "rule = v5")
+
+
 # ---- bad arguments: ValueError, short, naming the argument ----
 
 
@@ -696,5 +771,6 @@ test_paged_sparse()
 test_topk(decode, prefill)
 test_weights_and_head_dims()
 test_metadata_and_meta(decode, prefill)
+test_cache_ops()
 print("torch ops: decode (next_n 1, 2; FP8 and MXFP4), prefill, sparse, paged sparse, static "
-      "buffers, errors, fork, fused top-k, float16 weights, head dims 64 / 32, metadata, meta kernels: ok")
+      "buffers, errors, fork, fused top-k, float16 weights, head dims 64 / 32, metadata, meta kernels, cache and Q ops: ok")
