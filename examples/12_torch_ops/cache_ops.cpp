@@ -25,30 +25,30 @@ struct cache_arg {
   std::int64_t token_bytes;
 };
 cache_arg cache_bytes(const char* where, const at::Tensor& c, std::int64_t bytes) {
-  ml::detail::check_torch_tensor(c, where, "kv_cache");
-  ml::detail::require_torch_dtype(c, c10::ScalarType::Byte, where, "kv_cache");
+  ml::torch_checks::require_tensor(c, where, "kv_cache");
+  ml::torch_checks::require_dtype(c, c10::ScalarType::Byte, where, "kv_cache");
   const bool four = c.dim() == 4;
-  ml::detail::require(
+  ml::check::require(
       (c.dim() == 3 || (four && c.size(2) == 1)) && (bytes < 0 || c.size(c.dim() - 1) == bytes),
       where, [&](auto& m) {
-        m << "kv_cache has shape " << ml::detail::torch_shape{c}
+        m << "kv_cache has shape " << ml::torch_checks::shape{c}
           << ", expected [num_blocks, block_size, "
           << (bytes < 0 ? std::string("bytes") : std::to_string(bytes))
           << "] (or [num_blocks, block_size, 1, ...])";
       });
   const std::int64_t token_bytes = c.size(c.dim() - 1);
-  ml::detail::require(c.stride(c.dim() - 1) == 1 && (c.size(1) <= 1 || c.stride(1) == token_bytes),
-                      where, [](auto& m) {
-                        m << "kv_cache blocks must be dense (stride(1) == bytes per token, "
-                             "stride(-1) == 1)";
-                      });
+  ml::check::require(c.stride(c.dim() - 1) == 1 && (c.size(1) <= 1 || c.stride(1) == token_bytes),
+                     where, [](auto& m) {
+                       m << "kv_cache blocks must be dense (stride(1) == bytes per token, "
+                            "stride(-1) == 1)";
+                     });
   const std::int64_t block_bytes = c.size(1) * token_bytes;
-  ml::detail::require(c.size(0) <= 1 || c.stride(0) >= block_bytes, where, [&](auto& m) {
+  ml::check::require(c.size(0) <= 1 || c.stride(0) >= block_bytes, where, [&](auto& m) {
     m << "kv_cache has block stride " << c.stride(0) << " bytes for blocks of " << block_bytes
       << " bytes: blocks must not overlap";
   });
-  ml::detail::require(c.size(1) >= 1 && c.size(1) <= INT32_MAX, where,
-                      [&](auto& m) { m << "kv_cache has block_size " << c.size(1); });
+  ml::check::require(c.size(1) >= 1 && c.size(1) <= INT32_MAX, where,
+                     [&](auto& m) { m << "kv_cache has block_size " << c.size(1); });
   return {static_cast<std::uint8_t*>(c.data_ptr()), c.size(0),
           c.size(0) > 1 ? c.stride(0) : block_bytes, static_cast<std::int32_t>(c.size(1)),
           token_bytes};
@@ -57,11 +57,11 @@ cache_arg cache_bytes(const char* where, const at::Tensor& c, std::int64_t bytes
 // fn(rows) for a [rows, D] float32 or bfloat16 tensor (D dense).
 template <class Fn>
 void with_rows(const char* where, const char* name, const at::Tensor& t, Fn&& fn) {
-  ml::detail::check_torch_tensor(t, where, name);
+  ml::torch_checks::require_tensor(t, where, name);
   if (t.scalar_type() == c10::ScalarType::BFloat16)
     return fn(ml::as_matrix_view<const ml::bf16>(t, where, name));
-  ml::detail::require(t.scalar_type() == c10::ScalarType::Float, where, [&](auto& m) {
-    m << name << " has dtype " << ml::detail::torch_dtype_name(t.scalar_type())
+  ml::check::require(t.scalar_type() == c10::ScalarType::Float, where, [&](auto& m) {
+    m << name << " has dtype " << ml::torch_checks::dtype_name(t.scalar_type())
       << ", expected torch.float32 or torch.bfloat16";
   });
   fn(ml::as_matrix_view<const float>(t, where, name));
@@ -90,12 +90,12 @@ void indexer_k_quant_and_cache(const at::Tensor& k, const at::Tensor& kv_cache,
                                c10::optional<c10::string_view> scale_fmt, bool hadamard) {
   constexpr const char* where = "indexer_k_quant_and_cache";
   guarded(where, [&] {
-    ml::detail::require(quant_block_size == 128, where, [&](auto& m) {
+    ml::check::require(quant_block_size == 128, where, [&](auto& m) {
       m << "quant_block_size = " << quant_block_size
         << " is not supported (128: one scale per token)";
     });
     const std::string fmt = text_of(scale_fmt);
-    ml::detail::require(fmt.empty() || fmt == "ue8m0", where, [&](auto& m) {
+    ml::check::require(fmt.empty() || fmt == "ue8m0", where, [&](auto& m) {
       m << "scale_fmt = " << fmt << " is not supported (\"ue8m0\" or None)";
     });
     const cache_arg c = cache_bytes(where, kv_cache, 132);
@@ -114,9 +114,9 @@ void indexer_k_quant_and_cache_mxfp4(const at::Tensor& k, const at::Tensor& kv_c
                                      const at::Tensor& slot_mapping, bool hadamard) {
   constexpr const char* where = "indexer_k_quant_and_cache_mxfp4";
   guarded(where, [&] {
-    ml::detail::check_torch_tensor(k, where, "k");
-    ml::detail::require(k.dim() == 2 && (k.size(1) == 128 || k.size(1) == 64), where, [&](auto& m) {
-      m << "k has shape " << ml::detail::torch_shape{k}
+    ml::torch_checks::require_tensor(k, where, "k");
+    ml::check::require(k.dim() == 2 && (k.size(1) == 128 || k.size(1) == 64), where, [&](auto& m) {
+      m << "k has shape " << ml::torch_checks::shape{k}
         << ", expected [num_tokens, 128] or [num_tokens, 64]";
     });
     const cache_arg c = cache_bytes(where, kv_cache, k.size(1) / 2 + 4);
@@ -137,23 +137,23 @@ void cp_gather_indexer_k_quant_cache(const at::Tensor& kv_cache, const at::Tenso
   constexpr const char* where = "cp_gather_indexer_k_quant_cache";
   guarded(where, [&] {
     const cache_arg c = cache_bytes(where, kv_cache, -1);
-    ml::detail::check_torch_tensor(dst_k, where, "dst_k");
-    ml::detail::require((dst_k.scalar_type() == c10::ScalarType::Byte ||
-                         dst_k.scalar_type() == c10::ScalarType::Char ||
-                         ml::detail::torch_dtype_is(dst_k, "Float8_e4m3fn")) &&
-                            dst_k.dim() == 2 && (dst_k.size(1) == 128 || dst_k.size(1) == 64),
-                        where, [&](auto& m) {
-                          m << "dst_k has shape " << ml::detail::torch_shape{dst_k} << " and dtype "
-                            << ml::detail::torch_dtype_name(dst_k.scalar_type())
-                            << ", expected [num_tokens, 128] (FP8 codes) or [num_tokens, 64] "
-                               "(packed MXFP4) bytes";
-                        });
+    ml::torch_checks::require_tensor(dst_k, where, "dst_k");
+    ml::check::require((dst_k.scalar_type() == c10::ScalarType::Byte ||
+                        dst_k.scalar_type() == c10::ScalarType::Char ||
+                        ml::torch_checks::dtype_is(dst_k, "Float8_e4m3fn")) &&
+                           dst_k.dim() == 2 && (dst_k.size(1) == 128 || dst_k.size(1) == 64),
+                       where, [&](auto& m) {
+                         m << "dst_k has shape " << ml::torch_checks::shape{dst_k} << " and dtype "
+                           << ml::torch_checks::dtype_name(dst_k.scalar_type())
+                           << ", expected [num_tokens, 128] (FP8 codes) or [num_tokens, 64] "
+                              "(packed MXFP4) bytes";
+                       });
     const std::int64_t data_bytes = dst_k.size(1), tokens = dst_k.size(0);
-    ml::detail::require(c.token_bytes == data_bytes + 4, where, [&](auto& m) {
+    ml::check::require(c.token_bytes == data_bytes + 4, where, [&](auto& m) {
       m << "kv_cache has " << c.token_bytes << " bytes per token; dst_k rows of " << data_bytes
         << " bytes need " << data_bytes + 4;
     });
-    ml::detail::check_torch_tensor(dst_scale, where, "dst_scale");
+    ml::torch_checks::require_tensor(dst_scale, where, "dst_scale");
     const auto st = dst_scale.scalar_type();
     const bool words = st == c10::ScalarType::Float || st == c10::ScalarType::Int;
     const bool bytes = st == c10::ScalarType::Byte || st == c10::ScalarType::Char;
@@ -161,16 +161,16 @@ void cp_gather_indexer_k_quant_cache(const at::Tensor& kv_cache, const at::Tenso
         dst_scale.dim() >= 1 && dst_scale.size(0) == tokens &&
         (words ? dst_scale.dim() == 1 || (dst_scale.dim() == 2 && dst_scale.size(1) == 1)
                : dst_scale.dim() == 2 && dst_scale.size(1) == 4);
-    ml::detail::require((words || bytes) && shape_ok, where, [&](auto& m) {
-      m << "dst_scale has shape " << ml::detail::torch_shape{dst_scale} << " and dtype "
-        << ml::detail::torch_dtype_name(st) << ", expected uint8 [" << tokens
+    ml::check::require((words || bytes) && shape_ok, where, [&](auto& m) {
+      m << "dst_scale has shape " << ml::torch_checks::shape{dst_scale} << " and dtype "
+        << ml::torch_checks::dtype_name(st) << ", expected uint8 [" << tokens
         << ", 4] (or float32 / int32 [" << tokens << "]): 4 scale bytes per row of dst_k";
     });
     const at::Tensor k2 = dst_k, s2 = dst_scale.reshape({tokens, -1});
-    ml::detail::require(s2.data_ptr() == dst_scale.data_ptr() &&
-                            (tokens <= 1 || s2.stride(1) == 1 || s2.size(1) == 1),
-                        where, [](auto& m) { m << "dst_scale rows must be dense"; });
-    const std::int64_t k_stride = ml::detail::torch_row_stride(k2, where, "dst_k");
+    ml::check::require(s2.data_ptr() == dst_scale.data_ptr() &&
+                           (tokens <= 1 || s2.stride(1) == 1 || s2.size(1) == 1),
+                       where, [](auto& m) { m << "dst_scale rows must be dense"; });
+    const std::int64_t k_stride = ml::torch_checks::row_stride(k2, where, "dst_k");
     const std::int64_t s_stride =
         (tokens > 1 ? s2.stride(0) : s2.size(1)) * static_cast<std::int64_t>(s2.element_size());
     with_index_type(where, "block_table", block_table, [&](auto index) {
@@ -199,20 +199,20 @@ std::vector<at::Tensor> indexer_q_quant(const at::Tensor& q, const at::Tensor& w
                                         c10::optional<c10::string_view> scale_fmt, bool hadamard) {
   constexpr const char* where = "indexer_q_quant";
   return guarded(where, [&] {
-    ml::detail::check_torch_tensor(q, where, "q");
+    ml::torch_checks::require_tensor(q, where, "q");
     require_rank(where, "q", q, 3, "[num_tokens, num_heads, head_dim]");
     const std::int64_t tokens = q.size(0), heads = q.size(1), d = q.size(2);
-    ml::detail::check_torch_tensor(weights, where, "weights");
+    ml::torch_checks::require_tensor(weights, where, "weights");
     require_rank(where, "weights", weights, 2, "[num_tokens, num_heads]");
     require_dim(where, "weights", weights, 0, tokens, "num_tokens");
     require_dim(where, "weights", weights, 1, heads, "num_heads");
     const std::string fmt = text_of(scale_fmt);
-    ml::detail::require(fmt.empty() || fmt == "ue8m0", where, [&](auto& m) {
+    ml::check::require(fmt.empty() || fmt == "ue8m0", where, [&](auto& m) {
       m << "scale_fmt = " << fmt << " is not supported (\"ue8m0\" or None)";
     });
     const std::string rule =
         rule_arg.has_value() ? text_of(rule_arg) : (use_fp4 ? "deepseek_v4" : "deepseek_v32");
-    ml::detail::require(rule == "deepseek_v32" || rule == "deepseek_v4", where, [&](auto& m) {
+    ml::check::require(rule == "deepseek_v32" || rule == "deepseek_v4", where, [&](auto& m) {
       m << "rule = " << rule << " is not supported (\"deepseek_v32\" or \"deepseek_v4\")";
     });
     ml::q_fold_scaling scaling =
@@ -244,7 +244,7 @@ std::vector<at::Tensor> indexer_q_quant(const at::Tensor& q, const at::Tensor& w
       });
       return std::vector<at::Tensor>{codes, w_out};
     }
-    ml::detail::require(rule == "deepseek_v4" && fmt == "ue8m0", where, [](auto& m) {
+    ml::check::require(rule == "deepseek_v4" && fmt == "ue8m0", where, [](auto& m) {
       m << "use_fp4 is DeepSeek-V4's MXFP4 Q: rule \"deepseek_v4\", scale_fmt \"ue8m0\"";
     });
     at::Tensor packed =

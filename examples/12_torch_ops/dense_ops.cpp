@@ -26,14 +26,14 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
     const std::int64_t S = q.size(0), H = q.size(1);
     const mp::kv_input k = kv_of(where, kv, kv_scales, qa.in.format);
     const mp::weights_view w = weights_of(where, weights, S, "seq_len", H);
-    ml::detail::check_torch_tensor(ks, where, "cu_seq_len_k_start");
-    ml::detail::check_torch_tensor(ke, where, "cu_seq_len_k_end");
+    ml::torch_checks::require_tensor(ks, where, "cu_seq_len_k_start");
+    ml::torch_checks::require_tensor(ke, where, "cu_seq_len_k_end");
     require_dim(where, "cu_seq_len_k_start", ks, 0, S, "seq_len");
     require_dim(where, "cu_seq_len_k_end", ke, 0, S, "seq_len");
     require_same_index_type(where, "cu_seq_len_k_end", ke, "cu_seq_len_k_start", ks);
     const at::Tensor s32 = int32_of(where, "cu_seq_len_k_start", ks);
     const at::Tensor e32 = int32_of(where, "cu_seq_len_k_end", ke);
-    ml::detail::require(max_seqlen_k >= 0, where, [&](auto& m) {
+    ml::check::require(max_seqlen_k >= 0, where, [&](auto& m) {
       m << "max_seqlen_k = " << max_seqlen_k << " must be > 0 (or 0 for full width)";
     });
     const std::int64_t cols = max_seqlen_k > 0 ? max_seqlen_k : kv.size(0);
@@ -41,13 +41,13 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
     // sglang's topk_indices_offset: added to each selected column, -1 kept.
     std::vector<std::int32_t> offsets;
     if (kw.topk_offset.has_value()) {
-      ml::detail::require(topk.has_value(), where,
-                          [](auto& m) { m << "topk_offset needs topk = k"; });
+      ml::check::require(topk.has_value(), where,
+                         [](auto& m) { m << "topk_offset needs topk = k"; });
       require_dim(where, "topk_offset", *kw.topk_offset, 0, S, "seq_len");
       const at::Tensor o = int32_of(where, "topk_offset", *kw.topk_offset);
       const std::int32_t* v = o.data_ptr<std::int32_t>();
       for (std::int64_t r = 0; r < S; ++r)
-        ml::detail::require(
+        ml::check::require(
             v[r] >= 0 && std::max<std::int64_t>(cols - 1, 0) <=
                              std::numeric_limits<std::int32_t>::max() - std::int64_t{v[r]},
             where, [&](auto& m) {
@@ -59,7 +59,7 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
     kernel_output out =
         topk ? *topk : logits_of(where, kw.out, S, cols, logits_dtype, "max_seqlen_k");
     if (topk) {
-      ml::detail::require(!kw.out.has_value(), where, [](auto& m) {
+      ml::check::require(!kw.out.has_value(), where, [](auto& m) {
         m << "out is the logits' buffer; with topk the buffers are topk_out / topk_values_out";
       });
     } else {
@@ -89,13 +89,13 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
 // The record get_mqa_logits_metadata makes: int64 [num_kv_tokens, num_heads, ks..., ke...].
 at::Tensor dense_schedule(const char* where, const at::Tensor& ks, const at::Tensor& ke,
                           std::int64_t num_kv_tokens, std::int64_t num_heads) {
-  ml::detail::check_torch_tensor(ks, where, "cu_seq_len_k_start");
-  ml::detail::check_torch_tensor(ke, where, "cu_seq_len_k_end");
+  ml::torch_checks::require_tensor(ks, where, "cu_seq_len_k_start");
+  ml::torch_checks::require_tensor(ke, where, "cu_seq_len_k_end");
   require_rank(where, "cu_seq_len_k_start", ks, 1, "[num_q]");
   require_rank(where, "cu_seq_len_k_end", ke, 1, "[num_q]");
   const at::Tensor s = int32_of(where, "cu_seq_len_k_start", ks).to(c10::ScalarType::Long);
   const at::Tensor e = int32_of(where, "cu_seq_len_k_end", ke).to(c10::ScalarType::Long);
-  ml::detail::require(s.numel() == e.numel() && s.numel() > 0, where, [&](auto& m) {
+  ml::check::require(s.numel() == e.numel() && s.numel() > 0, where, [&](auto& m) {
     m << "cu_seq_len_k_start has " << s.numel() << " entries and cu_seq_len_k_end " << e.numel()
       << " (both num_q > 0)";
   });
@@ -113,14 +113,14 @@ void check_dense_schedule(const char* where, const at::Tensor& meta, const at::T
                           const at::Tensor& ke, std::int64_t num_kv_tokens,
                           std::int64_t num_heads) {
   guarded(where, [&] {
-    ml::detail::check_torch_tensor(meta, where, "schedule_meta");
+    ml::torch_checks::require_tensor(meta, where, "schedule_meta");
     const at::Tensor want = dense_schedule(where, ks, ke, num_kv_tokens, num_heads);
     const bool same =
         meta.scalar_type() == c10::ScalarType::Long && meta.dim() == 1 &&
         meta.numel() == want.numel() && meta.is_contiguous() &&
         std::equal(want.data_ptr<std::int64_t>(), want.data_ptr<std::int64_t>() + want.numel(),
                    meta.data_ptr<std::int64_t>());
-    ml::detail::require(same, where, [](auto& m) {
+    ml::check::require(same, where, [](auto& m) {
       m << "schedule_meta was made for other cu_seq_len_k_start / cu_seq_len_k_end / "
            "num_kv_tokens / num_heads (regenerate it with get_mqa_logits_metadata)";
     });
@@ -130,7 +130,7 @@ void check_dense_schedule(const char* where, const at::Tensor& meta, const at::T
 // DeepGEMM's (q, q_sf) and (kv, kv_sf) pairs.
 void require_pair(const char* where, const char* name, std::size_t size) {
   guarded(where, [&] {
-    ml::detail::require(size == 2, where, [&](auto& m) {
+    ml::check::require(size == 2, where, [&](auto& m) {
       m << name << " must be a pair (codes, scales), not " << size << " tensors";
     });
   });
@@ -143,11 +143,11 @@ at::Tensor get_mqa_logits_metadata(const at::Tensor& cu_seq_len_k_start,
                                    std::int64_t num_heads) {
   constexpr const char* where = "get_mqa_logits_metadata";
   return guarded(where, [&] {
-    ml::detail::require(num_kv_tokens > 0, where, [&](auto& m) {
+    ml::check::require(num_kv_tokens > 0, where, [&](auto& m) {
       m << "num_kv_tokens = " << num_kv_tokens << " must be > 0";
     });
-    ml::detail::require(num_heads >= 1 && num_heads <= 128, where,
-                        [&](auto& m) { m << "num_heads = " << num_heads << " must be in 1..128"; });
+    ml::check::require(num_heads >= 1 && num_heads <= 128, where,
+                       [&](auto& m) { m << "num_heads = " << num_heads << " must be in 1..128"; });
     return dense_schedule(where, cu_seq_len_k_start, cu_seq_len_k_end, num_kv_tokens, num_heads);
   });
 }

@@ -28,10 +28,10 @@ at::Tensor out_buffer(const char* where, const char* name, const c10::optional<a
                       std::int64_t rows, std::int64_t cols, c10::ScalarType dtype) {
   if (!given.has_value()) return at::empty({rows, cols}, at::TensorOptions().dtype(dtype));
   const at::Tensor& o = *given;
-  ml::detail::check_torch_tensor(o, where, name);
-  ml::detail::require_torch_dtype(o, dtype, where, name);
-  ml::detail::require(o.dim() == 2 && o.size(0) == rows && o.size(1) == cols, where, [&](auto& m) {
-    m << name << " has shape " << ml::detail::torch_shape{o} << ", expected [" << rows << ", "
+  ml::torch_checks::require_tensor(o, where, name);
+  ml::torch_checks::require_dtype(o, dtype, where, name);
+  ml::check::require(o.dim() == 2 && o.size(0) == rows && o.size(1) == cols, where, [&](auto& m) {
+    m << name << " has shape " << ml::torch_checks::shape{o} << ", expected [" << rows << ", "
       << cols << "]";
   });
   return o;
@@ -41,7 +41,7 @@ at::Tensor out_buffer(const char* where, const char* name, const c10::optional<a
 
 q_arg q_of(const char* where, const at::Tensor& codes, const at::Tensor& scales, std::int64_t rank,
            const char* shape) {
-  ml::detail::check_torch_tensor(codes, where, "q");
+  ml::torch_checks::require_tensor(codes, where, "q");
   require_rank(where, "q", codes, rank, shape);
   q_arg q;
   q.codes = codes;
@@ -67,7 +67,7 @@ q_arg q_of(const char* where, const at::Tensor& codes, const at::Tensor& scales,
 
 mp::kv_input kv_of(const char* where, const at::Tensor& codes, const at::Tensor& scales,
                    mp::qk_format format) {
-  ml::detail::check_torch_tensor(codes, where, "kv");
+  ml::torch_checks::require_tensor(codes, where, "kv");
   require_rank(where, "kv", codes, 2, "[seq_len_kv, head_dim]");
   mp::kv_input k{};
   with_kernel_format(format, [&](auto f) {
@@ -78,10 +78,10 @@ mp::kv_input kv_of(const char* where, const at::Tensor& codes, const at::Tensor&
 }
 
 mp::cache_input cache_of(const char* where, const at::Tensor& cache, mp::qk_format format) {
-  ml::detail::check_torch_tensor(cache, where, "kv_cache");
+  ml::torch_checks::require_tensor(cache, where, "kv_cache");
   // The Python module's rule and words: vLLM's and sglang's 4-D cache only.
-  ml::detail::require(cache.dim() == 4, where, [&](auto& m) {
-    m << "kv_cache has shape " << ml::detail::torch_shape{cache}
+  ml::check::require(cache.dim() == 4, where, [&](auto& m) {
+    m << "kv_cache has shape " << ml::torch_checks::shape{cache}
       << ", expected [num_blocks, block_kv, 1, head_dim_with_sf]";
   });
   mp::cache_input c{};
@@ -94,20 +94,20 @@ mp::cache_input cache_of(const char* where, const at::Tensor& cache, mp::qk_form
 
 mp::weights_view weights_of(const char* where, const at::Tensor& weights, std::int64_t rows,
                             const char* rows_name, std::int64_t heads) {
-  ml::detail::check_torch_tensor(weights, where, "weights");
+  ml::torch_checks::require_tensor(weights, where, "weights");
   // [rows, num_heads, 1] (sglang's weights before its squeeze) is read as [rows, num_heads].
   const at::Tensor w = weights.dim() == 3 && weights.size(2) == 1 ? weights.select(2, 0) : weights;
   require_rank(where, "weights", w, 2, "[rows, num_heads] (or [rows, num_heads, 1])");
   require_dim(where, "weights", w, 0, rows, rows_name);
   require_dim(where, "weights", w, 1, heads, "num_heads");
   const auto t = w.scalar_type();
-  ml::detail::require(
+  ml::check::require(
       t == c10::ScalarType::Float || t == c10::ScalarType::Half || t == c10::ScalarType::BFloat16,
       where, [&](auto& m) {
-        m << "weights has dtype " << ml::detail::torch_dtype_name(t)
+        m << "weights has dtype " << ml::torch_checks::dtype_name(t)
           << ", expected torch.float32, torch.float16 or torch.bfloat16";
       });
-  return {w.data_ptr(), w.size(0), w.size(1), ml::detail::torch_row_stride(w, where, "weights"),
+  return {w.data_ptr(), w.size(0), w.size(1), ml::torch_checks::row_stride(w, where, "weights"),
           t == c10::ScalarType::Float  ? mp::weights_type::f32
           : t == c10::ScalarType::Half ? mp::weights_type::f16
                                        : mp::weights_type::bf16};
@@ -115,30 +115,30 @@ mp::weights_view weights_of(const char* where, const at::Tensor& weights, std::i
 
 void check_weights_for_logits(const char* where, const mp::weights_view& w,
                               c10::ScalarType logits) {
-  ml::detail::require(w.type != mp::weights_type::bf16 || logits == c10::ScalarType::BFloat16,
-                      where, [&](auto& m) {
-                        m << "weights of torch.bfloat16 need logits_dtype=torch.bfloat16 (as "
-                             "DeepGEMM)";
-                      });
+  ml::check::require(w.type != mp::weights_type::bf16 || logits == c10::ScalarType::BFloat16, where,
+                     [&](auto& m) {
+                       m << "weights of torch.bfloat16 need logits_dtype=torch.bfloat16 (as "
+                            "DeepGEMM)";
+                     });
 }
 
 at::Tensor int32_of(const char* where, const char* name, const at::Tensor& t) {
-  ml::detail::check_torch_tensor(t, where, name);
+  ml::torch_checks::require_tensor(t, where, name);
   const auto type = t.scalar_type();
-  ml::detail::require(type == c10::ScalarType::Int || type == c10::ScalarType::Long, where,
-                      [&](auto& m) {
-                        m << name << " has dtype " << ml::detail::torch_dtype_name(type)
-                          << ", expected torch.int32 or torch.int64";
-                      });
+  ml::check::require(type == c10::ScalarType::Int || type == c10::ScalarType::Long, where,
+                     [&](auto& m) {
+                       m << name << " has dtype " << ml::torch_checks::dtype_name(type)
+                         << ", expected torch.int32 or torch.int64";
+                     });
   if (type == c10::ScalarType::Int) return t.is_contiguous() ? t : t.contiguous();
   const at::Tensor c = t.contiguous();
   const std::int64_t* v = c.data_ptr<std::int64_t>();
   for (std::int64_t i = 0, n = c.numel(); i < n; ++i)
-    ml::detail::require(v[i] >= std::numeric_limits<std::int32_t>::min() &&
-                            v[i] <= std::numeric_limits<std::int32_t>::max(),
-                        where, [&](auto& m) {
-                          m << name << " holds " << v[i] << ", outside int32 (element " << i << ")";
-                        });
+    ml::check::require(v[i] >= std::numeric_limits<std::int32_t>::min() &&
+                           v[i] <= std::numeric_limits<std::int32_t>::max(),
+                       where, [&](auto& m) {
+                         m << name << " holds " << v[i] << ", outside int32 (element " << i << ")";
+                       });
   return c.to(c10::ScalarType::Int);
 }
 
@@ -146,30 +146,30 @@ std::optional<kernel_output> topk_output(const char* where, const topk_keywords&
                                          std::int64_t rows, bool slot) {
   c10::optional<std::int64_t> topk = k.topk;
   if (!topk.has_value() && k.out.has_value()) {
-    ml::detail::check_torch_tensor(*k.out, where, "topk_out");
+    ml::torch_checks::require_tensor(*k.out, where, "topk_out");
     require_rank(where, "topk_out", *k.out, 2, "[rows, k]");
     topk = k.out->size(1);
   }
   const bool values = k.values || k.values_out.has_value();
-  ml::detail::require(k.index == "column" || (slot && k.index == "slot"), where, [&](auto& m) {
+  ml::check::require(k.index == "column" || (slot && k.index == "slot"), where, [&](auto& m) {
     m << "topk_index = '" << k.index << "' is not supported ("
       << (slot ? "'column' or 'slot'" : "'column'; 'slot' is the paged kernel's") << ")";
   });
   if (!topk.has_value()) {
-    ml::detail::require(!values && k.index == "column", where,
-                        [](auto& m) { m << "topk_values / topk_index need topk = k"; });
-    ml::detail::require(!k.short_rows, where,
-                        [](auto& m) { m << "topk_short_rows needs topk = k"; });
+    ml::check::require(!values && k.index == "column", where,
+                       [](auto& m) { m << "topk_values / topk_index need topk = k"; });
+    ml::check::require(!k.short_rows, where,
+                       [](auto& m) { m << "topk_short_rows needs topk = k"; });
     return std::nullopt;
   }
-  ml::detail::require(*topk >= 1 && *topk <= std::numeric_limits<std::int32_t>::max(), where,
-                      [&](auto& m) { m << "topk = " << *topk << " must be in [1, 2^31 - 1]"; });
-  ml::detail::require(!(k.short_rows && values), where, [](auto& m) {
+  ml::check::require(*topk >= 1 && *topk <= std::numeric_limits<std::int32_t>::max(), where,
+                     [&](auto& m) { m << "topk = " << *topk << " must be in [1, 2^31 - 1]"; });
+  ml::check::require(!(k.short_rows && values), where, [](auto& m) {
     m << "topk_short_rows writes no values (a short row is not ranked): drop topk_values / "
          "topk_values_out";
   });
   // A schema returns one tensor: the indices; the values are the caller's buffer.
-  ml::detail::require(!values || k.values_out.has_value(), where, [](auto& m) {
+  ml::check::require(!values || k.values_out.has_value(), where, [](auto& m) {
     m << "topk_values=True needs topk_values_out= (a float32 [rows, k] tensor the values are "
          "written into; the op returns the indices)";
   });
@@ -178,14 +178,14 @@ std::optional<kernel_output> topk_output(const char* where, const topk_keywords&
   o.view.rows = rows;
   o.view.k = *topk;
   o.view.topk_indices = o.result.data_ptr<std::int32_t>();
-  o.view.topk_stride = ml::detail::torch_row_stride(o.result, where, "topk_out");
+  o.view.topk_stride = ml::torch_checks::row_stride(o.result, where, "topk_out");
   o.view.index = k.index == "slot" ? mp::topk_numbering::slot : mp::topk_numbering::column;
   o.view.short_rows = k.short_rows;
   if (values) {
     const at::Tensor v =
         out_buffer(where, "topk_values_out", k.values_out, rows, *topk, c10::ScalarType::Float);
     o.view.topk_values = v.data_ptr<float>();
-    o.view.values_stride = ml::detail::torch_row_stride(v, where, "topk_values_out");
+    o.view.values_stride = ml::torch_checks::row_stride(v, where, "topk_values_out");
   }
   return o;
 }
@@ -196,7 +196,7 @@ kernel_output logits_of(const char* where, const c10::optional<at::Tensor>& out,
   o.result = logits_output(where, out, rows, cols, dtype, width_name);
   o.view.rows = rows;
   o.view.cols = cols;
-  o.view.stride = ml::detail::torch_row_stride(o.result, where, "out");
+  o.view.stride = ml::torch_checks::row_stride(o.result, where, "out");
   o.view.type = dtype == c10::ScalarType::Float ? mp::logits_type::f32 : mp::logits_type::bf16;
   o.view.logits = o.result.data_ptr();
   return o;

@@ -69,13 +69,12 @@ at::Tensor logits_output(const char* where, const c10::optional<at::Tensor>& out
   check_logits_dtype(where, dtype);
   if (out.has_value()) {
     const at::Tensor& o = *out;
-    ml::detail::check_torch_tensor(o, where, "out");
-    ml::detail::require_torch_dtype(o, dtype, where, "out");
-    ml::detail::require(o.dim() == 2 && o.size(0) == rows && o.size(1) == cols, where,
-                        [&](auto& m) {
-                          m << "out has shape " << ml::detail::torch_shape{o} << ", expected ["
-                            << rows << ", " << cols << "]";
-                        });
+    ml::torch_checks::require_tensor(o, where, "out");
+    ml::torch_checks::require_dtype(o, dtype, where, "out");
+    ml::check::require(o.dim() == 2 && o.size(0) == rows && o.size(1) == cols, where, [&](auto& m) {
+      m << "out has shape " << ml::torch_checks::shape{o} << ", expected [" << rows << ", " << cols
+        << "]";
+    });
     return o;
   }
   // Rows padded to a multiple of 1024 bytes, as DeepGEMM lays its logits out.

@@ -53,7 +53,7 @@ enum class qk_format { fp8_per_token, mxfp8, mxfp4 };
 inline qk_format format_of(const at::Tensor& q_codes, bool has_q_scales) {
   if (!has_q_scales) return qk_format::fp8_per_token;
   const bool fp4 = q_codes.defined() && (q_codes.scalar_type() == c10::ScalarType::Char ||
-                                         ml::detail::torch_dtype_is(q_codes, "Float4_e2m1fn_x2"));
+                                         ml::torch_checks::dtype_is(q_codes, "Float4_e2m1fn_x2"));
   return fp4 ? qk_format::mxfp4 : qk_format::mxfp8;
 }
 
@@ -75,7 +75,7 @@ void with_format(qk_format f, Fn&& fn) {
 template <class Fn>
 void with_weights_and_logits(const char* where, const at::Tensor& weights, const at::Tensor& out,
                              Fn&& fn) {
-  ml::detail::check_torch_tensor(weights, where, "weights");
+  ml::torch_checks::require_tensor(weights, where, "weights");
   const auto w = weights.scalar_type();
   const auto o = out.scalar_type();
   if (w == c10::ScalarType::Float && o == c10::ScalarType::Float)
@@ -87,32 +87,32 @@ void with_weights_and_logits(const char* where, const at::Tensor& weights, const
   if (w == c10::ScalarType::BFloat16 && o == c10::ScalarType::BFloat16)
     return fn(ml::as_matrix_view<const ml::bf16>(weights, where, "weights"),
               ml::as_matrix_view<ml::bf16>(out, where, "out"));
-  ml::detail::require(w != c10::ScalarType::BFloat16, where, [&](auto& m) {
+  ml::check::require(w != c10::ScalarType::BFloat16, where, [&](auto& m) {
     m << "weights of torch.bfloat16 need logits_dtype=torch.bfloat16 (as DeepGEMM)";
   });
-  ml::detail::require(false, where, [&](auto& m) {
-    m << "weights has dtype " << ml::detail::torch_dtype_name(w)
+  ml::check::require(false, where, [&](auto& m) {
+    m << "weights has dtype " << ml::torch_checks::dtype_name(w)
       << ", expected torch.float32 or torch.bfloat16";
   });
 }
 
 // The logits dtypes the ops write.
 inline void check_logits_dtype(const char* where, c10::ScalarType t) {
-  ml::detail::require(t == c10::ScalarType::Float || t == c10::ScalarType::BFloat16, where,
-                      [&](auto& m) {
-                        m << "logits_dtype = " << ml::detail::torch_dtype_name(t)
-                          << ", expected torch.float32 or torch.bfloat16";
-                      });
+  ml::check::require(t == c10::ScalarType::Float || t == c10::ScalarType::BFloat16, where,
+                     [&](auto& m) {
+                       m << "logits_dtype = " << ml::torch_checks::dtype_name(t)
+                         << ", expected torch.float32 or torch.bfloat16";
+                     });
 }
 
 // fn(std::int32_t{}) or fn(std::int64_t{}) for an index tensor's dtype.
 template <class Fn>
 void with_index_type(const char* where, const char* name, const at::Tensor& t, Fn&& fn) {
-  ml::detail::check_torch_tensor(t, where, name);
+  ml::torch_checks::require_tensor(t, where, name);
   if (t.scalar_type() == c10::ScalarType::Int) return fn(std::int32_t{});
   if (t.scalar_type() == c10::ScalarType::Long) return fn(std::int64_t{});
-  ml::detail::require(false, where, [&](auto& m) {
-    m << name << " has dtype " << ml::detail::torch_dtype_name(t.scalar_type())
+  ml::check::require(false, where, [&](auto& m) {
+    m << name << " has dtype " << ml::torch_checks::dtype_name(t.scalar_type())
       << ", expected torch.int32 or torch.int64";
   });
 }
@@ -120,9 +120,9 @@ void with_index_type(const char* where, const char* name, const at::Tensor& t, F
 // Two index tensors read by one call share a dtype.
 inline void require_same_index_type(const char* where, const char* name, const at::Tensor& t,
                                     const char* other, const at::Tensor& o) {
-  ml::detail::require(t.scalar_type() == o.scalar_type(), where, [&](auto& m) {
-    m << name << " has dtype " << ml::detail::torch_dtype_name(t.scalar_type()) << " but " << other
-      << " has " << ml::detail::torch_dtype_name(o.scalar_type())
+  ml::check::require(t.scalar_type() == o.scalar_type(), where, [&](auto& m) {
+    m << name << " has dtype " << ml::torch_checks::dtype_name(t.scalar_type()) << " but " << other
+      << " has " << ml::torch_checks::dtype_name(o.scalar_type())
       << ": pass both as torch.int32 or both as torch.int64";
   });
 }
@@ -130,15 +130,15 @@ inline void require_same_index_type(const char* where, const char* name, const a
 // A tensor's size along d, as the shape checks name it.
 inline void require_dim(const char* where, const char* name, const at::Tensor& t, std::int64_t d,
                         std::int64_t want, const char* what) {
-  ml::detail::require(t.dim() > d && t.size(d) == want, where, [&](auto& m) {
-    m << name << " has shape " << ml::detail::torch_shape{t} << ", expected " << what << " = "
+  ml::check::require(t.dim() > d && t.size(d) == want, where, [&](auto& m) {
+    m << name << " has shape " << ml::torch_checks::shape{t} << ", expected " << what << " = "
       << want << " in dimension " << d;
   });
 }
 inline void require_rank(const char* where, const char* name, const at::Tensor& t,
                          std::int64_t rank, const char* shape) {
-  ml::detail::require(t.dim() == rank, where, [&](auto& m) {
-    m << name << " has shape " << ml::detail::torch_shape{t} << ", expected " << shape;
+  ml::check::require(t.dim() == rank, where, [&](auto& m) {
+    m << name << " has shape " << ml::torch_checks::shape{t} << ", expected " << shape;
   });
 }
 

@@ -34,23 +34,23 @@ ml::matrix_view<const I> lens_view(const char* where, const at::Tensor& lens) {
 
 // block_kv and num_sms in range before they are narrowed to the library's types.
 void check_schedule_args(const char* where, std::int64_t block_kv, std::int64_t num_sms) {
-  ml::detail::require(block_kv >= 1 && block_kv <= ml::max_page_kv, where, [&](auto& m) {
+  ml::check::require(block_kv >= 1 && block_kv <= ml::max_page_kv, where, [&](auto& m) {
     m << "block_kv = " << block_kv << " is not supported (1.." << ml::max_page_kv << ")";
   });
-  ml::detail::require(num_sms >= 1 && num_sms <= ml::max_paged_workers, where, [&](auto& m) {
+  ml::check::require(num_sms >= 1 && num_sms <= ml::max_paged_workers, where, [&](auto& m) {
     m << "num_sms = " << num_sms << " must be in [1, " << ml::max_paged_workers << "]";
   });
 }
 
 void check_schedule_tensor(const char* where, const at::Tensor& t) {
-  ml::detail::check_torch_tensor(t, where, "schedule_meta");
-  ml::detail::require_torch_dtype(t, c10::ScalarType::Int, where, "schedule_meta");
-  ml::detail::require(t.dim() == 2 && t.size(0) >= 2 && t.size(1) == 2 && t.is_contiguous(), where,
-                      [&](auto& m) {
-                        m << "schedule_meta has shape " << ml::detail::torch_shape{t}
-                          << ", expected a contiguous [num_sms + 1, 2] tensor from "
-                             "get_paged_mqa_logits_metadata";
-                      });
+  ml::torch_checks::require_tensor(t, where, "schedule_meta");
+  ml::torch_checks::require_dtype(t, c10::ScalarType::Int, where, "schedule_meta");
+  ml::check::require(t.dim() == 2 && t.size(0) >= 2 && t.size(1) == 2 && t.is_contiguous(), where,
+                     [&](auto& m) {
+                       m << "schedule_meta has shape " << ml::torch_checks::shape{t}
+                         << ", expected a contiguous [num_sms + 1, 2] tensor from "
+                            "get_paged_mqa_logits_metadata";
+                     });
 }
 
 at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor& q_scales,
@@ -64,18 +64,18 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
     const q_arg qa = q_of(where, q, q_scales, 4, "[batch_size, next_n, num_heads, head_dim]");
     const std::int64_t B = q.size(0), next_n = q.size(1), H = q.size(2);
     const mp::cache_input cache = cache_of(where, kv_cache, qa.in.format);
-    ml::detail::check_torch_tensor(context_lens, where, "context_lens");
+    ml::torch_checks::require_tensor(context_lens, where, "context_lens");
     require_dim(where, "context_lens", context_lens, 0, B, "batch_size");
     if (context_lens.dim() != 1) {
       require_rank(where, "context_lens", context_lens, 2, "[batch_size, next_n] or [batch_size]");
       require_dim(where, "context_lens", context_lens, 1, next_n, "next_n");
     }
-    ml::detail::check_torch_tensor(block_table, where, "block_table");
+    ml::torch_checks::require_tensor(block_table, where, "block_table");
     require_same_index_type(where, "block_table", block_table, "context_lens", context_lens);
     require_rank(where, "block_table", block_table, 2, "[batch_size, max_blocks]");
     const mp::weights_view w = weights_of(where, weights, B * next_n, "batch_size * next_n", H);
     check_schedule_tensor(where, schedule_meta);
-    ml::detail::require(max_context_len > 0, where, [&](auto& m) {
+    ml::check::require(max_context_len > 0, where, [&](auto& m) {
       m << "max_context_len = " << max_context_len << " must be > 0";
     });
     const at::Tensor lens32 = int32_of(where, "context_lens", context_lens);
@@ -111,7 +111,7 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
         return idx ? ml::paged_mqa_schedule_from_array(array, lens, cache.page_kv, *idx)
                    : ml::paged_mqa_schedule_from_array(array, lens, cache.page_kv);
       } catch (const std::invalid_argument& e) {
-        ml::detail::require(false, where, [&](auto& m) { m << "schedule_meta: " << e.what(); });
+        ml::check::require(false, where, [&](auto& m) { m << "schedule_meta: " << e.what(); });
         throw;
       }
     }();
@@ -121,7 +121,7 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
         topk ? *topk
              : logits_of(where, kw.out, rows, max_context_len, logits_dtype, "max_context_len");
     if (topk) {
-      ml::detail::require(!kw.out.has_value(), where, [](auto& m) {
+      ml::check::require(!kw.out.has_value(), where, [](auto& m) {
         m << "out is the logits' buffer; with topk the buffers are topk_out / topk_values_out";
       });
     } else {
@@ -154,7 +154,7 @@ std::int64_t get_num_sms() {
 void set_num_sms(std::int64_t num_sms) {
   constexpr const char* where = "set_num_sms";
   guarded(where, [&] {
-    ml::detail::require(num_sms >= 1 && num_sms <= ml::max_paged_workers, where, [&](auto& m) {
+    ml::check::require(num_sms >= 1 && num_sms <= ml::max_paged_workers, where, [&](auto& m) {
       m << "num_sms = " << num_sms << " must be in [1, " << ml::max_paged_workers << "]";
     });
     num_sms_setting.store(num_sms, std::memory_order_relaxed);
@@ -167,9 +167,9 @@ at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::in
                                          const c10::optional<at::Tensor>& out) {
   constexpr const char* where = "get_paged_mqa_logits_metadata";
   return guarded(where, [&] {
-    ml::detail::check_torch_tensor(context_lens, where, "context_lens");
-    ml::detail::require(context_lens.dim() == 1 || context_lens.dim() == 2, where, [&](auto& m) {
-      m << "context_lens has shape " << ml::detail::torch_shape{context_lens}
+    ml::torch_checks::require_tensor(context_lens, where, "context_lens");
+    ml::check::require(context_lens.dim() == 1 || context_lens.dim() == 2, where, [&](auto& m) {
+      m << "context_lens has shape " << ml::torch_checks::shape{context_lens}
         << ", expected [batch_size, next_n] or [batch_size]";
     });
     check_schedule_args(where, block_kv, num_sms);
@@ -179,13 +179,13 @@ at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::in
             ? *out
             : at::empty({num_sms + 1, 2}, at::TensorOptions().dtype(c10::ScalarType::Int));
     if (out.has_value()) {
-      ml::detail::check_torch_tensor(result, where, "out");
-      ml::detail::require_torch_dtype(result, c10::ScalarType::Int, where, "out");
-      ml::detail::require(result.dim() == 2 && result.size(0) == num_sms + 1 && result.size(1) == 2,
-                          where, [&](auto& m) {
-                            m << "out has shape " << ml::detail::torch_shape{result}
-                              << ", expected [" << num_sms + 1 << ", 2]";
-                          });
+      ml::torch_checks::require_tensor(result, where, "out");
+      ml::torch_checks::require_dtype(result, c10::ScalarType::Int, where, "out");
+      ml::check::require(result.dim() == 2 && result.size(0) == num_sms + 1 && result.size(1) == 2,
+                         where, [&](auto& m) {
+                           m << "out has shape " << ml::torch_checks::shape{result}
+                             << ", expected [" << num_sms + 1 << ", 2]";
+                         });
     }
     const auto out = ml::as_matrix_view<std::int32_t>(result, where, "schedule_meta");
     const auto page_kv = static_cast<std::int32_t>(block_kv);
@@ -214,7 +214,7 @@ at::Tensor fp8_fp4_paged_mqa_logits(const c10::List<c10::optional<at::Tensor>>& 
                                     const kernel_keywords& kw) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
   guarded(where, [&] {
-    ml::detail::require(q.size() == 2, where, [&](auto& m) {
+    ml::check::require(q.size() == 2, where, [&](auto& m) {
       m << "q must be a pair (codes, scales or None), not " << q.size() << " tensors";
     });
   });

@@ -17,19 +17,19 @@ namespace {
 // DeepGEMM passes the format's dtype; FP8 or packed FP4 (int8 / uint8 / float8 / float4 names).
 void check_qk_dtype(const char* where, c10::ScalarType t) {
   const std::string name = c10::toString(t);
-  ml::detail::require(t == c10::ScalarType::Byte || t == c10::ScalarType::Char ||
-                          name == "Float8_e4m3fn" || name == "Float4_e2m1fn_x2",
-                      where, [&](auto& m) {
-                        m << "qk_dtype = " << ml::detail::torch_dtype_name(t)
-                          << ", expected the codes' dtype (torch.float8_e4m3fn or torch.uint8 "
-                             "for FP8, torch.int8 for packed FP4)";
-                      });
+  ml::check::require(t == c10::ScalarType::Byte || t == c10::ScalarType::Char ||
+                         name == "Float8_e4m3fn" || name == "Float4_e2m1fn_x2",
+                     where, [&](auto& m) {
+                       m << "qk_dtype = " << ml::torch_checks::dtype_name(t)
+                         << ", expected the codes' dtype (torch.float8_e4m3fn or torch.uint8 "
+                            "for FP8, torch.int8 for packed FP4)";
+                     });
 }
 
 // The call's arguments must be the metadata's: upstream reads them from the call.
 void check_geometry(const char* where, std::int64_t cap, std::int64_t block, std::int64_t meta_cap,
                     std::int64_t meta_block) {
-  ml::detail::require(cap == meta_cap && block == meta_block, where, [&](auto& m) {
+  ml::check::require(cap == meta_cap && block == meta_block, where, [&](auto& m) {
     m << "num_max_sparse_blocks = " << cap << ", sparse_block_kv = " << block
       << " but the metadata was made for " << meta_cap << " and " << meta_block;
   });
@@ -37,9 +37,9 @@ void check_geometry(const char* where, std::int64_t cap, std::int64_t block, std
 
 // DeepGEMM's sparse kernels read bfloat16 weights.
 void check_bf16_weights(const char* where, const at::Tensor& weights) {
-  ml::detail::check_torch_tensor(weights, where, "weights");
-  ml::detail::require(weights.scalar_type() == c10::ScalarType::BFloat16, where, [&](auto& m) {
-    m << "weights has dtype " << ml::detail::torch_dtype_name(weights.scalar_type())
+  ml::torch_checks::require_tensor(weights, where, "weights");
+  ml::check::require(weights.scalar_type() == c10::ScalarType::BFloat16, where, [&](auto& m) {
+    m << "weights has dtype " << ml::torch_checks::dtype_name(weights.scalar_type())
       << ", expected torch.bfloat16 (as DeepGEMM's sparse kernels)";
   });
 }
@@ -48,10 +48,10 @@ void check_bf16_weights(const char* where, const at::Tensor& weights) {
 std::pair<at::Tensor, at::Tensor> mx_q_pair(const char* where,
                                             const c10::List<c10::optional<at::Tensor>>& q) {
   at::Tensor codes = q.get(0).value_or(at::Tensor()), sf = q.get(1).value_or(at::Tensor());
-  ml::detail::require(sf.defined(), where, [](auto& m) {
+  ml::check::require(sf.defined(), where, [](auto& m) {
     m << "q_sf is missing: the sparse kernels take MX Q (codes and int32 scales)";
   });
-  ml::detail::check_torch_tensor(codes, where, "q");
+  ml::torch_checks::require_tensor(codes, where, "q");
   return {codes, sf};
 }
 
@@ -108,7 +108,7 @@ c10::intrusive_ptr<paged_sparse_metadata> get_paged_sparse_mqa_logits_metadata(
          {std::pair{&block_table, "block_table"}, std::pair{&indices, "indices"},
           std::pair{&sparse_kv_block_indices, "sparse_kv_block_indices"}})
       require_same_index_type(where, name, *t, "context_lens", context_lens);
-    ml::detail::require(page_kv >= 1 && page_kv <= ml::max_page_kv, where, [&](auto& m) {
+    ml::check::require(page_kv >= 1 && page_kv <= ml::max_page_kv, where, [&](auto& m) {
       m << "page_kv = " << page_kv << " is not supported (1.." << ml::max_page_kv << ")";
     });
     auto holder = c10::make_intrusive<paged_sparse_metadata>();
@@ -137,14 +137,14 @@ at::Tensor fp8_fp4_sparse_mqa_logits(const c10::List<c10::optional<at::Tensor>>&
                                      const c10::optional<at::Tensor>& out) {
   constexpr const char* where = "fp8_fp4_sparse_mqa_logits";
   return guarded(where, [&] {
-    ml::detail::require(q.size() == 2 && kv.size() == 2, where, [&](auto& m) {
+    ml::check::require(q.size() == 2 && kv.size() == 2, where, [&](auto& m) {
       m << "q and kv must be pairs (codes, scales), not " << q.size() << " and " << kv.size()
         << " tensors";
     });
     const ml::sparse_mqa_metadata& meta = metadata->meta;
     check_geometry(where, num_max_sparse_blocks, sparse_block_kv, meta.capacity(),
                    meta.sparse_block_kv());
-    ml::detail::require(use_unaligned_ks == meta.use_unaligned_ks(), where, [&](auto& m) {
+    ml::check::require(use_unaligned_ks == meta.use_unaligned_ks(), where, [&](auto& m) {
       m << "use_unaligned_ks = " << (use_unaligned_ks ? "True" : "False")
         << " but the metadata was made with " << (meta.use_unaligned_ks() ? "True" : "False");
     });
@@ -167,7 +167,7 @@ at::Tensor fp8_fp4_paged_sparse_mqa_logits(
     const c10::optional<at::Tensor>& out) {
   constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
   return guarded(where, [&] {
-    ml::detail::require(q.size() == 2, where, [&](auto& m) {
+    ml::check::require(q.size() == 2, where, [&](auto& m) {
       m << "q must be a pair (codes, scales), not " << q.size() << " tensors";
     });
     const ml::paged_sparse_mqa_metadata& meta = metadata->meta;
