@@ -541,6 +541,12 @@ def test_metadata_and_meta(decode, prefill):
         fake = ops.fp8_paged_mqa_logits(*[mode.from_tensor(a) if isinstance(a, torch.Tensor)
                                           else a for a in calls[2][1]])
         assert tuple(fake.shape) == (q.shape[0] * q.shape[1], max_len)
+    if int(torch.__version__.split(".")[0]) >= 2:  # one graph through the op: torch.compile
+        def step(q, kv, w, ks, ke):
+            return ops.fp8_fp4_mqa_logits([q, None], kv, w * 2, ks, ke, topk=8) + 1
+
+        compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+        assert torch.equal(compiled(qt, [kt, st], wt, ks, ke), step(qt, [kt, st], wt, ks, ke))
 
 
 # ---- the ops around the kernels: cache inserts, the prefill gather, Q quantisation ----
