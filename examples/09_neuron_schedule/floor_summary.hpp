@@ -44,6 +44,43 @@ inline excess bound_excess(const ml::neuron_backend::report& r) {
   return all[0];
 }
 
+// What the modelled schedule spends beyond the floor on the line's binding engine, where the
+// model can tell: TensorE by matmul kind against the floor's TensorE terms; pages of 128 or more
+// tokens by the partitions a chunk of pages occupies (one page per partition row).
+inline std::string why(const shape_line& l) {
+  const ml::neuron_backend::report& r = l.report;
+  char buf[320];
+  const std::string bound = r.single_core_bound();
+  if (bound == "TensorE" && r.tensor.cycles > 0) {
+    const double per_cycle = r.tensor.seconds / static_cast<double>(r.tensor.cycles) * 1e6;
+    const double head = static_cast<double>(r.tensor_head_sum_cycles) * per_cycle;
+    const double tr = static_cast<double>(r.tensor_transpose_cycles) * per_cycle;
+    const auto& f = r.floor;
+    const auto s = f.split_at(f.bracket().second);
+    std::snprintf(buf, sizeof buf,
+                  "    TensorE: fp32 head sum %.1f, transposes %.1f, score and broadcast matmuls "
+                  "%.1f us; the floor: head sum %.1f (the rest on VectorE), transposes %.1f, "
+                  "score matmuls %.1f us\n",
+                  head, tr, r.tensor.seconds * 1e6 - head - tr,
+                  s.head_sum_on_tensor * f.head_sum_tensor_s * 1e6, f.tensor_transposes_s * 1e6,
+                  f.tensor_scores_s * 1e6);
+    return buf;
+  }
+  const std::size_t at = l.line.find("/page");
+  const std::int64_t page = at == std::string::npos ? 0 : std::stoll(l.line.substr(at + 5));
+  if (page >= 128) {
+    std::snprintf(
+        buf, sizeof buf,
+        "    one page per partition row: a chunk of %lld-token pages occupies %lld of 128 "
+        "partitions, so its elementwise work per key takes %lldx what all 128 would\n",
+        static_cast<long long>(page),
+        static_cast<long long>(ml::neuron_backend::chunk_keys(page) / page),
+        static_cast<long long>(128 / (ml::neuron_backend::chunk_keys(page) / page)));
+    return buf;
+  }
+  return "";
+}
+
 inline std::string floor_summary(const std::vector<const shape_line*>& lines, double over) {
   std::string text =
       "estimate / floor per trn2 / trn3 line (engine busy times of the modelled "
@@ -55,11 +92,11 @@ inline std::string floor_summary(const std::vector<const shape_line*>& lines, do
     const double ratio = r.estimated_seconds() / r.floor_seconds();
     const auto fb = r.floor_bound();
     std::snprintf(buf, sizeof buf,
-                  "  %s: %.2fx (floor bound by %s %s; DMA %.1f TensorE %.1f ScalarE %.1f VectorE "
-                  "%.1f GpSimd %.1f)\n",
-                  line_name(l->line).c_str() + 7, ratio, fb.engine, fb.term, r.dma_seconds * 1e6,
-                  r.tensor.seconds * 1e6, r.scalar.seconds * 1e6, r.vector.seconds * 1e6,
-                  r.gpsimd.seconds * 1e6);
+                  "  %s: %.2fx (floor bound by %s %s%s%s; DMA %.1f TensorE %.1f ScalarE %.1f "
+                  "VectorE %.1f GpSimd %.1f)\n",
+                  line_name(l->line).c_str() + 7, ratio, fb.engine, fb.term,
+                  fb.with[0] ? " with " : "", fb.with, r.dma_seconds * 1e6, r.tensor.seconds * 1e6,
+                  r.scalar.seconds * 1e6, r.vector.seconds * 1e6, r.gpsimd.seconds * 1e6);
     text += buf;
     if (ratio > over) {
       const excess e = bound_excess(r);
@@ -68,6 +105,7 @@ inline std::string floor_summary(const std::vector<const shape_line*>& lines, do
           "  %s %.2fx: bound by %s, modelled %.1f us where the floor's split leaves it %.1f us\n",
           line_name(l->line).c_str() + 7, ratio, e.engine, e.model_s * 1e6, e.floor_share_s * 1e6);
       flagged += buf;
+      flagged += why(*l);
     }
   }
   std::snprintf(buf, sizeof buf, "over %.2fx their floor, and the engine that makes them so:\n",

@@ -45,9 +45,16 @@ TEST_CASE("neuron floor: 2 x 1024 MXFP8 decode on trn3, by hand", "[neuron]") {
   CHECK(r.floor_seconds() == Approx(t).epsilon(1e-9));
   CHECK(r.floor.dma_bytes_s + r.floor.dma_descriptors_s + r.floor.dma_fixed_s ==
         Approx(dma).epsilon(1e-12));
-  const std::string engine = r.floor_bound().engine;
-  CHECK((engine == "TensorE" || engine == "ScalarE" || engine == "VectorE"));
+  // All three are busy up to the floor: one binds, the other two are named with it.
+  const auto bound = r.floor_bound();
+  const std::string all = std::string(bound.engine) + "+" + bound.with;
+  for (const char* e : {"TensorE", "ScalarE", "VectorE"}) CHECK(all.find(e) != std::string::npos);
+  CHECK(all.find("DMA") == std::string::npos);
   CHECK(r.floor_seconds() <= r.estimated_seconds());
+  // The model's TensorE cycles by kind: each head-sum matmul 4 fp32 passes of max(R, 64) = 64.
+  CHECK(r.tensor_head_sum_cycles == 4 * 64 * r.matmul_head_sum);
+  CHECK(r.tensor_transpose_cycles > 0);
+  CHECK(r.tensor_head_sum_cycles + r.tensor_transpose_cycles < r.tensor.cycles);
 }
 
 TEST_CASE("neuron floor: 2 x 1024 MXFP8 decode on trn2 is its code decode, by hand", "[neuron]") {
@@ -151,6 +158,10 @@ TEST_CASE("example 09: floor below the estimate on every line, named, LNC = 2 be
     std::snprintf(buf, sizeof buf, " %.2fx: ", ratio);
     CHECK((text.find(name + buf) != std::string::npos) == (ratio > 1.25));
   }
+  // Where the model can say what the binding engine spends beyond the floor: trn3's TensorE by
+  // matmul kind, and pages of 256 tokens on 16 of 128 partitions.
+  CHECK(text.find("TensorE: fp32 head sum") != std::string::npos);
+  CHECK(text.find("256-token pages occupies 16 of 128 partitions") != std::string::npos);
 }
 
 TEST_CASE("example 09: decode lines with the selection engines call (top-k)", "[neuron]") {

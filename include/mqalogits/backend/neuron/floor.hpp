@@ -118,10 +118,13 @@ struct floor_terms {
   // The floor, never above the least time.
   double seconds() const { return bracket().first; }
 
-  // The engine (or shared port) whose share makes the floor, and its largest term.
+  // The engine (or shared port) whose share makes the floor, its largest term, and the other
+  // engines busy up to the floor with it (a movable term split between them: "TensorE+ScalarE",
+  // empty when none).
   struct binding {
-    const char* engine;
-    const char* term;
+    const char* engine = "";
+    const char* term = "";
+    char with[96] = {};
   };
   binding bound() const {
     const split s = split_at(bracket().second);
@@ -166,7 +169,19 @@ struct floor_terms {
                              : en == e->first;
       if (on && (!best || p.seconds > best->seconds)) best = &p;
     }
-    return {e->first, best ? best->term : "none"};
+    binding b;
+    b.engine = e->first;
+    b.term = best ? best->term : "none";
+    std::size_t n = 0;
+    for (const auto& o : engines)
+      if (&o != e && o.second > 0 && o.second >= e->second * (1 - 1e-9)) {
+        const std::string_view name(o.first);
+        if (n + name.size() + 2 > sizeof b.with) break;
+        if (n > 0) b.with[n++] = '+';
+        name.copy(b.with + n, name.size());
+        n += name.size();
+      }
+    return b;
   }
 };
 

@@ -73,6 +73,8 @@ struct report {
   std::int64_t vector_transposes = 0;  // 32 x 32 VectorE transposes (trn1: NaN-exact)
   std::int64_t topk_calls = 0;         // nisa.topk on GpSimd
   engine_count tensor, scalar, vector, gpsimd;
+  // Of TensorE's cycles: the head-sum matmuls' and the transposes'.
+  std::int64_t tensor_head_sum_cycles = 0, tensor_transpose_cycles = 0;
   // Of ScalarE's instructions and cycles: the copies out of PSUM it took from VectorE.
   std::int64_t scalar_copies = 0, scalar_copy_cycles = 0;
   // Time ScalarE and VectorE spend reading PSUM: on trn1 they cannot overlap.
@@ -228,8 +230,9 @@ struct report {
         roofline_seconds() * 1e6, roofline_bound(), roofline_dma_s * 1e6, roofline_tensor_s * 1e6,
         roofline_elementwise_s * 1e6);
     const floor_terms::binding fb = floor_bound();
-    add("  floor %.2f us (bound by %s %s; estimate / floor %.2f)\n", floor_seconds() * 1e6,
-        fb.engine, fb.term, floor_seconds() > 0 ? estimated_seconds() / floor_seconds() : 0.0);
+    add("  floor %.2f us (bound by %s %s%s%s; estimate / floor %.2f)\n", floor_seconds() * 1e6,
+        fb.engine, fb.term, fb.with[0] ? ", busy to it with " : "", fb.with,
+        floor_seconds() > 0 ? estimated_seconds() / floor_seconds() : 0.0);
     add("  verdict: %s\n", verdict().c_str());
     return s;
   }
@@ -289,6 +292,8 @@ inline void accumulate(report& into, const report& call) {
   into.matmul_flops += call.matmul_flops;
   into.vector_transposes += call.vector_transposes;
   into.topk_calls += call.topk_calls;
+  into.tensor_head_sum_cycles += call.tensor_head_sum_cycles;
+  into.tensor_transpose_cycles += call.tensor_transpose_cycles;
   into.scalar_copies += call.scalar_copies;
   into.scalar_copy_cycles += call.scalar_copy_cycles;
   into.scalar_psum_seconds += call.scalar_psum_seconds;

@@ -62,6 +62,7 @@ class tensor_engine {
     const std::int64_t cycles = (t == dtype::fp32 ? traits_type::pe_fp32_passes : 1) *
                                 std::max(N, traits_type::pe_min_cycles);
     ledger_.tensor_instruction(cycles);
+    if (kind == matmul_kind::head_sum) ledger_.counts().tensor_head_sum_cycles += cycles;
     if (kind == matmul_kind::broadcast) {
       ++ledger_.counts().matmul_broadcast;  // a partition broadcast, not arithmetic
     } else {
@@ -150,7 +151,9 @@ class tensor_engine {
     }
     const std::int64_t passes =
         dtype_bits(in.type()) == 32 ? traits_type::pe_fp32_transpose_passes : 1;
-    ledger_.tensor_instruction(passes * std::max<std::int64_t>(in.np, traits_type::pe_min_cycles));
+    const std::int64_t cycles = passes * std::max<std::int64_t>(in.np, traits_type::pe_min_cycles);
+    ledger_.tensor_instruction(cycles);
+    ledger_.counts().tensor_transpose_cycles += cycles;
     ++ledger_.counts().matmul_transpose;
   }
 
