@@ -9,6 +9,7 @@
 
 #include "../check/extent.hpp"
 #include "../check/index_arrays.hpp"
+#include "../check/output_width.hpp"
 #include "../check/shapes.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
@@ -56,6 +57,13 @@ void check_paged_context_len(const char* where, I len, std::int64_t b, std::int6
     });
 }
 
+// A page size the paged kernel takes (paged_limits.hpp).
+inline void check_page_kv(const char* where, std::int32_t page_kv) {
+  require(supported_page_kv(page_kv), where, [&](auto& m) {
+    m << "page_kv = " << page_kv << " is not supported (1.." << max_page_kv << ")";
+  });
+}
+
 // The paged call's own arguments before the schedule is compared with them: context_lens
 // [B, next_n >= 1] of lengths the kernel takes, block_table [B, max_blocks >= 1], a positive
 // max_context_len and a cache of a supported page size.
@@ -72,12 +80,9 @@ void check_paged_inputs(const char* where, const paged_cache_view<Format>& cache
   require(block_table.cols >= 1 && block_table.cols <= INT64_MAX / max_page_kv, where,
           [&](auto& m) { m << "block_table has " << block_table.cols << " columns"; });
   check_matrix(where, "block_table", block_table, B, block_table.cols);
-  require(max_context_len > 0, where,
-          [&](auto& m) { m << "max_context_len = " << max_context_len << " must be > 0"; });
+  check::max_context_len(where, max_context_len);
   check_cache(where, cache);
-  require(supported_page_kv(cache.page_kv), where, [&](auto& m) {
-    m << "page_kv = " << cache.page_kv << " is not supported (1.." << max_page_kv << ")";
-  });
+  check_page_kv(where, cache.page_kv);
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t j = 0; j < next_n; ++j)
       check_paged_context_len(where, context_lens(b, j), b, j);
@@ -123,9 +128,7 @@ void check_schedule_arguments(const char* where, matrix_view<const I> context_le
     m << "context_lens stride " << context_lens.stride << " < cols " << context_lens.cols;
   });
   detail::check_matrix_extent(where, "context_lens", context_lens);  // overflowing extents
-  require(supported_page_kv(page_kv), where, [&](auto& m) {
-    m << "page_kv = " << page_kv << " is not supported (1.." << max_page_kv << ")";
-  });
+  check_page_kv(where, page_kv);
   require(num_workers >= 1 && num_workers <= max_paged_workers, where, [&](auto& m) {
     m << "num_workers = " << num_workers << " must be in [1, " << max_paged_workers << "]";
   });

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "../check/block_table.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../view/index_array.hpp"
@@ -126,11 +127,7 @@ class paged_plan {
       const std::int64_t slots = (group_keys(g) + cache_.page_kv - 1) / cache_.page_kv;
       const std::int64_t b = table_row(g);
       for (std::int64_t s = 0; s < slots; ++s) {
-        const std::int64_t page = table_(b, s);
-        require(page >= 0 && page < cache_.num_pages, where, [&](auto& m) {
-          m << "block_table[" << b << "][" << s << "] = " << page
-            << " is not a page (num_pages = " << cache_.num_pages << ")";
-        });
+        check::block_table_page(where, b, s, table_(b, s), cache_.num_pages);
       }
       if (!schedule_->varlen()) continue;
       const row_span rows = group_rows(g);
