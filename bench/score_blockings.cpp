@@ -93,8 +93,9 @@ double i8_blocking(int heads) {
 #if !defined(MQALOGITS_HOST_AVX512) && !defined(MQALOGITS_HOST_VNNI256)  // (isa_best: avx2)
 #define MQALOGITS_BENCH_RELATIVE 1
 // The relative int8 path (MXFP4 where the per-block kernel sums in int16: no VNNI) at
-// HeadVectors x Keys: the per-block kernel with its shorter epilogue (microkernel.hpp's
-// i8_rel_path), keys with block multipliers 1, 2, 4, 8 and base scale 2.
+// HeadVectors x Keys: the per-block kernel with its shorter epilogue
+// (score_paths_i8_compact.hpp's i8_rel_path), keys with block multipliers 1, 2, 4, 8 and base
+// scale 2.
 template <int HeadVectors, int Keys>
 double i8_rel_blocking(int heads) {
   i8_inputs in(heads, Keys);

@@ -12,7 +12,7 @@
 // The results are the other paths' up to the order of fp32 additions inside a dot product
 // (bf16: TDPBF16PS sums the even and odd products apart, then adds them) and are exact integer
 // sums for MXFP4; everything after the dot products is the same operations in the same order as
-// microkernel.hpp's bf16_path and i8_path.
+// score_paths_float.hpp's bf16_path and score_path_i8.hpp's i8_path.
 #pragma once
 
 #include <algorithm>

@@ -63,7 +63,8 @@ struct bf16_keys {
   const float* scales;
 };
 
-// The int8 paths' operands (microkernel.hpp's i8_path and i8_fold_path give their layouts).
+// The int8 paths' operands (score_path_i8.hpp's i8_path and score_paths_i8_compact.hpp's
+// i8_fold_path give their layouts).
 struct i8_query {
   const std::int32_t* data;   // 4 code bytes (s8) per int32, in i8_query_word order
   const std::int32_t* start;  // accumulator starts (the ISA's int8 encoding)

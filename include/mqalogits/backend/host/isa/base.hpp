@@ -3,7 +3,8 @@
 // it has a faster exact one of its own.
 //
 // An ISA file (portable.hpp, avx2.hpp, avx512.hpp, neon.hpp) defines one struct carrying
-//   - its vector types and the few operations the micro-kernels use (microkernel.hpp),
+//   - its vector types and the few operations the score paths use (score_paths_float.hpp,
+//     score_path_i8.hpp, score_paths_i8_compact.hpp),
 //   - its row decoders (decode_row_f32<Format>, decode_e2m1_doubled),
 //   - its register blocking (f32_blocks, i8_blocks), sized to its register file,
 //   - its int8 encoding (int8: one of the two below, matching what its dot4 multiplies),
