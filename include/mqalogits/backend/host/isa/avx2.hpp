@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "intrinsics_x86.hpp"
+#include "paths.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
@@ -28,9 +29,9 @@ struct isa_avx2 : x86_e4m3_decoders<isa_avx2>,
   static constexpr const char* name = "avx2";
   // The path's full name (target.hpp's tag): the ISA and its int8 extension.
 #if defined(MQALOGITS_HOST_VNNI256)
-  static constexpr const char* path = "avx2_vnni";
+  static constexpr const char* path = isa_path_name(isa_path_id::avx2_vnni);
 #else
-  static constexpr const char* path = "avx2";
+  static constexpr const char* path = isa_path_name(isa_path_id::avx2);
 #endif
   static constexpr int lanes = 8;
   using vf = __m256;
@@ -134,7 +135,8 @@ struct isa_avx2 : x86_e4m3_decoders<isa_avx2>,
   static vi widen_int16_by(vi acc, vi m) {
     return _mm256_madd_epi16(acc, m);
   }
-  // MXFP4 rows take the relative form (microkernel.hpp's i8_rel_path) where they have it.
+  // MXFP4 rows take the relative form where they have it (score_paths_i8_compact.hpp's
+  // i8_rel_path).
   static constexpr bool relative_rows = true;
 #endif
   static vf to_float(vi a) {

@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "intrinsics_x86.hpp"
+#include "paths.hpp"
 
 MQALOGITS_GCC12_INTRINSICS_WARNINGS_OFF
 MQALOGITS_NAMESPACE_BEGIN
@@ -30,9 +31,9 @@ struct isa_avx512 : x86_e4m3_decoders<isa_avx512>,
   static constexpr const char* name = "avx512";
   // The path's full name (target.hpp's tag): the ISA and its int8 extension.
 #if defined(MQALOGITS_HOST_VNNI512)
-  static constexpr const char* path = "avx512_vnni";
+  static constexpr const char* path = isa_path_name(isa_path_id::avx512_vnni);
 #else
-  static constexpr const char* path = "avx512";
+  static constexpr const char* path = isa_path_name(isa_path_id::avx512);
 #endif
   static constexpr int lanes = 16;
   using vf = __m512;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "avx512.hpp"
+#include "paths.hpp"
 
 #if defined(MQALOGITS_HOST_BF16)
 #include <cstdint>
@@ -20,7 +21,7 @@ namespace host_backend {
 
 struct isa_avx512_bf16 : isa_avx512 {
   static constexpr const char* name = "avx512_bf16";
-  static constexpr const char* path = "avx512_bf16";
+  static constexpr const char* path = isa_path_name(isa_path_id::avx512_bf16);
   // The bf16 kernel exists on this path (kernel_table.hpp asks).
   static constexpr bool bf16_pairs = true;
   // The fp32 kernel's blockings (the same registers: one accumulator per head vector and key).

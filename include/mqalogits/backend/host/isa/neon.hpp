@@ -6,6 +6,7 @@
 #pragma once
 
 #include "base.hpp"
+#include "paths.hpp"
 
 #if defined(MQALOGITS_HOST_NEON)
 #include <arm_neon.h>
@@ -21,9 +22,9 @@ struct isa_neon : plain_decoders, scalar_topk {
   static constexpr const char* name = "neon";
   // The path's full name (target.hpp's tag): the ISA and its int8 extension.
 #if defined(MQALOGITS_HOST_DOTPROD)
-  static constexpr const char* path = "neon_dotprod";
+  static constexpr const char* path = isa_path_name(isa_path_id::neon_dotprod);
 #else
-  static constexpr const char* path = "neon";
+  static constexpr const char* path = isa_path_name(isa_path_id::neon);
 #endif
   static constexpr int lanes = 4;
   using vf = float32x4_t;

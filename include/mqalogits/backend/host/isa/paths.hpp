@@ -28,6 +28,18 @@ inline constexpr isa_path isa_paths[] = {
 #undef MQALOGITS_ISA_PATH
 };
 
+// Each path by its name, as an index into isa_paths: an ISA file names its path through the
+// table (isa_path_name(isa_path_id::avx2)), so a name paths.def lacks does not compile.
+enum class isa_path_id : std::size_t {
+#define MQALOGITS_ISA_PATH(name, arch, cpu, opt_in, base, checked, flags) name,
+#include "paths.def"
+#undef MQALOGITS_ISA_PATH
+};
+
+constexpr const char* isa_path_name(isa_path_id id) {
+  return isa_paths[static_cast<std::size_t>(id)].name;
+}
+
 // Whether a path of `path` is on the ladder of `ladder`.
 constexpr bool on_ladder(path_arch path, path_arch ladder) {
   return path == path_arch::arch_any || path == ladder;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "base.hpp"
+#include "paths.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
 namespace host_backend {
@@ -15,7 +16,8 @@ namespace host_backend {
 // the data's position.
 struct isa_portable : plain_decoders, scalar_topk {
   static constexpr const char* name = "portable";
-  static constexpr const char* path = "portable";  // the path's full name (target.hpp's tag)
+  // The path's full name (target.hpp's tag).
+  static constexpr const char* path = isa_path_name(isa_path_id::portable);
   static constexpr int lanes = 8;
   struct vf {
     float v[lanes];
