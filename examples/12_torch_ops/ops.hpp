@@ -1,7 +1,7 @@
 // The torch ops `torch.ops.mqalogits.*`: DeepGEMM's indexer-logits functions over CPU tensors,
-// with DeepGEMM's names and argument order. This header is shared by the extension's two units:
-// ops.cpp (the dense and sparse kernels and the registration) and paged_ops.cpp (the paged
-// kernel and its schedule), so that a parallel build compiles them side by side.
+// with DeepGEMM's names and argument order. What the op library's files share: the run options
+// and pool (ops.cpp), the argument checks, and the dense and paged ops' entry points
+// (dense_ops.cpp, paged_ops.cpp; registered in registration.cpp).
 #pragma once
 
 // ivalue.h before anything that includes List.h: List.h alone holds a std::vector of the
@@ -68,32 +68,6 @@ void with_format(qk_format f, Fn&& fn) {
     case qk_format::mxfp4:
       return fn(ml::mxfp4{});
   }
-}
-
-// fn(weights view, logits view) for the weights' and the output's dtypes: float32 weights with
-// float32 or bfloat16 logits, bfloat16 weights with bfloat16 logits (as DeepGEMM).
-template <class Fn>
-void with_weights_and_logits(const char* where, const at::Tensor& weights, const at::Tensor& out,
-                             Fn&& fn) {
-  ml::torch_checks::require_tensor(weights, where, "weights");
-  const auto w = weights.scalar_type();
-  const auto o = out.scalar_type();
-  if (w == c10::ScalarType::Float && o == c10::ScalarType::Float)
-    return fn(ml::as_matrix_view<const float>(weights, where, "weights"),
-              ml::as_matrix_view<float>(out, where, "out"));
-  if (w == c10::ScalarType::Float && o == c10::ScalarType::BFloat16)
-    return fn(ml::as_matrix_view<const float>(weights, where, "weights"),
-              ml::as_matrix_view<ml::bf16>(out, where, "out"));
-  if (w == c10::ScalarType::BFloat16 && o == c10::ScalarType::BFloat16)
-    return fn(ml::as_matrix_view<const ml::bf16>(weights, where, "weights"),
-              ml::as_matrix_view<ml::bf16>(out, where, "out"));
-  ml::check::require(w != c10::ScalarType::BFloat16, where, [&](auto& m) {
-    m << "weights of torch.bfloat16 need logits_dtype=torch.bfloat16 (as DeepGEMM)";
-  });
-  ml::check::require(false, where, [&](auto& m) {
-    m << "weights has dtype " << ml::torch_checks::dtype_name(w)
-      << ", expected torch.float32 or torch.bfloat16";
-  });
 }
 
 // The logits dtypes the ops write.
