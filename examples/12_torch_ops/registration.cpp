@@ -13,9 +13,6 @@
 
 #include <string>
 
-#ifndef MQALOGITS_TORCH_NAMESPACE
-#define MQALOGITS_TORCH_NAMESPACE mqalogits
-#endif
 #define MQALOGITS_TORCH_STR2(x) #x
 #define MQALOGITS_TORCH_STR(x) MQALOGITS_TORCH_STR2(x)
 // TORCH_LIBRARY pastes its namespace argument: these expand MQALOGITS_TORCH_NAMESPACE first.

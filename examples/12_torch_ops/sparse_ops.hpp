@@ -5,14 +5,24 @@
 
 #include <torch/custom_class.h>
 
+#ifndef MQALOGITS_TORCH_NAMESPACE
+#define MQALOGITS_TORCH_NAMESPACE mqalogits
+#endif
+#define MQALOGITS_TORCH_PASTE2(a, b) a##b
+#define MQALOGITS_TORCH_PASTE(a, b) MQALOGITS_TORCH_PASTE2(a, b)
+
 namespace mqalogits_torch {
 
-struct sparse_metadata : torch::CustomClassHolder {
-  ml::sparse_mqa_metadata meta;
-};
-struct paged_sparse_metadata : torch::CustomClassHolder {
-  ml::paged_sparse_mqa_metadata meta;
-};
+// torch knows a custom class by its C++ type: each namespace's build has types of its own, so
+// two builds load side by side.
+inline namespace MQALOGITS_TORCH_PASTE(classes_, MQALOGITS_TORCH_NAMESPACE) {
+  struct sparse_metadata : torch::CustomClassHolder {
+    ml::sparse_mqa_metadata meta;
+  };
+  struct paged_sparse_metadata : torch::CustomClassHolder {
+    ml::paged_sparse_mqa_metadata meta;
+  };
+}  // namespace )
 
 c10::intrusive_ptr<sparse_metadata> get_sparse_mqa_logits_metadata(
     const at::Tensor& cu_seq_len_k_start, const at::Tensor& cu_seq_len_k_end,
