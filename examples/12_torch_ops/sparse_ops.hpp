@@ -10,19 +10,20 @@
 #endif
 #define MQALOGITS_TORCH_PASTE2(a, b) a##b
 #define MQALOGITS_TORCH_PASTE(a, b) MQALOGITS_TORCH_PASTE2(a, b)
+#define MQALOGITS_TORCH_CLASSES MQALOGITS_TORCH_PASTE(classes_, MQALOGITS_TORCH_NAMESPACE)
 
 namespace mqalogits_torch {
 
 // torch knows a custom class by its C++ type: each namespace's build has types of its own, so
 // two builds load side by side.
-inline namespace MQALOGITS_TORCH_PASTE(classes_, MQALOGITS_TORCH_NAMESPACE) {
-  struct sparse_metadata : torch::CustomClassHolder {
-    ml::sparse_mqa_metadata meta;
-  };
-  struct paged_sparse_metadata : torch::CustomClassHolder {
-    ml::paged_sparse_mqa_metadata meta;
-  };
-}  // namespace )
+inline namespace MQALOGITS_TORCH_CLASSES {
+struct sparse_metadata : torch::CustomClassHolder {
+  ml::sparse_mqa_metadata meta;
+};
+struct paged_sparse_metadata : torch::CustomClassHolder {
+  ml::paged_sparse_mqa_metadata meta;
+};
+}  // namespace MQALOGITS_TORCH_CLASSES
 
 c10::intrusive_ptr<sparse_metadata> get_sparse_mqa_logits_metadata(
     const at::Tensor& cu_seq_len_k_start, const at::Tensor& cu_seq_len_k_end,
