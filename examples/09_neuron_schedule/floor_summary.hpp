@@ -45,8 +45,7 @@ inline excess bound_excess(const ml::neuron_backend::report& r) {
 }
 
 // What the modelled schedule spends beyond the floor on the line's binding engine, where the
-// model can tell: TensorE by matmul kind against the floor's TensorE terms; pages of 128 or more
-// tokens by the partitions a chunk of pages occupies (one page per partition row).
+// model can tell: TensorE by matmul kind against the floor's TensorE terms.
 inline std::string why(const shape_line& l) {
   const ml::neuron_backend::report& r = l.report;
   char buf[320];
@@ -64,18 +63,6 @@ inline std::string why(const shape_line& l) {
                   head, tr, r.tensor.seconds * 1e6 - head - tr,
                   s.head_sum_on_tensor * f.head_sum_tensor_s * 1e6, f.tensor_transposes_s * 1e6,
                   f.tensor_scores_s * 1e6);
-    return buf;
-  }
-  const std::size_t at = l.line.find("/page");
-  const std::int64_t page = at == std::string::npos ? 0 : std::stoll(l.line.substr(at + 5));
-  if (page >= 128) {
-    std::snprintf(
-        buf, sizeof buf,
-        "    one page per partition row: a chunk of %lld-token pages occupies %lld of 128 "
-        "partitions, so its elementwise work per key takes %lldx what all 128 would\n",
-        static_cast<long long>(page),
-        static_cast<long long>(ml::neuron_backend::chunk_keys(page) / page),
-        static_cast<long long>(128 / (ml::neuron_backend::chunk_keys(page) / page)));
     return buf;
   }
   return "";

@@ -245,7 +245,8 @@ TEMPLATE_LIST_TEST_CASE("neuron paged: H = 128 and page sizes 128 / 256", "[neur
   paged_case<Gen, F, ml::bf16, ml::bf16>(rng, 2, 2, 128, page_kv, 600, true);
 }
 
-// Requests longer than one chunk (4096 keys for pages of 128): packed passes pair a request's
+// Requests longer than one chunk (8192 keys: pages of 128 go as runs of 64 tokens, one per
+// partition row): packed passes pair a request's
 // own chunks, of different lengths (and, four to a pack for H = 32 on trn2 / trn3, two
 // requests'), with NaN / Inf scores among them.
 TEMPLATE_LIST_TEST_CASE("neuron paged: packed passes over several chunks per request", "[neuron]",
@@ -254,8 +255,8 @@ TEMPLATE_LIST_TEST_CASE("neuron paged: packed passes over several chunks per req
   using F = typename TestType::format;
   rnd::engine rng(3300);
   const rnd::code_options nan{.nan_codes = std::is_same_v<F, ml::mxfp8> ? 2 : 0, .nan_scales = 1};
-  paged_case<Gen, F, ml::bf16, float>(rng, 2, 1, 64, 128, 5000, true, {}, 4200);
-  paged_case<Gen, F, float, float>(rng, 2, 1, 32, 128, 5000, false, nan, 4200);
+  paged_case<Gen, F, ml::bf16, float>(rng, 2, 1, 64, 128, 9000, true, {}, 8400);
+  paged_case<Gen, F, float, float>(rng, 2, 1, 32, 128, 9000, false, nan, 8400);
 }
 
 // Every page size from 1 to 1024 is allowed; a sample of them (odd sizes, sizes around the

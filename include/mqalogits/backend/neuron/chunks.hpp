@@ -1,10 +1,13 @@
 // How the schedule cuts keys into chunks and PSUM tiles, and where a chunk's keys sit in K^T.
 //
-// Keys arrive in chunks, one block of consecutive keys per partition row, as AWS's paged decode
-// loads its cache (attention_tkg: many blocks per indirect DMA, one block per partition): a
-// block is a page (paged), a selected block (sparse, paged-sparse) or 32 consecutive tokens
-// (dense: 4 KiB of MXFP8 codes, the efficient DMA row). A chunk is at most 128 blocks and 8192
-// keys (4096 for blocks of 128 keys or more, to fit trn1's SBUF).
+// Keys arrive in chunks, one row of consecutive keys per partition, as AWS's paged decode loads
+// its cache (attention_tkg: many blocks per indirect DMA, one block per partition): a row is a
+// page (paged), a selected block (sparse, paged-sparse) or 32 consecutive tokens (dense: 4 KiB
+// of MXFP8 codes, the efficient DMA row). A page of more than 64 tokens whose size is a multiple
+// of 64 is read as its runs of 64 contiguous tokens, one per partition row (the run at page_base
+// + j x 64 tokens is a descriptor of its own), so that a chunk of such pages fills the 128
+// partitions as pages of 64 do. A chunk is at most 128 rows and 8192 keys (4096 for rows of 128
+// keys or more, to fit trn1's SBUF).
 #pragma once
 
 #include <algorithm>
@@ -30,6 +33,14 @@ inline constexpr std::int64_t contiguous_block = 32;
 // Query rows per prefill item: one per partition.
 inline constexpr std::int64_t prefill_rows = common_traits::partitions;
 
+// Keys per partition row of a gathered run: the run a page of more than 64 tokens is cut into.
+inline constexpr std::int64_t page_run = 64;
+// Keys per partition row for pages (or selected blocks) of `page` keys: a page, or its runs of
+// page_run keys where it is a multiple of them.
+constexpr std::int64_t run_keys(std::int64_t page) {
+  return page > page_run && page % page_run == 0 ? page_run : page;
+}
+
 // Keys per chunk for blocks of `block` keys: up to 128 blocks, 8192 keys (4096 for blocks of
 // >= 128 keys, whose 16-32 KiB rows would not leave room on trn1).
 constexpr std::int64_t chunk_keys(std::int64_t block) {
@@ -45,11 +56,12 @@ constexpr std::int64_t decode_rows_per_pass(std::int64_t heads) {
   return heads == 32 || heads == 64 ? common_traits::partitions / heads : 1;
 }
 
-// The chunk geometry of one call: keys per block, per chunk, blocks (partition rows) per chunk,
-// and `slots`, key slots per block in K^T: the block rounded up to the 4 keys of one x4 column
-// on trn3's MX matmul (the extra slots hold zero words), the block elsewhere.
+// The chunk geometry of one call: keys per block (one partition row), per chunk, blocks
+// (partition rows) per chunk, `page`, keys per gathered page (a multiple of the block; 0 for
+// dense rows), and `slots`, key slots per block in K^T: the block rounded up to the 4 keys of
+// one x4 column on trn3's MX matmul (the extra slots hold zero words), the block elsewhere.
 struct chunk_layout {
-  std::int64_t block = 0, chunk = 0, rows = 0, slots = 0;
+  std::int64_t block = 0, chunk = 0, rows = 0, slots = 0, page = 0;
   bool padded_order = false;  // K^T holds padding slots (trn3 MX, not the native layout)
 
   // A chunk's key o at its column in K^T's padded order.

@@ -4,10 +4,11 @@
 //
 // A chunk's blocks are loaded one per partition row, by one DMA of their codes and one of their
 // scales (a gather for block tables and sparse blocks, plain DMA for dense rows), as AWS's
-// paged decode loads its cache. TensorE then puts the head dimension on partitions, and strided
-// copies put the keys back in their natural order. The stage also holds the chunk's valid flags
-// (masked keys score a zero row and their columns become -inf) and, per token, the K scales as
-// one row in key order, applied to the head-summed logits.
+// paged decode loads its cache; a page of 128 or 256 tokens goes as its 2 or 4 runs of 64
+// tokens (chunks.hpp), each on a partition row of its own. TensorE then puts the head dimension on
+// partitions, and strided copies put the keys back in their natural order. The stage also holds the
+// chunk's valid flags (masked keys score a zero row and their columns become -inf) and, per token,
+// the K scales as one row in key order, applied to the head-summed logits.
 #pragma once
 
 #include <algorithm>
@@ -90,7 +91,7 @@ class key_stream {
       if constexpr (mx_format) c_.memset(window(exps_, 0, r, 0, B * sb), 0.0f);
       if constexpr (per_token) c_.memset(window(k_scale_, 0, r, 0, B), 0.0f);
     }
-    read_key_blocks(R);
+    read_key_blocks(k0, R);
     keys_to_operand(r);
   }
 
@@ -142,15 +143,19 @@ class key_stream {
 
   // The R blocks holding at least one valid key, read whole, one per partition row: codes,
   // scales (and, per token, the scales again as one row in key order on partition 0). A gather
-  // (indirect DMA) for block tables and sparse blocks, plain DMA for dense rows.
-  void read_key_blocks(std::int64_t R) {
-    const std::int64_t B = layout_.block;
+  // (indirect DMA) for block tables and sparse blocks, plain DMA for dense rows. A gather reads
+  // `pages` pages, the runs of one page its descriptors (rows).
+  void read_key_blocks(std::int64_t k0, std::int64_t R) {
+    const std::int64_t B = layout_.block, page = std::max(layout_.page, B);
     detail::vector<unsigned char> read(static_cast<std::size_t>(R), 0);
-    std::int64_t blocks = 0;
+    std::int64_t blocks = 0, last_page = -1;
     for (std::int64_t p = 0; p < R; ++p) {
       for (std::int64_t s = 0; s < B; ++s)
         read[static_cast<std::size_t>(p)] |= valid_[static_cast<std::size_t>(p * B + s)];
-      blocks += read[static_cast<std::size_t>(p)];
+      if (read[static_cast<std::size_t>(p)] && (k0 + p * B) / page != last_page) {
+        last_page = (k0 + p * B) / page;
+        ++blocks;
+      }
     }
     const bool indirect = plan_.gather_block() > 0;
     // One transfer over the read blocks: per_key(t, p, s, key) for the valid keys s of block p

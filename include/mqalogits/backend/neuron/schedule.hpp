@@ -89,7 +89,9 @@ class kernel {
  private:
   static chunk_layout layout_of(const Plan& plan) {
     chunk_layout l;
-    l.block = plan.gather_block() > 0 ? plan.gather_block() : contiguous_block;
+    l.page = plan.gather_block();
+    // Native blocks go whole (their rows are the block's own); large pages as runs of 64 tokens.
+    l.block = l.page <= 0 ? contiguous_block : native ? l.page : run_keys(l.page);
     l.chunk = chunk_keys(l.block);
     l.rows = l.chunk / l.block;
     l.slots = kind::mx ? (l.block + mx_pack - 1) / mx_pack * mx_pack : l.block;
