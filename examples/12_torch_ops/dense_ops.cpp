@@ -37,7 +37,7 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
       m << "max_seqlen_k = " << max_seqlen_k << " must be > 0 (or 0 for full width)";
     });
     const std::int64_t cols = max_seqlen_k > 0 ? max_seqlen_k : kv.size(0);
-    std::optional<kernel_output> topk = topk_output(where, kw.topk, S, false);
+    std::optional<kernel_output> topk = topk_output(where, kw.topk, S, kernel_kind::dense);
     // sglang's topk_indices_offset: added to each selected column, -1 kept.
     std::vector<std::int32_t> offsets;
     if (kw.topk_offset.has_value()) {

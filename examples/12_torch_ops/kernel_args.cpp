@@ -143,7 +143,7 @@ at::Tensor int32_of(const char* where, const char* name, const at::Tensor& t) {
 }
 
 std::optional<kernel_output> topk_output(const char* where, const topk_keywords& k,
-                                         std::int64_t rows, bool slot) {
+                                         std::int64_t rows, kernel_kind kind) {
   c10::optional<std::int64_t> topk = k.topk;
   if (!topk.has_value() && k.out.has_value()) {
     ml::torch_checks::require_tensor(*k.out, where, "topk_out");
@@ -151,10 +151,19 @@ std::optional<kernel_output> topk_output(const char* where, const topk_keywords&
     topk = k.out->size(1);
   }
   const bool values = k.values || k.values_out.has_value();
-  ml::check::require(k.index == "column" || (slot && k.index == "slot"), where, [&](auto& m) {
-    m << "topk_index = '" << k.index << "' is not supported ("
-      << (slot ? "'column' or 'slot'" : "'column'; 'slot' is the paged kernel's") << ")";
-  });
+  const bool position = kind == kernel_kind::sparse || kind == kernel_kind::paged_sparse;
+  const bool slot = kind == kernel_kind::paged || kind == kernel_kind::paged_sparse;
+  ml::check::require(
+      k.index == "column" || (position && k.index == "position") || (slot && k.index == "slot"),
+      where, [&](auto& m) {
+        m << "topk_index = '" << k.index << "' is not supported ("
+          << (kind == kernel_kind::dense    ? "'column'; 'slot' is the paged kernel's, "
+                                              "'position' the sparse kernels'"
+              : kind == kernel_kind::paged  ? "'column' or 'slot'"
+              : kind == kernel_kind::sparse ? "'column' or 'position'"
+                                            : "'column', 'position' or 'slot'")
+          << ")";
+      });
   if (!topk.has_value()) {
     ml::check::require(!values && k.index == "column", where,
                        [](auto& m) { m << "topk_values / topk_index need topk = k"; });
@@ -179,7 +188,9 @@ std::optional<kernel_output> topk_output(const char* where, const topk_keywords&
   o.view.k = *topk;
   o.view.topk_indices = o.result.data_ptr<std::int32_t>();
   o.view.topk_stride = ml::torch_checks::row_stride(o.result, where, "topk_out");
-  o.view.index = k.index == "slot" ? mp::topk_numbering::slot : mp::topk_numbering::column;
+  o.view.index = k.index == "slot"       ? mp::topk_numbering::slot
+                 : k.index == "position" ? mp::topk_numbering::position
+                                         : mp::topk_numbering::column;
   o.view.short_rows = k.short_rows;
   if (values) {
     const at::Tensor v =

@@ -43,10 +43,12 @@ struct kernel_output {
   mp::output_view view;
   at::Tensor result;
 };
-// The top-k of `rows` rows, or nullopt when the keywords ask for none. slot: the paged kernels
-// also number by cache slot.
+// The kernels, for the numberings their top-k takes: "column" everywhere, "slot" on the paged
+// and paged-sparse kernels (cache slots), "position" on the sparse ones (request-local).
+enum class kernel_kind { dense, paged, sparse, paged_sparse };
+// The top-k of `rows` rows, or nullopt when the keywords ask for none.
 std::optional<kernel_output> topk_output(const char* where, const topk_keywords& k,
-                                         std::int64_t rows, bool slot);
+                                         std::int64_t rows, kernel_kind kind);
 // The logits [rows, cols] (out= or a new tensor, see logits_output).
 kernel_output logits_of(const char* where, const c10::optional<at::Tensor>& out, std::int64_t rows,
                         std::int64_t cols, c10::ScalarType dtype, const char* width_name);

@@ -116,7 +116,7 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
       }
     }();
     const std::int64_t rows = B * next_n;
-    std::optional<kernel_output> topk = topk_output(where, kw.topk, rows, true);
+    std::optional<kernel_output> topk = topk_output(where, kw.topk, rows, kernel_kind::paged);
     kernel_output out =
         topk ? *topk
              : logits_of(where, kw.out, rows, max_context_len, logits_dtype, "max_context_len");

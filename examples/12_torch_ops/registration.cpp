@@ -95,6 +95,32 @@ at::Tensor fp8_paged_mqa_logits_op(
                                           topk_index, topk_out, topk_values_out, topk_short_rows));
 }
 
+at::Tensor fp8_fp4_sparse_mqa_logits_op(
+    const c10::List<c10::optional<at::Tensor>>& q, const std::vector<at::Tensor>& kv,
+    const at::Tensor& weights, const c10::intrusive_ptr<sparse_metadata>& metadata,
+    std::int64_t num_max_sparse_blocks, std::int64_t sparse_block_kv, bool use_unaligned_ks,
+    const c10::optional<at::Tensor>& out, c10::optional<std::int64_t> topk, bool topk_values,
+    c10::string_view topk_index, const c10::optional<at::Tensor>& topk_out,
+    const c10::optional<at::Tensor>& topk_values_out) {
+  return fp8_fp4_sparse_mqa_logits(
+      q, kv, weights, metadata, num_max_sparse_blocks, sparse_block_kv, use_unaligned_ks, out,
+      keywords_of(false, out, topk, topk_values, topk_index, topk_out, topk_values_out, false)
+          .topk);
+}
+
+at::Tensor fp8_fp4_paged_sparse_mqa_logits_op(
+    const c10::List<c10::optional<at::Tensor>>& q, const at::Tensor& kv_cache,
+    const at::Tensor& weights, const c10::intrusive_ptr<paged_sparse_metadata>& metadata,
+    std::int64_t num_max_sparse_blocks, std::int64_t sparse_block_kv,
+    const c10::optional<at::Tensor>& out, c10::optional<std::int64_t> topk, bool topk_values,
+    c10::string_view topk_index, const c10::optional<at::Tensor>& topk_out,
+    const c10::optional<at::Tensor>& topk_values_out) {
+  return fp8_fp4_paged_sparse_mqa_logits(
+      q, kv_cache, weights, metadata, num_max_sparse_blocks, sparse_block_kv, out,
+      keywords_of(false, out, topk, topk_values, topk_index, topk_out, topk_values_out, false)
+          .topk);
+}
+
 // "__torch__.torch.classes.<namespace>.<name>", as schemas name a custom class.
 std::string class_type(const char* name) {
   return std::string(
@@ -179,16 +205,17 @@ MQALOGITS_TORCH_LIBRARY(MQALOGITS_TORCH_NAMESPACE, m) {
   m.def(torch::schema(("fp8_fp4_sparse_mqa_logits(Tensor?[] q, Tensor[] kv, Tensor weights, " +
                        sparse +
                        " metadata, int num_max_sparse_blocks, int sparse_block_kv, "
-                       "bool use_unaligned_ks=False, *, Tensor(a!)? out=None) -> Tensor")
+                       "bool use_unaligned_ks=False, *, " TOPK_KEYWORDS ") -> Tensor")
                           .c_str()),
-        &mt::fp8_fp4_sparse_mqa_logits);
-  m.def(torch::schema(("fp8_fp4_paged_sparse_mqa_logits(Tensor?[] q, Tensor kv_cache, "
-                       "Tensor weights, " +
-                       paged_sparse +
-                       " metadata, int num_max_sparse_blocks, int sparse_block_kv, *, "
-                       "Tensor(a!)? out=None) -> Tensor")
-                          .c_str()),
-        &mt::fp8_fp4_paged_sparse_mqa_logits);
+        &mt::fp8_fp4_sparse_mqa_logits_op);
+  m.def(
+      torch::schema(("fp8_fp4_paged_sparse_mqa_logits(Tensor?[] q, Tensor kv_cache, "
+                     "Tensor weights, " +
+                     paged_sparse +
+                     " metadata, int num_max_sparse_blocks, int sparse_block_kv, *, " TOPK_KEYWORDS
+                     ") -> Tensor")
+                        .c_str()),
+      &mt::fp8_fp4_paged_sparse_mqa_logits_op);
 }
 
 MQALOGITS_TORCH_LIBRARY_IMPL(MQALOGITS_TORCH_NAMESPACE, CPU, m) {

@@ -60,12 +60,17 @@ std::pair<at::Tensor, at::Tensor> mx_q_pair(const char* where,
 template <class Meta, class Kernel>
 at::Tensor sparse_logits(const char* where, const q_arg& q, const Meta& meta,
                          const at::Tensor& weights, const c10::optional<at::Tensor>& out,
-                         Kernel&& kernel) {
+                         const topk_keywords& topk, kernel_kind kind, Kernel&& kernel) {
   check_bf16_weights(where, weights);
   const mp::weights_view w = weights_of(where, weights, q.in.rows / q.codes.size(q.codes.dim() - 2),
                                         "num_q_tokens", q.codes.size(q.codes.dim() - 2));
-  const kernel_output o = logits_of(where, out, meta.num_rows(), meta.num_cols(),
-                                    c10::ScalarType::BFloat16, "the metadata's columns");
+  const std::optional<kernel_output> selected = topk_output(where, topk, meta.num_rows(), kind);
+  ml::check::require(!selected || !out.has_value(), where, [](auto& m) {
+    m << "out is the logits' buffer; with topk the buffers are topk_out / topk_values_out";
+  });
+  const kernel_output o = selected ? *selected
+                                   : logits_of(where, out, meta.num_rows(), meta.num_cols(),
+                                               c10::ScalarType::BFloat16, "the metadata's columns");
   const run_options run = options_for(true);
   kernel(w, o.view, run.opt);
   return o.result;
@@ -134,7 +139,8 @@ at::Tensor fp8_fp4_sparse_mqa_logits(const c10::List<c10::optional<at::Tensor>>&
                                      const c10::intrusive_ptr<sparse_metadata>& metadata,
                                      std::int64_t num_max_sparse_blocks,
                                      std::int64_t sparse_block_kv, bool use_unaligned_ks,
-                                     const c10::optional<at::Tensor>& out) {
+                                     const c10::optional<at::Tensor>& out,
+                                     const topk_keywords& topk) {
   constexpr const char* where = "fp8_fp4_sparse_mqa_logits";
   return guarded(where, [&] {
     ml::check::require(q.size() == 2 && kv.size() == 2, where, [&](auto& m) {
@@ -153,7 +159,7 @@ at::Tensor fp8_fp4_sparse_mqa_logits(const c10::List<c10::optional<at::Tensor>>&
         q_of(where, q_pair.first, q_pair.second, 3, "[num_q_tokens, num_heads, head_dim]");
     const mp::kv_input k = kv_of(where, kv[0], kv[1], qa.in.format);
     return sparse_logits(
-        where, qa, meta, weights, out,
+        where, qa, meta, weights, out, topk, kernel_kind::sparse,
         [&](const mp::weights_view& w, const mp::output_view& o, const ml::options& opt) {
           mp::run_sparse(meta, {qa.in, k, w}, o, opt);
         });
@@ -164,7 +170,7 @@ at::Tensor fp8_fp4_paged_sparse_mqa_logits(
     const c10::List<c10::optional<at::Tensor>>& q, const at::Tensor& kv_cache,
     const at::Tensor& weights, const c10::intrusive_ptr<paged_sparse_metadata>& metadata,
     std::int64_t num_max_sparse_blocks, std::int64_t sparse_block_kv,
-    const c10::optional<at::Tensor>& out) {
+    const c10::optional<at::Tensor>& out, const topk_keywords& topk) {
   constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
   return guarded(where, [&] {
     ml::check::require(q.size() == 2, where, [&](auto& m) {
@@ -180,7 +186,7 @@ at::Tensor fp8_fp4_paged_sparse_mqa_logits(
         q_of(where, q_pair.first, q_pair.second, 4, "[num_q_tokens, 1, num_heads, head_dim]");
     const mp::cache_input cache = cache_of(where, kv_cache, qa.in.format);
     return sparse_logits(
-        where, qa, meta, weights, out,
+        where, qa, meta, weights, out, topk, kernel_kind::paged_sparse,
         [&](const mp::weights_view& w, const mp::output_view& o, const ml::options& opt) {
           mp::run_paged_sparse(meta, {qa.in, cache, w}, o, opt);
         });

@@ -38,11 +38,12 @@ at::Tensor fp8_fp4_sparse_mqa_logits(const c10::List<c10::optional<at::Tensor>>&
                                      const c10::intrusive_ptr<sparse_metadata>& metadata,
                                      std::int64_t num_max_sparse_blocks,
                                      std::int64_t sparse_block_kv, bool use_unaligned_ks,
-                                     const c10::optional<at::Tensor>& out);
+                                     const c10::optional<at::Tensor>& out,
+                                     const topk_keywords& topk);
 at::Tensor fp8_fp4_paged_sparse_mqa_logits(
     const c10::List<c10::optional<at::Tensor>>& q, const at::Tensor& kv_cache,
     const at::Tensor& weights, const c10::intrusive_ptr<paged_sparse_metadata>& metadata,
     std::int64_t num_max_sparse_blocks, std::int64_t sparse_block_kv,
-    const c10::optional<at::Tensor>& out);
+    const c10::optional<at::Tensor>& out, const topk_keywords& topk);
 
 }  // namespace mqalogits_torch

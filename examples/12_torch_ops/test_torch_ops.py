@@ -341,6 +341,29 @@ def test_sparse():
                 check_close(f"sparse row {r} block {b}", cols[valid], exact[r, t], m[r, t])
     expect_error(lambda: ops.fp8_fp4_sparse_mqa_logits((qt, words(q_sf_b)), (kt, words(k_sf_b)),
                                                        w, meta, cap + 4, B), "num_max_sparse_blocks")
+    # Fused top-k: the K best valid tokens (a block selected twice counts once), fp32 values
+    # descending whose bf16 rounding is the logit, nothing better left out; "position" numbers
+    # them token - ks.
+    K, vals = 6, torch.zeros(S, 6)
+    args = ((qt, words(q_sf_b)), (kt, words(k_sf_b)), w, meta, cap, B)
+    sel = ops.fp8_fp4_sparse_mqa_logits(*args, topk=K, topk_values_out=vals)
+    pos = ops.fp8_fp4_sparse_mqa_logits(*args, topk=K, topk_index="position")
+    g = as_np(got)
+    for r in range(S):
+        finite = np.flatnonzero(np.isfinite(g[r]))
+        token_of = lambda c: idx[r, c // B] * B + c % B  # noqa: E731
+        c = sel[r].numpy()
+        n = int((c >= 0).sum())
+        assert n == min(K, len(set(token_of(finite)))) and (c[n:] == -1).all(), f"top-k row {r}"
+        assert np.isin(c[:n], finite).all() and len(set(token_of(c[:n]))) == n
+        v = vals[r].numpy()[:n]
+        assert (np.diff(v) <= 0).all(), f"top-k row {r}: descending"
+        assert np.array_equal(torch.from_numpy(v).to(torch.bfloat16).float().numpy(), g[r, c[:n]])
+        if n:
+            assert (g[r, np.setdiff1d(finite, c[:n])] <= g[r, c[n - 1]]).all(), f"top-k row {r}"
+        assert np.array_equal(pos[r].numpy()[:n], token_of(c[:n]) - ks[r]), f"position row {r}"
+    expect_error(lambda: ops.fp8_fp4_sparse_mqa_logits(*args, topk=K, topk_index="slot"),
+                 "topk_index", "'column' or 'position'")
     expect_error(lambda: ops.fp8_fp4_sparse_mqa_logits((qt, words(q_sf_b)), (kt, words(k_sf_b)),
                                                        w.float(), meta, cap, B), "weights",
                  "torch.bfloat16")
@@ -379,7 +402,7 @@ def test_paged_sparse():
                             m[0, pos[valid]])
 
 
-# ---- fused top-k, float16 weights, head dims 64 and 32 ----
+# ---- fused top-k (dense, paged, sparse), float16 weights, head dims 64 and 32 ----
 
 
 def topk_reference(logits, lens, k):
@@ -779,4 +802,4 @@ test_weights_and_head_dims()
 test_metadata_and_meta(decode, prefill)
 test_cache_ops()
 print("torch ops: decode (next_n 1, 2; FP8 and MXFP4), prefill, sparse, paged sparse, static "
-      "buffers, errors, fork, fused top-k, float16 weights, head dims 64 / 32, metadata, meta kernels, cache and Q ops: ok")
+      "buffers, errors, fork, fused top-k (dense, paged, sparse), float16 weights, head dims 64 / 32, metadata, meta kernels, cache and Q ops: ok")
