@@ -81,7 +81,7 @@ paged_sparse_mqa_metadata make_paged_sparse_metadata(
   f.repeated =
       find_repeated_blocks(f.idx, rows, cap, [&](std::int64_t r) { return meta.num_blocks(r); });
   if (protocol == paged_sparse_protocol::snapshot)
-    f.snap = std::make_unique<paged_sparse_mqa_metadata::snapshot>();
+    f.snap = std::make_unique<paged_sparse_snapshot>();
   return meta;
 }
 

@@ -4,11 +4,8 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -20,6 +17,7 @@
 #include "../view/index_array.hpp"
 #include "../view/matrix_view.hpp"
 #include "../view/paged_cache_view.hpp"
+#include "paged_sparse_snapshot.hpp"
 #include "reset_on_move.hpp"
 #include "sparse.hpp"
 
@@ -140,7 +138,7 @@ class paged_sparse_mqa_metadata {
 
   // Snapshot bytes of column k of row r ([data | scale]), or null when the column is masked.
   const std::uint8_t* snapshot_token(std::int64_t r, std::int64_t k) const {
-    const snapshot& s = *f_->snap;
+    const detail::paged_sparse_snapshot& s = *f_->snap;
     const std::int64_t block = s.block_slot[static_cast<std::size_t>(r * f_->cap + k / f_->block)];
     if (block < 0 || position(r, k) < 0) return nullptr;
     const auto slot = static_cast<std::size_t>(block * f_->block + k % f_->block);
@@ -153,26 +151,14 @@ class paged_sparse_mqa_metadata {
       matrix_view<const I>, std::int64_t, paged_sparse_protocol);
 
  private:
-  struct snapshot {
-    std::mutex mutex;
-    std::atomic<bool> ready{false};
-    const char* format = nullptr;
-    int head_dim = 0;
-    std::int64_t data_bytes = 0;
-    std::size_t token_bytes = 0;
-    detail::vector<std::int64_t> block_slot;  // [rows, cap] the used block's place in bytes, or -1
-    detail::vector<std::uint8_t> bytes;  // [distinct used blocks * sparse_block_kv, token_bytes]
-  };
   struct page_entry {  // a block-table entry the selection reads; row -1: none
     std::int64_t row = -1, slot = 0, page = 0;
   };
 
+  // The snapshot of the blocks the selection reads (paged_sparse_snapshot.hpp says how they are
+  // held).
   template <class Format>
   void take_snapshot(const paged_cache_view<Format>& cache) const {
-    // Each distinct block of the cache that some row selects is stored once, whole (its
-    // sparse_block_kv tokens lie in one page): memory is bounded by the distinct blocks read,
-    // never by rows x entries, however often a selection repeats a block. Which of its tokens a
-    // row sees is decided when reading (position()), as with the reread protocol.
     const std::int64_t B = f_->block, per_page = f_->page_kv / B;
     detail::vector<std::pair<std::int64_t, std::int64_t>> used;  // (cache block, r * cap + b)
     for (std::int64_t r = 0; r < f_->rows; ++r)
@@ -182,32 +168,7 @@ class paged_sparse_mqa_metadata {
           const std::int64_t in_page = f_->idx[static_cast<std::size_t>(at)] % per_page;
           used.emplace_back(block_page(r, b) * per_page + in_page, at);
         }
-    std::sort(used.begin(), used.end());
-    std::int64_t distinct = 0;
-    for (std::size_t i = 0; i < used.size(); ++i)
-      distinct += i == 0 || used[i].first != used[i - 1].first;
-    snapshot& s = *f_->snap;
-    s.head_dim = cache.head_dim;
-    s.data_bytes = cache.data_bytes();
-    s.token_bytes = static_cast<std::size_t>(cache.bytes_per_token());
-    s.block_slot.assign(static_cast<std::size_t>(f_->rows * f_->cap), -1);
-    s.bytes.assign(static_cast<std::size_t>(distinct * B) * s.token_bytes, 0);
-    std::int64_t next = -1;
-    for (std::size_t i = 0; i < used.size(); ++i) {
-      if (i == 0 || used[i].first != used[i - 1].first) {
-        ++next;
-        const std::int64_t pg = used[i].first / per_page, first = used[i].first % per_page * B;
-        for (std::int64_t o = 0; o < B; ++o) {
-          std::uint8_t* dst =
-              s.bytes.data() + static_cast<std::size_t>(next * B + o) * s.token_bytes;
-          std::memcpy(dst, cache.data(pg, first + o), static_cast<std::size_t>(s.data_bytes));
-          std::memcpy(dst + s.data_bytes, cache.scale(pg, first + o), Format::scale_bytes);
-        }
-      }
-      s.block_slot[static_cast<std::size_t>(used[i].second)] = next;
-    }
-    s.format = Format::name;
-    s.ready.store(true, std::memory_order_release);
+    f_->snap->take(cache, B, f_->rows * f_->cap, std::move(used));
   }
 
   struct fields {
@@ -220,7 +181,7 @@ class paged_sparse_mqa_metadata {
     page_entry lowest, highest;               // the smallest and largest page the selection reads
     std::int64_t long_row = -1;               // see long_context_row()
     detail::vector<unsigned char> repeated;   // see repeats(); empty when no row repeats
-    std::unique_ptr<snapshot> snap;           // snapshot protocol only
+    std::unique_ptr<detail::paged_sparse_snapshot> snap;  // snapshot protocol only
   };
   reset_on_move<fields> f_;  // a moved-from metadata is empty: the kernel rejects it
 };
