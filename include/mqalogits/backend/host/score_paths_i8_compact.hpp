@@ -77,6 +77,7 @@ struct i8_fold_path {
 // i8_path widens, converts, multiplies the two scales, caps and multiplies-adds; the key's base
 // scale 2^(e_min - 127) multiplies each head's sum once, before the relu. The same logits as
 // i8_path, bit for bit, for rows within the form's range (decode.hpp takes the others there).
+// Its chunk is i8_path's block loop with another epilogue, kept apart for i8_fold_path's reason.
 template <class I>
 concept relative_rows = requires {
   requires I::relative_rows;
