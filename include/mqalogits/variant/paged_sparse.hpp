@@ -11,9 +11,10 @@
 //   into the metadata; later calls reuse them with new Q and weights, whatever the cache holds by
 //   then. Regenerate it when the KV contents change.
 //
-// Its parts: paged_sparse_metadata.hpp (the metadata type and its snapshot),
-// paged_sparse_checks.hpp (the varlen indices check), paged_sparse_make.hpp
-// (get_paged_sparse_mqa_logits_metadata) and paged_sparse_plan.hpp (the plans the kernel runs).
+// Its parts: paged_sparse_metadata.hpp (the metadata type), paged_sparse_snapshot.hpp (the
+// snapshot protocol's copy of the keys), paged_sparse_checks.hpp (the varlen indices check),
+// paged_sparse_make.hpp (get_paged_sparse_mqa_logits_metadata) and paged_sparse_plan.hpp (the plans
+// the kernel runs).
 #pragma once
 
 #include "paged_sparse_checks.hpp"
