@@ -329,6 +329,19 @@ TEST_CASE("neuron model: trn3 MX matmul layout rules (x4 on 32 partitions, quadr
   CHECK_THROWS_AS(c.matmul_mx(out, b16, nb::window(qs, 0, 4, 0, 2), nb::window(k, 32, 32, 0, 3),
                               nb::window(ks, 32, 4, 0, 3)),
                   ml::error);
+  // Column tiling: two matmuls issued together in distinct column tiles run in parallel, each
+  // charged half of its 16 cycles; their tiles must fit the 128 PE columns (2 columns take one
+  // 32-column tile: four fit, five do not).
+  const std::int64_t before = c.counters().tensor.cycles;
+  c.matmul_mx(out, nb::window(q, 32, 32, 0, 2), nb::window(qs, 32, 4, 0, 2),
+              nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3), nb::write_mode::overwrite,
+              2);
+  CHECK(c.counters().tensor.cycles - before == 8);
+  CHECK(check::error_of([&] {
+          c.matmul_mx(out, nb::window(q, 32, 32, 0, 2), nb::window(qs, 32, 4, 0, 2),
+                      nb::window(k, 32, 32, 0, 3), nb::window(ks, 32, 4, 0, 3),
+                      nb::write_mode::overwrite, 5);
+        }).find("column tiles") != std::string::npos);
 }
 
 TEST_CASE("neuron model: a two-level access pattern places runs evenly apart", "[neuron]") {
@@ -596,23 +609,25 @@ TEST_CASE("neuron cost: decode's head sum and epilogue with the keys on all 128 
 TEST_CASE("neuron cost: decode packs two requests' passes into one head sum", "[neuron]") {
   // Two requests of 8192 keys, H = 64, trn3 MXFP8. Each request's pass fills 64 partitions, so
   // the two are packed: request 1's score matmuls take the PE array's second column tile (PSUM
-  // partitions 64..127), and per 4 x 128 keys one relu evacuation reads all 128 partitions; the
-  // head sum takes 64 fp32 matmuls of stationary relu [128, 128 keys] against the weights
-  // [128, 2] as moving (4 x max(2, 64) cycles each), not 64 per request.
+  // partitions 64..127) and run beside request 0's (column tiling: each charged half of its 32
+  // cycles), and per 4 x 128 keys one relu evacuation reads all 128 partitions; the head sum
+  // takes 64 fp32 matmuls of stationary relu [128, 128 keys] against the weights [128, 2] as
+  // moving (4 x max(2, 64) cycles each), not 64 per request.
   const nb::report r = neuron_shapes::paged_decode<trn3, ml::mxfp8>(2, 8192);
   INFO(r.summary());
   CHECK(r.matmul_head_sum == 64);
   CHECK(r.matmul_score == 2 * 16 * 4);
   const std::int64_t word_transpose = nb::traits<trn3>::pe_fp32_transpose_passes * 128;
   const std::int64_t q_transposes = 2 * 64 + 64, k_transposes = 16 * (word_transpose + 128);
-  CHECK(r.tensor.cycles == 2 * 16 * 4 * 32 + 64 * 4 * 64 + 2 * q_transposes + 2 * k_transposes);
+  CHECK(r.tensor.cycles == 2 * 16 * 4 * 16 + 64 * 4 * 64 + 2 * q_transposes + 2 * k_transposes);
   // ScalarE: 16 relu evacuations of 512 keys (both requests at once), one cast of the 64 keys
   // x 2 requests on each partition.
   CHECK(r.scalar.instructions - r.scalar_copies == 16 + 1);
   CHECK(r.scalar.cycles - r.scalar_copy_cycles == 16 * (60 + 512) + (60 + 2 * 64));
-  // Unpacked, each request would take the single-request counts: twice the head-sum cycles.
+  // Unpacked, each request would take the single-request counts: twice the head-sum cycles,
+  // and its score matmuls alone in the PE array.
   const nb::report one = neuron_shapes::paged_decode<trn3, ml::mxfp8>(1, 8192);
-  CHECK(2 * one.tensor.cycles - r.tensor.cycles == 64 * 4 * 64);
+  CHECK(2 * one.tensor.cycles - r.tensor.cycles == 64 * 4 * 64 + 16 * 4 * 32);
   CHECK(2 * one.scalar.cycles - r.scalar.cycles == 16 * (60 + 512) + 60);
 }
 

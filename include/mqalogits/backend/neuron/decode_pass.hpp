@@ -153,20 +153,22 @@ class decode_pass {
 
   // The pass's scores against K^T columns [c0, c0 + n) onto PSUM partitions [p0, p0 + stride):
   // one matmul (trn3 MX: four row-tiled ones). A packed pass (p0 > 0) puts its stationary in a
-  // column tile of the PE array, whose outputs are those partitions.
+  // column tile of the PE array, whose outputs are those partitions; `together` passes of a pack
+  // issue theirs back to back, in distinct column tiles, and run in parallel.
   void score_matmul(query_pass& pass, int p0, tile& kt, tile& kt_scales, std::int64_t c0,
-                    std::int64_t n) {
+                    std::int64_t n, int together = 1) {
     const int Ps = static_cast<int>(pass.stride);
     if constexpr (mx) {
       for (int j = 0; j < mx_pack; ++j) {
         const int q0 = j * mx_quadrant;
         c_.matmul_mx(window(scores_, p0, Ps, j * quadrant_tile, n),
                      window(pass.qt, q0, mx_quadrant, 0, Ps), window(pass.qsc, q0, sb, 0, Ps),
-                     window(kt, q0, mx_quadrant, c0, n), window(kt_scales, q0, sb, c0, n));
+                     window(kt, q0, mx_quadrant, c0, n), window(kt_scales, q0, sb, c0, n),
+                     write_mode::overwrite, together);
       }
     } else {
       c_.matmul(window(scores_, p0, Ps, 0, n), window(pass.qt, 0, D, 0, Ps),
-                window(kt, 0, D, c0, n));
+                window(kt, 0, D, c0, n), matmul_kind::score, write_mode::overwrite, together);
     }
   }
 

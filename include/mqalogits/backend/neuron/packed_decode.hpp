@@ -112,11 +112,14 @@ class packed_decode {
     load_pack_weights(parts);
     const std::int64_t step = mx ? quadrant_step : key_tile;
     for (std::int64_t c0 = 0; c0 < kcols; c0 += step) {
+      // The chunks with columns here issue their matmuls together, each in its column tile.
+      int together = 0;
+      for (std::size_t s = 0; s < packed_; ++s) together += c0 < pack_[s].kcols;
       for (std::size_t s = 0; s < packed_; ++s) {
         packed_chunk& pc = pack_[s];
         if (c0 < pc.kcols)
           decode_.score_matmul(pack_[pc.q_slot].pass, parts[s].p0, pc.kt, pc.kt_scales, c0,
-                               std::min(step, pc.kcols - c0));
+                               std::min(step, pc.kcols - c0), together);
       }
       // A chunk with fewer columns leaves earlier scores in its partitions past them: their
       // relu is never written out, and reaches no other row (see head_sum_chunk).

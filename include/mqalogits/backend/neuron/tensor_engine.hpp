@@ -36,13 +36,17 @@ class tensor_engine {
   // `out` may start past partition 0 where the stationary fits a column tile (see check_matmul).
   // Operands both bf16, both fp32 (4 passes) or both fp8 (e4m3fn codes, where native; double
   // row: two moving rows per cycle on trn2 / trn3). Cost: max(N, 64) cycles per pass.
+  // `column_tiles`: matmuls of this shape issued together, each in a PE column tile of its own
+  // (see column_share).
   void matmul(const window& out, const window& stationary, const window& moving,
-              matmul_kind kind = matmul_kind::score, write_mode mode = write_mode::overwrite) {
+              matmul_kind kind = matmul_kind::score, write_mode mode = write_mode::overwrite,
+              int column_tiles = 1) {
     const std::int64_t K = stationary.np, M = stationary.nc, N = moving.nc;
     const dtype t = stationary.type();
     check_matmul(out, stationary, moving,
                  out.type() == dtype::bf16 ? traits_type::pe_max_moving_bf16
                                            : traits_type::pe_max_moving_fp32);
+    check_column_tiles(M, column_tiles);
     rules::check(
         t == moving.type() && (t == dtype::bf16 || t == dtype::fp32 ||
                                (t == dtype::fp8 && traits_type::native_e4m3fn)),
@@ -59,8 +63,9 @@ class tensor_engine {
       write_psum(out, acc, mode);
     }
     // fp8 costs what bf16 does: double row would need a contraction above 128 (traits).
-    const std::int64_t cycles = (t == dtype::fp32 ? traits_type::pe_fp32_passes : 1) *
-                                std::max(N, traits_type::pe_min_cycles);
+    const std::int64_t cycles = column_share((t == dtype::fp32 ? traits_type::pe_fp32_passes : 1) *
+                                                 std::max(N, traits_type::pe_min_cycles),
+                                             column_tiles);
     ledger_.tensor_instruction(cycles);
     if (kind == matmul_kind::head_sum) ledger_.counts().tensor_head_sum_cycles += cycles;
     if (kind == matmul_kind::broadcast) {
@@ -79,9 +84,10 @@ class tensor_engine {
   // Per scale block the code products are summed in fp32, scaled by both block scales and
   // accumulated in fp32. Four 32-partition matmuls on distinct quadrants run at once (row
   // tiling), so one costs np / 128 of max(N, 64) cycles (derived: the schedule issues them four
-  // at a time).
+  // at a time); `column_tiles` as for matmul.
   void matmul_mx(const window& out, const window& st, const window& st_scales, const window& mv,
-                 const window& mv_scales, write_mode mode = write_mode::overwrite) {
+                 const window& mv_scales, write_mode mode = write_mode::overwrite,
+                 int column_tiles = 1) {
     static_assert(traits_type::mx_matmul || dependent_false<Gen>,
                   "mqalogits neuron model: the MX matmul exists on trn3 only");
     const std::int64_t P = st.np, M = st.nc, N = mv.nc;
@@ -97,6 +103,7 @@ class tensor_engine {
             mv_scales.np == rows && st_scales.p0 == st.p0 && mv_scales.p0 == mv.p0 &&
             st_scales.nc == M && mv_scales.nc == N,
         "matmul_mx scales are u8 [np / 8, M] and [np / 8, N] in the operands' quadrant rows");
+    check_column_tiles(M, column_tiles);
     if (ledger_.computes()) {
       detail::vector<float> acc(static_cast<std::size_t>(M * N), 0.0f), block(acc.size());
       constexpr int parts_per_block = scale_block / mx_pack;  // 8 partitions per scale block
@@ -119,7 +126,8 @@ class tensor_engine {
       }
       write_psum(out, acc, mode);
     }
-    ledger_.tensor_instruction((std::max(N, traits_type::pe_min_cycles) * P + 127) / 128);
+    ledger_.tensor_instruction(
+        column_share((std::max(N, traits_type::pe_min_cycles) * P + 127) / 128, column_tiles));
     ++ledger_.counts().matmul_score;
     ledger_.counts().matmul_flops += 2 * P * mx_pack * M * N;
   }
@@ -186,6 +194,17 @@ class tensor_engine {
         out.p0 % traits_type::pe_column_tile == 0,
         "a matmul writes PSUM from the first partition of a PE column tile (a multiple of 64 "
         "on trn1, of 32 on trn2 / trn3)");
+  }
+  // Column tiling: matmuls whose stationaries take distinct PE column tiles run in parallel
+  // [isa nc_matmul, "Tiling mode"], so each of `tiles` issued together (of one shape) is charged
+  // 1 / tiles of its cycles; their column tiles must fit the 128 PE columns.
+  static std::int64_t column_share(std::int64_t cycles, int tiles) {
+    return (cycles + tiles - 1) / tiles;
+  }
+  static void check_column_tiles(std::int64_t M, int tiles) {
+    constexpr std::int64_t w = traits_type::pe_column_tile;
+    rules::check(tiles >= 1 && (tiles == 1 || (M + w - 1) / w * w * tiles <= 128),
+                 "matmuls issued together in column tiles fit the 128 PE columns");
   }
   void write_psum(const window& out, const detail::vector<float>& acc, write_mode mode) {
     for (std::int64_t m = 0; m < out.np; ++m)
