@@ -1,0 +1,134 @@
+// The opt-in library libmqalogits_deep_gemm_ops.so: DeepGEMM's indexer ops under DeepGEMM's own
+// namespace and schemas (`torch.ops.deep_gemm.*`, as vLLM's DeepGEMM registers them), so an
+// engine's existing calls run on CPU unchanged. Nothing registers unless this library is loaded
+// (it loads libmqalogits_torch_ops.so, whose ops these call). Each op forwards to its
+// `torch.ops.<MQALOGITS_TORCH_NAMESPACE>.*` twin through torch's dispatcher: DeepGEMM's separate
+// (q, q_sf) / (kv, kv_sf) arguments become the twin's pairs. The ops are composite, so they run
+// wherever the twins have kernels (CPU, and Meta for torch.compile / FakeTensor).
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#define MQALOGITS_DG_STR2(x) #x
+#define MQALOGITS_DG_STR(x) MQALOGITS_DG_STR2(x)
+
+namespace {
+
+using optional_tensor = c10::optional<at::Tensor>;
+
+// Calls torch.ops.<namespace>.<name> with the leading arguments `args`, the rest at their
+// defaults, and returns its one result.
+c10::IValue call_twin(const char* name, std::vector<c10::IValue> args) {
+  static const std::string ns = MQALOGITS_DG_STR(MQALOGITS_TORCH_NAMESPACE) "::";
+  const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow((ns + name).c_str(), "");
+  const auto& params = op.schema().arguments();
+  for (std::size_t i = args.size(); i < params.size(); ++i)
+    args.push_back(params[i].default_value().value_or(c10::IValue()));
+  torch::jit::Stack stack(std::move(args));
+  op.callBoxed(&stack);
+  return std::move(stack.at(0));
+}
+
+c10::List<optional_tensor> q_pair(const at::Tensor& q, const optional_tensor& q_sf) {
+  return c10::List<optional_tensor>({q, q_sf});
+}
+c10::List<at::Tensor> kv_pair(const at::Tensor& kv, const at::Tensor& kv_sf) {
+  return c10::List<at::Tensor>({kv, kv_sf});
+}
+
+at::Tensor fp8_fp4_mqa_logits(const at::Tensor& q, const optional_tensor& q_sf,
+                              const at::Tensor& kv, const at::Tensor& kv_sf,
+                              const at::Tensor& weights, const at::Tensor& cu_seq_len_k_start,
+                              const at::Tensor& cu_seq_len_k_end, bool clean_logits,
+                              std::int64_t max_seqlen_k, c10::ScalarType logits_dtype,
+                              const optional_tensor& schedule_meta) {
+  return call_twin("fp8_fp4_mqa_logits",
+                   {q_pair(q, q_sf), kv_pair(kv, kv_sf), weights, cu_seq_len_k_start,
+                    cu_seq_len_k_end, clean_logits, max_seqlen_k, logits_dtype, schedule_meta})
+      .toTensor();
+}
+
+at::Tensor fp8_mqa_logits(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_sf,
+                          const at::Tensor& weights, const at::Tensor& cu_seq_len_k_start,
+                          const at::Tensor& cu_seq_len_k_end, bool clean_logits,
+                          std::int64_t max_seqlen_k) {
+  return call_twin("fp8_mqa_logits", {q, kv_pair(kv, kv_sf), weights, cu_seq_len_k_start,
+                                      cu_seq_len_k_end, clean_logits, max_seqlen_k})
+      .toTensor();
+}
+
+at::Tensor get_mqa_logits_metadata(const at::Tensor& cu_seq_len_k_start,
+                                   const at::Tensor& cu_seq_len_k_end, std::int64_t num_kv_tokens,
+                                   std::int64_t num_heads) {
+  return call_twin("get_mqa_logits_metadata",
+                   {cu_seq_len_k_start, cu_seq_len_k_end, num_kv_tokens, num_heads})
+      .toTensor();
+}
+
+at::Tensor get_paged_mqa_logits_metadata(const at::Tensor& context_lens, std::int64_t block_kv,
+                                         std::int64_t num_sms, const optional_tensor& indices) {
+  return call_twin("get_paged_mqa_logits_metadata", {context_lens, block_kv, num_sms, indices})
+      .toTensor();
+}
+
+at::Tensor fp8_fp4_paged_mqa_logits(const at::Tensor& q, const optional_tensor& q_sf,
+                                    const at::Tensor& kv_cache, const at::Tensor& weights,
+                                    const at::Tensor& context_lens, const at::Tensor& block_table,
+                                    const at::Tensor& schedule_meta, std::int64_t max_context_len,
+                                    bool clean_logits, c10::ScalarType logits_dtype,
+                                    const optional_tensor& indices) {
+  return call_twin("fp8_fp4_paged_mqa_logits",
+                   {q_pair(q, q_sf), kv_cache, weights, context_lens, block_table, schedule_meta,
+                    max_context_len, clean_logits, logits_dtype, indices})
+      .toTensor();
+}
+
+at::Tensor fp8_paged_mqa_logits(const at::Tensor& q, const at::Tensor& kv_cache,
+                                const at::Tensor& weights, const at::Tensor& context_lens,
+                                const at::Tensor& block_table, const at::Tensor& schedule_meta,
+                                std::int64_t max_context_len, bool clean_logits,
+                                const optional_tensor& indices) {
+  return call_twin("fp8_paged_mqa_logits", {q, kv_cache, weights, context_lens, block_table,
+                                            schedule_meta, max_context_len, clean_logits, indices})
+      .toTensor();
+}
+
+}  // namespace
+
+// ScalarType defaults are torch's codes: 6 = torch.float32.
+TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
+  m.def(
+      "fp8_fp4_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv, Tensor kv_sf, Tensor weights, "
+      "Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, bool clean_logits=True, "
+      "int max_seqlen_k=0, ScalarType logits_dtype=6, Tensor? schedule_meta=None) -> Tensor",
+      &fp8_fp4_mqa_logits);
+  m.def(
+      "get_mqa_logits_metadata(Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, "
+      "int num_kv_tokens, int num_heads) -> Tensor",
+      &get_mqa_logits_metadata);
+  m.def(
+      "get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms, "
+      "Tensor? indices=None) -> Tensor",
+      &get_paged_mqa_logits_metadata);
+  m.def(
+      "fp8_fp4_paged_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv_cache, Tensor weights, "
+      "Tensor context_lens, Tensor block_table, Tensor schedule_meta, int max_context_len, "
+      "bool clean_logits=False, ScalarType logits_dtype=6, Tensor? indices=None) -> Tensor",
+      &fp8_fp4_paged_mqa_logits);
+  m.def(
+      "fp8_mqa_logits(Tensor q, Tensor kv, Tensor kv_sf, Tensor weights, "
+      "Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, bool clean_logits=True, "
+      "int max_seqlen_k=0) -> Tensor",
+      &fp8_mqa_logits);
+  m.def(
+      "fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor context_lens, "
+      "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
+      "Tensor? indices=None) -> Tensor",
+      &fp8_paged_mqa_logits);
+}
