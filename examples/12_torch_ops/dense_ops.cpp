@@ -56,11 +56,13 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
             });
       offsets.assign(v, v + S);
     }
+    add_candidates(where, kw.candidates, S, topk);  // topk: the selection from here on
     kernel_output out =
         topk ? *topk : logits_of(where, kw.out, S, cols, logits_dtype, "max_seqlen_k");
     if (topk) {
       ml::check::require(!kw.out.has_value(), where, [](auto& m) {
-        m << "out is the logits' buffer; with topk the buffers are topk_out / topk_values_out";
+        m << "out is the logits' buffer; with topk / candidate_topk_blocks the buffers are "
+             "topk_out / topk_values_out / candidate_out";
       });
     } else {
       check_weights_for_logits(where, w, logits_dtype);

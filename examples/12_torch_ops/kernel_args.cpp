@@ -201,6 +201,60 @@ std::optional<kernel_output> topk_output(const char* where, const topk_keywords&
   return o;
 }
 
+void add_candidates(const char* where, const candidate_keywords& c, std::int64_t rows,
+                    std::optional<kernel_output>& selection) {
+  c10::optional<std::int64_t> n = c.n;
+  if (!n.has_value() && c.out.has_value()) {
+    ml::torch_checks::require_tensor(*c.out, where, "candidate_out");
+    require_rank(where, "candidate_out", *c.out, 2, "[rows, N]");
+    n = c.out->size(1);
+  }
+  if (!n.has_value()) {
+    ml::check::require(c.block_size == 8 && c.order == "ascending" && c.padding == "minus_one",
+                       where, [](auto& m) {
+                         m << "candidate_block_size / candidate_order / candidate_padding need "
+                              "candidate_topk_blocks = N";
+                       });
+    return;
+  }
+  ml::check::require(
+      *n >= 1 && *n <= std::numeric_limits<std::int32_t>::max(), where,
+      [&](auto& m) { m << "candidate_topk_blocks = " << *n << " must be in [1, 2^31 - 1]"; });
+  ml::check::require(c.block_size >= 1 && c.block_size <= ml::max_candidate_block_size &&
+                         (c.block_size & (c.block_size - 1)) == 0,
+                     where, [&](auto& m) {
+                       m << "candidate_block_size = " << c.block_size
+                         << " must be a power of two in [1, 2^20]";
+                     });
+  ml::check::require(c.order == "ascending" || c.order == "score", where, [&](auto& m) {
+    m << "candidate_order = '" << c.order << "' is not supported ('ascending' or 'score')";
+  });
+  ml::check::require(c.padding == "minus_one" || c.padding == "repeat_last", where, [&](auto& m) {
+    m << "candidate_padding = '" << c.padding
+      << "' is not supported ('minus_one' or 'repeat_last')";
+  });
+  // A schema returns one tensor: beside a top-k, the blocks are the caller's buffer.
+  ml::check::require(!selection.has_value() || c.out.has_value(), where, [](auto& m) {
+    m << "candidate_topk_blocks beside topk needs candidate_out= (an int32 [rows, N] tensor the "
+         "blocks are written into; the op returns the top-k)";
+  });
+  const at::Tensor blocks =
+      out_buffer(where, "candidate_out", c.out, rows, *n, c10::ScalarType::Int);
+  if (!selection.has_value()) {
+    selection.emplace();
+    selection->result = blocks;
+    selection->view.rows = rows;
+  }
+  mp::output_view& v = selection->view;
+  v.candidates = blocks.data_ptr<std::int32_t>();
+  v.n = *n;
+  v.candidates_stride = ml::torch_checks::row_stride(blocks, where, "candidate_out");
+  v.block_size = c.block_size;
+  v.order = c.order == "score" ? ml::candidate_order::score : ml::candidate_order::ascending;
+  v.padding = c.padding == "repeat_last" ? ml::candidate_padding::repeat_last
+                                         : ml::candidate_padding::minus_one;
+}
+
 kernel_output logits_of(const char* where, const c10::optional<at::Tensor>& out, std::int64_t rows,
                         std::int64_t cols, c10::ScalarType dtype, const char* width_name) {
   kernel_output o;

@@ -49,6 +49,10 @@ enum class kernel_kind { dense, paged, sparse, paged_sparse };
 // The top-k of `rows` rows, or nullopt when the keywords ask for none.
 std::optional<kernel_output> topk_output(const char* where, const topk_keywords& k,
                                          std::int64_t rows, kernel_kind kind);
+// Adds the candidate blocks the keywords ask for to `selection` (made here when it holds no
+// top-k: the blocks are then the result).
+void add_candidates(const char* where, const candidate_keywords& c, std::int64_t rows,
+                    std::optional<kernel_output>& selection);
 // The logits [rows, cols] (out= or a new tensor, see logits_output).
 kernel_output logits_of(const char* where, const c10::optional<at::Tensor>& out, std::int64_t rows,
                         std::int64_t cols, c10::ScalarType dtype, const char* width_name);

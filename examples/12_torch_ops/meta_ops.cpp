@@ -9,14 +9,18 @@ namespace mqalogits_torch {
 namespace {
 
 // What a dense or paged op returns for `rows` rows: the top-k indices [rows, k] int32 (topk_out
-// when given), or the logits [rows, cols] (out, or rows padded to 1024 bytes as the CPU kernel
-// lays them out).
+// when given), the candidate blocks [rows, N] int32 (candidate_out when given), or the logits
+// [rows, cols] (out, or rows padded to 1024 bytes as the CPU kernel lays them out).
 at::Tensor meta_result(const at::Tensor& like, std::int64_t rows, std::int64_t cols,
                        c10::ScalarType logits_dtype, const c10::optional<at::Tensor>& out,
-                       c10::optional<std::int64_t> topk,
-                       const c10::optional<at::Tensor>& topk_out) {
+                       c10::optional<std::int64_t> topk, const c10::optional<at::Tensor>& topk_out,
+                       c10::optional<std::int64_t> blocks,
+                       const c10::optional<at::Tensor>& candidate_out) {
   if (topk_out.has_value()) return *topk_out;
   if (topk.has_value()) return at::empty({rows, *topk}, like.options().dtype(c10::ScalarType::Int));
+  if (candidate_out.has_value()) return *candidate_out;
+  if (blocks.has_value())
+    return at::empty({rows, *blocks}, like.options().dtype(c10::ScalarType::Int));
   if (out.has_value()) return *out;
   const std::int64_t per = 1024 / static_cast<std::int64_t>(c10::elementSize(logits_dtype));
   const std::int64_t stride = (cols + per - 1) / per * per;
@@ -31,10 +35,13 @@ at::Tensor fp8_fp4_mqa_logits_meta(
     std::int64_t max_seqlen_k, c10::ScalarType logits_dtype, const c10::optional<at::Tensor>&, bool,
     const c10::optional<at::Tensor>& out, c10::optional<std::int64_t> topk, bool, c10::string_view,
     const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>&,
-    const c10::optional<at::Tensor>&, bool) {
+    const c10::optional<at::Tensor>&, bool, c10::optional<std::int64_t> candidate_topk_blocks,
+    std::int64_t, c10::string_view, c10::string_view,
+    const c10::optional<at::Tensor>& candidate_out) {
   const std::int64_t rows = q.get(0).value_or(weights).size(0);
   const std::int64_t cols = max_seqlen_k > 0 ? max_seqlen_k : kv.at(0).size(0);
-  return meta_result(weights, rows, cols, logits_dtype, out, topk, topk_out);
+  return meta_result(weights, rows, cols, logits_dtype, out, topk, topk_out, candidate_topk_blocks,
+                     candidate_out);
 }
 
 at::Tensor fp8_mqa_logits_meta(const at::Tensor& q, const std::vector<at::Tensor>& kv,
@@ -44,9 +51,12 @@ at::Tensor fp8_mqa_logits_meta(const at::Tensor& q, const std::vector<at::Tensor
                                c10::optional<std::int64_t> topk, bool, c10::string_view,
                                const c10::optional<at::Tensor>& topk_out,
                                const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&,
-                               bool) {
+                               bool, c10::optional<std::int64_t> candidate_topk_blocks,
+                               std::int64_t, c10::string_view, c10::string_view,
+                               const c10::optional<at::Tensor>& candidate_out) {
   const std::int64_t cols = max_seqlen_k > 0 ? max_seqlen_k : kv.at(0).size(0);
-  return meta_result(weights, q.size(0), cols, c10::ScalarType::Float, out, topk, topk_out);
+  return meta_result(weights, q.size(0), cols, c10::ScalarType::Float, out, topk, topk_out,
+                     candidate_topk_blocks, candidate_out);
 }
 
 at::Tensor fp8_fp4_paged_mqa_logits_meta(
@@ -54,10 +64,13 @@ at::Tensor fp8_fp4_paged_mqa_logits_meta(
     const at::Tensor&, const at::Tensor&, const at::Tensor&, std::int64_t max_context_len, bool,
     c10::ScalarType logits_dtype, const c10::optional<at::Tensor>&, bool,
     const c10::optional<at::Tensor>& out, c10::optional<std::int64_t> topk, bool, c10::string_view,
-    const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>&, bool) {
+    const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>&, bool,
+    c10::optional<std::int64_t> candidate_topk_blocks, std::int64_t, c10::string_view,
+    c10::string_view, const c10::optional<at::Tensor>& candidate_out) {
   const at::Tensor codes = q.get(0).value_or(weights);
   const std::int64_t rows = codes.dim() == 4 ? codes.size(0) * codes.size(1) : weights.size(0);
-  return meta_result(weights, rows, max_context_len, logits_dtype, out, topk, topk_out);
+  return meta_result(weights, rows, max_context_len, logits_dtype, out, topk, topk_out,
+                     candidate_topk_blocks, candidate_out);
 }
 
 at::Tensor fp8_paged_mqa_logits_meta(
@@ -65,9 +78,12 @@ at::Tensor fp8_paged_mqa_logits_meta(
     const at::Tensor&, const at::Tensor&, std::int64_t max_context_len, bool,
     const c10::optional<at::Tensor>&, bool, const c10::optional<at::Tensor>& out,
     c10::optional<std::int64_t> topk, bool, c10::string_view,
-    const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>&, bool) {
+    const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>&, bool,
+    c10::optional<std::int64_t> candidate_topk_blocks, std::int64_t, c10::string_view,
+    c10::string_view, const c10::optional<at::Tensor>& candidate_out) {
   const std::int64_t rows = q.dim() == 4 ? q.size(0) * q.size(1) : weights.size(0);
-  return meta_result(weights, rows, max_context_len, c10::ScalarType::Float, out, topk, topk_out);
+  return meta_result(weights, rows, max_context_len, c10::ScalarType::Float, out, topk, topk_out,
+                     candidate_topk_blocks, candidate_out);
 }
 
 at::Tensor get_mqa_logits_metadata_meta(const at::Tensor& cu_seq_len_k_start, const at::Tensor&,

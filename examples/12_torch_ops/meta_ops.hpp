@@ -18,14 +18,20 @@ at::Tensor fp8_fp4_mqa_logits_meta(
     bool truncate_long_contexts, const c10::optional<at::Tensor>& out,
     c10::optional<std::int64_t> topk, bool topk_values, c10::string_view topk_index,
     const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>& topk_values_out,
-    const c10::optional<at::Tensor>& topk_offset, bool topk_short_rows);
+    const c10::optional<at::Tensor>& topk_offset, bool topk_short_rows,
+    c10::optional<std::int64_t> candidate_topk_blocks, std::int64_t candidate_block_size,
+    c10::string_view candidate_order, c10::string_view candidate_padding,
+    const c10::optional<at::Tensor>& candidate_out);
 at::Tensor fp8_mqa_logits_meta(
     const at::Tensor& q, const std::vector<at::Tensor>& kv, const at::Tensor& weights,
     const at::Tensor& cu_seq_len_k_start, const at::Tensor& cu_seq_len_k_end, bool clean_logits,
     std::int64_t max_seqlen_k, bool truncate_long_contexts, const c10::optional<at::Tensor>& out,
     c10::optional<std::int64_t> topk, bool topk_values, c10::string_view topk_index,
     const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>& topk_values_out,
-    const c10::optional<at::Tensor>& topk_offset, bool topk_short_rows);
+    const c10::optional<at::Tensor>& topk_offset, bool topk_short_rows,
+    c10::optional<std::int64_t> candidate_topk_blocks, std::int64_t candidate_block_size,
+    c10::string_view candidate_order, c10::string_view candidate_padding,
+    const c10::optional<at::Tensor>& candidate_out);
 at::Tensor fp8_fp4_paged_mqa_logits_meta(
     const c10::List<c10::optional<at::Tensor>>& q, const at::Tensor& kv_cache,
     const at::Tensor& weights, const at::Tensor& context_lens, const at::Tensor& block_table,
@@ -34,7 +40,9 @@ at::Tensor fp8_fp4_paged_mqa_logits_meta(
     bool truncate_long_contexts, const c10::optional<at::Tensor>& out,
     c10::optional<std::int64_t> topk, bool topk_values, c10::string_view topk_index,
     const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>& topk_values_out,
-    bool topk_short_rows);
+    bool topk_short_rows, c10::optional<std::int64_t> candidate_topk_blocks,
+    std::int64_t candidate_block_size, c10::string_view candidate_order,
+    c10::string_view candidate_padding, const c10::optional<at::Tensor>& candidate_out);
 at::Tensor fp8_paged_mqa_logits_meta(
     const at::Tensor& q, const at::Tensor& kv_cache, const at::Tensor& weights,
     const at::Tensor& context_lens, const at::Tensor& block_table, const at::Tensor& schedule_meta,
@@ -42,7 +50,9 @@ at::Tensor fp8_paged_mqa_logits_meta(
     bool truncate_long_contexts, const c10::optional<at::Tensor>& out,
     c10::optional<std::int64_t> topk, bool topk_values, c10::string_view topk_index,
     const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>& topk_values_out,
-    bool topk_short_rows);
+    bool topk_short_rows, c10::optional<std::int64_t> candidate_topk_blocks,
+    std::int64_t candidate_block_size, c10::string_view candidate_order,
+    c10::string_view candidate_padding, const c10::optional<at::Tensor>& candidate_out);
 at::Tensor get_mqa_logits_metadata_meta(const at::Tensor& cu_seq_len_k_start,
                                         const at::Tensor& cu_seq_len_k_end,
                                         std::int64_t num_kv_tokens, std::int64_t num_heads);

@@ -140,12 +140,26 @@ struct topk_keywords {
   bool short_rows = false;
 };
 
+// The candidate blocks of the dense and paged ops: candidate_topk_blocks=N selects each row's N
+// blocks of candidate_block_size request-local positions with the largest block-max logits
+// (int32 [rows, N]; candidate_out: the caller's buffer, N its width when candidate_topk_blocks
+// is None). Alone they are what the op returns; beside topk=k both come from one pass, the op
+// returns the top-k and the blocks go to candidate_out. candidate_order "ascending" (by block id)
+// or "score" (best first); candidate_padding "minus_one" or "repeat_last".
+struct candidate_keywords {
+  c10::optional<std::int64_t> n;
+  std::int64_t block_size = 8;
+  std::string order = "ascending", padding = "minus_one";
+  c10::optional<at::Tensor> out;
+};
+
 // The keyword-only arguments of the dense and paged ops (topk_offset: the dense ops').
 struct kernel_keywords {
   bool truncate_long_contexts = false;
   c10::optional<at::Tensor> out;
   topk_keywords topk;
   c10::optional<at::Tensor> topk_offset;
+  candidate_keywords candidates;
 };
 
 at::Tensor fp8_fp4_mqa_logits(const c10::List<c10::optional<at::Tensor>>& q,

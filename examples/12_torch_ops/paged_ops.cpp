@@ -116,13 +116,16 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
       }
     }();
     const std::int64_t rows = B * next_n;
+    // The selection: a top-k, candidate blocks, or both (one pass).
     std::optional<kernel_output> topk = topk_output(where, kw.topk, rows, kernel_kind::paged);
+    add_candidates(where, kw.candidates, rows, topk);
     kernel_output out =
         topk ? *topk
              : logits_of(where, kw.out, rows, max_context_len, logits_dtype, "max_context_len");
     if (topk) {
       ml::check::require(!kw.out.has_value(), where, [](auto& m) {
-        m << "out is the logits' buffer; with topk the buffers are topk_out / topk_values_out";
+        m << "out is the logits' buffer; with topk / candidate_topk_blocks the buffers are "
+             "topk_out / topk_values_out / candidate_out";
       });
     } else {
       check_weights_for_logits(where, w, logits_dtype);

@@ -2,9 +2,9 @@
 // MQALOGITS_TORCH_NAMESPACE, default mqalogits), schemas in DeepGEMM's argument order. DeepGEMM's
 // tuple arguments are lists here (a tuple passes): q = (codes, scales or None), kv = (codes,
 // scales). Every kernel also takes a keyword-only `out=`, a preallocated logits tensor the result
-// is written into (and returned); the dense and paged kernels take the fused top-k keywords
-// (kernel_keywords). The ops reading tensors are CPU kernels, with Meta kernels (meta_ops.cpp)
-// that torch.compile and FakeTensor trace through.
+// is written into (and returned); the dense and paged kernels take the fused top-k and the
+// candidate-block keywords (kernel_keywords, candidate_keywords). The ops reading tensors are CPU
+// kernels, with Meta kernels (meta_ops.cpp) that torch.compile and FakeTensor trace through.
 #include "cache_ops.hpp"
 #include "meta_ops.hpp"  // first: it includes torch's headers in an order Clang takes
 #include "sparse_ops.hpp"
@@ -32,7 +32,17 @@ kernel_keywords keywords_of(bool truncate_long_contexts, const c10::optional<at:
           out,
           {topk, topk_values, std::string(topk_index.data(), topk_index.size()), topk_out,
            topk_values_out, topk_short_rows},
-          topk_offset};
+          topk_offset,
+          {}};
+}
+
+// The candidate keywords, as the dense and paged ops take them.
+kernel_keywords with_candidates(kernel_keywords kw, c10::optional<std::int64_t> n,
+                                std::int64_t block_size, c10::string_view order,
+                                c10::string_view padding, const c10::optional<at::Tensor>& out) {
+  kw.candidates = {n, block_size, std::string(order.data(), order.size()),
+                   std::string(padding.data(), padding.size()), out};
+  return kw;
 }
 
 at::Tensor fp8_fp4_mqa_logits_op(
@@ -43,26 +53,35 @@ at::Tensor fp8_fp4_mqa_logits_op(
     bool truncate_long_contexts, const c10::optional<at::Tensor>& out,
     c10::optional<std::int64_t> topk, bool topk_values, c10::string_view topk_index,
     const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>& topk_values_out,
-    const c10::optional<at::Tensor>& topk_offset, bool topk_short_rows) {
-  return fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
-                            max_seqlen_k, logits_dtype, schedule_meta,
-                            keywords_of(truncate_long_contexts, out, topk, topk_values, topk_index,
-                                        topk_out, topk_values_out, topk_short_rows, topk_offset));
+    const c10::optional<at::Tensor>& topk_offset, bool topk_short_rows,
+    c10::optional<std::int64_t> candidate_topk_blocks, std::int64_t candidate_block_size,
+    c10::string_view candidate_order, c10::string_view candidate_padding,
+    const c10::optional<at::Tensor>& candidate_out) {
+  return fp8_fp4_mqa_logits(
+      q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits, max_seqlen_k,
+      logits_dtype, schedule_meta,
+      with_candidates(keywords_of(truncate_long_contexts, out, topk, topk_values, topk_index,
+                                  topk_out, topk_values_out, topk_short_rows, topk_offset),
+                      candidate_topk_blocks, candidate_block_size, candidate_order,
+                      candidate_padding, candidate_out));
 }
 
-at::Tensor fp8_mqa_logits_op(const at::Tensor& q, const std::vector<at::Tensor>& kv,
-                             const at::Tensor& weights, const at::Tensor& cu_seq_len_k_start,
-                             const at::Tensor& cu_seq_len_k_end, bool clean_logits,
-                             std::int64_t max_seqlen_k, bool truncate_long_contexts,
-                             const c10::optional<at::Tensor>& out, c10::optional<std::int64_t> topk,
-                             bool topk_values, c10::string_view topk_index,
-                             const c10::optional<at::Tensor>& topk_out,
-                             const c10::optional<at::Tensor>& topk_values_out,
-                             const c10::optional<at::Tensor>& topk_offset, bool topk_short_rows) {
-  return fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
-                        max_seqlen_k,
-                        keywords_of(truncate_long_contexts, out, topk, topk_values, topk_index,
-                                    topk_out, topk_values_out, topk_short_rows, topk_offset));
+at::Tensor fp8_mqa_logits_op(
+    const at::Tensor& q, const std::vector<at::Tensor>& kv, const at::Tensor& weights,
+    const at::Tensor& cu_seq_len_k_start, const at::Tensor& cu_seq_len_k_end, bool clean_logits,
+    std::int64_t max_seqlen_k, bool truncate_long_contexts, const c10::optional<at::Tensor>& out,
+    c10::optional<std::int64_t> topk, bool topk_values, c10::string_view topk_index,
+    const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>& topk_values_out,
+    const c10::optional<at::Tensor>& topk_offset, bool topk_short_rows,
+    c10::optional<std::int64_t> candidate_topk_blocks, std::int64_t candidate_block_size,
+    c10::string_view candidate_order, c10::string_view candidate_padding,
+    const c10::optional<at::Tensor>& candidate_out) {
+  return fp8_mqa_logits(
+      q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits, max_seqlen_k,
+      with_candidates(keywords_of(truncate_long_contexts, out, topk, topk_values, topk_index,
+                                  topk_out, topk_values_out, topk_short_rows, topk_offset),
+                      candidate_topk_blocks, candidate_block_size, candidate_order,
+                      candidate_padding, candidate_out));
 }
 
 at::Tensor fp8_fp4_paged_mqa_logits_op(
@@ -73,12 +92,16 @@ at::Tensor fp8_fp4_paged_mqa_logits_op(
     bool truncate_long_contexts, const c10::optional<at::Tensor>& out,
     c10::optional<std::int64_t> topk, bool topk_values, c10::string_view topk_index,
     const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>& topk_values_out,
-    bool topk_short_rows) {
+    bool topk_short_rows, c10::optional<std::int64_t> candidate_topk_blocks,
+    std::int64_t candidate_block_size, c10::string_view candidate_order,
+    c10::string_view candidate_padding, const c10::optional<at::Tensor>& candidate_out) {
   return fp8_fp4_paged_mqa_logits(
       q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
       logits_dtype, indices,
-      keywords_of(truncate_long_contexts, out, topk, topk_values, topk_index, topk_out,
-                  topk_values_out, topk_short_rows));
+      with_candidates(keywords_of(truncate_long_contexts, out, topk, topk_values, topk_index,
+                                  topk_out, topk_values_out, topk_short_rows),
+                      candidate_topk_blocks, candidate_block_size, candidate_order,
+                      candidate_padding, candidate_out));
 }
 
 at::Tensor fp8_paged_mqa_logits_op(
@@ -88,11 +111,16 @@ at::Tensor fp8_paged_mqa_logits_op(
     bool truncate_long_contexts, const c10::optional<at::Tensor>& out,
     c10::optional<std::int64_t> topk, bool topk_values, c10::string_view topk_index,
     const c10::optional<at::Tensor>& topk_out, const c10::optional<at::Tensor>& topk_values_out,
-    bool topk_short_rows) {
-  return fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta,
-                              max_context_len, clean_logits, indices,
-                              keywords_of(truncate_long_contexts, out, topk, topk_values,
-                                          topk_index, topk_out, topk_values_out, topk_short_rows));
+    bool topk_short_rows, c10::optional<std::int64_t> candidate_topk_blocks,
+    std::int64_t candidate_block_size, c10::string_view candidate_order,
+    c10::string_view candidate_padding, const c10::optional<at::Tensor>& candidate_out) {
+  return fp8_paged_mqa_logits(
+      q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
+      indices,
+      with_candidates(keywords_of(truncate_long_contexts, out, topk, topk_values, topk_index,
+                                  topk_out, topk_values_out, topk_short_rows),
+                      candidate_topk_blocks, candidate_block_size, candidate_order,
+                      candidate_padding, candidate_out));
 }
 
 at::Tensor fp8_fp4_sparse_mqa_logits_op(
@@ -132,6 +160,11 @@ std::string class_type(const char* name) {
 }  // namespace mqalogits_torch
 // The keyword-only arguments the dense and paged ops share: the logits' buffer and the fused
 // top-k (see kernel_keywords).
+// The dense and paged ops' candidate blocks (see candidate_keywords).
+#define CANDIDATE_KEYWORDS                                                   \
+  ", int? candidate_topk_blocks=None, int candidate_block_size=8, "          \
+  "str candidate_order=\"ascending\", str candidate_padding=\"minus_one\", " \
+  "Tensor(d!)? candidate_out=None"
 #define TOPK_KEYWORDS                                                                         \
   "Tensor(a!)? out=None, int? topk=None, bool topk_values=False, str topk_index=\"column\", " \
   "Tensor(b!)? topk_out=None, Tensor(c!)? topk_values_out=None"
@@ -144,12 +177,12 @@ MQALOGITS_TORCH_LIBRARY(MQALOGITS_TORCH_NAMESPACE, m) {
       "Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0, "
       "ScalarType logits_dtype=6, Tensor? schedule_meta=None, *, "
       "bool truncate_long_contexts=False, " TOPK_KEYWORDS
-      ", Tensor? topk_offset=None, bool topk_short_rows=False) -> Tensor");
+      ", Tensor? topk_offset=None, bool topk_short_rows=False" CANDIDATE_KEYWORDS ") -> Tensor");
   m.def(
       "fp8_mqa_logits(Tensor q, Tensor[] kv, Tensor weights, Tensor cu_seq_len_k_start, "
       "Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0, *, "
       "bool truncate_long_contexts=False, " TOPK_KEYWORDS
-      ", Tensor? topk_offset=None, bool topk_short_rows=False) -> Tensor");
+      ", Tensor? topk_offset=None, bool topk_short_rows=False" CANDIDATE_KEYWORDS ") -> Tensor");
   m.def(
       "get_mqa_logits_metadata(Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, "
       "int num_kv_tokens, int num_heads) -> Tensor");
@@ -163,12 +196,12 @@ MQALOGITS_TORCH_LIBRARY(MQALOGITS_TORCH_NAMESPACE, m) {
       "Tensor context_lens, Tensor block_table, Tensor schedule_meta, int max_context_len, "
       "bool clean_logits=False, ScalarType logits_dtype=6, Tensor? indices=None, *, "
       "bool truncate_long_contexts=False, " TOPK_KEYWORDS
-      ", bool topk_short_rows=False) -> Tensor");
+      ", bool topk_short_rows=False" CANDIDATE_KEYWORDS ") -> Tensor");
   m.def(
       "fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor context_lens, "
       "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
       "Tensor? indices=None, *, bool truncate_long_contexts=False, " TOPK_KEYWORDS
-      ", bool topk_short_rows=False) -> Tensor");
+      ", bool topk_short_rows=False" CANDIDATE_KEYWORDS ") -> Tensor");
   // The ops around the kernels (vLLM's names; the caches and dst tensors written in place).
   m.def(
       "indexer_k_quant_and_cache(Tensor k, Tensor(a!) kv_cache, Tensor slot_mapping, "

@@ -402,7 +402,7 @@ def test_paged_sparse():
                             m[0, pos[valid]])
 
 
-# ---- fused top-k (dense, paged, sparse), float16 weights, head dims 64 and 32 ----
+# ---- fused top-k (dense, paged, sparse), candidate blocks, float16 weights, head dims 64 and 32 ----
 
 
 def topk_reference(logits, lens, k):
@@ -471,6 +471,74 @@ def test_topk(decode, prefill):
     offsets = torch.arange(len(ks), dtype=torch.int64) * 1000
     shifted = ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke, topk=8, topk_offset=offsets)
     assert np.array_equal(shifted.numpy(), want + offsets.numpy()[:, None]), "topk_offset"
+
+
+def candidates_reference(plog, lens, n, size, order="ascending", padding="minus_one"):
+    """Each row's n blocks of `size` positions by block-max logit (positions 0 .. lens[r] - 1 of
+    plog[r]; the newest block first of all, ties to the lower block), -1 past them."""
+    out = np.full((len(lens), n), -1, np.int32)
+    for r, L in enumerate(lens):
+        nblk = -(-L // size)
+        if nblk == 0:
+            continue
+        score = np.full(nblk * size, -np.inf)
+        score[:L] = plog[r][:L]
+        score = score.reshape(nblk, size).max(axis=1)
+        score[-1] = np.inf
+        sel = [b for b in sorted(range(nblk), key=lambda b: (-score[b], b))[:n]
+               if not np.isneginf(score[b])]
+        sel = sorted(sel) if order == "ascending" else sel
+        out[r, : len(sel)] = sel
+        if padding == "repeat_last" and sel:
+            out[r, len(sel):] = sel[-1]
+    return out
+
+
+def test_candidates(decode, prefill):
+    """candidate_topk_blocks: each row's best blocks of request-local positions, against a numpy
+    ranking of the ops' own fp32 logits; beside a top-k (one pass) into candidate_out."""
+    lens, q, cache, w, table, meta, max_len = decode
+    clean = ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len, True)
+    n = lens.view(-1).tolist()
+    got = ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len,
+                                   candidate_topk_blocks=5, candidate_block_size=64)
+    assert got.dtype == torch.int32 and tuple(got.shape) == (len(n), 5)
+    assert np.array_equal(got.numpy(), candidates_reference(clean.numpy(), n, 5, 64))
+    blocks = torch.zeros(len(n), 3, dtype=torch.int32)
+    idx = ops.fp8_fp4_paged_mqa_logits((q, None), cache, w, lens, table, meta, max_len, topk=16,
+                                       topk_index="slot", candidate_block_size=32,
+                                       candidate_order="score", candidate_padding="repeat_last",
+                                       candidate_out=blocks)
+    assert torch.equal(idx, ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len,
+                                                     topk=16, topk_index="slot"))
+    assert np.array_equal(blocks.numpy(), candidates_reference(clean.numpy(), n, 3, 32, "score",
+                                                               "repeat_last"))
+    m = lambda t: t.to("meta")  # noqa: E731
+    fake = ops.fp8_paged_mqa_logits(m(q), m(cache), m(w), m(lens), m(table), m(meta), max_len,
+                                    candidate_topk_blocks=5)
+    assert fake.device.type == "meta" and (fake.shape, fake.dtype) == (got.shape, got.dtype)
+    expect_error(lambda: ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len,
+                                                  topk=4, candidate_topk_blocks=2),
+                 "candidate_out")
+    expect_error(lambda: ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len,
+                                                  candidate_topk_blocks=2,
+                                                  candidate_block_size=3), "candidate_block_size")
+    expect_error(lambda: ops.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len,
+                                                  candidate_order="score"), "candidate_topk_blocks")
+
+    # Dense: positions are request-local (column - ks).
+    qt, kt, st, wt, ks, ke = prefill
+    fw = ops.fp8_mqa_logits(qt, (kt, st), wt, ks, ke).numpy()
+    plog = [fw[r, ks[r].item() : ke[r].item()] for r in range(len(ks))]
+    dlens = (ke - ks).tolist()
+    for op, qarg in ((ops.fp8_mqa_logits, qt), (ops.fp8_fp4_mqa_logits, (qt, None))):
+        got = op(qarg, (kt, st), wt, ks, ke, candidate_topk_blocks=4, candidate_block_size=16,
+                 candidate_order="score")
+        assert np.array_equal(got.numpy(), candidates_reference(plog, dlens, 4, 16, "score"))
+    blocks = torch.zeros(len(ks), 6, dtype=torch.int32)
+    top = ops.fp8_fp4_mqa_logits((qt, None), (kt, st), wt, ks, ke, topk=8, candidate_out=blocks)
+    assert torch.equal(top, ops.fp8_fp4_mqa_logits((qt, None), (kt, st), wt, ks, ke, topk=8))
+    assert np.array_equal(blocks.numpy(), candidates_reference(plog, dlens, 6, 8))
 
 
 def test_weights_and_head_dims():
@@ -798,8 +866,9 @@ test_fork(prefill)
 test_sparse()
 test_paged_sparse()
 test_topk(decode, prefill)
+test_candidates(decode, prefill)
 test_weights_and_head_dims()
 test_metadata_and_meta(decode, prefill)
 test_cache_ops()
 print("torch ops: decode (next_n 1, 2; FP8 and MXFP4), prefill, sparse, paged sparse, static "
-      "buffers, errors, fork, fused top-k (dense, paged, sparse), float16 weights, head dims 64 / 32, metadata, meta kernels, cache and Q ops: ok")
+      "buffers, errors, fork, fused top-k (dense, paged, sparse), candidate blocks, float16 weights, head dims 64 / 32, metadata, meta kernels, cache and Q ops: ok")

@@ -8,7 +8,8 @@ that torch and installs it here.
 
 The ops: DeepGEMM's fp8_fp4_mqa_logits, fp8_mqa_logits, fp8_fp4_paged_mqa_logits,
 fp8_paged_mqa_logits (each with the fused top-k keywords topk=, topk_out=, topk_values_out=,
-topk_index=, topk_short_rows=), the sparse and paged-sparse kernels, their metadata
+topk_index=, topk_short_rows=, and the candidate blocks: candidate_topk_blocks=,
+candidate_block_size=, candidate_order=, candidate_padding=, candidate_out=), the sparse and paged-sparse kernels, their metadata
 (get_mqa_logits_metadata, get_paged_mqa_logits_metadata, get_num_sms / set_num_sms, ...) and
 vLLM's indexer_k_quant_and_cache(_mxfp4), cp_gather_indexer_k_quant_cache and indexer_q_quant.
 The dense, paged and cache ops have Meta kernels: FakeTensor and ``torch.compile`` trace them.
