@@ -124,10 +124,7 @@ void check_schedule_arguments(const char* where, matrix_view<const I> context_le
   });
   require(context_lens.rows == 0 || context_lens.data, where,
           [&](auto& m) { m << "context_lens is null with " << context_lens.rows << " rows"; });
-  require(context_lens.stride >= context_lens.cols, where, [&](auto& m) {
-    m << "context_lens stride " << context_lens.stride << " < cols " << context_lens.cols;
-  });
-  detail::check_matrix_extent(where, "context_lens", context_lens);  // overflowing extents
+  detail::check_matrix_extent(where, "context_lens", context_lens);  // stride, extent
   check_page_kv(where, page_kv);
   require(num_workers >= 1 && num_workers <= max_paged_workers, where, [&](auto& m) {
     m << "num_workers = " << num_workers << " must be in [1, " << max_paged_workers << "]";

@@ -6,6 +6,8 @@
 #include <memory>
 #include <span>
 
+#include "../check/extent.hpp"
+#include "../check/index_arrays.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../view/index_array.hpp"
@@ -41,10 +43,7 @@ paged_sparse_mqa_metadata make_paged_sparse_metadata(
   });
   require(rows == 0 || block_table.data, where,
           [&](auto& m) { m << "block_table is null with " << rows << " rows"; });
-  require(block_table.stride >= block_table.cols, where, [&](auto& m) {
-    m << "block_table stride " << block_table.stride << " < cols " << block_table.cols;
-  });
-  check_matrix_extent(where, "block_table", block_table);  // overflowing extents
+  check_matrix_extent(where, "block_table", block_table);  // stride, extent
   check_index_span(where, "context_lens", context_lens);
   for (std::size_t r = 0; r < context_lens.size(); ++r)
     require(context_lens[r] >= 0, where,

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "../check/extent.hpp"
 #include "../check/index_arrays.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
@@ -53,10 +54,7 @@ void check_sparse_indices(const char* where, matrix_view<const I> idx,
   });
   require(idx.rows == 0 || idx.data, where,
           [&](auto& m) { m << "sparse_kv_block_indices is null with " << idx.rows << " rows"; });
-  require(idx.stride >= idx.cols, where, [&](auto& m) {
-    m << "sparse_kv_block_indices stride " << idx.stride << " < cols " << idx.cols;
-  });
-  check_matrix_extent(where, "sparse_kv_block_indices", idx);  // overflowing extents
+  check_matrix_extent(where, "sparse_kv_block_indices", idx);  // stride, extent
   require(supported_sparse_block_kv(sparse_block_kv), where, [&](auto& m) {
     m << "sparse_block_kv = " << sparse_block_kv << " is not supported (8 or 16)";
   });
