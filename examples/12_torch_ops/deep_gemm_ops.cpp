@@ -5,35 +5,16 @@
 // `torch.ops.<MQALOGITS_TORCH_NAMESPACE>.*` twin through torch's dispatcher: DeepGEMM's separate
 // (q, q_sf) / (kv, kv_sf) arguments become the twin's pairs. The ops are composite, so they run
 // wherever the twins have kernels (CPU, and Meta for torch.compile / FakeTensor).
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/core/ivalue.h>
+#include "deep_gemm_twin.hpp"
+
 #include <torch/library.h>
 
 #include <cstdint>
-#include <string>
-#include <utility>
-#include <vector>
-
-#define MQALOGITS_DG_STR2(x) #x
-#define MQALOGITS_DG_STR(x) MQALOGITS_DG_STR2(x)
 
 namespace {
 
 using optional_tensor = c10::optional<at::Tensor>;
-
-// Calls torch.ops.<namespace>.<name> with the leading arguments `args`, the rest at their
-// defaults, and returns its one result.
-c10::IValue call_twin(const char* name, std::vector<c10::IValue> args) {
-  static const std::string ns = MQALOGITS_DG_STR(MQALOGITS_TORCH_NAMESPACE) "::";
-  const c10::OperatorHandle op =
-      c10::Dispatcher::singleton().findSchemaOrThrow((ns + name).c_str(), "");
-  const auto& params = op.schema().arguments();
-  for (std::size_t i = args.size(); i < params.size(); ++i)
-    args.push_back(params[i].default_value().value_or(c10::IValue()));
-  torch::jit::Stack stack(std::move(args));
-  op.callBoxed(&stack);
-  return std::move(stack.at(0));
-}
+using mqalogits_deep_gemm::call_twin;
 
 c10::List<optional_tensor> q_pair(const at::Tensor& q, const optional_tensor& q_sf) {
   return c10::List<optional_tensor>({q, q_sf});

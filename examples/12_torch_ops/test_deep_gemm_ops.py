@@ -142,6 +142,82 @@ def decode():
     return (qt, kv_cache, w, lens, tt, meta, max_len)
 
 
+def sparse():
+    """Selected 16-token blocks: MXFP8 dense K (use_unaligned_ks both ways), MXFP4 paged cache."""
+    B, cap, S, N = 16, 4, 5, 200
+    ks = np.sort(rng.integers(0, 60, S)).astype(np.int32)
+    ke = (ks + rng.integers(20, 140, S)).astype(np.int32)
+    sel = np.full((S, cap), -1, np.int32)
+    for r in range(S):
+        lo, hi = ks[r] // B, -(-ke[r] // B)
+        sel[r, : min(cap, hi - lo)] = np.sort(rng.permutation(np.arange(lo, hi))[:cap])
+    q, k = fp8_codes((S, H, D)), fp8_codes((N, D))
+    (q_sf, q_mul), (k_sf, k_mul) = ue8m0((S, H)), ue8m0((N,))
+    w = torch.from_numpy(rng.normal(0, 0.05, (S, H)).astype(np.float32)).to(torch.bfloat16)
+    qt, kt, kst, kse, st = (torch.from_numpy(a) for a in (q, k, ks, ke, sel))
+    for unaligned in (False, True):
+        meta = dg.get_sparse_mqa_logits_metadata(kst, kse, N, st, torch.uint8, B, unaligned)
+        got = dg.fp8_fp4_sparse_mqa_logits(qt, q_sf, kt, k_sf, w, meta, cap, B,
+                                           use_unaligned_ks=unaligned)
+        twin = ops.get_sparse_mqa_logits_metadata(kst, kse, N, st, torch.uint8, B, unaligned)
+        assert torch.equal(got, ops.fp8_fp4_sparse_mqa_logits((qt, q_sf), (kt, k_sf), w, twin, cap,
+                                                              B, unaligned))
+    qd, kd, wd = E4M3[q] * q_mul, E4M3[k] * k_mul, w.float().numpy().astype(np.float64)
+    g = got.float().numpy()  # unaligned: block id covers tokens 16 id + ks % 16 + o
+    assert np.isfinite(g).sum() > S * B
+    for r in range(S):
+        for b in range(cap):
+            t = sel[r, b] * B + ks[r] % B + np.arange(B)
+            ok = (sel[r, b] >= 0) & (t >= ks[r]) & (t < ke[r])
+            assert np.isneginf(g[r, b * B : (b + 1) * B][~ok]).all(), f"sparse row {r} mask"
+            if ok.any():
+                check_close(f"sparse row {r}", g[r : r + 1, b * B : (b + 1) * B][:, ok],
+                            qd[r : r + 1], kd[t[ok]], wd[r : r + 1])
+    try:
+        dg.fp8_fp4_sparse_mqa_logits(qt, q_sf, kt, k_sf, w, meta[:3], cap, B)
+    except ValueError as e:
+        assert "get_sparse_mqa_logits_metadata" in str(e) or "truncated" in str(e), e
+    else:
+        raise AssertionError("no error for a cut metadata")
+
+    # Paged: an MXFP4 cache of page 64 (68 bytes a token: codes then scale words per page).
+    page, lengths = 64, [70, 130]
+    R = len(lengths)
+    cache = np.zeros((3 * R + 1, page, 68), np.uint8)
+    table = rng.permutation(3 * R + 1)[: 3 * R].reshape(R, 3).astype(np.int32)
+    kb = [fp8_codes((L, D // 2)) for L in lengths]
+    kw = [ue8m0((L,)) for L in lengths]
+    for r, L in enumerate(lengths):
+        for t in range(L):
+            p = cache[table[r, t // page]].reshape(-1)
+            p[(t % page) * 64 : (t % page + 1) * 64] = kb[r][t]
+            p[page * 64 + (t % page) * 4 : page * 64 + (t % page + 1) * 4] = (
+                kw[r][0][t : t + 1].numpy().view(np.uint8))
+    psel = np.array([[0, 4, -1, -1], [1, 3, 8, 7]], np.int32)
+    qb = fp8_codes((R, 1, H, D // 2))
+    pq_sf, pq_mul = ue8m0((R, 1, H))
+    pw = torch.from_numpy(rng.normal(0, 0.05, (R, H)).astype(np.float32)).to(torch.bfloat16)
+    args = (torch.tensor(lengths, dtype=torch.int32), torch.from_numpy(table),
+            torch.arange(R, dtype=torch.int32), page, torch.from_numpy(psel), torch.int8, B)
+    pmeta = dg.get_paged_sparse_mqa_logits_metadata(*args)
+    q4, kc = torch.from_numpy(qb.view(np.int8)), torch.from_numpy(cache.reshape(-1, page, 1, 68))
+    got = dg.fp8_fp4_paged_sparse_mqa_logits(q4, pq_sf, kc, pw, pmeta, cap, B)
+    twin = ops.get_paged_sparse_mqa_logits_metadata(*args)
+    assert torch.equal(got, ops.fp8_fp4_paged_sparse_mqa_logits((q4, pq_sf), kc, pw, twin, cap, B))
+    g = got.float().numpy()
+    assert np.isfinite(g).sum() == 16 + 6 + 3 * 16 + 2
+    qd = (fp4_decode(qb) * pq_mul).reshape(R, H, D)
+    for r, L in enumerate(lengths):
+        kd = fp4_decode(kb[r]) * kw[r][1]
+        for b in range(cap):
+            t = psel[r, b] * B + np.arange(B)
+            ok = (psel[r, b] >= 0) & (t < L)
+            assert np.isneginf(g[r, b * B : (b + 1) * B][~ok]).all(), f"paged sparse row {r}"
+            if ok.any():
+                check_close(f"paged sparse row {r}", g[r : r + 1, b * B : (b + 1) * B][:, ok],
+                            qd[r : r + 1], kd[t[ok]], pw[r : r + 1].float().numpy())
+
+
 def meta_tensors(dense, paged):
     """On the meta device: the CPU results' shapes, dtypes and strides."""
     qt, kt, st, w, ks, ke = dense
@@ -176,5 +252,6 @@ def errors(dense):
 dense = prefill()
 paged = decode()
 meta_tensors(dense, paged)
+sparse()
 errors(dense)
 print("ok")
