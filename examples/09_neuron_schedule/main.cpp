@@ -7,9 +7,11 @@
 // the accuracy contract avoids, engines overlapped (neuron_backend::floor_terms). Then the full
 // report of the 64 x 8192 MXFP8 decode, with its verdict, and at the end each trn2 / trn3
 // line's estimate over its floor, and the alternatives the model leaves out. The decode lines
-// are also given with the selection engines call the indexer for (top-k). The numbers describe the
-// modelled schedule (tiles, DMA transfers, engine instructions, documented rates); nothing here
-// runs on a Neuron device.
+// are also given with the selection engines call the indexer for (top-k), and DeepSeek V4.1's two
+// calls at 32768 positions: the candidate source's decode with its top-512 and 2048 candidate
+// blocks of 8, and a consumer layer's paged-sparse kernel over those 16384 columns with its
+// top-512. The numbers describe the modelled schedule (tiles, DMA transfers, engine
+// instructions, documented rates); nothing here runs on a Neuron device.
 #include <cstdio>
 #include <vector>
 

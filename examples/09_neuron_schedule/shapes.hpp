@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,9 @@ struct decode_shape {
   std::int64_t heads = neuron_shapes::heads;
   std::int32_t page = page_kv;
   std::int64_t next_n = 1;
+  // Every request's block table names the same pages: a cost-only line costs the pages each
+  // request reads, wherever they sit, and the cache stays one request long.
+  bool shared_pages = false;
 };
 
 template <class Format>
@@ -51,21 +55,23 @@ struct decode_inputs {
         blocks((context + shape.page - 1) / shape.page),
         q(static_cast<std::size_t>(rows() * shape.heads * Format::data_bytes)),
         q_sf(static_cast<std::size_t>(rows() * shape.heads * Format::scale_bytes), 127),
-        cache(static_cast<std::size_t>(batch * blocks * shape.page *
+        cache(static_cast<std::size_t>(pages() * shape.page *
                                        ml::paged_cache_view<Format>::token_bytes)),
         w(static_cast<std::size_t>(rows() * shape.heads), 0.125f),
         lens(static_cast<std::size_t>(rows())),
         table(static_cast<std::size_t>(batch * blocks)),
-        cv(cache.data(), batch * blocks, shape.page),
+        cv(cache.data(), pages(), shape.page),
         lv(lens.data(), batch, shape.next_n),
         tv(table.data(), batch, blocks) {
-    for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
+    for (std::size_t i = 0; i < table.size(); ++i)
+      table[i] = static_cast<std::int32_t>(static_cast<std::int64_t>(i) % pages());
     for (std::int64_t r = 0; r < rows(); ++r)
       lens[static_cast<std::size_t>(r)] =
           static_cast<std::int32_t>(context - shape.next_n + 1 + r % shape.next_n);
   }
   decode_inputs(const decode_inputs&) = delete;  // the views point into this object
   std::int64_t rows() const { return batch * shape.next_n; }
+  std::int64_t pages() const { return shape.shared_pages ? blocks : batch * blocks; }
   ml::rows_view<Format> q_view() const {
     return ml::rows_view<Format>(q.data(), q_sf.data(), rows() * shape.heads);
   }
@@ -110,6 +116,52 @@ ml::neuron_backend::report paged_decode_topk(std::int64_t batch, std::int64_t co
         ml::backend::neuron<Gen>{}, in.q_view(), in.cv, in.w_view(), in.lv, in.tv, schedule,
         in.blocks * shape.page,
         ml::topk(ml::matrix_view<std::int32_t>(picked.data(), in.rows(), k)));
+  }
+  return rep;
+}
+
+// DeepSeek V4.1's candidate source as engines call it: the decode with its top k columns and
+// n candidate blocks of `block` positions per row. The kernel computes the blocks through
+// ml::candidate_blocks fed the model's logits; their selection (VectorE block max, nisa.topk of
+// the blocks) is added by neuron_backend::candidate_blocks_cost, since an output policy does not
+// tell the backend its N and B.
+template <class Gen, class Format>
+ml::neuron_backend::report paged_decode_candidates(std::int64_t batch, std::int64_t context,
+                                                   std::int64_t k, std::int64_t n,
+                                                   std::int64_t block,
+                                                   ml::neuron_backend::capture_options opt,
+                                                   decode_shape shape) {
+  ml::neuron_backend::report rep = paged_decode_topk<Gen, Format>(batch, context, k, opt, shape);
+  opt.cost_only = true;
+  ml::neuron_backend::capture cap(rep, opt);
+  rep.logical_cores = opt.logical_cores;
+  ml::neuron_backend::candidate_blocks_cost<Gen>(batch * shape.next_n, context, block, n);
+  return rep;
+}
+
+// DeepSeek V4.1's consumer layers: the paged-sparse kernel over the `cap` selected blocks of
+// `block` positions of each of `batch` rows (one request each, `context` positions; the odd
+// blocks, the newest among them), with the top k of the cap x block candidate columns.
+template <class Gen, class Format>
+ml::neuron_backend::report paged_sparse_topk(std::int64_t batch, std::int64_t context,
+                                             std::int64_t cap, std::int64_t block, std::int64_t k,
+                                             ml::neuron_backend::capture_options opt,
+                                             decode_shape shape) {
+  const decode_inputs<Format> in(batch, context, shape);
+  std::vector<std::int32_t> idx(static_cast<std::size_t>(batch * cap));
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    idx[i] = static_cast<std::int32_t>(2 * (static_cast<std::int64_t>(i) % cap) + 1);
+  const auto meta = ml::get_paged_sparse_mqa_logits_metadata(
+      in.lens, in.tv, shape.page, ml::matrix_view<const std::int32_t>(idx.data(), batch, cap),
+      block);
+  std::vector<std::int32_t> picked(static_cast<std::size_t>(batch * k));
+  ml::neuron_backend::report rep;
+  opt.cost_only = true;
+  {
+    ml::neuron_backend::capture c(rep, opt);
+    ml::fp8_fp4_paged_sparse_mqa_logits(
+        ml::backend::neuron<Gen>{}, in.q_view(), in.cv, in.w_view(), meta,
+        ml::topk(ml::matrix_view<std::int32_t>(picked.data(), batch, k)));
   }
   return rep;
 }
@@ -249,6 +301,18 @@ std::vector<shape_line> topk_lines() {
                                              {.heads = 32, .page = 128, .next_n = 2});
       },
       "64x8192/H32/page128/next2/topk512");
+  // V4.1 as engines run it at 32768 positions: the candidate source's decode with its top-512
+  // and 2048 candidate blocks of 8, then a consumer layer's paged-sparse kernel over those
+  // 16384 candidate columns with its own top-512.
+  static constexpr decode_shape v41{.heads = 32, .page = 128, .shared_pages = true};
+  add(
+      [](options o) {
+        return paged_decode_candidates<Gen, mxfp8>(64, 32768, 512, 2048, 8, o, v41);
+      },
+      "64x32768/H32/page128/topk512/blocks8x2048");
+  add_line<Gen>(
+      out, [](options o) { return paged_sparse_topk<Gen, mxfp8>(64, 32768, 2048, 8, 512, o, v41); },
+      "paged-sparse-mxfp8", "64x16384/H32/page128/blocks8/topk512");
   return out;
 }
 

@@ -167,7 +167,7 @@ TEST_CASE("example 09: floor below the estimate on every line, named, LNC = 2 be
 TEST_CASE("example 09: decode lines with the selection engines call (top-k)", "[neuron]") {
   const auto t3 = neuron_shapes::topk_lines<trn3>();
   check_floors<trn3>(t3);
-  REQUIRE(t3.size() == 4);
+  REQUIRE(t3.size() == 6);
   CHECK(t3[0].line.find("64x8192/H64/page64/topk2048") != std::string::npos);
   CHECK(t3[3].line.find("64x8192/H32/page128/next2/topk512") != std::string::npos);
   for (const auto& l : t3) CHECK(l.report.topk_calls > 0);
@@ -175,6 +175,13 @@ TEST_CASE("example 09: decode lines with the selection engines call (top-k)", "[
   // 128 rows (64 requests x 2 tokens), k = 512.
   CHECK(t3[0].report.floor.gpsimd_topk_s == Approx(8 * (4 * 8192 + 2048) / 1.2e9).epsilon(1e-12));
   CHECK(t3[3].report.floor.gpsimd_topk_s == Approx(16 * (4 * 8192 + 512) / 1.2e9).epsilon(1e-12));
+  // V4.1's candidate source: nisa.topk over the 32768 logits (k = 512) and over the 4096 block
+  // maxima (N = 2048); its consumer's paged-sparse kernel over 2048 blocks of 8.
+  CHECK(t3[4].line.find("64x32768/H32/page128/topk512/blocks8x2048") != std::string::npos);
+  CHECK(t3[4].report.floor.gpsimd_topk_s ==
+        Approx(8 * (4 * 32768 + 512 + 4 * 4096 + 2048) / 1.2e9).epsilon(1e-12));
+  CHECK(t3[5].line.find("paged-sparse-mxfp8 64x16384/H32/page128/blocks8/topk512") !=
+        std::string::npos);
   // The selection adds to the decode without it.
   const auto plain = neuron_shapes::paged_decode<trn3, ml::mxfp8>(64, 8192);
   CHECK(t3[0].report.gpsimd.seconds > plain.gpsimd.seconds);

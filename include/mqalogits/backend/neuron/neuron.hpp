@@ -3,6 +3,7 @@
 // execution: see README "Neuron backend".
 #pragma once
 
+#include "candidate_blocks.hpp"
 #include "core.hpp"
 #include "decode_steps.hpp"
 #include "dtype.hpp"
