@@ -237,6 +237,12 @@ def meta_tensors(dense, paged):
         real, fake = op(*args), op(*map(m, args))
         assert fake.device.type == "meta", op
         assert (fake.shape, fake.dtype, fake.stride()) == (real.shape, real.dtype, real.stride()), op
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in calls[2][1]]
+        fake = dg.fp8_paged_mqa_logits(*fakes)
+    assert fake.shape == calls[2][0](*calls[2][1]).shape
 
 
 def errors(dense):
