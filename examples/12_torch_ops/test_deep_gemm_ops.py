@@ -25,7 +25,8 @@ H, D = 16, 128
 E4M3 = np.zeros(256)
 for b in range(256):
     e, m = (b >> 3) & 0xF, b & 7
-    E4M3[b] = (m / 8 * 2.0**-6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)) * (-1 if b & 0x80 else 1)
+    mag = m / 8 * 2.0**-6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+    E4M3[b] = -mag if b & 0x80 else mag
 E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
 
 
@@ -116,7 +117,8 @@ def decode():
     meta = dg.get_paged_mqa_logits_metadata(lens, page, 4)
     assert torch.equal(meta, ops.get_paged_mqa_logits_metadata(lens, page, 4))
     got = dg.fp8_paged_mqa_logits(qt, kv_cache, w, lens, tt, meta, max_len, clean_logits=True)
-    assert torch.equal(got, ops.fp8_paged_mqa_logits(qt, kv_cache, w, lens, tt, meta, max_len, True))
+    want = ops.fp8_paged_mqa_logits(qt, kv_cache, w, lens, tt, meta, max_len, True)
+    assert torch.equal(got, want)
     cur = dg.fp8_fp4_paged_mqa_logits(qt, None, kv_cache, w, lens, tt, meta, max_len, True)
     assert torch.equal(cur, got)
     bf = dg.fp8_fp4_paged_mqa_logits(qt, None, kv_cache, w, lens, tt, meta, max_len,
@@ -236,7 +238,8 @@ def meta_tensors(dense, paged):
     for op, args in calls:
         real, fake = op(*args), op(*map(m, args))
         assert fake.device.type == "meta", op
-        assert (fake.shape, fake.dtype, fake.stride()) == (real.shape, real.dtype, real.stride()), op
+        want = (real.shape, real.dtype, real.stride())
+        assert (fake.shape, fake.dtype, fake.stride()) == want, op
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode() as mode:
