@@ -38,3 +38,20 @@ def load():
 
     torch.ops.load_library(path)
     return torch.ops.mqalogits
+
+
+def load_deep_gemm():
+    """Loads the op library and its DeepGEMM-named registration (the same kernels under
+    ``torch.ops.deep_gemm.*`` with upstream's schemas, so an engine's existing DeepGEMM calls run
+    on CPU unchanged) and returns ``torch.ops.deep_gemm``. Opt-in: nothing is registered under
+    DeepGEMM's names until this is called. Raises ImportError where the package has no such
+    library."""
+    path = os.path.join(os.path.dirname(_LIBRARY), "libmqalogits_deep_gemm_ops.so")
+    if library_path() is None or not os.path.exists(path):
+        raise ImportError("mqalogits was built without the DeepGEMM-named torch ops: reinstall it "
+                          "with `pip install --no-build-isolation .` where torch imports")
+    load()
+    import torch
+
+    torch.ops.load_library(path)
+    return torch.ops.deep_gemm
