@@ -2,8 +2,9 @@
 # The torch 2.x stage: `pip install .` into the virtual environment .ci/torch2_env.sh made (a
 # current torch, numpy and pybind11 from PyPI), which builds the Python module and the torch op
 # library against them; then the module's Python tests, test_torch_dtypes.py (torch's own
-# float8_e4m3fn / float4_e2m1fn_x2 tensors, decoded by ml_dtypes) and the op library's test run
-# on the installed package, and `python -m mqalogits` self-checks.
+# float8_e4m3fn / float4_e2m1fn_x2 tensors, decoded by ml_dtypes), the op library's test and its
+# DeepGEMM-named registration's run on the installed package, and `python -m mqalogits`
+# self-checks.
 #
 # Cheap by reuse: the module's kernels (five units without Python) and the dispatch library are
 # linked from the native build the Quick start made (NATIVE_BUILD, same compiler and build type;
@@ -27,6 +28,8 @@ export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 CMAKE_BUILD_PARALLEL_L
 step "pip install . (module and op library built)"
 ops_library=$(cd /tmp && "$py" -c 'import mqalogits.torch_ops as t; print(t.library_path() or "")')
 [ -n "$ops_library" ] || { echo "pip install . built no torch op library (Torch not found)"; exit 1; }
+deep_gemm_library=$(dirname "$ops_library")/libmqalogits_deep_gemm_ops.so
+[ -f "$deep_gemm_library" ] || { echo "pip install . installed no $deep_gemm_library"; exit 1; }
 
 # The tests, two at a time, from outside the source tree: they import the installed package.
 logs=$(mktemp -d) repo=$PWD
@@ -38,6 +41,7 @@ tests=(
   "examples/10_python_module/test_package.py"
   "examples/10_python_module/test_torch_dtypes.py $ops_library"
   "examples/12_torch_ops/test_torch_ops.py $ops_library"
+  "examples/12_torch_ops/test_deep_gemm_ops.py $ops_library $deep_gemm_library"
 )
 pids=() names=()
 for t in "${tests[@]}"; do
