@@ -186,4 +186,8 @@ TEST_CASE("example 09: decode lines with the selection engines call (top-k)", "[
   const auto plain = neuron_shapes::paged_decode<trn3, ml::mxfp8>(64, 8192);
   CHECK(t3[0].report.gpsimd.seconds > plain.gpsimd.seconds);
   CHECK(t3[0].report.floor_seconds() >= plain.floor_seconds());
+  // trn2: the decode's code steps, VectorE or GpSimd, balance around the selection's GpSimd work.
+  const auto t2 = neuron_shapes::paged_decode_topk<trn2, ml::mxfp8>(64, 8192, 2048);
+  CHECK(t2.estimated_seconds() <= 1.25 * t2.floor_seconds());
+  CHECK(t2.vector.seconds == Approx(t2.gpsimd.seconds).epsilon(0.01));
 }

@@ -67,6 +67,8 @@ class core : private core_ledger<Gen>,
               max_psum_tile_bytes<Gen>, traits_type::name, compute, traits_type::psum_bf16_output) {
   }
   bool computes() const { return ledger.computes(); }
+  // GpSimd and VectorE seconds this core runs after the kernel (instruction_ledger::queue_after).
+  void queue_after(double gpsimd_s, double vector_s) { ledger.queue_after(gpsimd_s, vector_s); }
 
   // ---- allocation ----
   template <class Shape, int Buffers = 1>

@@ -36,6 +36,12 @@ class instruction_ledger {
 
   bool computes() const { return compute_; }
   report& counts() { return report_; }
+  // Work the core runs after this kernel (the selection over its logits): a static schedule
+  // balances the kernel's movable steps (sbuf_step) as if it were already queued. Not charged.
+  void queue_after(double gpsimd_s, double vector_s) {
+    later_gpsimd_s_ = gpsimd_s;
+    later_vector_s_ = vector_s;
+  }
 
   void tensor_instruction(std::int64_t cycles) {
     report_.tensor.instructions += 1;
@@ -86,11 +92,11 @@ class instruction_ledger {
     if constexpr (!traits_type::sbuf_vector_gpsimd_exclusive) {
       const std::int64_t factor = inputs > 1 ? common_traits::two_input_cycle_factor : 1;
       const double on_gpsimd =
-          report_.gpsimd.seconds +
+          later_gpsimd_s_ + report_.gpsimd.seconds +
           static_cast<double>(common_traits::engine_fixed_cycles + n * factor) /
               traits_type::gpsimd_hz;
       const double on_vector =
-          report_.vector.seconds +
+          later_vector_s_ + report_.vector.seconds +
           static_cast<double>(vector_cycles(n, inputs, narrow, false)) / traits_type::vector_hz;
       if (on_gpsimd <= on_vector) {
         gpsimd_elementwise(n, inputs);
@@ -114,6 +120,7 @@ class instruction_ledger {
 
   bool compute_;
   report report_;
+  double later_gpsimd_s_ = 0, later_vector_s_ = 0;
 };
 
 }  // namespace neuron_backend

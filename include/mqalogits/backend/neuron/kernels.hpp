@@ -88,6 +88,18 @@ struct backend_kernels<backend::neuron<Gen>> {
   template <class Format, class Plan, class W, class O>
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
                   logits_row_output<O>& output, const options&) {
+    run_logits(q, plan, w, output, {});
+  }
+
+  // GpSimd and VectorE seconds the core runs after the logits (the selection).
+  struct work_after {
+    double gpsimd_s = 0, vector_s = 0;
+  };
+
+  template <class Format, class Plan, class W, class O>
+  static void run_logits(const rows_view<Format>& q, const Plan& plan,
+                         const matrix_view<const W>& w, logits_row_output<O>& output,
+                         work_after after) {
     using tr = neuron_backend::traits<Gen>;
     const neuron_backend::capture_state cap = neuron_backend::current_capture();
     const int cores = cap.target ? cap.options.logical_cores : 1;
@@ -104,6 +116,7 @@ struct backend_kernels<backend::neuron<Gen>> {
     const char* bound = "";
     for (int part = 0; part < cores; ++part) {
       neuron_backend::core<Gen> c(compute);
+      c.queue_after(after.gpsimd_s, after.vector_s);
       {
         neuron_backend::kernel<Gen, Format, Plan> k(c, q, plan, weights, sink, part, cores);
         k.run();
@@ -133,6 +146,30 @@ struct backend_kernels<backend::neuron<Gen>> {
     }
   }
 
+  // The top-k selection's GpSimd and VectorE seconds, from a cost-only run of it (k candidates
+  // for the exact sort), so the logits kernel balances its movable steps (the code decode's
+  // SBUF steps, VectorE or GpSimd) around it, as a static schedule of the whole call would.
+  template <class Output>
+  static work_after selection_after(Output& output, const detail::vector<float>& logits,
+                                    std::int64_t rows, std::int64_t cols) {
+    if constexpr (requires { output.k(); }) {
+      const std::int64_t k = output.k();
+      const neuron_backend::capture_state cap = neuron_backend::current_capture();
+      // With LNC = 2 the report counts each core's selection after its logits: nothing overlaps.
+      if (rows <= 0 || cols <= 0 || (cap.target && cap.options.logical_cores > 1)) return {};
+      detail::vector<std::int32_t> picked(static_cast<std::size_t>(rows * k));
+      neuron_backend::report dry;
+      {
+        neuron_backend::capture c(dry, {.cost_only = true});
+        neuron_backend::topk<Gen>(matrix_view<const float>(logits.data(), rows, cols), {}, k,
+                                  matrix_view<std::int32_t>(picked.data(), rows, k), {});
+      }
+      return {dry.gpsimd.seconds, dry.vector.seconds};
+    } else {
+      return {};
+    }
+  }
+
   // Any other output: the model's fp32 logits, row by row, handed to the output as one task;
   // masked columns are the plan's, not the -inf the schedule writes (a logit can be -inf itself).
   // The top-k selection runs as a second pass of the model (neuron_backend::topk: nisa.topk on
@@ -140,11 +177,11 @@ struct backend_kernels<backend::neuron<Gen>> {
   // output, which numbers them (columns or cache slots).
   template <class Format, class Plan, class W, output_policy Output>
   static void run(const rows_view<Format>& q, const Plan& plan, const matrix_view<const W>& w,
-                  Output& output, const options& opt) {
+                  Output& output, const options&) {
     const std::int64_t rows = plan.num_rows(), cols = plan.num_cols();
     detail::vector<float> logits(static_cast<std::size_t>(std::max<std::int64_t>(rows * cols, 1)));
     logits_row_output<float> full(matrix_view<float>(logits.data(), rows, cols), true);
-    run(q, plan, w, full, opt);
+    run_logits(q, plan, w, full, selection_after(output, logits, rows, cols));
     const neuron_backend::capture_state cap = neuron_backend::current_capture();
     const bool compute = !(cap.target && cap.options.cost_only);
     // valid[r][c]: whether column c of row r is a key of the plan.
