@@ -14,9 +14,10 @@ set(MQALOGITS_INSTALL_PKGCONFIGDIR "${CMAKE_INSTALL_DATADIR}/pkgconfig"
     CACHE STRING "Where mqalogits.pc is installed (relative to the prefix)")
 mark_as_advanced(MQALOGITS_INSTALL_CMAKEDIR MQALOGITS_INSTALL_PKGCONFIGDIR)
 
+# The headers and the table of host paths they read (backend/host/isa/paths.def).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/mqalogits
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.hpp")
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.def")
 install(TARGETS mqalogits EXPORT mqalogitsTargets)
 install(EXPORT mqalogitsTargets
         NAMESPACE mqalogits::

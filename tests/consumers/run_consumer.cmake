@@ -44,6 +44,7 @@ if(MODE STREQUAL "install")
       "-DCMAKE_INSTALL_PREFIX=${WORK_DIR}/prefix")
   run(${CMAKE_COMMAND} --install "${WORK_DIR}/build")
   foreach(f include/mqalogits/mqalogits.hpp include/mqalogits/quantize.hpp
+            include/mqalogits/backend/host/isa/paths.def
             share/cmake/mqalogits/mqalogitsConfig.cmake
             share/cmake/mqalogits/mqalogitsConfigVersion.cmake
             share/cmake/mqalogits/mqalogitsTargets.cmake share/pkgconfig/mqalogits.pc)
