@@ -59,14 +59,22 @@ stamp "ASan+UBSan: configure and build (tests + fuzzers)"
 # tests' shapes on it.
 # The model's own test files compile at -O1 (MQALOGITS_TEST_NEURON_OPT): at -O0 they ran 395 s of
 # CPU under ASan, at -O1 74 s, for 180 s more compile time.
+# Left out: the NeuronCore floor's tests and example 09's line checks, cost arithmetic over every
+# printed line (16 s of CPU under ASan, and the floor file's compile), which touches no buffer of
+# its own: the native build runs them.
+asan_files=$(for f in tests/unit/*.cpp tests/integration/*.cpp; do
+               [ "$(basename "$f")" = neuron_floor_test.cpp ] || basename "$f"
+             done | paste -sd ';')
 configure "$ASAN_DIR" address,undefined -O0 -DMQALOGITS_FUZZ=ON -DMQALOGITS_FUZZ_SECONDS="$FUZZ_SECONDS" \
-  -DMQALOGITS_DISPATCH_TESTS=OFF -DMQALOGITS_TEST_HOST_COMBOS_ONLY=ON -DMQALOGITS_TEST_NEURON_OPT=-O1
+  -DMQALOGITS_DISPATCH_TESTS=OFF -DMQALOGITS_TEST_HOST_COMBOS_ONLY=ON -DMQALOGITS_TEST_NEURON_OPT=-O1 \
+  -DMQALOGITS_TEST_FILES="$asan_files"
 cmake --build "$ASAN_DIR" -j "$JOBS" --target mqalogits_tests fuzz_dense fuzz_paged fuzz_sparse \
   fuzz_paged_sparse fuzz_topk fuzz_helpers
 stamp "ASan+UBSan: every test"
 # (The consumer, abi and readme tests build programs of their own, without sanitizers, and the
 # python test needs the module: the main CI runs them.)
-ctest --test-dir "$ASAN_DIR" -j "$JOBS" -LE 'fuzz|consumer|abi|python|readme' --output-on-failure
+ctest --test-dir "$ASAN_DIR" -j "$JOBS" -LE 'fuzz|consumer|abi|python|readme' -E '^example 09' \
+  --output-on-failure
 stamp "fuzz smoke: each target ${FUZZ_SECONDS} s over its corpus"
 ctest --test-dir "$ASAN_DIR" -j "$JOBS" -L fuzz --output-on-failure
 fi
