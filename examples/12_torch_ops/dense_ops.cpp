@@ -57,16 +57,8 @@ at::Tensor mqa_logits(const char* where, const at::Tensor& q, const at::Tensor& 
       offsets.assign(v, v + S);
     }
     add_candidates(where, kw.candidates, S, topk);  // topk: the selection from here on
-    kernel_output out =
-        topk ? *topk : logits_of(where, kw.out, S, cols, logits_dtype, "max_seqlen_k");
-    if (topk) {
-      ml::check::require(!kw.out.has_value(), where, [](auto& m) {
-        m << "out is the logits' buffer; with topk / candidate_topk_blocks the buffers are "
-             "topk_out / topk_values_out / candidate_out";
-      });
-    } else {
-      check_weights_for_logits(where, w, logits_dtype);
-    }
+    const kernel_output out =
+        output_of(where, topk, kw.out, S, cols, logits_dtype, "max_seqlen_k", w);
     const run_options run = options_for(clean_logits, kw.truncate_long_contexts);
     const mp::dense_args args{std::span<const std::int32_t>(s32.data_ptr<std::int32_t>(), S),
                               std::span<const std::int32_t>(e32.data_ptr<std::int32_t>(), S),

@@ -267,4 +267,20 @@ kernel_output logits_of(const char* where, const c10::optional<at::Tensor>& out,
   return o;
 }
 
+kernel_output output_of(const char* where, const std::optional<kernel_output>& selection,
+                        const c10::optional<at::Tensor>& out, std::int64_t rows, std::int64_t cols,
+                        c10::ScalarType logits_dtype, const char* width_name,
+                        const mp::weights_view& w) {
+  if (selection) {
+    ml::check::require(!out.has_value(), where, [](auto& m) {
+      m << "out is the logits' buffer; with topk / candidate_topk_blocks the buffers are "
+           "topk_out / topk_values_out / candidate_out";
+    });
+    return *selection;
+  }
+  kernel_output logits = logits_of(where, out, rows, cols, logits_dtype, width_name);
+  check_weights_for_logits(where, w, logits_dtype);
+  return logits;
+}
+
 }  // namespace mqalogits_torch

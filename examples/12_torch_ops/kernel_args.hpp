@@ -60,4 +60,12 @@ kernel_output logits_of(const char* where, const c10::optional<at::Tensor>& out,
 // The bf16 weights' rule of DeepGEMM: bfloat16 weights write bfloat16 logits.
 void check_weights_for_logits(const char* where, const mp::weights_view& w, c10::ScalarType logits);
 
+// What a dense or paged call writes: its selection when it asks for one (out=, the logits'
+// buffer, is then refused), else its logits [rows, cols] in logits_dtype (out= or a new tensor),
+// which the weights' type must allow.
+kernel_output output_of(const char* where, const std::optional<kernel_output>& selection,
+                        const c10::optional<at::Tensor>& out, std::int64_t rows, std::int64_t cols,
+                        c10::ScalarType logits_dtype, const char* width_name,
+                        const mp::weights_view& w);
+
 }  // namespace mqalogits_torch

@@ -119,17 +119,8 @@ at::Tensor paged_logits(const char* where, const at::Tensor& q, const at::Tensor
     // The selection: a top-k, candidate blocks, or both (one pass).
     std::optional<kernel_output> topk = topk_output(where, kw.topk, rows, kernel_kind::paged);
     add_candidates(where, kw.candidates, rows, topk);
-    kernel_output out =
-        topk ? *topk
-             : logits_of(where, kw.out, rows, max_context_len, logits_dtype, "max_context_len");
-    if (topk) {
-      ml::check::require(!kw.out.has_value(), where, [](auto& m) {
-        m << "out is the logits' buffer; with topk / candidate_topk_blocks the buffers are "
-             "topk_out / topk_values_out / candidate_out";
-      });
-    } else {
-      check_weights_for_logits(where, w, logits_dtype);
-    }
+    const kernel_output out =
+        output_of(where, topk, kw.out, rows, max_context_len, logits_dtype, "max_context_len", w);
     const run_options run = options_for(clean_logits, kw.truncate_long_contexts);
     const mp::paged_args args{lens, table, schedule, max_context_len, idx, clean_logits};
     const mp::kernel_views<mp::cache_input> views{qa.in, cache, w};
