@@ -40,6 +40,7 @@ tests=(
   "examples/10_python_module/test_ops.py"
   "examples/10_python_module/test_package.py"
   "examples/10_python_module/test_torch_dtypes.py $ops_library"
+  "examples/10_python_module/test_registry.py $ops_library"
   "examples/12_torch_ops/test_torch_ops.py $ops_library"
   "examples/12_torch_ops/test_deep_gemm_ops.py $ops_library $deep_gemm_library"
 )

@@ -33,6 +33,8 @@
 #include <utility>
 #include <vector>
 
+#include "../op_registry/all_ops.hpp"
+#include "../op_registry/pybind_def.hpp"
 #include "bindings_common.hpp"
 #include "py_arrays.hpp"
 
@@ -857,97 +859,6 @@ py::object run_kernel(const char* where, const kernel_inputs<K>& in, const outpu
   return result;
 }
 
-// m.def of a kernel: its arguments, then the keyword-only ones every kernel shares (num_threads,
-// topk, topk_values, topk_index, and the caller's output buffers out, topk_out, topk_values_out),
-// then the kernel's own keyword-only ones (`extra`), and its docstring.
-template <class Fn, class... Extra, class... Args>
-void def_kernel_with(py::module_& m, const char* name, const char* doc, Fn&& fn,
-                     const std::tuple<Extra...>& extra, const Args&... args) {
-  std::apply(
-      [&](const auto&... e) {
-        m.def(name, std::forward<Fn>(fn), args..., py::kw_only(),
-              py::arg("num_threads") = py::none(), py::arg("topk") = py::none(),
-              py::arg("topk_values") = false, py::arg("topk_index") = "column",
-              py::arg("out") = py::none(), py::arg("topk_out") = py::none(),
-              py::arg("topk_values_out") = py::none(), e..., doc);
-      },
-      extra);
-}
-// The dense and paged kernels' selections besides the top-k: short rows and candidate blocks
-// (vLLM's names for N and B).
-auto selection_args() {
-  return std::make_tuple(
-      py::arg("topk_short_rows") = false, py::arg("candidate_topk_blocks") = py::none(),
-      py::arg("candidate_block_size") = 8, py::arg("candidate_order") = "ascending",
-      py::arg("candidate_padding") = "minus_one", py::arg("candidate_out") = py::none());
-}
-// The dense kernels also take topk_offset (int32 / int64 [rows], sglang's topk_indices_offset:
-// added to each row's selected columns, -1 kept) and truncate_long_contexts: False (the
-// default), a row with tokens past the kv (cu_seq_len_k_end > num_kv) or past its
-// max_seqlen_k columns is a named error; True keeps its first columns, as the paged kernels
-// mask.
-template <class Fn, class... Args>
-void def_dense_kernel(py::module_& m, const char* name, const char* doc, Fn&& fn,
-                      const Args&... args) {
-  def_kernel_with(m, name, doc, std::forward<Fn>(fn),
-                  std::tuple_cat(std::make_tuple(py::arg("topk_offset") = py::none(),
-                                                 py::arg("truncate_long_contexts") = false),
-                                 selection_args()),
-                  args...);
-}
-// The paged kernels also take truncate_long_contexts: False (the default), a context longer than
-// its block table (or, for the paged logits, than max_context_len) is a named error, an engine
-// bug that would otherwise lose positions silently; True masks the positions past them.
-template <class Fn, class... Args>
-void def_paged_kernel(py::module_& m, const char* name, const char* doc, Fn&& fn,
-                      const Args&... args) {
-  def_kernel_with(
-      m, name, doc, std::forward<Fn>(fn),
-      std::tuple_cat(std::make_tuple(py::arg("truncate_long_contexts") = false), selection_args()),
-      args...);
-}
-
-// The kernels' docstrings (after pybind11's signature line).
-constexpr const char* selections_doc =
-    "topk=k returns, instead of the logits, the int32 [rows, k] columns of each row's k largest\n"
-    "valid fp32 logits (descending, ties to the lower column, NaN above +inf, -1 padding);\n"
-    "topk_values=True returns (indices, float32 values). topk_short_rows=True writes a row with\n"
-    "len <= k valid columns as those columns ascending, -1 after (not ranked; no values).\n"
-    "candidate_topk_blocks=N (DeepSeek V4.1's candidate source) returns int32 [rows, N]: each\n"
-    "row's N best blocks of candidate_block_size=B (default 8, a power of two) request-local\n"
-    "positions, block b holding positions [b*B, (b+1)*B), scored by the block's largest fp32\n"
-    "logit (NaN propagates), the row's newest block pinned +inf, ties to the lower id; a -inf\n"
-    "block and every entry past the selection is -1. candidate_order='ascending' (default) sorts\n"
-    "the ids ascending, -1s last (what get_sparse_mqa_logits_metadata takes), 'score' keeps them\n"
-    "best first; candidate_padding='repeat_last' pads with the row's last selected id instead\n"
-    "of -1. With topk=k as well, both come from one pass: (indices[, values], blocks).\n"
-    "topk_out=, topk_values_out=, candidate_out= are the caller's buffers (int32 / float32 /\n"
-    "int32, written and returned; given alone they imply k and N).";
-constexpr const char* dense_doc_tail =
-    "\nPositions are token - cu_seq_len_k_start[row]; topk_offset (int32 / int64 [rows]) is\n"
-    "added to each selected column, -1 kept. A row with tokens past the kv\n"
-    "(cu_seq_len_k_end > num_kv) or more than max_seqlen_k > 0 of them is an error unless\n"
-    "truncate_long_contexts=True, which keeps the tokens below num_kv in its first max_seqlen_k\n"
-    "columns (the top-k then selects among those).";
-constexpr const char* paged_doc_tail =
-    "\nPositions are the context positions; topk_index='slot' writes cache slots\n"
-    "(block_table[b, pos // block_kv] * block_kv + pos % block_kv). candidate_block_size must\n"
-    "be at most the cache's block_kv. context_lens is [batch_size, next_n] (row j of request b\n"
-    "sees positions < context_lens[b, j]) or DeepGEMM's 1-D [batch_size] (row j sees positions\n"
-    "<= context_lens[b] - next_n + j); get_paged_mqa_logits_metadata takes either form.";
-constexpr const char* sparse_doc =
-    "topk=k returns, instead of the bf16 logits, the int32 [rows, k] columns of each row's k\n"
-    "largest valid fp32 logits (descending, ties to the lower column, -1 padding; a block\n"
-    "selected twice counts once); topk_values=True returns (indices, float32 values).\n"
-    "topk_index='position' writes the selected token's request-local position instead of the\n"
-    "column: token - cu_seq_len_k_start[row] on fp8_fp4_sparse_mqa_logits, the context position\n"
-    "on fp8_fp4_paged_sparse_mqa_logits, whose topk_index='slot' writes the position's cache\n"
-    "slot. topk_out=, topk_values_out= are the caller's buffers.";
-
-std::string kernel_doc(const char* head, const char* tail) {
-  return std::string(head) + "\n\n" + selections_doc + tail;
-}
-
 // ---- metadata objects ----
 
 // get_mqa_logits_metadata: upstream's SM100 dense schedule. Here the dense kernel needs none;
@@ -1210,9 +1121,9 @@ py::object fp8_fp4_mqa_logits(
     const py::object& q, const py::object& kv, const py::object& weights,
     const py::object& cu_seq_len_k_start, const py::object& cu_seq_len_k_end, bool clean_logits,
     i64 max_seqlen_k, const py::object& logits_dtype, const py::object& schedule_meta,
-    std::optional<int> num_threads, const py::object& topk, bool topk_values,
-    const std::string& topk_index, const py::object& out, const py::object& topk_out,
-    const py::object& topk_values_out, const py::object& topk_offset, bool truncate_long_contexts,
+    std::optional<int> num_threads, bool truncate_long_contexts, const py::object& out,
+    const py::object& topk, bool topk_values, const std::string& topk_index,
+    const py::object& topk_out, const py::object& topk_values_out, const py::object& topk_offset,
     bool topk_short_rows, const py::object& candidate_topk_blocks, i64 candidate_block_size,
     const std::string& candidate_order, const std::string& candidate_padding,
     const py::object& candidate_out) {
@@ -1249,10 +1160,10 @@ q_input bare_q(const char* where, const py::object& q, int ndim) {
 py::object fp8_mqa_logits(const py::object& q, const py::object& kv, const py::object& weights,
                           const py::object& cu_seq_len_k_start, const py::object& cu_seq_len_k_end,
                           bool clean_logits, i64 max_seqlen_k, std::optional<int> num_threads,
+                          bool truncate_long_contexts, const py::object& out,
                           const py::object& topk, bool topk_values, const std::string& topk_index,
-                          const py::object& out, const py::object& topk_out,
-                          const py::object& topk_values_out, const py::object& topk_offset,
-                          bool truncate_long_contexts, bool topk_short_rows,
+                          const py::object& topk_out, const py::object& topk_values_out,
+                          const py::object& topk_offset, bool topk_short_rows,
                           const py::object& candidate_topk_blocks, i64 candidate_block_size,
                           const std::string& candidate_order, const std::string& candidate_padding,
                           const py::object& candidate_out) {
@@ -1351,10 +1262,10 @@ py::object fp8_fp4_paged_mqa_logits(
     const py::object& q, const py::object& kv_cache, const py::object& weights,
     const py::object& context_lens, const py::object& block_table, const py::object& schedule_meta,
     i64 max_context_len, bool clean_logits, const py::object& logits_dtype,
-    const py::object& indices, std::optional<int> num_threads, const py::object& topk,
-    bool topk_values, const std::string& topk_index, const py::object& out,
-    const py::object& topk_out, const py::object& topk_values_out, bool truncate_long_contexts,
-    bool topk_short_rows, const py::object& candidate_topk_blocks, i64 candidate_block_size,
+    const py::object& indices, std::optional<int> num_threads, bool truncate_long_contexts,
+    const py::object& out, const py::object& topk, bool topk_values, const std::string& topk_index,
+    const py::object& topk_out, const py::object& topk_values_out, bool topk_short_rows,
+    const py::object& candidate_topk_blocks, i64 candidate_block_size,
     const std::string& candidate_order, const std::string& candidate_padding,
     const py::object& candidate_out) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
@@ -1376,12 +1287,12 @@ py::object fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
                                 const py::object& weights, const py::object& context_lens,
                                 const py::object& block_table, const py::object& schedule_meta,
                                 i64 max_context_len, bool clean_logits, const py::object& indices,
-                                std::optional<int> num_threads, const py::object& topk,
-                                bool topk_values, const std::string& topk_index,
-                                const py::object& out, const py::object& topk_out,
-                                const py::object& topk_values_out, bool truncate_long_contexts,
-                                bool topk_short_rows, const py::object& candidate_topk_blocks,
-                                i64 candidate_block_size, const std::string& candidate_order,
+                                std::optional<int> num_threads, bool truncate_long_contexts,
+                                const py::object& out, const py::object& topk, bool topk_values,
+                                const std::string& topk_index, const py::object& topk_out,
+                                const py::object& topk_values_out, bool topk_short_rows,
+                                const py::object& candidate_topk_blocks, i64 candidate_block_size,
+                                const std::string& candidate_order,
                                 const std::string& candidate_padding,
                                 const py::object& candidate_out) {
   constexpr const char* where = "fp8_paged_mqa_logits";
@@ -1444,8 +1355,8 @@ py::object fp8_fp4_sparse_mqa_logits(const py::object& q, const py::object& kv,
                                      const py::object& weights, const py::object& metadata_obj,
                                      i64 num_max_sparse_blocks, i64 sparse_block_kv,
                                      bool use_unaligned_ks, std::optional<int> num_threads,
-                                     const py::object& topk, bool topk_values,
-                                     const std::string& topk_index, const py::object& out,
+                                     const py::object& out, const py::object& topk,
+                                     bool topk_values, const std::string& topk_index,
                                      const py::object& topk_out,
                                      const py::object& topk_values_out) {
   constexpr const char* where = "fp8_fp4_sparse_mqa_logits";
@@ -1490,9 +1401,9 @@ void check_paged_sparse_call(const char* where, const q_input& qi, const cache_i
 py::object fp8_fp4_paged_sparse_mqa_logits(
     const py::object& q, const py::object& kv_cache, const py::object& weights,
     const py::object& metadata_obj, i64 num_max_sparse_blocks, i64 sparse_block_kv,
-    std::optional<int> num_threads, const py::object& topk, bool topk_values,
-    const std::string& topk_index, const py::object& out, const py::object& topk_out,
-    const py::object& topk_values_out, bool truncate_long_contexts) {
+    std::optional<int> num_threads, bool truncate_long_contexts, const py::object& out,
+    const py::object& topk, bool topk_values, const std::string& topk_index,
+    const py::object& topk_out, const py::object& topk_values_out) {
   constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
   const kernel_outputs outs{out, topk_out, topk_values_out, truncate_long_contexts};
   const auto t = topk_of(where, topk, topk_values, topk_index, kernel_kind::paged_sparse, outs);
@@ -1575,162 +1486,52 @@ void indexer_k_quant_and_cache(const py::object& k, const py::object& kv_cache,
 // set_num_sms's value; 0: not set (get_num_sms reports the default thread count).
 static std::atomic<int> num_sms_setting{0};
 
-// The classes come first: the kernels' signatures name them.
+// The classes come first: the kernels' signatures name them. Each function's names, defaults
+// and docstring are its declaration's (examples/op_registry).
 void register_metadata(py::module_& m) {
-  using py::arg;
+  namespace ops = mqalogits_bindings;
+  using ops::def_op;
   py::class_<mqa_logits_metadata>(m, "MqaLogitsMetadata");
   py::class_<sparse_mqa_logits_metadata>(m, "SparseMqaLogitsMetadata");
   py::class_<paged_sparse_mqa_logits_metadata>(m, "PagedSparseMqaLogitsMetadata");
 
   // The host path the kernels run: in the default build, the one chosen at run time for this
   // CPU (runtime dispatch), which limit_host_isa caps.
-  m.def(
-      "host_isa_name", [] { return std::string(mqalogits::host_isa_name()); },
-      "The host path the kernels run on this CPU: 'avx512_bf16', 'avx512_vnni', 'avx512',\n"
-      "'avx2_vnni', 'avx2', 'neon_dotprod', 'neon' or 'portable' (chosen at import from the\n"
-      "CPU, MQALOGITS_HOST_ISA, and limit_host_isa).");
+  def_op<ops::host_isa_name>(m, [] { return std::string(mqalogits::host_isa_name()); });
 #if defined(MQALOGITS_RUNTIME_DISPATCH)
-  m.def(
-      "limit_host_isa",
-      [](const std::string& path) { return std::string(mqalogits::limit_host_isa(path)); },
-      arg("path"),
-      "Caps the host path at path ('native' lifts the cap) and returns the path now chosen:\n"
-      "the fastest this CPU runs at or below the cap. Names host_isa_name() lists; a name the\n"
-      "module does not know is an error and leaves the cap unchanged.");
+  def_op<ops::limit_host_isa>(
+      m, [](const std::string& path) { return std::string(mqalogits::limit_host_isa(path)); });
 #endif
-
-  m.def("get_mqa_logits_metadata", &get_mqa_logits_metadata, arg("cu_seq_len_k_start"),
-        arg("cu_seq_len_k_end"), arg("num_kv_tokens"), arg("num_heads"),
-        "DeepGEMM's dense schedule metadata, for fp8_fp4_mqa_logits(schedule_meta=...): the\n"
-        "host needs none, so it records the call's rows and sizes and the kernel checks them\n"
-        "against its own arguments (a metadata of another call is refused).");
-  m.def("get_paged_mqa_logits_metadata", &get_paged_mqa_logits_metadata, arg("context_lens"),
-        arg("block_kv"), arg("num_sms"), arg("indices") = py::none(), py::kw_only(),
-        arg("out") = py::none(),
-        "DeepGEMM's paged schedule table, int32 [num_sms + 1, 2]: row w is where work partition\n"
-        "w starts (block-table row, unit of its context), the last row the end. Pass it as\n"
-        "schedule_meta to fp8_fp4_paged_mqa_logits; the kernel rebuilds the schedule from its\n"
-        "own context_lens and block_kv and refuses a table that differs (stale lengths, another\n"
-        "block_kv), so no table makes it read outside the call's contexts. context_lens: [B]\n"
-        "or [B, next_n]; indices: the row -> request map of a flattened batch. out= writes the\n"
-        "table into an engine's buffer and returns it.");
+  def_op<ops::get_mqa_logits_metadata>(m, &get_mqa_logits_metadata);
+  def_op<ops::get_paged_mqa_logits_metadata>(m, &get_paged_mqa_logits_metadata);
   // DeepGEMM's device setting, on the host: the number of work partitions an engine asks
   // get_paged_mqa_logits_metadata for (its num_sms argument), default the kernels' default
   // thread count. The kernels run a schedule of any partition count on any number of threads
   // (num_threads), so this only sets what get_num_sms() reports.
-  m.def(
-      "get_num_sms",
-      [] {
-        const int n = num_sms_setting.load(std::memory_order_relaxed);
-        return n > 0 ? n : ml::thread_pool::default_threads();
-      },
-      "The work-partition count engines pass as num_sms (DeepGEMM's device setting): the one\n"
-      "set_num_sms gave, else the kernels' default thread count (OMP_NUM_THREADS, else the\n"
-      "CPUs this process may run on).");
-  m.def(
-      "set_num_sms",
-      [](int n) {
-        if (n < 1 || n > ml::max_paged_workers)
-          fail("set_num_sms", "num_sms = " + std::to_string(n) + " must be in [1, " +
-                                  std::to_string(ml::max_paged_workers) + "]");
-        num_sms_setting.store(n, std::memory_order_relaxed);
-      },
-      arg("num_sms"),
-      "Sets what get_num_sms() returns (1 .. the paged schedule's most partitions). The kernels\n"
-      "run a schedule of any partition count on any number of threads (num_threads), so this\n"
-      "changes no kernel's threads.");
-  m.def("get_sparse_mqa_logits_metadata", &get_sparse_mqa_logits_metadata,
-        arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"), arg("num_kv_tokens"),
-        arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"),
-        arg("use_unaligned_ks") = false,
-        "The sparse kernel's metadata (SparseMqaLogitsMetadata): each row's selected KV blocks\n"
-        "(sparse_kv_block_indices [num_q, cap]; block b is tokens b * sparse_block_kv onwards,\n"
-        "-1 pads) resolved once against cu_seq_len_k_start / _end (tokens outside a row's\n"
-        "range are -inf), for every fp8_fp4_sparse_mqa_logits call over those selections (each\n"
-        "layer's). qk_dtype: float8_e4m3fn / uint8 (FP8) or int8 / float4_e2m1fn_x2 (packed FP4).");
-  m.def("get_paged_sparse_mqa_logits_metadata", &get_paged_sparse_mqa_logits_metadata,
-        arg("context_lens"), arg("block_table"), arg("indices"), arg("page_kv"),
-        arg("sparse_kv_block_indices"), arg("qk_dtype"), arg("sparse_block_kv"),
-        "The paged-sparse kernel's metadata (PagedSparseMqaLogitsMetadata): each row's selected\n"
-        "KV blocks resolved once through block_table (pages of page_kv tokens; indices: the row\n"
-        "-> request map) for every fp8_fp4_paged_sparse_mqa_logits call over those selections;\n"
-        "each call reads the cache it is given, so one metadata serves every indexer layer.\n"
-        "qk_dtype: float8_e4m3fn / uint8 (FP8) or int8 / float4_e2m1fn_x2 (packed FP4).");
+  def_op<ops::get_num_sms>(m, [] {
+    const int n = num_sms_setting.load(std::memory_order_relaxed);
+    return n > 0 ? n : ml::thread_pool::default_threads();
+  });
+  def_op<ops::set_num_sms>(m, [](int n) {
+    if (n < 1 || n > ml::max_paged_workers)
+      fail("set_num_sms", "num_sms = " + std::to_string(n) + " must be in [1, " +
+                              std::to_string(ml::max_paged_workers) + "]");
+    num_sms_setting.store(n, std::memory_order_relaxed);
+  });
+  def_op<ops::get_sparse_mqa_logits_metadata>(m, &get_sparse_mqa_logits_metadata);
+  def_op<ops::get_paged_sparse_mqa_logits_metadata>(m, &get_paged_sparse_mqa_logits_metadata);
 }
 
-void register_dense(py::module_& m) {
-  using py::arg;
-  static const std::string doc = kernel_doc(
-      "DeepGEMM's fp8_fp4_mqa_logits: logits [num_q, max_seqlen_k or num_kv] of (q, q_scales) "
-      "against\n(kv, kv_scales) for kv tokens [cu_seq_len_k_start, cu_seq_len_k_end) of each "
-      "row.",
-      dense_doc_tail);
-  static const std::string legacy_doc = kernel_doc(
-      "DeepGEMM's fp8_mqa_logits: fp8_fp4_mqa_logits with a bare FP8 q and per-token FP8 kv, "
-      "fp32 logits.",
-      dense_doc_tail);
-  def_dense_kernel(m, "fp8_fp4_mqa_logits", doc.c_str(), &fp8_fp4_mqa_logits, arg("q"), arg("kv"),
-                   arg("weights"), arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"),
-                   arg("clean_logits") = true, arg("max_seqlen_k") = 0,
-                   arg("logits_dtype") = "float32", arg("schedule_meta") = py::none());
-  def_dense_kernel(m, "fp8_mqa_logits", legacy_doc.c_str(), &fp8_mqa_logits, arg("q"), arg("kv"),
-                   arg("weights"), arg("cu_seq_len_k_start"), arg("cu_seq_len_k_end"),
-                   arg("clean_logits") = true, arg("max_seqlen_k") = 0);
-}
-
-void register_paged(py::module_& m) {
-  using py::arg;
-  static const std::string doc = kernel_doc(
-      "DeepGEMM's fp8_fp4_paged_mqa_logits: decode logits [batch_size * next_n, "
-      "max_context_len] of q\nagainst the paged kv_cache through block_table.",
-      paged_doc_tail);
-  static const std::string legacy_doc = kernel_doc(
-      "DeepGEMM's fp8_paged_mqa_logits: fp8_fp4_paged_mqa_logits with a bare FP8 q and a "
-      "per-token FP8\ncache, fp32 logits.",
-      paged_doc_tail);
-  def_paged_kernel(m, "fp8_fp4_paged_mqa_logits", doc.c_str(), &fp8_fp4_paged_mqa_logits, arg("q"),
-                   arg("kv_cache"), arg("weights"), arg("context_lens"), arg("block_table"),
-                   arg("schedule_meta"), arg("max_context_len"), arg("clean_logits") = false,
-                   arg("logits_dtype") = "float32", arg("indices") = py::none());
-  def_paged_kernel(m, "fp8_paged_mqa_logits", legacy_doc.c_str(), &fp8_paged_mqa_logits, arg("q"),
-                   arg("kv_cache"), arg("weights"), arg("context_lens"), arg("block_table"),
-                   arg("schedule_meta"), arg("max_context_len"), arg("clean_logits") = false,
-                   arg("indices") = py::none());
-}
-
-void register_sparse(py::module_& m) {
-  using py::arg;
-  static const std::string doc =
-      std::string(
-          "DeepGEMM's fp8_fp4_sparse_mqa_logits: bf16 logits [num_q, num_max_sparse_blocks * "
-          "sparse_block_kv]\nover each row's selected kv blocks (the metadata's).\n\n") +
-      sparse_doc;
-  static const std::string paged_doc =
-      std::string(
-          "DeepGEMM's fp8_fp4_paged_sparse_mqa_logits: bf16 logits [num_q, num_max_sparse_blocks * "
-          "sparse_block_kv]\nover each row's selected blocks of the paged kv_cache (the "
-          "metadata's).\n\n") +
-      sparse_doc;
-  def_kernel_with(m, "fp8_fp4_sparse_mqa_logits", doc.c_str(), &fp8_fp4_sparse_mqa_logits,
-                  std::tuple<>(), arg("q"), arg("kv"), arg("weights"), arg("metadata"),
-                  arg("num_max_sparse_blocks"), arg("sparse_block_kv"),
-                  arg("use_unaligned_ks") = false);
-  def_kernel_with(
-      m, "fp8_fp4_paged_sparse_mqa_logits", paged_doc.c_str(), &fp8_fp4_paged_sparse_mqa_logits,
-      std::make_tuple(arg("truncate_long_contexts") = false), arg("q"), arg("kv_cache"),
-      arg("weights"), arg("metadata"), arg("num_max_sparse_blocks"), arg("sparse_block_kv"));
-}
-
-void register_quantize(py::module_& m) {
-  using py::arg;
-  m.def("indexer_k_quant_and_cache", &indexer_k_quant_and_cache, arg("k"), arg("kv_cache"),
-        arg("slot_mapping"), arg("quant_block_size"), arg("scale_fmt") = py::none(), py::kw_only(),
-        arg("hadamard") = false,
-        "vLLM's indexer K cache insert, in place: k [num_tokens, 128] (float32 or bfloat16)\n"
-        "quantised to FP8 with one fp32 scale per token as vLLM computes it (amax floored at\n"
-        "1e-4, / 448; a power of two with scale_fmt 'ue8m0') and stored at slot\n"
-        "slot_mapping[t] of kv_cache (uint8 [num_blocks, block_size, 132]); a negative slot\n"
-        "skips its token. hadamard=True stores each token's Walsh-Hadamard rotation.");
+void register_kernels(py::module_& m) {
+  namespace ops = mqalogits_bindings;
+  using ops::def_op;
+  def_op<ops::fp8_fp4_mqa_logits>(m, &fp8_fp4_mqa_logits);
+  def_op<ops::fp8_mqa_logits>(m, &fp8_mqa_logits);
+  def_op<ops::fp8_fp4_paged_mqa_logits>(m, &fp8_fp4_paged_mqa_logits);
+  def_op<ops::fp8_paged_mqa_logits>(m, &fp8_paged_mqa_logits);
+  def_op<ops::fp8_fp4_sparse_mqa_logits>(m, &fp8_fp4_sparse_mqa_logits);
+  def_op<ops::fp8_fp4_paged_sparse_mqa_logits>(m, &fp8_fp4_paged_sparse_mqa_logits);
+  def_op<ops::indexer_k_quant_and_cache>(m, &indexer_k_quant_and_cache);
 }
 
 }  // namespace mqalogits_python

@@ -7,10 +7,7 @@
 namespace mqalogits_python {
 
 void register_metadata(pybind11::module_& m);  // first: the kernels' signatures name its classes
-void register_dense(pybind11::module_& m);
-void register_paged(pybind11::module_& m);
-void register_sparse(pybind11::module_& m);  // and paged-sparse
-void register_quantize(pybind11::module_& m);
-void register_ops(pybind11::module_& m);  // ops_bindings.cpp: the ops around the kernels
+void register_kernels(pybind11::module_& m);   // and vLLM's FP8 K cache insert
+void register_ops(pybind11::module_& m);       // ops_bindings.cpp: the ops around the kernels
 
 }  // namespace mqalogits_python

@@ -24,9 +24,6 @@ PYBIND11_MODULE(_mqalogits, m) {
   m.attr("float4_e2m1fn_x2") = pybind11::str("float4_e2m1fn_x2");
 
   mp::register_metadata(m);
-  mp::register_dense(m);
-  mp::register_paged(m);
-  mp::register_sparse(m);
-  mp::register_quantize(m);
+  mp::register_kernels(m);
   mp::register_ops(m);
 }

@@ -18,6 +18,9 @@
 #include <mqalogits/format/fp16.hpp>
 #include <mqalogits/quantize.hpp>
 
+#include "../op_registry/pybind_def.hpp"
+#include "../op_registry/quantize_ops.hpp"
+
 #include "bindings.hpp"
 #include "py_arrays.hpp"
 
@@ -361,32 +364,13 @@ void indexer_k_quant_and_cache_mxfp4(const py::object& k, const py::object& kv_c
 
 }  // namespace
 
+// Names, defaults and docstrings: the ops' declarations (examples/op_registry).
 void register_ops(py::module_& m) {
-  using py::arg;
-  m.def("cp_gather_indexer_k_quant_cache", &cp_gather_indexer_k_quant_cache, arg("kv_cache"),
-        arg("dst_k"), arg("dst_scale"), arg("block_table"), arg("cu_seq_lens"),
-        "vLLM's prefill gather of the paged indexer K cache, in place: sequence b's tokens\n"
-        "(rows cu_seq_lens[b] .. cu_seq_lens[b + 1]) read through block_table row b into dst_k\n"
-        "(codes: [tokens, 128] FP8 or [tokens, 64] packed MXFP4) and dst_scale ([tokens, 4]\n"
-        "uint8 bytes, or [tokens] float32 / int32). kv_cache: uint8 [num_blocks, block_size,\n"
-        "D + 4]. Rows past cu_seq_lens[-1] are left as they are.");
-  m.def("indexer_q_quant", &indexer_q_quant, arg("q"), arg("weights"), arg("softmax_scale"),
-        arg("head_scale"), arg("use_fp4") = false, py::kw_only(), arg("rule") = py::none(),
-        arg("scale_fmt") = "ue8m0", arg("out") = py::none(), arg("hadamard") = false,
-        "Quantises the roped Q [T, H, D] (float32 or bfloat16) for the indexer and folds its\n"
-        "scale into the weights [T, H], as vLLM's fused_indexer_q_rope_quant does after its\n"
-        "RoPE. FP8: returns (q_fp8 uint8 [T, H, D], weights * s * softmax_scale * head_scale),\n"
-        "s each row's scale (rule 'deepseek_v32' or 'deepseek_v4'; scale_fmt 'ue8m0' rounds s\n"
-        "up to a power of two, None keeps amax / 448). use_fp4: returns ((q_packed uint8\n"
-        "[T, H, D / 2], q_scale int32 [T, H]), weights * softmax_scale * head_scale).\n"
-        "hadamard=True quantises each row's Walsh-Hadamard rotation (DeepSeek-V4). out: the\n"
-        "same structure of arrays, written in place.");
-  m.def("indexer_k_quant_and_cache_mxfp4", &indexer_k_quant_and_cache_mxfp4, arg("k"),
-        arg("kv_cache"), arg("slot_mapping"), py::kw_only(), arg("hadamard") = false,
-        "DeepSeek-V4's MXFP4 indexer K cache insert, in place: k [num_tokens, D] (float32 or\n"
-        "bfloat16, the roped K) quantised to MXFP4 and stored at slot slot_mapping[t] of\n"
-        "kv_cache (uint8 [num_blocks, block_size, D / 2 + 4]); a negative slot skips its\n"
-        "token. hadamard=True stores each token's Walsh-Hadamard rotation.");
+  namespace ops = mqalogits_bindings;
+  using ops::def_op;
+  def_op<ops::cp_gather_indexer_k_quant_cache>(m, &cp_gather_indexer_k_quant_cache);
+  def_op<ops::indexer_q_quant>(m, &indexer_q_quant);
+  def_op<ops::indexer_k_quant_and_cache_mxfp4>(m, &indexer_k_quant_and_cache_mxfp4);
 }
 
 }  // namespace mqalogits_python

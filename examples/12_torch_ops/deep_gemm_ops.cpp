@@ -9,6 +9,9 @@
 
 #include <torch/library.h>
 
+#include "../op_registry/deep_gemm_ops.hpp"
+#include "../op_registry/torch_schema.hpp"
+
 #include <cstdint>
 
 namespace {
@@ -82,34 +85,17 @@ at::Tensor fp8_paged_mqa_logits(const at::Tensor& q, const at::Tensor& kv_cache,
 
 }  // namespace
 
-// ScalarType defaults are torch's codes: 6 = torch.float32.
+// Upstream's schemas, written from their declarations (examples/op_registry/deep_gemm_ops.hpp).
 TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
-  m.def(
-      "fp8_fp4_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv, Tensor kv_sf, Tensor weights, "
-      "Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, bool clean_logits=True, "
-      "int max_seqlen_k=0, ScalarType logits_dtype=6, Tensor? schedule_meta=None) -> Tensor",
-      &fp8_fp4_mqa_logits);
-  m.def(
-      "get_mqa_logits_metadata(Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, "
-      "int num_kv_tokens, int num_heads) -> Tensor",
-      &get_mqa_logits_metadata);
-  m.def(
-      "get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms, "
-      "Tensor? indices=None) -> Tensor",
-      &get_paged_mqa_logits_metadata);
-  m.def(
-      "fp8_fp4_paged_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv_cache, Tensor weights, "
-      "Tensor context_lens, Tensor block_table, Tensor schedule_meta, int max_context_len, "
-      "bool clean_logits=False, ScalarType logits_dtype=6, Tensor? indices=None) -> Tensor",
-      &fp8_fp4_paged_mqa_logits);
-  m.def(
-      "fp8_mqa_logits(Tensor q, Tensor kv, Tensor kv_sf, Tensor weights, "
-      "Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, bool clean_logits=True, "
-      "int max_seqlen_k=0) -> Tensor",
-      &fp8_mqa_logits);
-  m.def(
-      "fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor context_lens, "
-      "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
-      "Tensor? indices=None) -> Tensor",
-      &fp8_paged_mqa_logits);
+  namespace ops = mqalogits_bindings::deep_gemm;
+  using mqalogits_bindings::torch_schema;
+  m.def(torch::schema(torch_schema(ops::fp8_fp4_mqa_logits).c_str()), &fp8_fp4_mqa_logits);
+  m.def(torch::schema(torch_schema(mqalogits_bindings::get_mqa_logits_metadata).c_str()),
+        &get_mqa_logits_metadata);
+  m.def(torch::schema(torch_schema(ops::get_paged_mqa_logits_metadata).c_str()),
+        &get_paged_mqa_logits_metadata);
+  m.def(torch::schema(torch_schema(ops::fp8_fp4_paged_mqa_logits).c_str()),
+        &fp8_fp4_paged_mqa_logits);
+  m.def(torch::schema(torch_schema(ops::fp8_mqa_logits).c_str()), &fp8_mqa_logits);
+  m.def(torch::schema(torch_schema(ops::fp8_paged_mqa_logits).c_str()), &fp8_paged_mqa_logits);
 }

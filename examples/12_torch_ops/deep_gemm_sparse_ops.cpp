@@ -8,6 +8,9 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include "../op_registry/deep_gemm_ops.hpp"
+#include "../op_registry/torch_schema.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -138,23 +141,14 @@ at::Tensor fp8_fp4_paged_sparse_mqa_logits(const at::Tensor& q, const optional_t
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
-  m.def(
-      "get_sparse_mqa_logits_metadata(Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, "
-      "int num_kv_tokens, Tensor sparse_kv_block_indices, ScalarType qk_dtype, "
-      "int sparse_block_kv, bool use_unaligned_ks=False) -> Tensor",
-      &get_sparse_mqa_logits_metadata);
-  m.def(
-      "get_paged_sparse_mqa_logits_metadata(Tensor context_lens, Tensor block_table, "
-      "Tensor indices, int page_kv, Tensor sparse_kv_block_indices, ScalarType qk_dtype, "
-      "int sparse_block_kv) -> Tensor",
-      &get_paged_sparse_mqa_logits_metadata);
-  m.def(
-      "fp8_fp4_sparse_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv, Tensor kv_sf, "
-      "Tensor weights, Tensor metadata, int num_max_sparse_blocks, int sparse_block_kv, "
-      "bool use_unaligned_ks=False) -> Tensor",
-      &fp8_fp4_sparse_mqa_logits);
-  m.def(
-      "fp8_fp4_paged_sparse_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv_cache, Tensor weights, "
-      "Tensor metadata, int num_max_sparse_blocks, int sparse_block_kv) -> Tensor",
-      &fp8_fp4_paged_sparse_mqa_logits);
+  namespace ops = mqalogits_bindings::deep_gemm;
+  using mqalogits_bindings::torch_schema;
+  m.def(torch::schema(torch_schema(ops::get_sparse_mqa_logits_metadata).c_str()),
+        &get_sparse_mqa_logits_metadata);
+  m.def(torch::schema(torch_schema(ops::get_paged_sparse_mqa_logits_metadata).c_str()),
+        &get_paged_sparse_mqa_logits_metadata);
+  m.def(torch::schema(torch_schema(ops::fp8_fp4_sparse_mqa_logits).c_str()),
+        &fp8_fp4_sparse_mqa_logits);
+  m.def(torch::schema(torch_schema(ops::fp8_fp4_paged_sparse_mqa_logits).c_str()),
+        &fp8_fp4_paged_sparse_mqa_logits);
 }

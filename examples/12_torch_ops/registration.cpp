@@ -1,15 +1,18 @@
 // The op library's registration: `torch.ops.<namespace>.<name>` for every op (namespace
-// MQALOGITS_TORCH_NAMESPACE, default mqalogits), schemas in DeepGEMM's argument order. DeepGEMM's
-// tuple arguments are lists here (a tuple passes): q = (codes, scales or None), kv = (codes,
-// scales). Every kernel also takes a keyword-only `out=`, a preallocated logits tensor the result
-// is written into (and returned); the dense and paged kernels take the fused top-k and the
-// candidate-block keywords (kernel_keywords, candidate_keywords). The ops reading tensors are CPU
-// kernels, with Meta kernels (meta_ops.cpp) that torch.compile and FakeTensor trace through.
+// MQALOGITS_TORCH_NAMESPACE, default mqalogits). The schemas are written from the ops'
+// declarations (examples/op_registry: DeepGEMM's argument order, the Python module's names and
+// defaults), so torch refuses at load an op function whose arguments differ from its declaration.
+// The ops reading tensors are CPU kernels, with Meta kernels (meta_ops.cpp) that torch.compile
+// and FakeTensor trace through; the wrappers below turn the schemas' flat keyword-only arguments
+// into the ops' keyword structs (kernel_keywords, candidate_keywords).
 #include "cache_ops.hpp"
 #include "meta_ops.hpp"  // first: it includes torch's headers in an order Clang takes
 #include "sparse_ops.hpp"
 
 #include <torch/library.h>
+
+#include "../op_registry/all_ops.hpp"
+#include "../op_registry/torch_schema.hpp"
 
 #include <string>
 
@@ -149,7 +152,8 @@ at::Tensor fp8_fp4_paged_sparse_mqa_logits_op(
           .topk);
 }
 
-// "__torch__.torch.classes.<namespace>.<name>", as schemas name a custom class.
+// "__torch__.torch.classes.<namespace>.<name>", as schemas name a custom class (with an empty
+// name: the prefix the declarations' "class:" types take).
 std::string class_type(const char* name) {
   return std::string(
              "__torch__.torch.classes." MQALOGITS_TORCH_STR(MQALOGITS_TORCH_NAMESPACE) ".") +
@@ -158,132 +162,69 @@ std::string class_type(const char* name) {
 
 }  // namespace
 }  // namespace mqalogits_torch
-// The keyword-only arguments the dense and paged ops share: the logits' buffer and the fused
-// top-k (see kernel_keywords).
-// The dense and paged ops' candidate blocks (see candidate_keywords).
-#define CANDIDATE_KEYWORDS                                                   \
-  ", int? candidate_topk_blocks=None, int candidate_block_size=8, "          \
-  "str candidate_order=\"ascending\", str candidate_padding=\"minus_one\", " \
-  "Tensor(d!)? candidate_out=None"
-#define TOPK_KEYWORDS                                                                         \
-  "Tensor(a!)? out=None, int? topk=None, bool topk_values=False, str topk_index=\"column\", " \
-  "Tensor(b!)? topk_out=None, Tensor(c!)? topk_values_out=None"
-
 MQALOGITS_TORCH_LIBRARY(MQALOGITS_TORCH_NAMESPACE, m) {
   namespace mt = mqalogits_torch;
-  // ScalarType defaults are torch's codes: 6 = torch.float32.
-  m.def(
-      "fp8_fp4_mqa_logits(Tensor?[] q, Tensor[] kv, Tensor weights, Tensor cu_seq_len_k_start, "
-      "Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0, "
-      "ScalarType logits_dtype=6, Tensor? schedule_meta=None, *, "
-      "bool truncate_long_contexts=False, " TOPK_KEYWORDS
-      ", Tensor? topk_offset=None, bool topk_short_rows=False" CANDIDATE_KEYWORDS ") -> Tensor");
-  m.def(
-      "fp8_mqa_logits(Tensor q, Tensor[] kv, Tensor weights, Tensor cu_seq_len_k_start, "
-      "Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0, *, "
-      "bool truncate_long_contexts=False, " TOPK_KEYWORDS
-      ", Tensor? topk_offset=None, bool topk_short_rows=False" CANDIDATE_KEYWORDS ") -> Tensor");
-  m.def(
-      "get_mqa_logits_metadata(Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, "
-      "int num_kv_tokens, int num_heads) -> Tensor");
-  m.def(
-      "get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms, "
-      "Tensor? indices=None, *, Tensor(a!)? out=None) -> Tensor");
-  m.def("get_num_sms() -> int", &mt::get_num_sms);
-  m.def("set_num_sms(int num_sms) -> ()", &mt::set_num_sms);
-  m.def(
-      "fp8_fp4_paged_mqa_logits(Tensor?[] q, Tensor kv_cache, Tensor weights, "
-      "Tensor context_lens, Tensor block_table, Tensor schedule_meta, int max_context_len, "
-      "bool clean_logits=False, ScalarType logits_dtype=6, Tensor? indices=None, *, "
-      "bool truncate_long_contexts=False, " TOPK_KEYWORDS
-      ", bool topk_short_rows=False" CANDIDATE_KEYWORDS ") -> Tensor");
-  m.def(
-      "fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor context_lens, "
-      "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
-      "Tensor? indices=None, *, bool truncate_long_contexts=False, " TOPK_KEYWORDS
-      ", bool topk_short_rows=False" CANDIDATE_KEYWORDS ") -> Tensor");
-  // The ops around the kernels (vLLM's names; the caches and dst tensors written in place).
-  m.def(
-      "indexer_k_quant_and_cache(Tensor k, Tensor(a!) kv_cache, Tensor slot_mapping, "
-      "int quant_block_size, str? scale_fmt=None, *, bool hadamard=False) -> ()");
-  m.def(
-      "indexer_k_quant_and_cache_mxfp4(Tensor k, Tensor(a!) kv_cache, Tensor slot_mapping, *, "
-      "bool hadamard=False) -> ()");
-  m.def(
-      "cp_gather_indexer_k_quant_cache(Tensor kv_cache, Tensor(a!) dst_k, Tensor(b!) dst_scale, "
-      "Tensor block_table, Tensor cu_seq_lens) -> ()");
-  m.def(
-      "indexer_q_quant(Tensor q, Tensor weights, float softmax_scale, float head_scale, "
-      "bool use_fp4=False, *, str? rule=None, str? scale_fmt=\"ue8m0\", bool hadamard=False) "
-      "-> Tensor[]");
-  // The sparse metadata are objects (custom classes): these ops run on any key.
+  namespace ops = mqalogits_bindings;
+  // The sparse metadata are objects (custom classes), which the schemas name: registered first.
   m.class_<mt::sparse_metadata>("SparseMetadata");
   m.class_<mt::paged_sparse_metadata>("PagedSparseMetadata");
-  const std::string sparse = mt::class_type("SparseMetadata");
-  const std::string paged_sparse = mt::class_type("PagedSparseMetadata");
-  m.def(torch::schema(("get_sparse_mqa_logits_metadata(Tensor cu_seq_len_k_start, "
-                       "Tensor cu_seq_len_k_end, int num_kv_tokens, "
-                       "Tensor sparse_kv_block_indices, ScalarType qk_dtype, "
-                       "int sparse_block_kv, bool use_unaligned_ks=False) -> " +
-                       sparse)
-                          .c_str()),
-        &mt::get_sparse_mqa_logits_metadata);
-  m.def(torch::schema(("get_paged_sparse_mqa_logits_metadata(Tensor context_lens, "
-                       "Tensor block_table, Tensor indices, int page_kv, "
-                       "Tensor sparse_kv_block_indices, ScalarType qk_dtype, "
-                       "int sparse_block_kv) -> " +
-                       paged_sparse)
-                          .c_str()),
-        &mt::get_paged_sparse_mqa_logits_metadata);
-  m.def(torch::schema(("fp8_fp4_sparse_mqa_logits(Tensor?[] q, Tensor[] kv, Tensor weights, " +
-                       sparse +
-                       " metadata, int num_max_sparse_blocks, int sparse_block_kv, "
-                       "bool use_unaligned_ks=False, *, " TOPK_KEYWORDS ") -> Tensor")
-                          .c_str()),
-        &mt::fp8_fp4_sparse_mqa_logits_op);
-  m.def(
-      torch::schema(("fp8_fp4_paged_sparse_mqa_logits(Tensor?[] q, Tensor kv_cache, "
-                     "Tensor weights, " +
-                     paged_sparse +
-                     " metadata, int num_max_sparse_blocks, int sparse_block_kv, *, " TOPK_KEYWORDS
-                     ") -> Tensor")
-                        .c_str()),
-      &mt::fp8_fp4_paged_sparse_mqa_logits_op);
+  const std::string classes = mt::class_type("");
+  for (const ops::op_declaration* op : ops::all_ops)
+    if ((op->on & ops::torch) != 0) m.def(torch::schema(ops::torch_schema(*op, classes).c_str()));
+  // Kernels for every dispatch key: no tensor argument decides these ops' key (the metadata
+  // objects are not tensors; the sms setting takes none).
+  m.impl(ops::get_num_sms.name, &mt::get_num_sms);
+  m.impl(ops::set_num_sms.name, &mt::set_num_sms);
+  m.impl(ops::get_sparse_mqa_logits_metadata.name, &mt::get_sparse_mqa_logits_metadata);
+  m.impl(ops::get_paged_sparse_mqa_logits_metadata.name, &mt::get_paged_sparse_mqa_logits_metadata);
+  m.impl(ops::fp8_fp4_sparse_mqa_logits.name, &mt::fp8_fp4_sparse_mqa_logits_op);
+  m.impl(ops::fp8_fp4_paged_sparse_mqa_logits.name, &mt::fp8_fp4_paged_sparse_mqa_logits_op);
 }
 
 MQALOGITS_TORCH_LIBRARY_IMPL(MQALOGITS_TORCH_NAMESPACE, CPU, m) {
   namespace mt = mqalogits_torch;
-  m.impl("fp8_fp4_mqa_logits", &mt::fp8_fp4_mqa_logits_op);
-  m.impl("fp8_mqa_logits", &mt::fp8_mqa_logits_op);
-  m.impl("get_mqa_logits_metadata", &mt::get_mqa_logits_metadata);
-  m.impl("get_paged_mqa_logits_metadata", &mt::get_paged_mqa_logits_metadata);
-  m.impl("fp8_fp4_paged_mqa_logits", &mt::fp8_fp4_paged_mqa_logits_op);
-  m.impl("fp8_paged_mqa_logits", &mt::fp8_paged_mqa_logits_op);
-  m.impl("indexer_k_quant_and_cache", &mt::indexer_k_quant_and_cache);
-  m.impl("indexer_k_quant_and_cache_mxfp4", &mt::indexer_k_quant_and_cache_mxfp4);
-  m.impl("cp_gather_indexer_k_quant_cache", &mt::cp_gather_indexer_k_quant_cache);
-  m.impl("indexer_q_quant", &mt::indexer_q_quant);
+  namespace ops = mqalogits_bindings;
+  m.impl(ops::fp8_fp4_mqa_logits.name, &mt::fp8_fp4_mqa_logits_op);
+  m.impl(ops::fp8_mqa_logits.name, &mt::fp8_mqa_logits_op);
+  m.impl(ops::get_mqa_logits_metadata.name, &mt::get_mqa_logits_metadata);
+  m.impl(ops::get_paged_mqa_logits_metadata.name, &mt::get_paged_mqa_logits_metadata);
+  m.impl(ops::fp8_fp4_paged_mqa_logits.name, &mt::fp8_fp4_paged_mqa_logits_op);
+  m.impl(ops::fp8_paged_mqa_logits.name, &mt::fp8_paged_mqa_logits_op);
+  m.impl(ops::indexer_k_quant_and_cache.name, &mt::indexer_k_quant_and_cache);
+  m.impl(ops::indexer_k_quant_and_cache_mxfp4.name, &mt::indexer_k_quant_and_cache_mxfp4);
+  m.impl(ops::cp_gather_indexer_k_quant_cache.name, &mt::cp_gather_indexer_k_quant_cache);
+  m.impl(ops::indexer_q_quant.name, &mt::indexer_q_quant);
 }
+
+namespace mqalogits_torch {
+// The ops with Meta kernels: torch.compile and FakeTensor trace through them.
+constexpr const mqalogits_bindings::op_declaration* traced_ops[] = {
+    &mqalogits_bindings::fp8_fp4_mqa_logits,
+    &mqalogits_bindings::fp8_mqa_logits,
+    &mqalogits_bindings::get_mqa_logits_metadata,
+    &mqalogits_bindings::get_paged_mqa_logits_metadata,
+    &mqalogits_bindings::fp8_fp4_paged_mqa_logits,
+    &mqalogits_bindings::fp8_paged_mqa_logits};
+}  // namespace mqalogits_torch
 
 MQALOGITS_TORCH_LIBRARY_IMPL(MQALOGITS_TORCH_NAMESPACE, Meta, m) {
   namespace mt = mqalogits_torch;
-  m.impl("fp8_fp4_mqa_logits", &mt::fp8_fp4_mqa_logits_meta);
-  m.impl("fp8_mqa_logits", &mt::fp8_mqa_logits_meta);
-  m.impl("get_mqa_logits_metadata", &mt::get_mqa_logits_metadata_meta);
-  m.impl("get_paged_mqa_logits_metadata", &mt::get_paged_mqa_logits_metadata_meta);
-  m.impl("fp8_fp4_paged_mqa_logits", &mt::fp8_fp4_paged_mqa_logits_meta);
-  m.impl("fp8_paged_mqa_logits", &mt::fp8_paged_mqa_logits_meta);
-  m.impl("indexer_k_quant_and_cache", &mt::indexer_k_quant_and_cache_meta);
-  m.impl("indexer_k_quant_and_cache_mxfp4", &mt::indexer_k_quant_and_cache_mxfp4_meta);
-  m.impl("cp_gather_indexer_k_quant_cache", &mt::cp_gather_indexer_k_quant_cache_meta);
-  m.impl("indexer_q_quant", &mt::indexer_q_quant_meta);
+  namespace ops = mqalogits_bindings;
+  m.impl(ops::fp8_fp4_mqa_logits.name, &mt::fp8_fp4_mqa_logits_meta);
+  m.impl(ops::fp8_mqa_logits.name, &mt::fp8_mqa_logits_meta);
+  m.impl(ops::get_mqa_logits_metadata.name, &mt::get_mqa_logits_metadata_meta);
+  m.impl(ops::get_paged_mqa_logits_metadata.name, &mt::get_paged_mqa_logits_metadata_meta);
+  m.impl(ops::fp8_fp4_paged_mqa_logits.name, &mt::fp8_fp4_paged_mqa_logits_meta);
+  m.impl(ops::fp8_paged_mqa_logits.name, &mt::fp8_paged_mqa_logits_meta);
+  m.impl(ops::indexer_k_quant_and_cache.name, &mt::indexer_k_quant_and_cache_meta);
+  m.impl(ops::indexer_k_quant_and_cache_mxfp4.name, &mt::indexer_k_quant_and_cache_mxfp4_meta);
+  m.impl(ops::cp_gather_indexer_k_quant_cache.name, &mt::cp_gather_indexer_k_quant_cache_meta);
+  m.impl(ops::indexer_q_quant.name, &mt::indexer_q_quant_meta);
 }
 
 // Meta tensors reach the Meta kernels past autograd (torch 1.13 has no AutogradMeta fallthrough
 // of its own).
 MQALOGITS_TORCH_LIBRARY_IMPL(MQALOGITS_TORCH_NAMESPACE, AutogradMeta, m) {
-  for (const char* name :
-       {"fp8_fp4_mqa_logits", "fp8_mqa_logits", "get_mqa_logits_metadata",
-        "get_paged_mqa_logits_metadata", "fp8_fp4_paged_mqa_logits", "fp8_paged_mqa_logits"})
-    m.impl(name, torch::CppFunction::makeFallthrough());
+  for (const mqalogits_bindings::op_declaration* op : mqalogits_torch::traced_ops)
+    m.impl(op->name, torch::CppFunction::makeFallthrough());
 }

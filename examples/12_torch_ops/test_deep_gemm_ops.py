@@ -19,6 +19,50 @@ except (AttributeError, RuntimeError):
     pass
 torch.ops.load_library(sys.argv[2])
 dg = torch.ops.deep_gemm
+
+# Upstream's schemas, as DeepGEMM's torch extension registers them (the library writes its own
+# from declarations: they must parse to exactly these).
+UPSTREAM_SCHEMAS = [
+    "fp8_fp4_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv, Tensor kv_sf, Tensor weights, "
+    "Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, bool clean_logits=True, "
+    "int max_seqlen_k=0, ScalarType logits_dtype=6, Tensor? schedule_meta=None) -> Tensor",
+    "get_mqa_logits_metadata(Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, "
+    "int num_kv_tokens, int num_heads) -> Tensor",
+    "get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms, "
+    "Tensor? indices=None) -> Tensor",
+    "fp8_fp4_paged_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv_cache, Tensor weights, "
+    "Tensor context_lens, Tensor block_table, Tensor schedule_meta, int max_context_len, "
+    "bool clean_logits=False, ScalarType logits_dtype=6, Tensor? indices=None) -> Tensor",
+    "fp8_mqa_logits(Tensor q, Tensor kv, Tensor kv_sf, Tensor weights, "
+    "Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, bool clean_logits=True, "
+    "int max_seqlen_k=0) -> Tensor",
+    "fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor context_lens, "
+    "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
+    "Tensor? indices=None) -> Tensor",
+    "get_sparse_mqa_logits_metadata(Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, "
+    "int num_kv_tokens, Tensor sparse_kv_block_indices, ScalarType qk_dtype, "
+    "int sparse_block_kv, bool use_unaligned_ks=False) -> Tensor",
+    "get_paged_sparse_mqa_logits_metadata(Tensor context_lens, Tensor block_table, "
+    "Tensor indices, int page_kv, Tensor sparse_kv_block_indices, ScalarType qk_dtype, "
+    "int sparse_block_kv) -> Tensor",
+    "fp8_fp4_sparse_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv, Tensor kv_sf, "
+    "Tensor weights, Tensor metadata, int num_max_sparse_blocks, int sparse_block_kv, "
+    "bool use_unaligned_ks=False) -> Tensor",
+    "fp8_fp4_paged_sparse_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv_cache, Tensor weights, "
+    "Tensor metadata, int num_max_sparse_blocks, int sparse_block_kv) -> Tensor",
+]
+
+
+def schemas_are_upstreams():
+    registered = {s.name: s for s in torch._C._jit_get_all_schemas()
+                  if s.name.startswith("deep_gemm::")}
+    assert len(registered) == len(UPSTREAM_SCHEMAS), sorted(registered)
+    for text in UPSTREAM_SCHEMAS:
+        want = torch._C.parse_schema("deep_gemm::" + text)
+        assert registered.get(want.name) == want, (str(registered.get(want.name)), text)
+
+
+schemas_are_upstreams()
 rng = np.random.default_rng(7)
 H, D = 16, 128
 
@@ -69,7 +113,10 @@ def prefill():
     cur = dg.fp8_fp4_mqa_logits(qt, None, kt, st, w, ks, ke, True, 0, torch.float32, meta)
     assert torch.equal(cur, got)
     cut = dg.fp8_fp4_mqa_logits(qt, None, kt, st, w, ks, ke, max_seqlen_k=N, clean_logits=False)
-    assert torch.equal(cut, ops.fp8_fp4_mqa_logits((qt, None), (kt, st), w, ks, ke, False, N))
+    twin = ops.fp8_fp4_mqa_logits((qt, None), (kt, st), w, ks, ke, False, N)
+    for r in range(S):  # without clean_logits only each row's own columns are written
+        n = ke[r].item() - ks[r].item()
+        assert torch.equal(cut[r, :n], twin[r, :n]), r
     kd = E4M3[k] * sf[:, None].astype(np.float64)
     cols = np.arange(N)
     for r in range(S):
