@@ -22,14 +22,15 @@ namespace neuron_backend {
 
 // The unavoidable work of the calls, in seconds of each engine.
 struct floor_terms {
-  // DMA: the bytes every schedule moves (the roofline's), one descriptor per cache block row read
-  // and per output row, and the fixed cost of the transfers a gather needs.
+  // DMA: the bytes every schedule moves (the roofline's), one descriptor per contiguous range of
+  // a cache block row read and per output row, and the fixed cost of the transfers a gather needs.
   double dma_bytes_s = 0, dma_descriptors_s = 0, dma_fixed_s = 0;
   // TensorE: the score matmuls at the peak rate of their operands, and the transposes that put a
   // token-major K cache's head dimension on partitions (none for the native MX layout).
   double tensor_scores_s = 0, tensor_transposes_s = 0;
-  // GpSimd: the software-DGE descriptors of the gathered block rows (trn2 / trn3) and nisa.topk
-  // over every logit a top-k call selects from.
+  // GpSimd: the software-DGE descriptors of the gathered block rows (trn2 / trn3; the codes and
+  // the scales of a split cache layout are two) and nisa.topk over every logit a top-k call
+  // selects from.
   double gpsimd_descriptors_s = 0, gpsimd_topk_s = 0;
   // Work with a choice of engine, its time on each: the relu of every fp32 score as it leaves
   // PSUM (ScalarE or VectorE); the fp32 head sum of relu(score) x w (TensorE fp32 matmuls or a

@@ -74,16 +74,21 @@ void add_floor(floor_terms& f, const call_work& work, std::int64_t heads, std::i
   const double relu_elements = n(work.scores * heads);  // fp32 scores, one per head
 
   // DMA: Q, weights, each key once and the logits (the roofline's bytes); one descriptor per
-  // block row read (a block is contiguous in HBM; the native MX layout puts each of its rows on
-  // a partition of its own) and per output row; without indirect DMA (trn1) a transfer per
-  // block, else a gather per 128 block rows, each with its fixed cost.
+  // contiguous HBM range a block row reads (the native MX layout puts each of its rows, words
+  // and scales side by side, on a partition of its own) and per output row; without indirect
+  // DMA (trn1) a transfer per block, else a gather per 128 block rows, each with its fixed cost.
+  // A descriptor reads one contiguous source range, and the split layouts keep a block's codes
+  // and its scales apart (a paged cache stores a page's scales after all of its codes, key rows
+  // their scales in an array of their own), so each of their blocks is two descriptors.
   const std::int64_t block_rows = native ? Format::head_dim / mx_pack : 1;
+  const std::int64_t ranges = native || sb == 0 ? 1 : 2;
   const std::int64_t gathered = work.blocks * block_rows;
+  const std::int64_t descriptors = gathered * ranges;
   f.dma_bytes_s +=
       n(work.rows * heads * (db + sb + w_bytes) + work.keys * (db + sb) + work.logits * o_bytes) /
       tr::dma_bytes_per_s;
   f.dma_descriptors_s +=
-      n((gathered + work.rows) * tr::dma_descriptor_overhead_bytes) / tr::dma_bytes_per_s;
+      n((descriptors + work.rows) * tr::dma_descriptor_overhead_bytes) / tr::dma_bytes_per_s;
   const std::int64_t starts = tr::indirect_dma ? (gathered + 127) / 128 : work.blocks;
   f.dma_fixed_s += n(starts) * tr::dma_fixed_s / tr::dma_queues;
 
@@ -102,9 +107,9 @@ void add_floor(floor_terms& f, const call_work& work, std::int64_t heads, std::i
   const std::int64_t transposed = (native ? 0 : work.keys) + work.rows * heads;
   f.tensor_transposes_s += n(transposed) * per_key / 128.0 / tr::tensor_hz;
 
-  // Software DGE (trn2 / trn3): GpSimd writes the descriptor of every gathered block row.
+  // Software DGE (trn2 / trn3): GpSimd writes every descriptor of the gathered block rows.
   if constexpr (tr::gather_on_gpsimd)
-    f.gpsimd_descriptors_s += n(gathered * tr::gpsimd_cycles_per_descriptor) / tr::gpsimd_hz;
+    f.gpsimd_descriptors_s += n(descriptors * tr::gpsimd_cycles_per_descriptor) / tr::gpsimd_hz;
 
   // The relu of every score as it leaves PSUM, in fp32 (bf16 scores would cost 2^-9 of the
   // contract's M, over its 2^-14 budget): one read at the fp32 width of ScalarE or VectorE.
