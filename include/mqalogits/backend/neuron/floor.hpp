@@ -33,11 +33,14 @@ struct floor_terms {
   // selects from.
   double gpsimd_descriptors_s = 0, gpsimd_topk_s = 0;
   // Work with a choice of engine, its time on each: the relu of every fp32 score as it leaves
-  // PSUM (ScalarE or VectorE); the fp32 head sum of relu(score) x w (TensorE fp32 matmuls or a
-  // VectorE two-input pass); the integer decode of the codes (GpSimd or VectorE; trn1 / trn2).
+  // PSUM, with trn3's transposed MX scales (ScalarE or VectorE); the fp32 head sum of relu(score) x
+  // w (TensorE fp32 matmuls or a VectorE two-input pass); the integer decode of the codes (GpSimd
+  // or VectorE; trn1 / trn2).
   double relu_scalar_s = 0, relu_vector_s = 0;
   double head_sum_tensor_s = 0, head_sum_vector_s = 0;
   double decode_gpsimd_s = 0, decode_vector_s = 0;
+  // VectorE: the copies of transposed MX code words out of PSUM into the matmul's SBUF operand.
+  double vector_copies_s = 0;
   // trn1: ScalarE and VectorE share the PSUM read port, VectorE and GpSimd the SBUF port.
   bool psum_port_shared = false, sbuf_port_shared = false;
 
@@ -54,7 +57,8 @@ struct floor_terms {
                         {&head_sum_tensor_s, o.head_sum_tensor_s},
                         {&head_sum_vector_s, o.head_sum_vector_s},
                         {&decode_gpsimd_s, o.decode_gpsimd_s},
-                        {&decode_vector_s, o.decode_vector_s}})
+                        {&decode_vector_s, o.decode_vector_s},
+                        {&vector_copies_s, o.vector_copies_s}})
       *a += b;
     psum_port_shared = psum_port_shared || o.psum_port_shared;
     sbuf_port_shared = sbuf_port_shared || o.sbuf_port_shared;
@@ -86,7 +90,7 @@ struct floor_terms {
     s.scalar = s.relu_on_scalar * relu_scalar_s;
     s.gpsimd = gpsimd_fixed + s.decode_on_gpsimd * decode_gpsimd_s;
     const double relu_vector = (1 - s.relu_on_scalar) * relu_vector_s;
-    s.vector = relu_vector + (1 - s.head_sum_on_tensor) * head_sum_vector_s +
+    s.vector = vector_copies_s + relu_vector + (1 - s.head_sum_on_tensor) * head_sum_vector_s +
                (1 - s.decode_on_gpsimd) * decode_vector_s;
     // On trn1 ScalarE is the faster reader of PSUM and GpSimd the faster decoder, so the split
     // above also leaves the least on each shared port.
@@ -148,6 +152,7 @@ struct floor_terms {
         {"VectorE", "psum-read relu", relu_v},
         {"VectorE", "fp32 head sum", head_v},
         {"VectorE", "code decode", decode_v},
+        {"VectorE", "transposed K copies", vector_copies_s},
         {"GpSimd", "gather descriptors", gpsimd_descriptors_s},
         {"GpSimd", "topk", gpsimd_topk_s},
         {"GpSimd", "code decode", s.decode_on_gpsimd * decode_gpsimd_s},

@@ -98,14 +98,34 @@ void add_floor(floor_terms& f, const call_work& work, std::int64_t heads, std::i
   // The transposes of a token-major cache and of Q: a transpose of [P, F <= 128] elements costs
   // max(P, 64) cycles per pass, so at best 128 elements per cycle and pass. Where transposes
   // are exact (trn2 / trn3) the codes go as 32-bit words, 4 bytes each, in the transpose mode's
-  // 2 passes (trn3's MX scales with them: the MX matmul reads them on the contraction's
+  // 2 passes (trn3's MX scales of Q with them: the MX matmul reads them on the contraction's
   // partitions; trn2 applies them before); trn1's transposes are not exact on NaN / Inf bit
   // patterns, so its codes and scales go as one finite value per byte in 1 pass.
   const double per_key = tr::exact_pe_transpose
                              ? n((db + (mx ? sb : 0) + 3) / 4 * tr::pe_fp32_transpose_passes)
                              : n(db + (mx_format ? sb : 0));
-  const std::int64_t transposed = (native ? 0 : work.keys) + work.rows * heads;
-  f.tensor_transposes_s += n(transposed) * per_key / 128.0 / tr::tensor_hz;
+  // A trn3 MX key's scales cannot ride with its words: the MX matmul reads a key's four scales
+  // on the first four partitions of its quadrant, and a transpose puts input column l on output
+  // partition l, so one input row carries the scales of at most four keys (one per quadrant):
+  // a 1-pass row per four keys (32 / 128 cycles per key), beside the words' 2 passes.
+  const double per_mx_key =
+      n((db + 3) / 4 * tr::pe_fp32_transpose_passes) + 128.0 / static_cast<double>(mx_pack);
+  const std::int64_t keys_transposed = native ? 0 : work.keys;
+  f.tensor_transposes_s +=
+      (n(keys_transposed) * (mx ? per_mx_key : per_key) + n(work.rows * heads) * per_key) / 128.0 /
+      tr::tensor_hz;
+  // Transposes write PSUM and matmuls read SBUF, so the transposed MX keys are copied out once:
+  // the code words on VectorE at its 32-bit width (x4 words: ScalarE's fp32 path carries one
+  // value per element), and each transposed row of scales (keys / 4 elements per partition,
+  // integers below 256, exact in a bf16 PSUM tile) on ScalarE or VectorE at the 16-bit width,
+  // a PSUM read beside the relu's.
+  if constexpr (mx && !native) {
+    f.vector_copies_s +=
+        n(work.keys * ((db + 3) / 4)) / 128.0 / (tr::vector_other_rate * tr::vector_hz);
+    const double scale_rows = n(work.keys) / mx_pack;
+    f.relu_scalar_s += scale_rows / (tr::scalar_16bit_rate * tr::scalar_hz);
+    f.relu_vector_s += scale_rows / (tr::vector_16bit_rate * tr::vector_hz);
+  }
 
   // Software DGE (trn2 / trn3): GpSimd writes every descriptor of the gathered block rows.
   if constexpr (tr::gather_on_gpsimd)
