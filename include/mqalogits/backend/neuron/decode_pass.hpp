@@ -19,6 +19,7 @@
 #include "../../variant/plan.hpp"
 #include "chunks.hpp"
 #include "core.hpp"
+#include "engine_choice.hpp"
 #include "epilogue.hpp"
 #include "key_stream.hpp"
 #include "memory.hpp"
@@ -38,6 +39,9 @@ class decode_pass {
   static constexpr bool native = requires { requires Plan::native_mx_layout; };
   // Columns per quadrant matmul: 128 (4 x 128 keys); native: one 128-token block per quadrant.
   static constexpr std::int64_t quadrant_step = native ? 128 : quadrant_tile;
+  // Chunks may score with their keys on partitions (run_keys_on_partitions): trn3 MX, K^T in
+  // padded order.
+  static constexpr bool scores_on_keys = mx && !per_token && !native;
 
  public:
   static constexpr std::int64_t acc_step = score_step;
@@ -72,6 +76,14 @@ class decode_pass {
       relu_chunk_ = c_.sbuf("relu(scores) of a chunk", dtype::fp32, 128, relu_columns(layout));
       head_ = c_.psum("head sum (keys on partitions)", 128, head_sum_columns(layout), dtype::fp32,
                       psum_buffers);
+    }
+    if constexpr (scores_on_keys) {
+      const std::int64_t steps = (key_columns(layout.chunk) + 127) / 128;
+      products_ =
+          c_.sbuf("relu(scores) x w (keys on partitions)", dtype::fp32, 128, steps * mx_pack * 128);
+      key_sums_ =
+          c_.sbuf("head sums (keys on partitions)", dtype::fp32, 128, head_sum_columns(layout));
+      w_rows_ = c_.sbuf("weights (on every partition)", dtype::fp32, 128, 128);
     }
   }
 
@@ -128,6 +140,10 @@ class decode_pass {
 
   // The logits of the item's query rows against keys [k0, k0 + nk), the chunk K^T holds.
   void run(const work_item& item, std::int64_t k0, std::int64_t nk) {
+    if (keys_on_partitions(item, nk, false)) {
+      run_keys_on_partitions(item, k0, nk);
+      return;
+    }
     load_decode_q(item.row_begin, item.row_end);
     const std::int64_t kcols = key_columns(nk);
     const std::int64_t step = mx ? quadrant_step : key_tile;
@@ -148,6 +164,82 @@ class decode_pass {
         const sum_part part{pass.row_begin, rows, 0, 0, k0, nk, keys_.valid().data()};
         head_sum_chunk({&part, 1}, window(pass.w), rows, mx ? mx_pack * kcols : kcols);
       }
+    }
+  }
+
+  // Whether the chunk's scores go with its keys on partitions and its head sum on VectorE
+  // (run_keys_on_partitions) rather than heads on partitions and the head sum on TensorE: trn3
+  // MX with one pass of query rows, and whichever way would end sooner given what the engines
+  // have queued (list scheduling, as engine_choice does): TensorE's fp32 head sum and ScalarE's
+  // relu of the chunk (`packed`: shared with another chunk), or VectorE's relu x w and the head
+  // reduce (VectorE or GpSimd).
+  bool keys_on_partitions(const work_item& item, std::int64_t nk, bool packed) {
+    if constexpr (!scores_on_keys) {
+      return false;
+    } else {
+      const std::int64_t rows = item.row_end - item.row_begin, P = rows * heads_;
+      const std::int64_t kcols = key_columns(nk), U = (kcols + 127) / 128;
+      if (rows > decode_rows_per_pass(heads_) || mx_pack * U * rows > head_sum_columns(layout_))
+        return false;
+      for (std::int64_t u = 0; u < U; ++u)  // K^T columns of step u, rounded up to even
+        if ((even_columns(kcols, U, u) - 1) * U + u >= keys_.operand().free()) return false;
+      using choice = engine_choice<Gen>;
+      using tr = traits<Gen>;
+      const report& r = c_.counters();
+      const double share = packed ? 0.5 : 1.0, tiles = static_cast<double>(U);
+      const double tensor_end = r.tensor.seconds + share * tiles * mx_pack * tr::pe_fp32_passes *
+                                                       static_cast<double>(tr::pe_min_cycles) /
+                                                       tr::tensor_hz;
+      const double scalar_end =
+          r.scalar.seconds + share * choice::engine_seconds(mx_pack * 128 * U, 1,
+                                                            tr::scalar_other_rate, tr::scalar_hz);
+      const std::int64_t n = mx_pack * U * P;  // products per partition
+      const double vector =
+          r.vector.seconds + choice::engine_seconds(n, 2, tr::vector_other_rate, tr::vector_hz);
+      const double reduce_v = choice::engine_seconds(n, 1, tr::vector_other_rate, tr::vector_hz);
+      const double reduce_g = choice::engine_seconds(n, 1, 1.0, tr::gpsimd_hz);
+      const double kp_end = std::min(std::max(vector + reduce_v, r.gpsimd.seconds),
+                                     std::max(vector, r.gpsimd.seconds + reduce_g));
+      return kp_end < std::max(tensor_end, scalar_end);
+    }
+  }
+
+  // The chunk with its keys on partitions: per step u of the U = ceil(kcols / 128) steps, the
+  // four row-tiled MX matmuls take K^T columns u, u + U, ... (quadrant j: padded keys 4 x
+  // column + j) as stationary against Q^T as moving, so PSUM partition i holds padded keys
+  // 4 U i .. 4 U i + 4 U - 1, a row's heads along the free axis; VectorE multiplies relu(scores)
+  // by the row's weights as they leave PSUM (one two-input pass: no fp32 matmul, and the
+  // evacuation is the relu), and a reduce over each row's heads leaves head_sum_chunk's layout
+  // for the epilogue. A row sums only its own heads: a NaN or Inf score stays in its row.
+  void run_keys_on_partitions(const work_item& item, std::int64_t k0, std::int64_t nk) {
+    if constexpr (scores_on_keys) {
+      query_pass& pass = load_row_weights(item.row_begin, item.row_end);
+      const int P = static_cast<int>(pass.partitions);
+      const int R = static_cast<int>(pass.row_end - pass.row_begin);
+      const std::int64_t kcols = key_columns(nk), U = (kcols + 127) / 128;
+      const int np = static_cast<int>((kcols + U - 1) / U);
+      const std::int64_t per_bank = std::max<std::int64_t>(1, score_step / (mx_pack * P));
+      tile &kt = keys_.operand(), &ks = keys_.operand_scales();
+      for (std::int64_t u0 = 0; u0 < U; u0 += per_bank) {
+        const std::int64_t nb = std::min(per_bank, U - u0);
+        for (std::int64_t b = 0; b < nb; ++b) {
+          const std::int64_t u = u0 + b;
+          const int m = static_cast<int>(even_columns(kcols, U, u));
+          for (int j = 0; j < mx_pack; ++j) {
+            const int q0 = j * mx_quadrant;
+            c_.matmul_mx(window(scores_, 0, m, (b * mx_pack + j) * P, P),
+                         window(kt, q0, mx_quadrant, u, m, U), window(ks, q0, sb, u, m, U),
+                         window(pass.qt, q0, mx_quadrant, 0, P), window(pass.qsc, q0, sb, 0, P));
+          }
+        }
+        const std::int64_t n = nb * mx_pack * P;
+        c_.relu_multiply(window(products_, 0, np, u0 * mx_pack * P, n),
+                         window(scores_, 0, np, 0, n), window(w_rows_, 0, np, 0, n, 1, P, 0));
+      }
+      c_.sum_runs(window(key_sums_, 0, np, 0, mx_pack * U * R),
+                  window(products_, 0, np, 0, mx_pack * U * P), heads_);
+      const sum_part part{item.row_begin, R, 0, 0, k0, nk, keys_.valid().data()};
+      epilogue_.write_keys_on_partitions(key_sums_, {&part, 1}, mx_pack * kcols, mx_pack * U, R);
     }
   }
 
@@ -238,6 +330,31 @@ class decode_pass {
                     rows, k0 + c0);
   }
 
+  // K^T columns of keys-on-partitions step u (u, u + U, ...), rounded up to the even stationary
+  // free size the MX matmul needs (the extra column's keys are padding, never written out).
+  static std::int64_t even_columns(std::int64_t kcols, std::int64_t U, std::int64_t u) {
+    const std::int64_t n = (kcols - u + U - 1) / U;
+    return n + (n & 1);
+  }
+
+  // Q^T of rows [r0, r1) with its scales, and their weights w[r, h] at column (r - r0) x H + h
+  // of every partition (one DMA row per partition), for keys-on-partitions chunks.
+  query_pass& load_row_weights(std::int64_t r0, std::int64_t r1) {
+    if (row_pass_.row_begin == r0 && row_pass_.row_end == r1 && row_pass_.partitions > 0)
+      return row_pass_;
+    row_pass_ = load_pass(r0, r1, false);
+    auto t = c_.dma();
+    for (int p = 0; p < 128; ++p) {
+      for (std::int64_t r = r0; r < r1; ++r)
+        for (std::int64_t h = 0; h < heads_; ++h) {
+          const float v = c_.computes() ? w_.at(r, h) : 0.0f;
+          t.values_in(window(w_rows_), p, (r - r0) * heads_ + h, &v, 1, dma_row::part_of_block);
+        }
+      t.row((r1 - r0) * heads_ * w_.element_bytes);
+    }
+    return row_pass_;
+  }
+
   void load_decode_q(std::int64_t r0, std::int64_t r1) {
     if (dq_row_begin_ == r0 && dq_row_end_ == r1) return;  // resident from the last chunk
     passes_.clear();
@@ -256,6 +373,8 @@ class decode_pass {
   const chunk_layout& layout_;
   std::int64_t heads_;
   tile relu_, scores_, logits_, head_, relu_chunk_;
+  tile products_, key_sums_, w_rows_;  // keys-on-partitions chunks
+  query_pass row_pass_;                // their Q^T
   detail::vector<query_pass> passes_;
   std::int64_t dq_row_begin_ = -1, dq_row_end_ = -1;
 };

@@ -60,8 +60,15 @@ class packed_decode {
     return 0;
   }
 
-  // Loads the chunk's keys and Q into the next slot of the pack; a full pack runs.
+  // Loads the chunk's keys and Q into the next slot of the pack; a full pack runs. A chunk that
+  // scores with its keys on partitions (decode_pass::keys_on_partitions) runs at once instead,
+  // and the pack keeps its chunks.
   void add(const work_item& item, std::int64_t k0, std::int64_t nk, int slot) {
+    if (decode_.keys_on_partitions(item, nk, true)) {
+      keys_.load(item.group, k0, nk);
+      decode_.run_keys_on_partitions(item, k0, nk);
+      return;
+    }
     if (packed_ > 0 && slot != pack_slot_) flush();
     pack_slot_ = slot;
     if (pack_.size() == packed_) {

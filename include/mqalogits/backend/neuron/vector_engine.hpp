@@ -131,6 +131,43 @@ class vector_engine {
     ledger_.vector_instruction(out.nc, 2, false,
                                a.space() == memory::psum || b.space() == memory::psum);
   }
+  // out = relu(in) x w elementwise, w read through its access pattern (e.g. one row of weights
+  // repeated along the free axis): NKI's scalar_tensor_tensor (max with 0, then multiply by a
+  // second tensor), two inputs. relu keeps NaN, as the activation's does.
+  void relu_multiply(const window& out, const window& in, const window& w) {
+    rules::check_same_shape(out, in);
+    rules::check_same_shape(out, w);
+    rules::check_partition_start(out);
+    rules::check_partition_start(in);
+    if (ledger_.computes())
+      for (std::int64_t p = 0; p < in.np; ++p)
+        for (std::int64_t i = 0; i < in.nc; ++i) {
+          float v = in.at(p, i);
+          if (v < 0.0f) v = 0.0f;
+          out.at(p, i) = store_as(out.type(), v * w.at(p, i));
+        }
+    ledger_.vector_instruction(in.nc, 2, false,
+                               in.space() == memory::psum || w.space() == memory::psum);
+  }
+  // out[p, c] = in[p, c x n] + ... + in[p, c x n + n - 1] in fp32, in that order (a
+  // tensor_reduce over the inner of two free dimensions), SBUF to SBUF: on VectorE or GpSimd,
+  // whichever would finish it first (instruction_ledger::sbuf_step).
+  void sum_runs(const window& out, const window& in, std::int64_t n) {
+    rules::check(n >= 1 && out.np == in.np && in.nc == out.nc * n,
+                 "sum_runs reduces runs of n columns, one output column each");
+    rules::check(in.space() == memory::sbuf && out.space() == memory::sbuf,
+                 "sum_runs reads and writes SBUF (GpSimd may run it)");
+    rules::check_partition_start(out);
+    rules::check_partition_start(in);
+    if (ledger_.computes())
+      for (std::int64_t p = 0; p < out.np; ++p)
+        for (std::int64_t c = 0; c < out.nc; ++c) {
+          float acc = 0.0f;
+          for (std::int64_t h = 0; h < n; ++h) acc += in.at(p, c * n + h);
+          out.at(p, c) = store_as(out.type(), acc);
+        }
+    ledger_.sbuf_step(in.nc, 1, false);
+  }
   // Whether every element of `in` is finite (a tensor_reduce to one flag per partition, read
   // back by the schedule). Cost-only runs have no values: they take the finite path.
   bool all_finite(const window& in) {
