@@ -100,4 +100,25 @@ inline std::string floor_summary(const std::vector<const shape_line*>& lines, do
   return text + buf + (flagged.empty() ? std::string("  none\n") : flagged);
 }
 
+// trn1's lines against their own goal (`over` times the floor): each line's ratio and binding
+// engine, and for those over it the rule that keeps the modelled schedule there.
+inline std::string trn1_summary(const std::vector<shape_line>& lines, double over) {
+  char buf[400];
+  std::snprintf(buf, sizeof buf, "estimate / floor per trn1 line (goal %.2fx):\n", over);
+  std::string text = buf;
+  int past = 0;
+  for (const shape_line& l : lines) {
+    const auto& r = l.report;
+    const double ratio = r.estimated_seconds() / r.floor_seconds();
+    const auto fb = r.floor_bound();
+    past += ratio > over;
+    std::snprintf(buf, sizeof buf, "  %s: %.2fx (bound by %s; floor bound by %s %s)\n",
+                  line_name(l.line).c_str() + 7, ratio, r.single_core_bound(), fb.engine, fb.term);
+    text += buf;
+  }
+  if (past == 0) return text;
+  std::snprintf(buf, sizeof buf, "%d trn1 lines over %.2fx their floor: ", past, over);
+  return text + buf + ml::neuron_backend::trn1_floor_rule + "\n";
+}
+
 }  // namespace neuron_shapes

@@ -35,7 +35,7 @@ std::vector<neuron_shapes::shape_line> print() {
 int main() {
   std::puts(
       "mqalogits neuron backend: cost of the modelled NeuronCore schedule (not a device run)\n");
-  print<ml::backend::trn1>();
+  const auto lines1 = print<ml::backend::trn1>();
   const auto lines2 = print<ml::backend::trn2>();
   const auto lines3 = print<ml::backend::trn3>();
   // LNC = 2 on trn3: the two physical cores split the 64 requests.
@@ -86,6 +86,7 @@ int main() {
   for (const auto* g : {&lines2, &lines3})
     for (const auto& l : *g) all.push_back(&l);
   std::printf("\n%s", neuron_shapes::floor_summary(all, 1.25).c_str());
+  std::printf("%s", neuron_shapes::trn1_summary(lines1, 2.0).c_str());
 
   // What neither the estimates nor the floors include.
   std::puts(

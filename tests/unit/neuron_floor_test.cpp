@@ -80,7 +80,8 @@ TEST_CASE("neuron floor: 2 x 1024 MXFP8 decode on trn2 is its code decode, by ha
   // inputs 2: 128 + 128 + 256 + 128 + 12.
   const double decode_v = 2176 * 294 / 128.0 / 0.96e9;  // 5206 ns
   const double decode_g = 2176 * 652 / 128.0 / 1.2e9;   // 9237 ns
-  const double descriptors_g = 64 * 16 / 1.2e9;  // 853 ns of software DGE: 32 pages' codes, scales
+  // 853 ns of software DGE: 64 descriptors, the codes and the scales of 32 pages.
+  const double descriptors_g = 64 * 16 / 1.2e9;
   // VectorE and GpSimd share the decode (everything else fits beside it): (1 - c) decode_v =
   // descriptors_g + c decode_g = T.
   const double t = decode_v * (decode_g + descriptors_g) / (decode_g + decode_v);  // 3637 ns
@@ -176,6 +177,18 @@ TEST_CASE("example 09: floor below the estimate on every line, named, LNC = 2 be
   // matmul kind. Pages of 128 / 256 tokens fill all 128 partitions (runs of 64 tokens).
   CHECK(text.find("TensorE: fp32 head sum") != std::string::npos);
   CHECK(text.find("of 128 partitions") == std::string::npos);
+  // trn1 against its 2x goal: every line's ratio, and the rule named where a line is over it.
+  const std::string t1 = neuron_shapes::trn1_summary(l1, 2.0);
+  INFO(t1);
+  bool past = false;
+  for (const auto& l : l1) {
+    const double ratio = l.report.estimated_seconds() / l.report.floor_seconds();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, ": %.2fx ", ratio);
+    CHECK(t1.find(neuron_shapes::line_name(l.line).substr(7) + buf) != std::string::npos);
+    past = past || ratio > 2.0;
+  }
+  CHECK((t1.find(nb::trn1_floor_rule) != std::string::npos) == past);
 }
 
 TEST_CASE("example 09: decode lines with the selection engines call (top-k)", "[neuron]") {

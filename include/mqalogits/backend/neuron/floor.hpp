@@ -191,5 +191,15 @@ struct floor_terms {
   }
 };
 
+// Why trn1's estimates stay over twice their floor: the rule the modelled trn1 schedule follows
+// that the floor does not count, since a schedule outside this model could avoid it.
+inline constexpr const char* trn1_floor_rule =
+    "trn1's TensorE is not bit-accurate on NaN / Inf [isa nc_transpose], so codes and UE8M0 "
+    "exponents cross the transpose and the matmul that spreads a scale over the head dimension's "
+    "partitions as integers, and each code's scale is decoded after the spread, per code (the "
+    "floor decodes a scale once per 32 codes); GpSimd cannot read PSUM, so those scale steps and "
+    "the copies out of PSUM run on VectorE, which shares the SBUF port with GpSimd and the PSUM "
+    "port with ScalarE [arch-v2]. Spreading decoded scales by DMA (not modelled) would lift it";
+
 }  // namespace neuron_backend
 MQALOGITS_NAMESPACE_END
