@@ -34,6 +34,7 @@ void candidate_blocks_cost(std::int64_t rows, std::int64_t cols, std::int64_t bl
   core<Gen> c(false);
   const std::int64_t blocks = (cols + block - 1) / block, k = std::min(n, blocks);
   const std::int64_t segs = (blocks + topk_segment - 1) / topk_segment;
+  const bool whole = blocks <= topk_whole_row;  // one nisa.topk over the row's block maxima
   for (std::int64_t r0 = 0; r0 < rows; r0 += 128) {
     const int R = static_cast<int>(std::min<std::int64_t>(128, rows - r0));
     for (std::int64_t s = 0; s < segs; ++s) {
@@ -44,9 +45,12 @@ void candidate_blocks_cost(std::int64_t rows, std::int64_t cols, std::int64_t bl
       }
       c.vector_elementwise(m * block, 1);  // block max (tensor_reduce over B)
       c.vector_elementwise(m, 1);          // bf16 keys of the maxima
-      c.topk_cost(R, m, std::min(k, m));
+      if (!whole) c.topk_cost(R, m, std::min(k, m));
     }
-    if (segs > 1) c.topk_cost(R, segs * std::min(k, topk_segment), k);
+    if (whole)
+      c.topk_cost(R, blocks, k);
+    else
+      c.topk_cost(R, segs * std::min(k, topk_segment), k);
     for (std::int64_t s = 0; s < segs; ++s)  // threshold compare
       c.vector_elementwise(std::min(topk_segment, blocks - s * topk_segment), 1);
     sort_candidates(c, R, k);

@@ -12,13 +12,15 @@
 // The modelled schedule, per block of <= 128 rows (rows on partitions) and per segment of 8192
 // columns: DMA of the fp32 segment into SBUF; VectorE rounds it to bf16 (monotone: the exact top
 // k are among the bf16 top k and every column tying with the k-th bf16 value); nisa.topk on
-// GpSimd (bf16, 8 rows per call, ~4n + k cycles) keeps the segment's k best; a last nisa.topk
-// over the segments' candidates gives each row's bf16 threshold; VectorE marks the columns at or
+// GpSimd (bf16, 8 rows per call, ~4n + k cycles) over the row's keys gives each row's bf16
+// threshold (rows of more than 32768 columns: one call per segment keeps its k best, and a last
+// one over the segments' candidates gives the threshold); VectorE marks the columns at or
 // above it; GpSimd sorts those candidates exactly in fp32 (~c log2 c cycles for c candidates,
 // derived) in runs of at most 4096 (value, index) pairs, 32 KiB per partition; more candidates
 // than one run (a k of thousands, up to the whole row) go to HBM run by run and come back
 // through a merge on GpSimd (~c log2(runs) cycles, derived); DMA writes indices and values. So
-// SBUF never holds more than one segment and one run: any k up to the row length is taken.
+// SBUF holds one segment, one run and the keys of at most 32768 columns: any k up to the row
+// length is taken.
 // Inside a kernel (an output policy) the segments come from SBUF score tiles instead of HBM.
 #pragma once
 
@@ -45,6 +47,10 @@ namespace neuron_backend {
 
 // Columns per top-k segment: 32 KiB of fp32 per partition.
 inline constexpr std::int64_t topk_segment = 8192;
+// Rows of up to this many columns keep their bf16 keys whole in SBUF (64 KiB per partition) and
+// go through one nisa.topk (which takes up to 65535 elements [isa topk]); longer rows take one
+// per segment and a merge over the segments' candidates.
+inline constexpr std::int64_t topk_whole_row = 32768;
 // Candidates per sorted run: 4096 fp32 values and their indices, 32 KiB per partition.
 inline constexpr std::int64_t topk_run = 4096;
 
@@ -192,8 +198,9 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
   core<Gen> c(compute);
   const std::int64_t n = logits.cols, segs = (n + topk_segment - 1) / topk_segment;
   const std::int64_t seg_cols = std::min(n, topk_segment);
+  const bool whole = n <= topk_whole_row;
   tile seg = c.sbuf("top-k segment", dtype::fp32, 128, seg_cols);
-  tile keys = c.sbuf("top-k bf16 keys", dtype::bf16, 128, seg_cols);
+  tile keys = c.sbuf("top-k bf16 keys", dtype::bf16, 128, whole ? n : seg_cols);
   detail::vector<std::int64_t> order;
   for (std::int64_t r0 = 0; r0 < logits.rows; r0 += 128) {
     const int R = static_cast<int>(std::min<std::int64_t>(128, logits.rows - r0));
@@ -205,10 +212,13 @@ void topk(matrix_view<const float> logits, matrix_view<const std::uint8_t> valid
         for (int r = 0; r < R; ++r)
           t.values_in(window(seg), r, 0, compute ? logits.row(r0 + r) + c0 : nullptr, m);
       }
-      c.copy(window(keys, 0, R, 0, m), window(seg, 0, R, 0, m));
-      c.topk_cost(R, m, std::min(k, m));
+      c.copy(window(keys, 0, R, whole ? c0 : 0, m), window(seg, 0, R, 0, m));
+      if (!whole) c.topk_cost(R, m, std::min(k, m));
     }
-    if (segs > 1) c.topk_cost(R, segs * std::min(k, seg_cols), k);
+    if (whole)
+      c.topk_cost(R, n, std::min(k, n));
+    else
+      c.topk_cost(R, segs * std::min(k, seg_cols), k);
     std::int64_t most_candidates = k;
     for (int r = 0; r < R; ++r) {
       if (!compute) break;
