@@ -606,6 +606,25 @@ TEST_CASE("neuron cost: decode's head sum and epilogue with the keys on all 128 
   CHECK(r.dma_bytes - 8192 * 2 == 64 * 132 + 64 * 4 + 128 * 8192 + 128 * 256);
 }
 
+TEST_CASE(
+    "neuron cost: trn3 decode chunks score with their keys on partitions where that ends "
+    "sooner",
+    "[neuron]") {
+  // 64 requests of 8192 keys, H = 64, trn3 MXFP8: every chunk takes 16 x 4 row-tiled MX score
+  // matmuls either way (Q^T as stationary, or K^T's columns as stationary with the keys on the
+  // output partitions). 16 chunks go with their keys on partitions (VectorE: relu x w as the
+  // scores leave PSUM, then the reduce over the heads; no head-sum matmul), the other 48 are
+  // packed in pairs, 64 fp32 head-sum matmuls per pair.
+  const nb::report r = neuron_shapes::paged_decode<trn3, ml::mxfp8>(64, 8192);
+  INFO(r.summary());
+  CHECK(r.matmul_score == 64 * 16 * 4);
+  CHECK(r.matmul_head_sum == 24 * 64);
+  // The choice balances TensorE, ScalarE and VectorE: within 3% of each other.
+  const double lo = std::min({r.tensor.seconds, r.scalar.seconds, r.vector.seconds});
+  const double hi = std::max({r.tensor.seconds, r.scalar.seconds, r.vector.seconds});
+  CHECK(hi < 1.03 * lo);
+}
+
 TEST_CASE("neuron cost: decode packs two requests' passes into one head sum", "[neuron]") {
   // Two requests of 8192 keys, H = 64, trn3 MXFP8. Each request's pass fills 64 partitions, so
   // the two are packed: request 1's score matmuls take the PE array's second column tile (PSUM

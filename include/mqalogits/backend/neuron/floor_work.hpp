@@ -116,15 +116,15 @@ void add_floor(floor_terms& f, const call_work& work, std::int64_t heads, std::i
       tr::tensor_hz;
   // Transposes write PSUM and matmuls read SBUF, so the transposed MX keys are copied out once:
   // the code words on VectorE at its 32-bit width (x4 words: ScalarE's fp32 path carries one
-  // value per element), and each transposed row of scales (keys / 4 elements per partition,
-  // integers below 256, exact in a bf16 PSUM tile) on ScalarE or VectorE at the 16-bit width,
-  // a PSUM read beside the relu's.
+  // value per element), and each transposed row of scales (keys / 4 elements per partition) on
+  // ScalarE or VectorE, a PSUM read beside the relu's, at the width of other types: the MX
+  // matmul reads u8 scales, and the 16-bit modes are documented for 16-bit floats only.
   if constexpr (mx && !native) {
     f.vector_copies_s +=
         n(work.keys * ((db + 3) / 4)) / 128.0 / (tr::vector_other_rate * tr::vector_hz);
     const double scale_rows = n(work.keys) / mx_pack;
-    f.relu_scalar_s += scale_rows / (tr::scalar_16bit_rate * tr::scalar_hz);
-    f.relu_vector_s += scale_rows / (tr::vector_16bit_rate * tr::vector_hz);
+    f.relu_scalar_s += scale_rows / (tr::scalar_other_rate * tr::scalar_hz);
+    f.relu_vector_s += scale_rows / (tr::vector_other_rate * tr::vector_hz);
   }
 
   // Software DGE (trn2 / trn3): GpSimd writes every descriptor of the gathered block rows.
