@@ -121,21 +121,31 @@ ml::neuron_backend::report paged_decode_topk(std::int64_t batch, std::int64_t co
 }
 
 // DeepSeek V4.1's candidate source as engines call it: the decode with its top k columns and
-// n candidate blocks of `block` positions per row. The kernel computes the blocks through
-// ml::candidate_blocks fed the model's logits; their selection (VectorE block max, nisa.topk of
-// the blocks) is added by neuron_backend::candidate_blocks_cost, since an output policy does not
-// tell the backend its N and B.
+// n candidate blocks of `block` positions per row (ml::topk_and_candidates). The blocks come from
+// ml::candidate_blocks fed the model's logits; the call's report counts their selection (VectorE
+// block max, nisa.topk of the blocks) beside the top-k's.
 template <class Gen, class Format>
 ml::neuron_backend::report paged_decode_candidates(std::int64_t batch, std::int64_t context,
                                                    std::int64_t k, std::int64_t n,
                                                    std::int64_t block,
                                                    ml::neuron_backend::capture_options opt,
                                                    decode_shape shape) {
-  ml::neuron_backend::report rep = paged_decode_topk<Gen, Format>(batch, context, k, opt, shape);
+  const decode_inputs<Format> in(batch, context, shape);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(in.lv, shape.page, 1);
+  std::vector<std::int32_t> picked(static_cast<std::size_t>(in.rows() * k)),
+      blocks(static_cast<std::size_t>(in.rows() * n));
+  ml::neuron_backend::report rep;
   opt.cost_only = true;
-  ml::neuron_backend::capture cap(rep, opt);
-  rep.logical_cores = opt.logical_cores;
-  ml::neuron_backend::candidate_blocks_cost<Gen>(batch * shape.next_n, context, block, n);
+  {
+    ml::neuron_backend::capture cap(rep, opt);
+    ml::fp8_fp4_paged_mqa_logits(
+        ml::backend::neuron<Gen>{}, in.q_view(), in.cv, in.w_view(), in.lv, in.tv, schedule,
+        in.blocks * shape.page,
+        ml::topk_and_candidates(
+            ml::topk(ml::matrix_view<std::int32_t>(picked.data(), in.rows(), k)),
+            ml::candidate_blocks(ml::matrix_view<std::int32_t>(blocks.data(), in.rows(), n),
+                                 block)));
+  }
   return rep;
 }
 

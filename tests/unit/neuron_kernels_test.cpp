@@ -520,9 +520,18 @@ TEST_CASE("neuron selections: the model writes the host's candidate blocks and p
   auto idx_host = filled_ids(num_q * k), blk_host = filled_ids(num_q * N_blocks);
   auto idx_trn = filled_ids(num_q * k), blk_trn = filled_ids(num_q * N_blocks);
   both(ml::backend::host{}, idx_host, blk_host);
-  both(ml::backend::neuron<ml::backend::trn2>{}, idx_trn, blk_trn);
+  ml::neuron_backend::report rep;
+  {
+    ml::neuron_backend::capture cap(rep);
+    both(ml::backend::neuron<ml::backend::trn2>{}, idx_trn, blk_trn);
+  }
   CHECK(idx_host == idx_trn);
   CHECK(blk_host == blk_trn);
+  // The call's report counts both selections: a nisa.topk over each row's 700 logits (3 rows,
+  // one call) and one over its 88 block maxima.
+  CHECK(rep.topk_calls == 2);
+  CHECK(rep.floor.gpsimd_topk_s ==
+        Approx(3 / 8.0 * ((4 * 700 + k) + (4 * 88 + N_blocks)) / 1.2e9).epsilon(1e-12));
   // Sparse positions on the model.
   auto idx = rnd::sparse_indices(rng, num_q, 20, N / 8);
   const auto meta = ml::get_sparse_mqa_logits_metadata(ks, ke, N, idx.view(), 8);

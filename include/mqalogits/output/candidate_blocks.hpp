@@ -155,6 +155,11 @@ class candidate_output {
         where_(where),
         inner_(sel.blocks, {}, detail::candidate_writer{sel.order, sel.padding}) {}
 
+  // N, the blocks selected per row, and B, the positions per block: what a backend that costs
+  // the selection (the NeuronCore model) reads.
+  std::int64_t candidate_count() const { return sel_.blocks.cols; }
+  std::int64_t candidate_block_size() const { return sel_.block_size; }
+
   void check(const char* where, std::int64_t rows, std::int64_t cols) const {
     using detail::require;
     const std::int64_t B = sel_.block_size;

@@ -40,6 +40,10 @@ class two_selections {
 
   two_selections(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
 
+  // The two policies, for a backend that costs each selection (the NeuronCore model).
+  const A& first() const { return a_; }
+  const B& second() const { return b_; }
+
   void check(const char* where, std::int64_t rows, std::int64_t cols) const {
     a_.check(where, rows, cols);
     b_.check(where, rows, cols);

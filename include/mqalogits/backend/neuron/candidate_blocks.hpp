@@ -6,11 +6,10 @@
 //
 //   neuron_backend::candidate_blocks_cost<backend::trn2>(rows, cols, B, N);
 //
-// adds that cost to the thread's capture (nothing without one). The blocks themselves come from
-// the output policy: the model feeds ml::candidate_blocks its fp32 logits, so they equal the
-// host's bit for bit. An output policy does not tell the backend N and B, so a call with
-// ml::candidate_blocks is costed without its selection: callers costing V4.1's candidate source
-// add this beside the call, in the same capture.
+// adds that cost to the thread's capture (nothing without one). A logits kernel called with
+// ml::candidate_blocks (alone or beside a top-k: ml::topk_and_candidates) charges it in the
+// call's report; the blocks themselves come from the output policy, fed the model's fp32 logits,
+// so they equal the host's bit for bit.
 #pragma once
 
 #include <algorithm>

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "../../config.hpp"
 #include "../../error.hpp"
@@ -20,6 +21,7 @@
 #include "../../view/matrix_view.hpp"
 #include "../../view/rows_view.hpp"
 #include "../backend.hpp"
+#include "candidate_blocks.hpp"
 #include "core.hpp"
 #include "floor_work.hpp"
 #include "report.hpp"
@@ -146,28 +148,58 @@ struct backend_kernels<backend::neuron<Gen>> {
     }
   }
 
-  // The top-k selection's GpSimd and VectorE seconds, from a cost-only run of it (k candidates
-  // for the exact sort), so the logits kernel balances its movable steps (the code decode's
-  // SBUF steps, VectorE or GpSimd) around it, as a static schedule of the whole call would.
+  // The k of a top-k output (alone or beside candidate blocks), 0 without one; N and B of
+  // candidate blocks (alone or beside a top-k), {0, 0} without them.
+  template <class Output>
+  static std::int64_t topk_k(const Output& o) {
+    if constexpr (requires { o.k(); })
+      return o.k();
+    else if constexpr (requires { o.first().k(); })
+      return o.first().k();
+    else
+      return 0;
+  }
+  template <class Output>
+  static std::pair<std::int64_t, std::int64_t> candidates_of(const Output& o) {
+    if constexpr (requires { o.candidate_count(); })
+      return {o.candidate_count(), o.candidate_block_size()};
+    else if constexpr (requires { o.second().candidate_count(); })
+      return {o.second().candidate_count(), o.second().candidate_block_size()};
+    else
+      return {0, 0};
+  }
+  // The cost of the selections in the current capture: the top k (neuron_backend::topk, k
+  // candidates for the exact sort) and the candidate blocks (block max, then the top N blocks).
+  static void charge_selection(std::int64_t k, std::pair<std::int64_t, std::int64_t> blocks,
+                               const detail::vector<float>& logits, std::int64_t rows,
+                               std::int64_t cols) {
+    if (k > 0) {
+      detail::vector<std::int32_t> picked(static_cast<std::size_t>(rows * k));
+      neuron_backend::topk<Gen>(matrix_view<const float>(logits.data(), rows, cols), {}, k,
+                                matrix_view<std::int32_t>(picked.data(), rows, k), {});
+    }
+    if (blocks.first > 0)
+      neuron_backend::candidate_blocks_cost<Gen>(rows, cols, blocks.second, blocks.first);
+  }
+
+  // The selections' GpSimd and VectorE seconds, from a cost-only run of them, so the logits
+  // kernel balances its movable steps (the code decode's SBUF steps, VectorE or GpSimd) around
+  // them, as a static schedule of the whole call would.
   template <class Output>
   static work_after selection_after(Output& output, const detail::vector<float>& logits,
                                     std::int64_t rows, std::int64_t cols) {
-    if constexpr (requires { output.k(); }) {
-      const std::int64_t k = output.k();
-      const neuron_backend::capture_state cap = neuron_backend::current_capture();
-      // With LNC = 2 the report counts each core's selection after its logits: nothing overlaps.
-      if (rows <= 0 || cols <= 0 || (cap.target && cap.options.logical_cores > 1)) return {};
-      detail::vector<std::int32_t> picked(static_cast<std::size_t>(rows * k));
-      neuron_backend::report dry;
-      {
-        neuron_backend::capture c(dry, {.cost_only = true});
-        neuron_backend::topk<Gen>(matrix_view<const float>(logits.data(), rows, cols), {}, k,
-                                  matrix_view<std::int32_t>(picked.data(), rows, k), {});
-      }
-      return {dry.gpsimd.seconds, dry.vector.seconds};
-    } else {
-      return {};
+    const std::int64_t k = topk_k(output);
+    const auto blocks = candidates_of(output);
+    if (k == 0 && blocks.first == 0) return {};
+    const neuron_backend::capture_state cap = neuron_backend::current_capture();
+    // With LNC = 2 the report counts each core's selection after its logits: nothing overlaps.
+    if (rows <= 0 || cols <= 0 || (cap.target && cap.options.logical_cores > 1)) return {};
+    neuron_backend::report dry;
+    {
+      neuron_backend::capture c(dry, {.cost_only = true});
+      charge_selection(k, blocks, logits, rows, cols);
     }
+    return {dry.gpsimd.seconds, dry.vector.seconds};
   }
 
   // Any other output: the model's fp32 logits, row by row, handed to the output as one task;
@@ -223,6 +255,10 @@ struct backend_kernels<backend::neuron<Gen>> {
           if (valid[static_cast<std::size_t>(r * cols + c)])
             feed(r, c, logits.data() + r * cols + c);
       }
+      // Candidate blocks, alone or beside a top-k, take every logit: the output computes them
+      // (bit-exact with the host), the call's report counts their selection.
+      if (cap.target && rows > 0 && cols > 0)
+        charge_selection(topk_k(output), candidates_of(output), logits, rows, cols);
     }
     if constexpr (grouped_output_policy<Output>) output.close_task(0);
     output.finish(serial);
