@@ -612,17 +612,18 @@ TEST_CASE(
     "[neuron]") {
   // 64 requests of 8192 keys, H = 64, trn3 MXFP8: every chunk takes 16 x 4 row-tiled MX score
   // matmuls either way (Q^T as stationary, or K^T's columns as stationary with the keys on the
-  // output partitions). 16 chunks go with their keys on partitions (VectorE: relu x w as the
-  // scores leave PSUM, then the reduce over the heads; no head-sum matmul), the other 48 are
-  // packed in pairs, 64 fp32 head-sum matmuls per pair.
+  // output partitions). 38 chunks go with their keys on partitions (VectorE: relu x w as the
+  // scores leave PSUM, then the reduce over the heads on VectorE or GpSimd; no head-sum
+  // matmul), the other 26 are packed in pairs, 64 fp32 head-sum matmuls per pair.
   const nb::report r = neuron_shapes::paged_decode<trn3, ml::mxfp8>(64, 8192);
   INFO(r.summary());
   CHECK(r.matmul_score == 64 * 16 * 4);
-  CHECK(r.matmul_head_sum == 24 * 64);
-  // The choice balances TensorE, ScalarE and VectorE: within 3% of each other.
-  const double lo = std::min({r.tensor.seconds, r.scalar.seconds, r.vector.seconds});
-  const double hi = std::max({r.tensor.seconds, r.scalar.seconds, r.vector.seconds});
-  CHECK(hi < 1.03 * lo);
+  CHECK(r.matmul_head_sum == 13 * 64);
+  // The choice balances TensorE against VectorE and GpSimd (within 3%), 1.13x of the floor.
+  const double lo = std::min({r.tensor.seconds, r.vector.seconds, r.gpsimd.seconds});
+  const double hi = std::max({r.tensor.seconds, r.vector.seconds, r.gpsimd.seconds});
+  CHECK(hi < 1.031 * lo);
+  CHECK(r.estimated_seconds() <= 1.15 * r.floor_seconds());
 }
 
 TEST_CASE("neuron cost: decode packs two requests' passes into one head sum", "[neuron]") {
@@ -760,9 +761,12 @@ TEST_CASE("neuron LNC = 2 splits the queries over two cores, trn1 has one", "[ne
   const auto one = neuron_shapes::paged_decode<trn3, ml::mxfp8>(8, 1024);
   const auto two = neuron_shapes::paged_decode<trn3, ml::mxfp8>(8, 1024, {.logical_cores = 2});
   CHECK(two.logical_cores == 2);
-  CHECK(two.dma_bytes == one.dma_bytes);  // the same work, split
+  // The same work, split; each core chooses which of its chunks score with their keys on
+  // partitions (their weights loaded onto every partition), so the bytes and the balance differ
+  // a little.
+  CHECK(two.dma_bytes == Approx(one.dma_bytes).epsilon(0.05));
   CHECK(two.matmul_score == one.matmul_score);
-  CHECK(two.estimated_seconds() == Approx(one.estimated_seconds() / 2).epsilon(0.05));
+  CHECK(two.estimated_seconds() == Approx(one.estimated_seconds() / 2).epsilon(0.1));
   CHECK(check::error_of([] {
           (void)neuron_shapes::paged_decode<trn1, ml::mxfp8>(2, 128, {.logical_cores = 2});
         }).find("logical_cores = 2 is not supported") != std::string::npos);

@@ -88,8 +88,10 @@ class key_stream {
     }
     if (masked) {  // masked keys score a zero row; their columns become -inf
       c_.memset(window(raw_, 0, r, 0, raw_.free()), 0.0f);
-      if constexpr (mx_format) c_.memset(window(exps_, 0, r, 0, B * sb), 0.0f);
+      if constexpr (mx_format) c_.memset(window(exps_, 0, r, 0, exps_.free()), 0.0f);
       if constexpr (per_token) c_.memset(window(k_scale_, 0, r, 0, B), 0.0f);
+    } else if (mx && layout_.slots != B) {  // padding slots: zero words times a zero scale
+      c_.memset(window(exps_, 0, r, 0, exps_.free()), 0.0f);
     }
     read_key_blocks(k0, R);
     keys_to_operand(r);
@@ -104,7 +106,8 @@ class key_stream {
              : fp8_operands ? c_.sbuf("K codes", dtype::fp8, layout_.rows, layout_.block * db)
                             : c_.sbuf("K bytes", dtype::u8, layout_.rows, layout_.block * db);
       if constexpr (mx_format)
-        exps_ = c_.sbuf("K scales", dtype::u8, layout_.rows, layout_.block * sb);
+        exps_ = c_.sbuf("K scales", dtype::u8, layout_.rows,
+                        mx ? layout_.slots / mx_pack * 128 : layout_.block * sb);
       if constexpr (decode_first && mx_format)
         scale_values_ = c_.sbuf("K scale values", dtype::bf16, layout_.rows, layout_.block * sb);
     }
@@ -142,7 +145,9 @@ class key_stream {
   }
 
   // The R blocks holding at least one valid key, read whole, one per partition row: codes,
-  // scales (and, per token, the scales again as one row in key order on partition 0). A gather
+  // scales (trn3 MX: key s's four at lane 32 x (s % 4) of its group of four slots, the group's
+  // 128 lanes from column 128 x (s / 4), as the transposes take them; per token, the scales
+  // again as one row in key order on partition 0). A gather
   // (indirect DMA) for block tables and sparse blocks, plain DMA for dense rows. A gather reads
   // `pages` pages, the runs of one page its descriptors (rows).
   void read_key_blocks(std::int64_t k0, std::int64_t R) {
@@ -188,6 +193,9 @@ class key_stream {
                if constexpr (per_token) {
                  const float v = Format::block_scale(k.scale, 0);
                  t.values_in(window(k_scale_), p, s, &v, 1, dma_row::part_of_block);
+               } else if constexpr (mx) {
+                 t.bytes_in(window(exps_), p, s / mx_pack * 128 + s % mx_pack * mx_quadrant,
+                            k.scale, sb, dma_row::part_of_block);
                } else {
                  t.bytes_in(window(exps_), p, s * sb, k.scale, sb, dma_row::part_of_block);
                }
@@ -236,41 +244,46 @@ class key_stream {
   // quadrants, and the copy writes column p x layout_.slots / 4 + g, so quadrant j column c holds
   // slot 4c + j of the padded order (block p, slot s at p x layout_.slots + s). Blocks whose size
   // is not a multiple of 4 end in a group whose missing slots are zero words (the staging copy's
-  // predicate), and rows of fewer than 32 words are padded to one quadrant the same way.
+  // predicate), and rows of fewer than 32 words are padded to one quadrant the same way. The
+  // scales were loaded into the same lanes (read_key_blocks), so one transpose of the group's
+  // 128 scale lanes puts each key's four on the first four partitions of its quadrant, where the
+  // MX matmul reads them, with no staging copy. Four groups' transposes fill one PSUM bank
+  // ([128, 4 x r]) and leave it in one copy for the words and one for the scales (a two-level
+  // access pattern into K^T's columns): a quarter of the copies' fixed costs.
   void transpose_mx_keys(int r, std::int64_t B) {
     const std::int64_t groups = layout_.slots / mx_pack;
-    detail::vector<std::int32_t> map(128), word_map(128);
-    detail::vector<unsigned char> is_scale(128), is_word(128);
-    for (std::int64_t gq = 0; gq < groups; ++gq) {
-      const bool whole = (gq + 1) * mx_pack <= B;  // the group's four slots are keys
-      for (int i = 0; i < 128; ++i) {
-        const std::int64_t slot = gq * mx_pack + i / mx_quadrant;
-        const int lane = i % mx_quadrant;
-        const std::int64_t key = std::min(slot, B - 1);
-        is_word[static_cast<std::size_t>(i)] = slot < B && lane < words;
-        word_map[static_cast<std::size_t>(i)] =
-            static_cast<std::int32_t>(key * words + std::min(lane, words - 1));
-        is_scale[static_cast<std::size_t>(i)] = slot < B && lane < used_scales;
-        map[static_cast<std::size_t>(i)] =
-            static_cast<std::int32_t>(key * sb + std::min(lane, sb - 1));
+    detail::vector<std::int32_t> word_map(128);
+    detail::vector<unsigned char> is_word(128);
+    constexpr std::int64_t per_bank = 4;
+    for (std::int64_t g0 = 0; g0 < groups; g0 += per_bank) {
+      const std::int64_t ng = std::min(per_bank, groups - g0);
+      for (std::int64_t i = 0; i < ng; ++i) {
+        const std::int64_t gq = g0 + i;
+        const bool whole = (gq + 1) * mx_pack <= B;
+        for (int l = 0; l < 128; ++l) {
+          const std::int64_t slot = gq * mx_pack + l / mx_quadrant;
+          const int lane = l % mx_quadrant;
+          const std::int64_t key = std::min(slot, B - 1);
+          is_word[static_cast<std::size_t>(l)] = slot < B && lane < words;
+          word_map[static_cast<std::size_t>(l)] =
+              static_cast<std::int32_t>(key * words + std::min(lane, words - 1));
+        }
+        if (words == mx_quadrant && whole) {
+          c_.transpose(window(staging_.transposed_words(), 0, 128, i * r, r),
+                       window(raw_, 0, r, gq * 128, 128));
+        } else {
+          c_.select(window(stage_words_, 0, r, 0, 128), window(raw_, 0, r, 0, B * words),
+                    word_map.data(), is_word.data(), 0.0f);
+          c_.transpose(window(staging_.transposed_words(), 0, 128, i * r, r),
+                       window(stage_words_, 0, r, 0, 128));
+        }
+        c_.transpose(window(staging_.transposed(), 0, 128, i * r, r),
+                     window(exps_, 0, r, gq * 128, 128));
       }
-      if (words == mx_quadrant && whole) {
-        c_.transpose(window(staging_.transposed_words(), 0, 128, 0, r),
-                     window(raw_, 0, r, gq * 128, 128));
-      } else {
-        c_.select(window(stage_words_, 0, r, 0, 128), window(raw_, 0, r, 0, B * words),
-                  word_map.data(), is_word.data(), 0.0f);
-        c_.transpose(window(staging_.transposed_words(), 0, 128, 0, r),
-                     window(stage_words_, 0, r, 0, 128));
-      }
-      c_.copy(window(kt_, 0, 128, gq, r, groups),
-              window(staging_.transposed_words(), 0, 128, 0, r));
-      c_.select(window(staging_.scale_staging(), 0, r, 0, 128), window(exps_, 0, r, 0, B * sb),
-                map.data(), is_scale.data(), 0.0f);
-      c_.transpose(window(staging_.transposed(), 0, 128, 0, r),
-                   window(staging_.scale_staging(), 0, r, 0, 128));
-      c_.copy(window(kt_scales_, 0, 128, gq, r, groups),
-              window(staging_.transposed(), 0, 128, 0, r), staging_.copy_engine(r));
+      c_.copy(window(kt_, 0, 128, g0, ng * r, groups, r, 1),
+              window(staging_.transposed_words(), 0, 128, 0, ng * r));
+      c_.copy(window(kt_scales_, 0, 128, g0, ng * r, groups, r, 1),
+              window(staging_.transposed(), 0, 128, 0, ng * r), staging_.copy_engine(ng * r));
     }
   }
 

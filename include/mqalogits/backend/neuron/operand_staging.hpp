@@ -31,7 +31,7 @@ class operand_staging {
   operand_staging(core<Gen>& c, std::int64_t chunk) : c_(c) {
     if constexpr (kind::mx) {
       stage_ = c_.sbuf("scale staging", dtype::u8, 128, 128);
-      tpx_ = c_.psum("transpose (words)", 128, 128, kind::word_type, psum_buffers);
+      tpx_ = c_.psum("transpose (words)", 128, 4 * 128, kind::word_type, psum_buffers);
     } else {
       if constexpr (!kind::decode_first && !kind::fp8_operands)
         codes_t_ = c_.sbuf("K^T codes", dtype::bf16, D, chunk);
