@@ -90,8 +90,6 @@ class key_stream {
       c_.memset(window(raw_, 0, r, 0, raw_.free()), 0.0f);
       if constexpr (mx_format) c_.memset(window(exps_, 0, r, 0, exps_.free()), 0.0f);
       if constexpr (per_token) c_.memset(window(k_scale_, 0, r, 0, B), 0.0f);
-    } else if (mx && layout_.slots != B) {  // padding slots: zero words times a zero scale
-      c_.memset(window(exps_, 0, r, 0, exps_.free()), 0.0f);
     }
     read_key_blocks(k0, R);
     keys_to_operand(r);
@@ -108,6 +106,9 @@ class key_stream {
       if constexpr (mx_format)
         exps_ = c_.sbuf("K scales", dtype::u8, layout_.rows,
                         mx ? layout_.slots / mx_pack * 128 : layout_.block * sb);
+      // trn3 MX: the lanes no scale is loaded into (past a row's scale blocks, padding slots)
+      // stay zero, so zero words meet a finite scale.
+      if constexpr (mx) c_.memset(window(exps_), 0.0f);
       if constexpr (decode_first && mx_format)
         scale_values_ = c_.sbuf("K scale values", dtype::bf16, layout_.rows, layout_.block * sb);
     }
@@ -195,7 +196,7 @@ class key_stream {
                  t.values_in(window(k_scale_), p, s, &v, 1, dma_row::part_of_block);
                } else if constexpr (mx) {
                  t.bytes_in(window(exps_), p, s / mx_pack * 128 + s % mx_pack * mx_quadrant,
-                            k.scale, sb, dma_row::part_of_block);
+                            k.scale, used_scales, dma_row::part_of_block);
                } else {
                  t.bytes_in(window(exps_), p, s * sb, k.scale, sb, dma_row::part_of_block);
                }
