@@ -70,12 +70,18 @@ void register_metadata(py::module_& m) {
 void register_kernels(py::module_& m) {
   namespace ops = mqalogits_bindings;
   using ops::def_op;
-  def_op<ops::fp8_fp4_mqa_logits>(m, &fp8_fp4_mqa_logits);
-  def_op<ops::fp8_mqa_logits>(m, &fp8_mqa_logits);
-  def_op<ops::fp8_fp4_paged_mqa_logits>(m, &fp8_fp4_paged_mqa_logits);
-  def_op<ops::fp8_paged_mqa_logits>(m, &fp8_paged_mqa_logits);
-  def_op<ops::fp8_fp4_sparse_mqa_logits>(m, &fp8_fp4_sparse_mqa_logits);
-  def_op<ops::fp8_fp4_paged_sparse_mqa_logits>(m, &fp8_fp4_paged_sparse_mqa_logits);
+  // The kernels read their arguments by name from their declarations.
+  using ops::def_op_reading;
+  def_op_reading<ops::fp8_fp4_mqa_logits>(m, [](const auto& a) { return fp8_fp4_mqa_logits(a); });
+  def_op_reading<ops::fp8_mqa_logits>(m, [](const auto& a) { return fp8_mqa_logits(a); });
+  def_op_reading<ops::fp8_fp4_paged_mqa_logits>(
+      m, [](const auto& a) { return fp8_fp4_paged_mqa_logits(a); });
+  def_op_reading<ops::fp8_paged_mqa_logits>(m,
+                                            [](const auto& a) { return fp8_paged_mqa_logits(a); });
+  def_op_reading<ops::fp8_fp4_sparse_mqa_logits>(
+      m, [](const auto& a) { return fp8_fp4_sparse_mqa_logits(a); });
+  def_op_reading<ops::fp8_fp4_paged_sparse_mqa_logits>(
+      m, [](const auto& a) { return fp8_fp4_paged_sparse_mqa_logits(a); });
   def_op<ops::indexer_k_quant_and_cache>(m, &indexer_k_quant_and_cache);
 }
 

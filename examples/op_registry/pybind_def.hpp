@@ -1,14 +1,20 @@
 // A declaration as the Python module's function: pybind11's m.def with the declared names,
-// defaults, keyword-only marker and docstring. pybind11 checks at compile time that the function
-// takes as many arguments as the declaration gives Python.
+// defaults, keyword-only marker and docstring, for a function of the declared arguments
+// (def_op: pybind11 checks at compile time that it takes as many as the declaration gives
+// Python) or for a body that reads them by name (def_op_reading: the function is written from
+// the declaration).
 #pragma once
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
-#include "declaration.hpp"
+#include "declared_args.hpp"
 
 namespace mqalogits_bindings {
 
@@ -34,8 +40,8 @@ auto python_arg() {
 }
 
 template <const op_declaration& D, class Fn, std::size_t... P, std::size_t... K>
-void def_declared(py::module_& m, Fn&& fn, const char* doc, std::index_sequence<P...>,
-                  std::index_sequence<K...>) {
+void def_with_args(py::module_& m, Fn&& fn, const char* doc, std::index_sequence<P...>,
+                   std::index_sequence<K...>) {
   constexpr std::size_t positional = sizeof...(P);
   if constexpr (sizeof...(K) == 0)
     m.def(D.name, std::forward<Fn>(fn), python_arg<D, P>()..., doc);
@@ -49,9 +55,52 @@ template <const op_declaration& D, class Fn>
 void def_op(py::module_& m, Fn&& fn) {
   static_assert((D.on & python) != 0, "the op is not declared for Python");
   static const std::string doc = D.docstring();
-  def_declared<D>(m, std::forward<Fn>(fn), doc.c_str(),
-                  std::make_index_sequence<D.positional_count(python)>{},
-                  std::make_index_sequence<D.keyword_count(python)>{});
+  def_with_args<D>(m, std::forward<Fn>(fn), doc.c_str(),
+                   std::make_index_sequence<D.positional_count(python)>{},
+                   std::make_index_sequence<D.keyword_count(python)>{});
+}
+
+// The C++ type a Python argument of each declared kind arrives as: a Python object where the
+// body checks what it may be (arrays, tuples, None, dtypes), else the plain value.
+template <arg_kind K>
+struct python_param {
+  using type = py::object;
+};
+template <>
+struct python_param<arg_kind::integer> {
+  using type = std::int64_t;
+};
+template <>
+struct python_param<arg_kind::boolean> {
+  using type = bool;
+};
+template <>
+struct python_param<arg_kind::text> {
+  using type = std::string;
+};
+template <>
+struct python_param<arg_kind::real> {
+  using type = double;
+};
+// The thread count, the module's own argument, is converted by pybind11 (its messages name the
+// type the argument takes).
+template <const op_declaration& D, std::size_t I>
+using python_type =
+    std::conditional_t<same_text(D.at(python, I).name, "num_threads"), std::optional<int>,
+                       typename python_param<kind_of(D.at(python, I).type)>::type>;
+
+template <const op_declaration& D, class Body, std::size_t... I>
+auto python_function(std::index_sequence<I...>) {
+  return [](const python_type<D, I>&... a) {
+    return Body{}(declared_args<D, python, python_type<D, I>...>(a...));
+  };
+}
+
+// m.def of the op D declares, its body reading the call's arguments by name (arg<"name">(args)):
+// the function's parameters are written from the declaration.
+template <const op_declaration& D, class Body>
+void def_op_reading(py::module_& m, Body) {
+  def_op<D>(m, python_function<D, Body>(std::make_index_sequence<D.count(python)>{}));
 }
 
 }  // namespace mqalogits_bindings

@@ -1,5 +1,5 @@
 // Part of the Python module's unit bindings.cpp (its parts in order, each including the one
-// before; this first one the headers every part uses): The arrays' checks the kernels' arguments go
+// before; this first one the headers every part uses): the arrays' checks the kernels' arguments go
 // through: dtypes, ranks, contiguity, index arrays (int64 narrowed to int32 where it fits) and the
 // matrix views over them.
 #pragma once

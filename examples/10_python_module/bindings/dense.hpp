@@ -1,5 +1,5 @@
 // Part of the Python module's unit bindings.cpp (its parts in order, each including the one
-// before): The dense kernels (fp8_fp4_mqa_logits and the legacy fp8_mqa_logits).
+// before): the dense kernels (fp8_fp4_mqa_logits and the legacy fp8_mqa_logits).
 #pragma once
 
 #include "metadata.hpp"
@@ -61,16 +61,17 @@ output_request dense_output(const char* where, i64 rows, i64 num_kv, i64 max_seq
 }
 
 // The dense call of both names (the legacy one with a bare FP8 q, fp32 logits only).
-py::object dense_call(const char* where, q_input qi, const py::object& kv,
-                      const py::object& weights, const py::object& cu_seq_len_k_start,
-                      const py::object& cu_seq_len_k_end, bool clean_logits, i64 max_seqlen_k,
-                      std::optional<logits_type> logits, std::optional<int> num_threads,
-                      const selection& sel, const kernel_outputs& outs, bool legacy) {
+template <class Args>
+py::object dense_call(const char* where, q_input qi, const Args& a,
+                      std::optional<logits_type> logits, const selection& sel,
+                      const kernel_outputs& outs, bool legacy) {
+  const i64 max_seqlen_k = arg<"max_seqlen_k">(a);
+  const bool clean_logits = arg<"clean_logits">(a);
   const kernel_call_scope scope;
   const std::optional<topk_request>& t = sel.topk;
-  const auto in = inputs_of<kv_input>(where, std::move(qi), kv, weights);
-  const auto ks = int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start);
-  const auto ke = int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end);
+  const auto in = inputs_of<kv_input>(where, std::move(qi), arg<"kv">(a), arg<"weights">(a));
+  const auto ks = int_span(where, "cu_seq_len_k_start", arg<"cu_seq_len_k_start">(a));
+  const auto ke = int_span(where, "cu_seq_len_k_end", arg<"cu_seq_len_k_end">(a));
   const output_request out = with_outputs(
       sel.any() ? output_request{.rows = in.q.dims[0], .topk = t, .candidates = sel.candidates}
                 : dense_output(where, in.q.dims[0], in.k.rows, max_seqlen_k,
@@ -98,9 +99,9 @@ py::object dense_call(const char* where, q_input qi, const py::object& kv,
   }
   // The legacy logits have their own compiled calls; its top-k is the per-token one of
   // fp8_fp4_mqa_logits (the same computation).
-  py::object result =
-      run_kernel(where, in, out, num_threads, legacy && !sel.any() ? &run_legacy_dense : &run_dense,
-                 dense_args{ks, ke, max_seqlen_k, clean_logits});
+  py::object result = run_kernel(where, in, out, arg<"num_threads">(a),
+                                 legacy && !sel.any() ? &run_legacy_dense : &run_dense,
+                                 dense_args{ks, ke, max_seqlen_k, clean_logits});
   if (!offsets.empty()) {
     py::array idx = py::reinterpret_borrow<py::array>(
         py::isinstance<py::tuple>(result) ? py::object(result.cast<py::tuple>()[0]) : result);
@@ -114,34 +115,22 @@ py::object dense_call(const char* where, q_input qi, const py::object& kv,
   return result;
 }
 
-py::object fp8_fp4_mqa_logits(
-    const py::object& q, const py::object& kv, const py::object& weights,
-    const py::object& cu_seq_len_k_start, const py::object& cu_seq_len_k_end, bool clean_logits,
-    i64 max_seqlen_k, const py::object& logits_dtype, const py::object& schedule_meta,
-    std::optional<int> num_threads, bool truncate_long_contexts, const py::object& out,
-    const py::object& topk, bool topk_values, const std::string& topk_index,
-    const py::object& topk_out, const py::object& topk_values_out, const py::object& topk_offset,
-    bool topk_short_rows, const py::object& candidate_topk_blocks, i64 candidate_block_size,
-    const std::string& candidate_order, const std::string& candidate_padding,
-    const py::object& candidate_out) {
+template <class Args>
+py::object fp8_fp4_mqa_logits(const Args& a) {
   constexpr const char* where = "fp8_fp4_mqa_logits";
-  const kernel_outputs outs{out,         topk_out,     topk_values_out, truncate_long_contexts,
-                            topk_offset, candidate_out};
-  const selection sel =
-      selection_of(where, kernel_kind::dense, outs,
-                   {topk, topk_values, topk_index, topk_short_rows, candidate_topk_blocks,
-                    candidate_block_size, candidate_order, candidate_padding});
-  q_input qi = q_of(where, q, 3);
+  const kernel_outputs outs = outputs_of(a);
+  const selection sel = selection_of(where, kernel_kind::dense, outs, a);
+  q_input qi = q_of(where, arg<"q">(a), 3);
   // The selections take no logits_dtype, and leave max_seqlen_k to the library.
-  const logits_type lt = sel.any() ? logits_type::f32 : logits_dtype_of(where, logits_dtype);
-  if (!schedule_meta.is_none()) {
-    const auto k = kv_of(where, kv, qi.format);
-    check_dense_schedule(where, schedule_meta, qi, k,
-                         int_span(where, "cu_seq_len_k_start", cu_seq_len_k_start),
-                         int_span(where, "cu_seq_len_k_end", cu_seq_len_k_end));
+  const logits_type lt =
+      sel.any() ? logits_type::f32 : logits_dtype_of(where, arg<"logits_dtype">(a));
+  if (!arg<"schedule_meta">(a).is_none()) {
+    const auto k = kv_of(where, arg<"kv">(a), qi.format);
+    check_dense_schedule(where, arg<"schedule_meta">(a), qi, k,
+                         int_span(where, "cu_seq_len_k_start", arg<"cu_seq_len_k_start">(a)),
+                         int_span(where, "cu_seq_len_k_end", arg<"cu_seq_len_k_end">(a)));
   }
-  return dense_call(where, std::move(qi), kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
-                    clean_logits, max_seqlen_k, lt, num_threads, sel, outs, false);
+  return dense_call(where, std::move(qi), a, lt, sel, outs, false);
 }
 
 // Legacy names, through the library's legacy wrappers: Q is a bare FP8 array [.., H, D] (no
@@ -154,25 +143,12 @@ q_input bare_q(const char* where, const py::object& q, int ndim) {
   return q_of(where, py::make_tuple(q, py::none()), ndim);
 }
 
-py::object fp8_mqa_logits(const py::object& q, const py::object& kv, const py::object& weights,
-                          const py::object& cu_seq_len_k_start, const py::object& cu_seq_len_k_end,
-                          bool clean_logits, i64 max_seqlen_k, std::optional<int> num_threads,
-                          bool truncate_long_contexts, const py::object& out,
-                          const py::object& topk, bool topk_values, const std::string& topk_index,
-                          const py::object& topk_out, const py::object& topk_values_out,
-                          const py::object& topk_offset, bool topk_short_rows,
-                          const py::object& candidate_topk_blocks, i64 candidate_block_size,
-                          const std::string& candidate_order, const std::string& candidate_padding,
-                          const py::object& candidate_out) {
+template <class Args>
+py::object fp8_mqa_logits(const Args& a) {
   constexpr const char* where = "fp8_mqa_logits";
-  const kernel_outputs outs{out,         topk_out,     topk_values_out, truncate_long_contexts,
-                            topk_offset, candidate_out};
-  const selection sel =
-      selection_of(where, kernel_kind::dense, outs,
-                   {topk, topk_values, topk_index, topk_short_rows, candidate_topk_blocks,
-                    candidate_block_size, candidate_order, candidate_padding});
-  return dense_call(where, bare_q(where, q, 3), kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
-                    clean_logits, max_seqlen_k, std::nullopt, num_threads, sel, outs, true);
+  const kernel_outputs outs = outputs_of(a);
+  const selection sel = selection_of(where, kernel_kind::dense, outs, a);
+  return dense_call(where, bare_q(where, arg<"q">(a), 3), a, std::nullopt, sel, outs, true);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Part of the Python module's unit bindings.cpp (its parts in order, each including the one
-// before): Q, K, the paged cache and the weights as the kernels' input descriptors: the format from
+// before): q, K, the paged cache and the weights as the kernels' input descriptors: the format from
 // the dtypes, the head dim from the last extent, the scales' layout; the logits' dtype.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Part of the Python module's unit bindings.cpp (its parts in order, each including the one
-// before): The Python half of every kernel call: its inputs and outputs checked, then the compiled
+// before): the Python half of every kernel call: its inputs and outputs checked, then the compiled
 // kernel run without the GIL.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Part of the Python module's unit bindings.cpp (its parts in order, each including the one
-// before): The metadata objects (upstream's schedule and sparse metadata) and the functions that
+// before): the metadata objects (upstream's schedule and sparse metadata) and the functions that
 // make them.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Part of the Python module's unit bindings.cpp (its parts in order, each including the one
-// before): New logits arrays, padded as upstream pads them.
+// before): new logits arrays, padded as upstream pads them.
 #pragma once
 
 #include "formats.hpp"

@@ -1,5 +1,5 @@
 // Part of the Python module's unit bindings.cpp (its parts in order, each including the one
-// before): The paged kernels (fp8_fp4_paged_mqa_logits and the legacy fp8_paged_mqa_logits).
+// before): the paged kernels (fp8_fp4_paged_mqa_logits and the legacy fp8_paged_mqa_logits).
 #pragma once
 
 #include "dense.hpp"
@@ -56,23 +56,23 @@ output_request paged_output(const char* where, ml::matrix_view<const i32> lens, 
 }
 
 // The paged call of both names (the legacy one with a bare FP8 q, fp32 logits only).
-py::object paged_call(const char* where, q_input qi, const py::object& kv_cache,
-                      const py::object& weights, const py::object& context_lens,
-                      const py::object& block_table, const py::object& schedule_meta,
-                      i64 max_context_len, bool clean_logits, logits_type lt,
-                      const py::object& indices, std::optional<int> num_threads,
+template <class Args>
+py::object paged_call(const char* where, q_input qi, const Args& a, logits_type lt,
                       const selection& sel, const kernel_outputs& outs, bool legacy) {
+  const i64 max_context_len = arg<"max_context_len">(a);
+  const bool clean_logits = arg<"clean_logits">(a);
   const kernel_call_scope scope;
-  const auto in = inputs_of<cache_input>(where, std::move(qi), kv_cache, weights);
+  const auto in =
+      inputs_of<cache_input>(where, std::move(qi), arg<"kv_cache">(a), arg<"weights">(a));
   if (sel.candidates && sel.candidates->block_size > in.k.page_kv)
     fail(where, "candidate_block_size = " + std::to_string(sel.candidates->block_size) +
                     " is larger than kv_cache's block_kv " + std::to_string(in.k.page_kv));
-  const auto lens = paged_lens(where, context_lens, in.q);
-  const auto table = int_matrix(where, "block_table", block_table);
+  const auto lens = paged_lens(where, arg<"context_lens">(a), in.q);
+  const auto table = int_matrix(where, "block_table", arg<"block_table">(a));
   ml::check::max_context_len(where, max_context_len);  // the library's, before sizing the array
-  const auto idx = indices_of(where, indices);
+  const auto idx = indices_of(where, arg<"indices">(a));
   const ml::paged_mqa_schedule schedule =
-      schedule_of(where, schedule_meta, lens, in.k.page_kv, idx);
+      schedule_of(where, arg<"schedule_meta">(a), lens, in.k.page_kv, idx);
   const output_request out =
       with_outputs(sel.any() ? output_request{.rows = lens.rows * lens.cols,
                                               .topk = sel.topk,
@@ -80,60 +80,31 @@ py::object paged_call(const char* where, q_input qi, const py::object& kv_cache,
                              : paged_output(where, lens, max_context_len, lt, clean_logits),
                    outs);
   // The selections are a unit of their own (paged_topk_kernels.cpp), the legacy name's too.
-  return run_kernel(where, in, out, num_threads,
+  return run_kernel(where, in, out, arg<"num_threads">(a),
                     sel.any() ? &run_paged_topk
                     : legacy  ? &run_legacy_paged
                               : &run_paged,
                     paged_args{lens, table, schedule, max_context_len, idx, clean_logits});
 }
 
-py::object fp8_fp4_paged_mqa_logits(
-    const py::object& q, const py::object& kv_cache, const py::object& weights,
-    const py::object& context_lens, const py::object& block_table, const py::object& schedule_meta,
-    i64 max_context_len, bool clean_logits, const py::object& logits_dtype,
-    const py::object& indices, std::optional<int> num_threads, bool truncate_long_contexts,
-    const py::object& out, const py::object& topk, bool topk_values, const std::string& topk_index,
-    const py::object& topk_out, const py::object& topk_values_out, bool topk_short_rows,
-    const py::object& candidate_topk_blocks, i64 candidate_block_size,
-    const std::string& candidate_order, const std::string& candidate_padding,
-    const py::object& candidate_out) {
+template <class Args>
+py::object fp8_fp4_paged_mqa_logits(const Args& a) {
   constexpr const char* where = "fp8_fp4_paged_mqa_logits";
-  const kernel_outputs outs{out,        topk_out,     topk_values_out, truncate_long_contexts,
-                            py::none(), candidate_out};
-  const selection sel =
-      selection_of(where, kernel_kind::paged, outs,
-                   {topk, topk_values, topk_index, topk_short_rows, candidate_topk_blocks,
-                    candidate_block_size, candidate_order, candidate_padding});
-  q_input qi = q_of(where, q, 4);
+  const kernel_outputs outs = outputs_of(a);
+  const selection sel = selection_of(where, kernel_kind::paged, outs, a);
+  q_input qi = q_of(where, arg<"q">(a), 4);
   // The selections take no logits_dtype.
-  const logits_type lt = sel.any() ? logits_type::f32 : logits_dtype_of(where, logits_dtype);
-  return paged_call(where, std::move(qi), kv_cache, weights, context_lens, block_table,
-                    schedule_meta, max_context_len, clean_logits, lt, indices, num_threads, sel,
-                    outs, false);
+  const logits_type lt =
+      sel.any() ? logits_type::f32 : logits_dtype_of(where, arg<"logits_dtype">(a));
+  return paged_call(where, std::move(qi), a, lt, sel, outs, false);
 }
 
-py::object fp8_paged_mqa_logits(const py::object& q, const py::object& kv_cache,
-                                const py::object& weights, const py::object& context_lens,
-                                const py::object& block_table, const py::object& schedule_meta,
-                                i64 max_context_len, bool clean_logits, const py::object& indices,
-                                std::optional<int> num_threads, bool truncate_long_contexts,
-                                const py::object& out, const py::object& topk, bool topk_values,
-                                const std::string& topk_index, const py::object& topk_out,
-                                const py::object& topk_values_out, bool topk_short_rows,
-                                const py::object& candidate_topk_blocks, i64 candidate_block_size,
-                                const std::string& candidate_order,
-                                const std::string& candidate_padding,
-                                const py::object& candidate_out) {
+template <class Args>
+py::object fp8_paged_mqa_logits(const Args& a) {
   constexpr const char* where = "fp8_paged_mqa_logits";
-  const kernel_outputs outs{out,        topk_out,     topk_values_out, truncate_long_contexts,
-                            py::none(), candidate_out};
-  const selection sel =
-      selection_of(where, kernel_kind::paged, outs,
-                   {topk, topk_values, topk_index, topk_short_rows, candidate_topk_blocks,
-                    candidate_block_size, candidate_order, candidate_padding});
-  return paged_call(where, bare_q(where, q, 4), kv_cache, weights, context_lens, block_table,
-                    schedule_meta, max_context_len, clean_logits, logits_type::f32, indices,
-                    num_threads, sel, outs, true);
+  const kernel_outputs outs = outputs_of(a);
+  const selection sel = selection_of(where, kernel_kind::paged, outs, a);
+  return paged_call(where, bare_q(where, arg<"q">(a), 4), a, logits_type::f32, sel, outs, true);
 }
 
 }  // namespace

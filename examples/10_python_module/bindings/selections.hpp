@@ -1,8 +1,9 @@
 // Part of the Python module's unit bindings.cpp (its parts in order, each including the one
-// before): The fused selections: the kernels' keyword-only topk= and candidate_topk_blocks= as one
+// before): the fused selections: the kernels' keyword-only topk= and candidate_topk_blocks= as one
 // request, and the buffers they are written into.
 #pragma once
 
+#include "../../op_registry/declared_args.hpp"
 #include "threads.hpp"
 
 namespace mqalogits_python {
@@ -166,6 +167,40 @@ selection selection_of(const char* where, kernel_kind kind, const kernel_outputs
   s.candidates = candidates_of(where, k.candidate_topk_blocks, k.candidate_block_size,
                                k.candidate_order, k.candidate_padding, outs.candidate_out);
   return s;
+}
+
+// The readers of the kernels' declared keyword groups (examples/op_registry/kernel_ops.hpp),
+// written once for every kernel that declares them.
+using mqalogits_bindings::arg;
+
+// The buffers and the truncation a kernel declares.
+template <class Args>
+kernel_outputs outputs_of(const Args& a) {
+  kernel_outputs o{arg<"out">(a), arg<"topk_out">(a), arg<"topk_values_out">(a)};
+  if constexpr (Args::template has<"truncate_long_contexts">())
+    o.truncate = arg<"truncate_long_contexts">(a);
+  if constexpr (Args::template has<"topk_offset">()) o.topk_offset = arg<"topk_offset">(a);
+  if constexpr (Args::template has<"candidate_out">()) o.candidate_out = arg<"candidate_out">(a);
+  return o;
+}
+
+// The dense and paged kernels' selections.
+template <class Args>
+selection selection_of(const char* where, kernel_kind kind, const kernel_outputs& outs,
+                       const Args& a) {
+  return selection_of(
+      where, kind, outs,
+      selection_keywords{arg<"topk">(a), arg<"topk_values">(a), arg<"topk_index">(a),
+                         arg<"topk_short_rows">(a), arg<"candidate_topk_blocks">(a),
+                         arg<"candidate_block_size">(a), arg<"candidate_order">(a),
+                         arg<"candidate_padding">(a)});
+}
+
+// The sparse kernels' top-k.
+template <class Args>
+std::optional<topk_request> topk_of(const char* where, kernel_kind kind, const kernel_outputs& outs,
+                                    const Args& a) {
+  return topk_of(where, arg<"topk">(a), arg<"topk_values">(a), arg<"topk_index">(a), kind, outs);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Part of the Python module's unit bindings.cpp (its parts in order, each including the one
-// before): The sparse and paged-sparse kernels (bf16 logits, as upstream).
+// before): the sparse and paged-sparse kernels (bf16 logits, as upstream).
 #pragma once
 
 #include "paged.hpp"
@@ -51,25 +51,20 @@ output_request sparse_output(const char* where, const Meta& meta,
           .topk = topk};
 }
 
-py::object fp8_fp4_sparse_mqa_logits(const py::object& q, const py::object& kv,
-                                     const py::object& weights, const py::object& metadata_obj,
-                                     i64 num_max_sparse_blocks, i64 sparse_block_kv,
-                                     bool use_unaligned_ks, std::optional<int> num_threads,
-                                     const py::object& out, const py::object& topk,
-                                     bool topk_values, const std::string& topk_index,
-                                     const py::object& topk_out,
-                                     const py::object& topk_values_out) {
+template <class Args>
+py::object fp8_fp4_sparse_mqa_logits(const Args& a) {
   constexpr const char* where = "fp8_fp4_sparse_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out};
-  const auto t = topk_of(where, topk, topk_values, topk_index, kernel_kind::sparse, outs);
-  const auto& metadata = metadata_of<sparse_mqa_logits_metadata>(where, "metadata", metadata_obj,
-                                                                 "get_sparse_mqa_logits_metadata");
-  const auto in = inputs_of<kv_input>(where, q_of(where, q, 3), kv, weights);
-  check_sparse_call(where, in.q, metadata, num_max_sparse_blocks, sparse_block_kv,
-                    use_unaligned_ks);
+  const kernel_outputs outs = outputs_of(a);
+  const auto t = topk_of(where, kernel_kind::sparse, outs, a);
+  const auto& metadata = metadata_of<sparse_mqa_logits_metadata>(
+      where, "metadata", arg<"metadata">(a), "get_sparse_mqa_logits_metadata");
+  const auto in =
+      inputs_of<kv_input>(where, q_of(where, arg<"q">(a), 3), arg<"kv">(a), arg<"weights">(a));
+  check_sparse_call(where, in.q, metadata, arg<"num_max_sparse_blocks">(a),
+                    arg<"sparse_block_kv">(a), arg<"use_unaligned_ks">(a));
   const auto& meta = metadata.meta;
-  return run_kernel(where, in, with_outputs(sparse_output(where, meta, t), outs), num_threads,
-                    &run_sparse, meta);
+  return run_kernel(where, in, with_outputs(sparse_output(where, meta, t), outs),
+                    arg<"num_threads">(a), &run_sparse, meta);
 }
 
 // The paged-sparse Q: [num_q, H, D] or decode's [num_q, 1, H, D].
@@ -98,22 +93,20 @@ void check_paged_sparse_call(const char* where, const q_input& qi, const cache_i
                     " but the metadata was made with page_kv = " + std::to_string(meta.page_kv()));
 }
 
-py::object fp8_fp4_paged_sparse_mqa_logits(
-    const py::object& q, const py::object& kv_cache, const py::object& weights,
-    const py::object& metadata_obj, i64 num_max_sparse_blocks, i64 sparse_block_kv,
-    std::optional<int> num_threads, bool truncate_long_contexts, const py::object& out,
-    const py::object& topk, bool topk_values, const std::string& topk_index,
-    const py::object& topk_out, const py::object& topk_values_out) {
+template <class Args>
+py::object fp8_fp4_paged_sparse_mqa_logits(const Args& a) {
   constexpr const char* where = "fp8_fp4_paged_sparse_mqa_logits";
-  const kernel_outputs outs{out, topk_out, topk_values_out, truncate_long_contexts};
-  const auto t = topk_of(where, topk, topk_values, topk_index, kernel_kind::paged_sparse, outs);
+  const kernel_outputs outs = outputs_of(a);
+  const auto t = topk_of(where, kernel_kind::paged_sparse, outs, a);
   const auto& metadata = metadata_of<paged_sparse_mqa_logits_metadata>(
-      where, "metadata", metadata_obj, "get_paged_sparse_mqa_logits_metadata");
-  const auto in = inputs_of<cache_input>(where, paged_sparse_q(where, q), kv_cache, weights);
-  check_paged_sparse_call(where, in.q, in.k, metadata, num_max_sparse_blocks, sparse_block_kv);
+      where, "metadata", arg<"metadata">(a), "get_paged_sparse_mqa_logits_metadata");
+  const auto in = inputs_of<cache_input>(where, paged_sparse_q(where, arg<"q">(a)),
+                                         arg<"kv_cache">(a), arg<"weights">(a));
+  check_paged_sparse_call(where, in.q, in.k, metadata, arg<"num_max_sparse_blocks">(a),
+                          arg<"sparse_block_kv">(a));
   const auto& meta = metadata.meta;
-  return run_kernel(where, in, with_outputs(sparse_output(where, meta, t), outs), num_threads,
-                    &run_paged_sparse, meta);
+  return run_kernel(where, in, with_outputs(sparse_output(where, meta, t), outs),
+                    arg<"num_threads">(a), &run_paged_sparse, meta);
 }
 
 }  // namespace

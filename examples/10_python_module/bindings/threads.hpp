@@ -1,5 +1,5 @@
 // Part of the Python module's unit bindings.cpp (its parts in order, each including the one
-// before): The kernels' thread pools: one per thread count, per calling Python thread, rebuilt in a
+// before): the kernels' thread pools: one per thread count, per calling Python thread, rebuilt in a
 // forked child.
 #pragma once
 

@@ -1,0 +1,138 @@
+// An op's torch kernel written from its declaration (examples/op_registry): a function whose
+// parameters are the declared arguments in torch's types (what the schema's types unbox to), and
+// whose body reads them by name, arg<"topk">(args). The keyword groups several ops declare are read
+// once (kernel_keywords_of, topk_keywords_of).
+#pragma once
+
+#include "sparse_ops.hpp"  // first: it includes torch's headers in an order Clang takes
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../op_registry/declared_args.hpp"
+
+namespace mqalogits_torch {
+
+namespace ops = mqalogits_bindings;
+using ops::arg;
+using ops::arg_kind;
+
+// The C++ type torch unboxes each declared kind to.
+template <arg_kind K, class Class>
+struct torch_param;
+template <class C>
+struct torch_param<arg_kind::tensor, C> {
+  using type = at::Tensor;
+};
+template <class C>
+struct torch_param<arg_kind::optional_tensor, C> {
+  using type = c10::optional<at::Tensor>;
+};
+template <class C>
+struct torch_param<arg_kind::tensor_list, C> {
+  using type = std::vector<at::Tensor>;
+};
+template <class C>
+struct torch_param<arg_kind::optional_tensor_list, C> {
+  using type = c10::List<c10::optional<at::Tensor>>;
+};
+template <class C>
+struct torch_param<arg_kind::integer, C> {
+  using type = std::int64_t;
+};
+template <class C>
+struct torch_param<arg_kind::optional_integer, C> {
+  using type = c10::optional<std::int64_t>;
+};
+template <class C>
+struct torch_param<arg_kind::boolean, C> {
+  using type = bool;
+};
+template <class C>
+struct torch_param<arg_kind::text, C> {
+  using type = c10::string_view;
+};
+template <class C>
+struct torch_param<arg_kind::optional_text, C> {
+  using type = c10::optional<c10::string_view>;
+};
+template <class C>
+struct torch_param<arg_kind::real, C> {
+  using type = double;
+};
+template <class C>
+struct torch_param<arg_kind::scalar_type, C> {
+  using type = c10::ScalarType;
+};
+template <class C>
+struct torch_param<arg_kind::custom_class, C> {
+  using type = c10::intrusive_ptr<C>;
+};
+
+// The custom class a "class:Name" type names (the sparse metadata objects).
+template <const ops::op_declaration& D, std::size_t I>
+using declared_class =
+    std::conditional_t<ops::same_text(D.at(ops::torch, I).type, "class:SparseMetadata"),
+                       sparse_metadata, paged_sparse_metadata>;
+template <const ops::op_declaration& D, std::size_t I>
+using torch_type =
+    typename torch_param<ops::kind_of(D.at(ops::torch, I).type), declared_class<D, I>>::type;
+
+// How the kernel takes it: tensors, lists and objects by const reference, the rest by value, as
+// the ops' other kernels (the Meta ones) do: torch requires one C++ signature per op.
+template <const ops::op_declaration& D, std::size_t I>
+using torch_param_type =
+    std::conditional_t<std::is_arithmetic_v<torch_type<D, I>> || std::is_enum_v<torch_type<D, I>> ||
+                           std::is_same_v<torch_type<D, I>, c10::string_view> ||
+                           std::is_same_v<torch_type<D, I>, c10::optional<std::int64_t>> ||
+                           std::is_same_v<torch_type<D, I>, c10::optional<c10::string_view>>,
+                       torch_type<D, I>, const torch_type<D, I>&>;
+
+template <const ops::op_declaration& D, class Body, std::size_t... I>
+auto torch_function(std::index_sequence<I...>) {
+  return [](torch_param_type<D, I>... a) {
+    return Body{}(ops::declared_args<D, ops::torch, torch_type<D, I>...>(a...));
+  };
+}
+
+// The kernel of the op D declares, for m.impl: body(args) reads the call's arguments by name.
+template <const ops::op_declaration& D, class Body>
+auto declared_op(Body) {
+  return torch_function<D, Body>(std::make_index_sequence<D.count(ops::torch)>{});
+}
+
+inline std::string text_of(c10::string_view v) {
+  return std::string(v.data(), v.size());
+}
+
+// The fused top-k keywords an op declares.
+template <class Args>
+topk_keywords topk_keywords_of(const Args& a) {
+  topk_keywords t;
+  t.topk = arg<"topk">(a);
+  t.values = arg<"topk_values">(a);
+  t.index = text_of(arg<"topk_index">(a));
+  t.out = arg<"topk_out">(a);
+  t.values_out = arg<"topk_values_out">(a);
+  if constexpr (Args::template has<"topk_short_rows">()) t.short_rows = arg<"topk_short_rows">(a);
+  return t;
+}
+
+// The dense and paged ops' keyword-only arguments.
+template <class Args>
+kernel_keywords kernel_keywords_of(const Args& a) {
+  kernel_keywords kw;
+  kw.truncate_long_contexts = arg<"truncate_long_contexts">(a);
+  kw.out = arg<"out">(a);
+  kw.topk = topk_keywords_of(a);
+  if constexpr (Args::template has<"topk_offset">()) kw.topk_offset = arg<"topk_offset">(a);
+  kw.candidates = {arg<"candidate_topk_blocks">(a), arg<"candidate_block_size">(a),
+                   text_of(arg<"candidate_order">(a)), text_of(arg<"candidate_padding">(a)),
+                   arg<"candidate_out">(a)};
+  return kw;
+}
+
+}  // namespace mqalogits_torch
