@@ -36,11 +36,12 @@ struct param {
 
 using params = std::span<const param>;
 
-// An op: its positional arguments, then its keyword-only ones (in groups several ops share, so a
-// shared keyword is declared once), its torch return type and its docstring (its parts joined).
+// An op: its positional arguments, then its keyword-only ones, each in groups several ops share
+// (an argument several ops take is declared once), its torch return type and its docstring (its
+// parts joined).
 struct op_declaration {
   const char* name;
-  params positional;
+  std::array<params, 4> positional{};
   std::array<params, 6> keywords{};
   const char* returns = "Tensor";
   std::array<const char*, 3> doc{};
@@ -51,15 +52,12 @@ struct op_declaration {
   // constant expressions.)
   constexpr std::size_t count(surface s) const { return positional_count(s) + keyword_count(s); }
   constexpr std::size_t positional_count(surface s) const { return count_in(positional, s); }
-  constexpr std::size_t keyword_count(surface s) const {
-    std::size_t n = 0;
-    for (std::size_t g = 0; g < keywords.size(); ++g) n += count_in(keywords[g], s);
-    return n;
-  }
+  constexpr std::size_t keyword_count(surface s) const { return count_in(keywords, s); }
   // The i-th argument a surface takes.
   constexpr const param& at(surface s, std::size_t i) const {
-    for (std::size_t k = 0; k < positional.size(); ++k)
-      if (positional[k].taken_on(s) && i-- == 0) return positional[k];
+    for (std::size_t g = 0; g < positional.size(); ++g)
+      for (std::size_t k = 0; k < positional[g].size(); ++k)
+        if (positional[g][k].taken_on(s) && i-- == 0) return positional[g][k];
     for (std::size_t g = 0; g < keywords.size(); ++g)
       for (std::size_t k = 0; k < keywords[g].size(); ++k)
         if (keywords[g][k].taken_on(s) && i-- == 0) return keywords[g][k];
@@ -73,9 +71,11 @@ struct op_declaration {
   }
 
  private:
-  static constexpr std::size_t count_in(const params& ps, surface s) {
+  template <std::size_t N>
+  static constexpr std::size_t count_in(const std::array<params, N>& groups, surface s) {
     std::size_t n = 0;
-    for (std::size_t k = 0; k < ps.size(); ++k) n += ps[k].taken_on(s) ? 1 : 0;
+    for (std::size_t g = 0; g < N; ++g)
+      for (std::size_t k = 0; k < groups[g].size(); ++k) n += groups[g][k].taken_on(s) ? 1 : 0;
     return n;
   }
 };

@@ -9,68 +9,44 @@
 
 namespace mqalogits_bindings::deep_gemm {
 
-inline constexpr param dense_args[] = {{"q", "Tensor"},
-                                       {"q_sf", "Tensor?"},
-                                       {"kv", "Tensor"},
-                                       {"kv_sf", "Tensor"},
-                                       {"weights", "Tensor"},
-                                       {"cu_seq_len_k_start", "Tensor"},
-                                       {"cu_seq_len_k_end", "Tensor"},
-                                       {"clean_logits", "bool", "True"},
-                                       {"max_seqlen_k", "int", "0"},
-                                       float32_logits,
-                                       {"schedule_meta", "Tensor?", "None"}};
-inline constexpr param legacy_dense_args[] = {{"q", "Tensor"},
-                                              {"kv", "Tensor"},
-                                              {"kv_sf", "Tensor"},
-                                              {"weights", "Tensor"},
-                                              {"cu_seq_len_k_start", "Tensor"},
-                                              {"cu_seq_len_k_end", "Tensor"},
-                                              {"clean_logits", "bool", "True"},
-                                              {"max_seqlen_k", "int", "0"}};
-inline constexpr param paged_args[] = {{"q", "Tensor"},
-                                       {"q_sf", "Tensor?"},
-                                       {"kv_cache", "Tensor"},
-                                       {"weights", "Tensor"},
-                                       {"context_lens", "Tensor"},
-                                       {"block_table", "Tensor"},
-                                       {"schedule_meta", "Tensor"},
-                                       {"max_context_len", "int"},
-                                       {"clean_logits", "bool", "False"},
-                                       float32_logits,
-                                       {"indices", "Tensor?", "None"}};
-inline constexpr param sparse_args[] = {{"q", "Tensor"},
-                                        {"q_sf", "Tensor?"},
-                                        {"kv", "Tensor"},
-                                        {"kv_sf", "Tensor"},
-                                        {"weights", "Tensor"},
-                                        {"metadata", "Tensor"},
-                                        {"num_max_sparse_blocks", "int"},
-                                        {"sparse_block_kv", "int"},
-                                        {"use_unaligned_ks", "bool", "False"}};
-inline constexpr param paged_sparse_args[] = {
-    {"q", "Tensor"},           {"q_sf", "Tensor?"},    {"kv_cache", "Tensor"},
-    {"weights", "Tensor"},     {"metadata", "Tensor"}, {"num_max_sparse_blocks", "int"},
-    {"sparse_block_kv", "int"}};
+// Upstream's Q and K: codes and scales apart.
+inline constexpr param q_kv[] = {
+    {"q", "Tensor"}, {"q_sf", "Tensor?"}, {"kv", "Tensor"}, {"kv_sf", "Tensor"}};
+inline constexpr param fp8_q_kv[] = {{"q", "Tensor"}, {"kv", "Tensor"}, {"kv_sf", "Tensor"}};
+inline constexpr param q[] = {{"q", "Tensor"}, {"q_sf", "Tensor?"}};
+// The sparse metadata is a tensor there.
+inline constexpr param sparse_head[] = {{"weights", "Tensor"}, {"metadata", "Tensor"}};
+inline constexpr param paged_sparse_head[] = {
+    {"kv_cache", "Tensor"}, {"weights", "Tensor"}, {"metadata", "Tensor"}};
 
 inline constexpr op_declaration fp8_fp4_mqa_logits{
-    "fp8_fp4_mqa_logits", dense_args, {}, "Tensor", {}, torch};
+    "fp8_fp4_mqa_logits", {q_kv, dense_common, dense_schedule}, {}, "Tensor", {}, torch};
 inline constexpr op_declaration fp8_mqa_logits{
-    "fp8_mqa_logits", legacy_dense_args, {}, "Tensor", {}, torch};
+    "fp8_mqa_logits", {fp8_q_kv, dense_common}, {}, "Tensor", {}, torch};
 inline constexpr op_declaration fp8_fp4_paged_mqa_logits{
-    "fp8_fp4_paged_mqa_logits", paged_args, {}, "Tensor", {}, torch};
+    "fp8_fp4_paged_mqa_logits", {q, paged_common, paged_tail}, {}, "Tensor", {}, torch};
 inline constexpr op_declaration fp8_paged_mqa_logits{
-    "fp8_paged_mqa_logits", legacy_paged_args, {}, "Tensor", {}, torch};
+    "fp8_paged_mqa_logits", {fp8_q, paged_common, paged_indices}, {}, "Tensor", {}, torch};
 inline constexpr op_declaration get_paged_mqa_logits_metadata{
-    "get_paged_mqa_logits_metadata", paged_metadata_args, {}, "Tensor", {}, torch};
+    "get_paged_mqa_logits_metadata", {paged_metadata_args}, {}, "Tensor", {}, torch};
 inline constexpr op_declaration get_sparse_mqa_logits_metadata{
-    "get_sparse_mqa_logits_metadata", sparse_metadata_args, {}, "Tensor", {}, torch};
+    "get_sparse_mqa_logits_metadata", {sparse_metadata_args}, {}, "Tensor", {}, torch};
 inline constexpr op_declaration get_paged_sparse_mqa_logits_metadata{
-    "get_paged_sparse_mqa_logits_metadata", paged_sparse_metadata_args, {}, "Tensor", {}, torch};
+    "get_paged_sparse_mqa_logits_metadata", {paged_sparse_metadata_args}, {}, "Tensor", {}, torch};
 inline constexpr op_declaration fp8_fp4_sparse_mqa_logits{
-    "fp8_fp4_sparse_mqa_logits", sparse_args, {}, "Tensor", {}, torch};
+    "fp8_fp4_sparse_mqa_logits",
+    {q_kv, sparse_head, sparse_blocks, unaligned_ks},
+    {},
+    "Tensor",
+    {},
+    torch};
 inline constexpr op_declaration fp8_fp4_paged_sparse_mqa_logits{
-    "fp8_fp4_paged_sparse_mqa_logits", paged_sparse_args, {}, "Tensor", {}, torch};
+    "fp8_fp4_paged_sparse_mqa_logits",
+    {q, paged_sparse_head, sparse_blocks},
+    {},
+    "Tensor",
+    {},
+    torch};
 // get_mqa_logits_metadata is the library's own declaration (the same arguments).
 
 }  // namespace mqalogits_bindings::deep_gemm

@@ -32,82 +32,62 @@ inline constexpr param selection_keywords[] = {
 // torch's ScalarType defaults are its codes: 6 is torch.float32; Python takes the name.
 inline constexpr param float32_logits = {"logits_dtype", "ScalarType", "6", both, "\"float32\""};
 
-inline constexpr param dense_args[] = {{"q", "Tensor?[]"},
-                                       {"kv", "Tensor[]"},
-                                       {"weights", "Tensor"},
-                                       {"cu_seq_len_k_start", "Tensor"},
-                                       {"cu_seq_len_k_end", "Tensor"},
-                                       {"clean_logits", "bool", "True"},
-                                       {"max_seqlen_k", "int", "0"},
-                                       float32_logits,
-                                       {"schedule_meta", "Tensor?", "None"}};
-inline constexpr param legacy_dense_args[] = {{"q", "Tensor"},
-                                              {"kv", "Tensor[]"},
-                                              {"weights", "Tensor"},
-                                              {"cu_seq_len_k_start", "Tensor"},
-                                              {"cu_seq_len_k_end", "Tensor"},
-                                              {"clean_logits", "bool", "True"},
-                                              {"max_seqlen_k", "int", "0"}};
-inline constexpr param paged_args[] = {{"q", "Tensor?[]"},
-                                       {"kv_cache", "Tensor"},
-                                       {"weights", "Tensor"},
-                                       {"context_lens", "Tensor"},
-                                       {"block_table", "Tensor"},
-                                       {"schedule_meta", "Tensor"},
-                                       {"max_context_len", "int"},
-                                       {"clean_logits", "bool", "False"},
-                                       float32_logits,
-                                       {"indices", "Tensor?", "None"}};
-inline constexpr param legacy_paged_args[] = {{"q", "Tensor"},
-                                              {"kv_cache", "Tensor"},
-                                              {"weights", "Tensor"},
-                                              {"context_lens", "Tensor"},
-                                              {"block_table", "Tensor"},
-                                              {"schedule_meta", "Tensor"},
-                                              {"max_context_len", "int"},
-                                              {"clean_logits", "bool", "False"},
-                                              {"indices", "Tensor?", "None"}};
-inline constexpr param sparse_args[] = {{"q", "Tensor?[]"},
+// The positional arguments, in groups the library's names and upstream's call forms share.
+inline constexpr param mx_q_kv[] = {{"q", "Tensor?[]"}, {"kv", "Tensor[]"}};
+inline constexpr param fp8_q_kv[] = {{"q", "Tensor"}, {"kv", "Tensor[]"}};
+inline constexpr param mx_q[] = {{"q", "Tensor?[]"}};
+inline constexpr param fp8_q[] = {{"q", "Tensor"}};
+inline constexpr param dense_common[] = {{"weights", "Tensor"},
+                                         {"cu_seq_len_k_start", "Tensor"},
+                                         {"cu_seq_len_k_end", "Tensor"},
+                                         {"clean_logits", "bool", "True"},
+                                         {"max_seqlen_k", "int", "0"}};
+inline constexpr param dense_schedule[] = {float32_logits, {"schedule_meta", "Tensor?", "None"}};
+inline constexpr param paged_common[] = {
+    {"kv_cache", "Tensor"},           {"weights", "Tensor"},       {"context_lens", "Tensor"},
+    {"block_table", "Tensor"},        {"schedule_meta", "Tensor"}, {"max_context_len", "int"},
+    {"clean_logits", "bool", "False"}};
+inline constexpr param paged_indices[] = {{"indices", "Tensor?", "None"}};
+inline constexpr param paged_tail[] = {float32_logits, {"indices", "Tensor?", "None"}};
+inline constexpr param sparse_blocks[] = {{"num_max_sparse_blocks", "int"},
+                                          {"sparse_block_kv", "int"}};
+inline constexpr param unaligned_ks[] = {{"use_unaligned_ks", "bool", "False"}};
+inline constexpr param sparse_head[] = {{"q", "Tensor?[]"},
                                         {"kv", "Tensor[]"},
                                         {"weights", "Tensor"},
-                                        {"metadata", "class:SparseMetadata"},
-                                        {"num_max_sparse_blocks", "int"},
-                                        {"sparse_block_kv", "int"},
-                                        {"use_unaligned_ks", "bool", "False"}};
-inline constexpr param paged_sparse_args[] = {{"q", "Tensor?[]"},
+                                        {"metadata", "class:SparseMetadata"}};
+inline constexpr param paged_sparse_head[] = {{"q", "Tensor?[]"},
                                               {"kv_cache", "Tensor"},
                                               {"weights", "Tensor"},
-                                              {"metadata", "class:PagedSparseMetadata"},
-                                              {"num_max_sparse_blocks", "int"},
-                                              {"sparse_block_kv", "int"}};
+                                              {"metadata", "class:PagedSparseMetadata"}};
 
 inline constexpr op_declaration fp8_fp4_mqa_logits{
     "fp8_fp4_mqa_logits",
-    dense_args,
+    {mx_q_kv, dense_common, dense_schedule},
     {threads_keyword, truncate_keyword, topk_keywords, offset_keyword, selection_keywords},
     "Tensor",
     {docs::fp8_fp4_mqa_logits, docs::selections, docs::dense_tail}};
 inline constexpr op_declaration fp8_mqa_logits{
     "fp8_mqa_logits",
-    legacy_dense_args,
+    {fp8_q_kv, dense_common},
     {threads_keyword, truncate_keyword, topk_keywords, offset_keyword, selection_keywords},
     "Tensor",
     {docs::fp8_mqa_logits, docs::selections, docs::dense_tail}};
 inline constexpr op_declaration fp8_fp4_paged_mqa_logits{
     "fp8_fp4_paged_mqa_logits",
-    paged_args,
+    {mx_q, paged_common, paged_tail},
     {threads_keyword, truncate_keyword, topk_keywords, selection_keywords},
     "Tensor",
     {docs::fp8_fp4_paged_mqa_logits, docs::selections, docs::paged_tail}};
 inline constexpr op_declaration fp8_paged_mqa_logits{
     "fp8_paged_mqa_logits",
-    legacy_paged_args,
+    {fp8_q, paged_common, paged_indices},
     {threads_keyword, truncate_keyword, topk_keywords, selection_keywords},
     "Tensor",
     {docs::fp8_paged_mqa_logits, docs::selections, docs::paged_tail}};
 inline constexpr op_declaration fp8_fp4_sparse_mqa_logits{
     "fp8_fp4_sparse_mqa_logits",
-    sparse_args,
+    {sparse_head, sparse_blocks, unaligned_ks},
     {threads_keyword, topk_keywords},
     "Tensor",
     {docs::fp8_fp4_sparse_mqa_logits, docs::sparse_topk}};
@@ -115,7 +95,7 @@ inline constexpr op_declaration fp8_fp4_sparse_mqa_logits{
 // longer than its block table.
 inline constexpr op_declaration fp8_fp4_paged_sparse_mqa_logits{
     "fp8_fp4_paged_sparse_mqa_logits",
-    paged_sparse_args,
+    {paged_sparse_head, sparse_blocks},
     {threads_keyword, python_truncate_keyword, topk_keywords},
     "Tensor",
     {docs::fp8_fp4_paged_sparse_mqa_logits, docs::sparse_topk}};

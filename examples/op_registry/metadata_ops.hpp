@@ -12,7 +12,7 @@ inline constexpr param mqa_metadata_args[] = {{"cu_seq_len_k_start", "Tensor"},
                                               {"num_heads", "int"}};
 inline constexpr op_declaration get_mqa_logits_metadata{
     "get_mqa_logits_metadata",
-    mqa_metadata_args,
+    {mqa_metadata_args},
     {},
     "Tensor",
     {"DeepGEMM's dense schedule metadata, for fp8_fp4_mqa_logits(schedule_meta=...): the\n"
@@ -26,7 +26,7 @@ inline constexpr param paged_metadata_args[] = {{"context_lens", "Tensor"},
 inline constexpr param metadata_out_keyword[] = {{"out", "Tensor(a!)?", "None"}};
 inline constexpr op_declaration get_paged_mqa_logits_metadata{
     "get_paged_mqa_logits_metadata",
-    paged_metadata_args,
+    {paged_metadata_args},
     {metadata_out_keyword},
     "Tensor",
     {"DeepGEMM's paged schedule table, int32 [num_sms + 1, 2]: row w is where work partition\n"
@@ -48,7 +48,7 @@ inline constexpr op_declaration get_num_sms{
 inline constexpr param num_sms_arg[] = {{"num_sms", "int"}};
 inline constexpr op_declaration set_num_sms{
     "set_num_sms",
-    num_sms_arg,
+    {num_sms_arg},
     {},
     "()",
     {"Sets what get_num_sms() returns (1 .. the paged schedule's most partitions). The kernels\n"
@@ -64,7 +64,7 @@ inline constexpr param sparse_metadata_args[] = {{"cu_seq_len_k_start", "Tensor"
                                                  {"use_unaligned_ks", "bool", "False"}};
 inline constexpr op_declaration get_sparse_mqa_logits_metadata{
     "get_sparse_mqa_logits_metadata",
-    sparse_metadata_args,
+    {sparse_metadata_args},
     {},
     "class:SparseMetadata",
     {"The sparse kernel's metadata (SparseMqaLogitsMetadata): each row's selected KV blocks\n"
@@ -82,7 +82,7 @@ inline constexpr param paged_sparse_metadata_args[] = {{"context_lens", "Tensor"
                                                        {"sparse_block_kv", "int"}};
 inline constexpr op_declaration get_paged_sparse_mqa_logits_metadata{
     "get_paged_sparse_mqa_logits_metadata",
-    paged_sparse_metadata_args,
+    {paged_sparse_metadata_args},
     {},
     "class:PagedSparseMetadata",
     {"The paged-sparse kernel's metadata (PagedSparseMqaLogitsMetadata): each row's selected\n"
@@ -104,7 +104,7 @@ inline constexpr op_declaration host_isa_name{
 inline constexpr param isa_path_arg[] = {{"path", "str"}};
 inline constexpr op_declaration limit_host_isa{
     "limit_host_isa",
-    isa_path_arg,
+    {isa_path_arg},
     {},
     "str",
     {"Caps the host path at path ('native' lifts the cap) and returns the path now chosen:\n"

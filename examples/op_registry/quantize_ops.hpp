@@ -15,7 +15,7 @@ inline constexpr param k_cache_args[] = {{"k", "Tensor"},
                                          {"scale_fmt", "str?", "None"}};
 inline constexpr op_declaration indexer_k_quant_and_cache{
     "indexer_k_quant_and_cache",
-    k_cache_args,
+    {k_cache_args},
     {hadamard_keyword},
     "()",
     {"vLLM's indexer K cache insert, in place: k [num_tokens, 128] (float32 or bfloat16)\n"
@@ -28,7 +28,7 @@ inline constexpr param mxfp4_k_cache_args[] = {
     {"k", "Tensor"}, {"kv_cache", "Tensor(a!)"}, {"slot_mapping", "Tensor"}};
 inline constexpr op_declaration indexer_k_quant_and_cache_mxfp4{
     "indexer_k_quant_and_cache_mxfp4",
-    mxfp4_k_cache_args,
+    {mxfp4_k_cache_args},
     {hadamard_keyword},
     "()",
     {"DeepSeek-V4's MXFP4 indexer K cache insert, in place: k [num_tokens, D] (float32 or\n"
@@ -43,7 +43,7 @@ inline constexpr param gather_args[] = {{"kv_cache", "Tensor"},
                                         {"cu_seq_lens", "Tensor"}};
 inline constexpr op_declaration cp_gather_indexer_k_quant_cache{
     "cp_gather_indexer_k_quant_cache",
-    gather_args,
+    {gather_args},
     {},
     "()",
     {"vLLM's prefill gather of the paged indexer K cache, in place: sequence b's tokens\n"
@@ -64,7 +64,7 @@ inline constexpr param q_quant_keywords[] = {{"rule", "str?", "None"},
                                              {"hadamard", "bool", "False"}};
 inline constexpr op_declaration indexer_q_quant{
     "indexer_q_quant",
-    q_quant_args,
+    {q_quant_args},
     {q_quant_keywords},
     "Tensor[]",
     {"Quantises the roped Q [T, H, D] (float32 or bfloat16) for the indexer and folds its\n"
