@@ -228,3 +228,22 @@ TEST_CASE("example 09: decode lines with the selection engines call (top-k)", "[
   CHECK(t2.estimated_seconds() <= 1.25 * t2.floor_seconds());
   CHECK(t2.vector.seconds == Approx(t2.gpsimd.seconds).epsilon(0.01));
 }
+
+TEST_CASE("trn3 pages of 128: whole pages where the selection binds GpSimd, 64-token runs else",
+          "[neuron]") {
+  // Without a selection the decode keeps its runs of 64 tokens (chunks of 128 rows): it costs
+  // what page 64 does.
+  const auto p64 = neuron_shapes::paged_decode<trn3, ml::mxfp8>(64, 8192);
+  const auto p128 = neuron_shapes::paged_decode<trn3, ml::mxfp8>(64, 8192, {}, {.page = 128});
+  CHECK(p128.estimated_seconds() == Approx(p64.estimated_seconds()).epsilon(1e-12));
+  CHECK(p128.dma_descriptors == p64.dma_descriptors);
+  // V4.1's candidate source: the selection's nisa.topk binds GpSimd, so each page of 128 goes
+  // whole on one partition row, two descriptors (codes, scales) as the floor counts: per row
+  // 256 pages x 2 x 16 cycles at 1.2 GHz. With runs GpSimd would write twice as many.
+  const auto t3 = neuron_shapes::topk_lines<trn3>();
+  const auto& src = t3[4].report;
+  CHECK(src.floor.gpsimd_descriptors_s == Approx(64 * 256 * 2 * 16 / 1.2e9).epsilon(1e-12));
+  CHECK(src.gpsimd.seconds < src.floor.gpsimd_topk_s + 1.25 * src.floor.gpsimd_descriptors_s);
+  CHECK(src.estimated_seconds() <= 1.25 * src.floor_seconds());
+  CHECK(t3[3].report.estimated_seconds() <= 1.25 * t3[3].report.floor_seconds());
+}

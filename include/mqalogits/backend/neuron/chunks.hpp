@@ -6,8 +6,10 @@
 // of MXFP8 codes, the efficient DMA row). A page of more than 64 tokens whose size is a multiple
 // of 64 is read as its runs of 64 contiguous tokens, one per partition row (the run at page_base
 // + j x 64 tokens is a descriptor of its own), so that a chunk of such pages fills the 128
-// partitions as pages of 64 do. A chunk is at most 128 rows and 8192 keys (4096 for rows of 128
-// keys or more, to fit trn1's SBUF).
+// partitions as pages of 64 do. A decode may read pages of 128 whole instead, one row each (half
+// the gather descriptors, a DMA descriptor writing one partition row, but chunks of 32 rows):
+// kernel::choose_layout takes whichever ends the call sooner. A chunk is at most 128 rows and
+// 8192 keys (4096 for rows of 128 keys or more, to fit trn1's SBUF).
 #pragma once
 
 #include <algorithm>

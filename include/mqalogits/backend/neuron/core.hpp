@@ -69,6 +69,15 @@ class core : private core_ledger<Gen>,
   bool computes() const { return ledger.computes(); }
   // GpSimd and VectorE seconds this core runs after the kernel (instruction_ledger::queue_after).
   void queue_after(double gpsimd_s, double vector_s) { ledger.queue_after(gpsimd_s, vector_s); }
+  double later_gpsimd_seconds() const { return ledger.later_gpsimd_seconds(); }
+  double later_vector_seconds() const { return ledger.later_vector_seconds(); }
+  // The core's report with that work added (single_core_seconds: when the call ends).
+  report with_work_after() {
+    report r = counters();
+    r.gpsimd.seconds += ledger.later_gpsimd_seconds();
+    r.vector.seconds += ledger.later_vector_seconds();
+    return r;
+  }
 
   // ---- allocation ----
   template <class Shape, int Buffers = 1>

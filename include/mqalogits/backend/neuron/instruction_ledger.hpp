@@ -42,6 +42,8 @@ class instruction_ledger {
     later_gpsimd_s_ = gpsimd_s;
     later_vector_s_ = vector_s;
   }
+  double later_gpsimd_seconds() const { return later_gpsimd_s_; }
+  double later_vector_seconds() const { return later_vector_s_; }
 
   void tensor_instruction(std::int64_t cycles) {
     report_.tensor.instructions += 1;

@@ -58,11 +58,16 @@ class kernel {
  public:
   kernel(core<Gen>& c, const rows_view<Format>& q, const Plan& plan, const weights_ref& w,
          logits_sink& output, int part, int parts)
+      : kernel(c, q, plan, w, output, part, parts,
+               choose_layout(c, q, plan, w, output, part, parts)) {}
+  // With the chunk layout given (choose_layout's trials).
+  kernel(core<Gen>& c, const rows_view<Format>& q, const Plan& plan, const weights_ref& w,
+         logits_sink& output, int part, int parts, const chunk_layout& layout)
       : plan_(plan),
         clean_(output.clean()),
         part_(part),
         parts_(parts),
-        layout_(layout_of(plan)),
+        layout_(layout),
         staging_(c, layout_.chunk),
         keys_(c, plan, layout_, staging_),
         queries_(c, q, layout_.chunk, staging_),
@@ -87,11 +92,34 @@ class kernel {
   }
 
  private:
-  static chunk_layout layout_of(const Plan& plan) {
+  // Pages of two runs (128 tokens) read whole on their own partition rows take half the gather
+  // descriptors (one per partition row) but chunks of half the rows, which cost VectorE and
+  // TensorE more per key: a decode takes whichever layout ends the call sooner given the work
+  // queued after it (the selection's GpSimd and VectorE), from a cost-only run of each; ties
+  // keep the runs.
+  static chunk_layout choose_layout(core<Gen>& c, const rows_view<Format>& q, const Plan& plan,
+                                    const weights_ref& w, logits_sink& output, int part,
+                                    int parts) {
+    const chunk_layout runs = layout_of(plan, false);
+    if constexpr (Plan::prefill || native) {
+      return runs;
+    } else {
+      if (runs.page != 2 * page_run || runs.block != page_run) return runs;
+      const chunk_layout whole = layout_of(plan, true);
+      const auto ends = [&](const chunk_layout& l) {
+        core<Gen> trial(false);
+        trial.queue_after(c.later_gpsimd_seconds(), c.later_vector_seconds());
+        kernel(trial, q, plan, w, output, part, parts, l).run();
+        return trial.with_work_after().single_core_seconds();
+      };
+      return ends(whole) < ends(runs) ? whole : runs;
+    }
+  }
+  static chunk_layout layout_of(const Plan& plan, bool whole_pages) {
     chunk_layout l;
     l.page = plan.gather_block();
     // Native blocks go whole (their rows are the block's own); large pages as runs of 64 tokens.
-    l.block = l.page <= 0 ? contiguous_block : native ? l.page : run_keys(l.page);
+    l.block = l.page <= 0 ? contiguous_block : native || whole_pages ? l.page : run_keys(l.page);
     l.chunk = chunk_keys(l.block);
     l.rows = l.chunk / l.block;
     l.slots = kind::mx ? (l.block + mx_pack - 1) / mx_pack * mx_pack : l.block;
