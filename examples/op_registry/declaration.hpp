@@ -36,6 +36,15 @@ struct param {
 
 using params = std::span<const param>;
 
+// The arguments of some groups a surface takes.
+template <std::size_t N>
+constexpr std::size_t count_in(const std::array<params, N>& groups, surface s) {
+  std::size_t n = 0;
+  for (std::size_t g = 0; g < N; ++g)
+    for (std::size_t k = 0; k < groups[g].size(); ++k) n += groups[g][k].taken_on(s) ? 1 : 0;
+  return n;
+}
+
 // An op: its positional arguments, then its keyword-only ones, each in groups several ops share
 // (an argument several ops take is declared once), its torch return type and its docstring (its
 // parts joined).
@@ -68,15 +77,6 @@ struct op_declaration {
     for (const char* part : doc)
       if (part != nullptr) text += part;
     return text;
-  }
-
- private:
-  template <std::size_t N>
-  static constexpr std::size_t count_in(const std::array<params, N>& groups, surface s) {
-    std::size_t n = 0;
-    for (std::size_t g = 0; g < N; ++g)
-      for (std::size_t k = 0; k < groups[g].size(); ++k) n += groups[g][k].taken_on(s) ? 1 : 0;
-    return n;
   }
 };
 
