@@ -303,14 +303,21 @@ TEMPLATE_TEST_CASE("neuron cost: dense prefill counts", "[neuron]", trn1, trn2, 
   // all heads per token (512 + 32 B); weights one bf16 row per token; the logits in one tile
   // (a head's relu scores accumulate over four PSUM banks: up to 2048 keys) of 3 fp32 rows. No
   // fill: every row covers all columns.
-  const std::int64_t out_tiles = 1;
+  // trn3 also loads each weight onto its head's diagonal (one DMA, a descriptor per weight) for
+  // the heads whose sum goes to TensorE: per head two fp32 matmuls (512 + 88 keys) of the
+  // diagonal [3, 3] against the relu scores.
+  const std::int64_t out_tiles = 1, diag = mx ? 1 : 0;
   CHECK(rep.dma_gathers == 0);
-  CHECK(rep.dma_transfers == 5 + out_tiles);
-  CHECK(rep.dma_descriptors == 19 + 19 + num_q + num_q + num_q + out_tiles * num_q);
-  CHECK(rep.dma_bytes == 19 * 2048 + 19 * 128 + num_q * H * 68 + num_q * H * 2 + num_q * N * 4);
-  CHECK(rep.matmul_head_sum == 0);
+  CHECK(rep.dma_transfers == 5 + diag + out_tiles);
+  CHECK(rep.dma_descriptors ==
+        19 + 19 + num_q + num_q + num_q + diag * num_q * H + out_tiles * num_q);
+  CHECK(rep.dma_bytes ==
+        19 * 2048 + 19 * 128 + num_q * H * 68 + (1 + diag) * num_q * H * 2 + num_q * N * 4);
+  CHECK(rep.matmul_head_sum % 2 == 0);
+  CHECK(rep.matmul_head_sum <= (mx ? 2 * H : 0));
   // trn3's MX stationary has an even free size: the 3 query columns padded to 4.
-  CHECK(rep.matmul_flops == 2 * 128 * (mx ? 4 : num_q) * N * H);
+  CHECK(rep.matmul_flops ==
+        2 * 128 * (mx ? 4 : num_q) * N * H + rep.matmul_head_sum / 2 * 2 * num_q * num_q * N);
   if constexpr (mx) {
     // Two tiles of 128 + 22 quadrant columns (600 keys): per head four MX matmuls and one relu
     // evacuation of the four each.
