@@ -229,7 +229,7 @@ TEST_CASE("example 09: decode lines with the selection engines call (top-k)", "[
   CHECK(t2.vector.seconds == Approx(t2.gpsimd.seconds).epsilon(0.01));
 }
 
-TEST_CASE("trn3 pages of 128: whole pages where the selection binds GpSimd, 64-token runs else",
+TEST_CASE("neuron trn3 pages of 128: whole pages where the selection binds GpSimd, 64-token runs",
           "[neuron]") {
   // Without a selection the decode keeps its runs of 64 tokens (chunks of 128 rows): it costs
   // what page 64 does.
