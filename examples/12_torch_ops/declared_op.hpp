@@ -20,57 +20,37 @@ namespace ops = mqalogits_bindings;
 using ops::arg;
 using ops::arg_kind;
 
-// The C++ type torch unboxes each declared kind to.
+// The C++ type torch unboxes each declared kind to (Class: a "class:Name" argument's class).
 template <arg_kind K, class Class>
-struct torch_param;
-template <class C>
-struct torch_param<arg_kind::tensor, C> {
-  using type = at::Tensor;
-};
-template <class C>
-struct torch_param<arg_kind::optional_tensor, C> {
-  using type = c10::optional<at::Tensor>;
-};
-template <class C>
-struct torch_param<arg_kind::tensor_list, C> {
-  using type = std::vector<at::Tensor>;
-};
-template <class C>
-struct torch_param<arg_kind::optional_tensor_list, C> {
-  using type = c10::List<c10::optional<at::Tensor>>;
-};
-template <class C>
-struct torch_param<arg_kind::integer, C> {
-  using type = std::int64_t;
-};
-template <class C>
-struct torch_param<arg_kind::optional_integer, C> {
-  using type = c10::optional<std::int64_t>;
-};
-template <class C>
-struct torch_param<arg_kind::boolean, C> {
-  using type = bool;
-};
-template <class C>
-struct torch_param<arg_kind::text, C> {
-  using type = c10::string_view;
-};
-template <class C>
-struct torch_param<arg_kind::optional_text, C> {
-  using type = c10::optional<c10::string_view>;
-};
-template <class C>
-struct torch_param<arg_kind::real, C> {
-  using type = double;
-};
-template <class C>
-struct torch_param<arg_kind::scalar_type, C> {
-  using type = c10::ScalarType;
-};
-template <class C>
-struct torch_param<arg_kind::custom_class, C> {
-  using type = c10::intrusive_ptr<C>;
-};
+constexpr auto torch_param() {
+  using k = arg_kind;
+  if constexpr (K == k::tensor)
+    return std::type_identity<at::Tensor>{};
+  else if constexpr (K == k::optional_tensor)
+    return std::type_identity<c10::optional<at::Tensor>>{};
+  else if constexpr (K == k::tensor_list)
+    return std::type_identity<std::vector<at::Tensor>>{};
+  else if constexpr (K == k::optional_tensor_list)
+    return std::type_identity<c10::List<c10::optional<at::Tensor>>>{};
+  else if constexpr (K == k::integer)
+    return std::type_identity<std::int64_t>{};
+  else if constexpr (K == k::optional_integer)
+    return std::type_identity<c10::optional<std::int64_t>>{};
+  else if constexpr (K == k::boolean)
+    return std::type_identity<bool>{};
+  else if constexpr (K == k::text)
+    return std::type_identity<c10::string_view>{};
+  else if constexpr (K == k::optional_text)
+    return std::type_identity<c10::optional<c10::string_view>>{};
+  else if constexpr (K == k::real)
+    return std::type_identity<double>{};
+  else if constexpr (K == k::scalar_type)
+    return std::type_identity<c10::ScalarType>{};
+  else {
+    static_assert(K == k::custom_class, "a declared kind without its torch type");
+    return std::type_identity<c10::intrusive_ptr<Class>>{};
+  }
+}
 
 // The custom class a "class:Name" type names (the sparse metadata objects).
 template <const ops::op_declaration& D, std::size_t I>
@@ -78,18 +58,19 @@ using declared_class =
     std::conditional_t<ops::same_text(D.at(ops::torch, I).type, "class:SparseMetadata"),
                        sparse_metadata, paged_sparse_metadata>;
 template <const ops::op_declaration& D, std::size_t I>
-using torch_type =
-    typename torch_param<ops::kind_of(D.at(ops::torch, I).type), declared_class<D, I>>::type;
+constexpr arg_kind kind_at = ops::kind_of(D.at(ops::torch, I).type);
+template <const ops::op_declaration& D, std::size_t I>
+using torch_type = typename decltype(torch_param<kind_at<D, I>, declared_class<D, I>>())::type;
 
 // How the kernel takes it: tensors, lists and objects by const reference, the rest by value, as
 // the ops' other kernels (the Meta ones) do: torch requires one C++ signature per op.
+constexpr bool by_reference(arg_kind k) {
+  return k == arg_kind::tensor || k == arg_kind::optional_tensor || k == arg_kind::tensor_list ||
+         k == arg_kind::optional_tensor_list || k == arg_kind::custom_class;
+}
 template <const ops::op_declaration& D, std::size_t I>
 using torch_param_type =
-    std::conditional_t<std::is_arithmetic_v<torch_type<D, I>> || std::is_enum_v<torch_type<D, I>> ||
-                           std::is_same_v<torch_type<D, I>, c10::string_view> ||
-                           std::is_same_v<torch_type<D, I>, c10::optional<std::int64_t>> ||
-                           std::is_same_v<torch_type<D, I>, c10::optional<c10::string_view>>,
-                       torch_type<D, I>, const torch_type<D, I>&>;
+    std::conditional_t<by_reference(kind_at<D, I>), const torch_type<D, I>&, torch_type<D, I>>;
 
 template <const ops::op_declaration& D, class Body, std::size_t... I>
 auto torch_function(std::index_sequence<I...>) {

@@ -34,6 +34,12 @@ struct param {
   }
 };
 
+// The same argument, taken on surface s only.
+constexpr param only_on(surface s, param p) {
+  p.on = s;
+  return p;
+}
+
 using params = std::span<const param>;
 
 // The arguments of some groups a surface takes.

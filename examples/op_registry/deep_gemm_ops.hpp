@@ -24,7 +24,12 @@ inline constexpr op_declaration fp8_fp4_mqa_logits{
 inline constexpr op_declaration fp8_mqa_logits{
     "fp8_mqa_logits", {fp8_q_kv, dense_common}, {}, "Tensor", {}, torch};
 inline constexpr op_declaration fp8_fp4_paged_mqa_logits{
-    "fp8_fp4_paged_mqa_logits", {q, paged_common, paged_tail}, {}, "Tensor", {}, torch};
+    "fp8_fp4_paged_mqa_logits",
+    {q, paged_common, paged_logits_dtype, paged_indices},
+    {},
+    "Tensor",
+    {},
+    torch};
 inline constexpr op_declaration fp8_paged_mqa_logits{
     "fp8_paged_mqa_logits", {fp8_q, paged_common, paged_indices}, {}, "Tensor", {}, torch};
 inline constexpr op_declaration get_paged_mqa_logits_metadata{

@@ -14,8 +14,7 @@ inline constexpr param threads_keyword[] = {{"num_threads", "int?", "None", pyth
 // False (the default): a row longer than its columns, its kv or its block table is a named
 // error; True keeps its first columns.
 inline constexpr param truncate_keyword[] = {{"truncate_long_contexts", "bool", "False"}};
-inline constexpr param python_truncate_keyword[] = {
-    {"truncate_long_contexts", "bool", "False", python}};
+inline constexpr param python_truncate_keyword[] = {only_on(python, truncate_keyword[0])};
 // The logits' buffer and the fused top-k.
 inline constexpr param topk_keywords[] = {
     {"out", "Tensor(a!)?", "None"},      {"topk", "int?", "None"},
@@ -47,8 +46,8 @@ inline constexpr param paged_common[] = {
     {"kv_cache", "Tensor"},           {"weights", "Tensor"},       {"context_lens", "Tensor"},
     {"block_table", "Tensor"},        {"schedule_meta", "Tensor"}, {"max_context_len", "int"},
     {"clean_logits", "bool", "False"}};
+inline constexpr param paged_logits_dtype[] = {float32_logits};
 inline constexpr param paged_indices[] = {{"indices", "Tensor?", "None"}};
-inline constexpr param paged_tail[] = {float32_logits, {"indices", "Tensor?", "None"}};
 inline constexpr param sparse_blocks[] = {{"num_max_sparse_blocks", "int"},
                                           {"sparse_block_kv", "int"}};
 inline constexpr param unaligned_ks[] = {{"use_unaligned_ks", "bool", "False"}};
@@ -75,7 +74,7 @@ inline constexpr op_declaration fp8_mqa_logits{
     {docs::fp8_mqa_logits, docs::selections, docs::dense_tail}};
 inline constexpr op_declaration fp8_fp4_paged_mqa_logits{
     "fp8_fp4_paged_mqa_logits",
-    {mx_q, paged_common, paged_tail},
+    {mx_q, paged_common, paged_logits_dtype, paged_indices},
     {threads_keyword, truncate_keyword, topk_keywords, selection_keywords},
     "Tensor",
     {docs::fp8_fp4_paged_mqa_logits, docs::selections, docs::paged_tail}};

@@ -63,31 +63,24 @@ void def_op(py::module_& m, Fn&& fn) {
 // The C++ type a Python argument of each declared kind arrives as: a Python object where the
 // body checks what it may be (arrays, tuples, None, dtypes), else the plain value.
 template <arg_kind K>
-struct python_param {
-  using type = py::object;
-};
-template <>
-struct python_param<arg_kind::integer> {
-  using type = std::int64_t;
-};
-template <>
-struct python_param<arg_kind::boolean> {
-  using type = bool;
-};
-template <>
-struct python_param<arg_kind::text> {
-  using type = std::string;
-};
-template <>
-struct python_param<arg_kind::real> {
-  using type = double;
-};
+constexpr auto python_param() {
+  if constexpr (K == arg_kind::integer)
+    return std::type_identity<std::int64_t>{};
+  else if constexpr (K == arg_kind::boolean)
+    return std::type_identity<bool>{};
+  else if constexpr (K == arg_kind::text)
+    return std::type_identity<std::string>{};
+  else if constexpr (K == arg_kind::real)
+    return std::type_identity<double>{};
+  else
+    return std::type_identity<py::object>{};
+}
 // The thread count, the module's own argument, is converted by pybind11 (its messages name the
 // type the argument takes).
 template <const op_declaration& D, std::size_t I>
 using python_type =
     std::conditional_t<same_text(D.at(python, I).name, "num_threads"), std::optional<int>,
-                       typename python_param<kind_of(D.at(python, I).type)>::type>;
+                       typename decltype(python_param<kind_of(D.at(python, I).type)>())::type>;
 
 template <const op_declaration& D, class Body, std::size_t... I>
 auto python_function(std::index_sequence<I...>) {

@@ -18,15 +18,6 @@ const M& metadata_of(const char* where, const char* name, const py::object& obj,
   return obj.cast<const M&>();
 }
 
-output_request with_outputs(output_request r, const kernel_outputs& o) {
-  r.out = o.out;
-  r.topk_out = o.topk_out;
-  r.topk_values_out = o.topk_values_out;
-  r.candidate_out = o.candidate_out;
-  r.truncate = o.truncate;
-  return r;
-}
-
 // Dense.
 // A get_mqa_logits_metadata result passed to the dense kernel must describe the call.
 void check_dense_schedule(const char* where, const py::object& schedule_meta, const q_input& qi,
@@ -72,11 +63,10 @@ py::object dense_call(const char* where, q_input qi, const Args& a,
   const auto in = inputs_of<kv_input>(where, std::move(qi), arg<"kv">(a), arg<"weights">(a));
   const auto ks = int_span(where, "cu_seq_len_k_start", arg<"cu_seq_len_k_start">(a));
   const auto ke = int_span(where, "cu_seq_len_k_end", arg<"cu_seq_len_k_end">(a));
-  const output_request out = with_outputs(
-      sel.any() ? output_request{.rows = in.q.dims[0], .topk = t, .candidates = sel.candidates}
-                : dense_output(where, in.q.dims[0], in.k.rows, max_seqlen_k,
-                               logits.value_or(logits_type::f32), clean_logits),
-      outs);
+  const output_request out = requested_output(sel, in.q.dims[0], outs, [&] {
+    return dense_output(where, in.q.dims[0], in.k.rows, max_seqlen_k,
+                        logits.value_or(logits_type::f32), clean_logits);
+  });
   // sglang's ragged prefill: each row's top-k columns plus its topk_indices_offset, -1 kept.
   // Added here after the selection (O(rows x k); a library output type of its own would compile
   // every dense kernel once more), from a copy taken before the kernel writes (the offsets may

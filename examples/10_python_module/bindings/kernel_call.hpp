@@ -46,6 +46,27 @@ struct output_request {
              candidate_out = py::none();
 };
 
+// r with the caller's buffers and truncation.
+output_request with_outputs(output_request r, const kernel_outputs& o) {
+  r.out = o.out;
+  r.topk_out = o.topk_out;
+  r.topk_values_out = o.topk_values_out;
+  r.candidate_out = o.candidate_out;
+  r.truncate = o.truncate;
+  return r;
+}
+
+// What a dense or paged call of `rows` query rows returns: its selections where it asks for
+// any, else its logits (logits(): their request, checked only then).
+template <class Logits>
+output_request requested_output(const selection& sel, i64 rows, const kernel_outputs& outs,
+                                Logits logits) {
+  return with_outputs(
+      sel.any() ? output_request{.rows = rows, .topk = sel.topk, .candidates = sel.candidates}
+                : logits(),
+      outs);
+}
+
 // A caller's output buffer: a writeable 2-D array of `rows` x `cols` elements whose rows are
 // dense and do not overlap (any row stride at or above the row, as a slice of a larger buffer
 // has); the library checks that it shares no byte with an input or another output.

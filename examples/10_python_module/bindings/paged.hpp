@@ -73,12 +73,9 @@ py::object paged_call(const char* where, q_input qi, const Args& a, logits_type 
   const auto idx = indices_of(where, arg<"indices">(a));
   const ml::paged_mqa_schedule schedule =
       schedule_of(where, arg<"schedule_meta">(a), lens, in.k.page_kv, idx);
-  const output_request out =
-      with_outputs(sel.any() ? output_request{.rows = lens.rows * lens.cols,
-                                              .topk = sel.topk,
-                                              .candidates = sel.candidates}
-                             : paged_output(where, lens, max_context_len, lt, clean_logits),
-                   outs);
+  const output_request out = requested_output(sel, lens.rows * lens.cols, outs, [&] {
+    return paged_output(where, lens, max_context_len, lt, clean_logits);
+  });
   // The selections are a unit of their own (paged_topk_kernels.cpp), the legacy name's too.
   return run_kernel(where, in, out, arg<"num_threads">(a),
                     sel.any() ? &run_paged_topk
