@@ -159,6 +159,18 @@ TEST_CASE("example 09: floor below the estimate on every line, named, LNC = 2 be
   REQUIRE(native.line.find("-native 64x8192") != std::string::npos);
   CHECK(std::string(native.report.floor_bound().engine) == "GpSimd");
   CHECK(std::string(native.report.floor_bound().term) == "gather descriptors");
+  // trn3's MX prefill runs decode's passes (two rows of H = 64 each): a TensorE head sum puts
+  // 128 keys on its output partitions, 4 fp32 passes of max(2 rows, 64) cycles per 128 keys x
+  // 128 partitions, the floor's rate (a matmul of diag(w[:, h]) against a head's relu scores,
+  // with the query rows on partitions, would take 4 x 128 per 128 x 128); the passes that do
+  // not, score with their keys on partitions. The line is within 1.25x of its floor.
+  const auto& prefill = l3[4];
+  REQUIRE(prefill.line.find("dense-prefill-mxfp8 4096x4096") != std::string::npos);
+  const nb::report& pr = prefill.report;
+  CHECK(pr.matmul_head_sum > 0);
+  CHECK(pr.tensor_head_sum_cycles == 4 * 64 * pr.matmul_head_sum);
+  CHECK(pr.gpsimd.instructions > 0);  // reduces of the keys-on-partitions passes
+  CHECK(pr.estimated_seconds() <= 1.25 * pr.floor_seconds());
   // The summary names each trn2 / trn3 line's ratio and, past 1.25x, the engine that makes it.
   std::vector<const neuron_shapes::shape_line*> all;
   for (const auto* g : {&l2, &l3})

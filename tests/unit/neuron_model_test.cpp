@@ -300,45 +300,54 @@ TEMPLATE_TEST_CASE("neuron cost: dense prefill counts", "[neuron]", trn1, trn2, 
   }
   INFO(rep.summary());
   // Keys: 19 partition rows of 32 tokens (2 KiB of MXFP4 codes, 128 B of scales); Q: one row of
-  // all heads per token (512 + 32 B); weights one bf16 row per token; the logits in one tile
-  // (a head's relu scores accumulate over four PSUM banks: up to 2048 keys) of 3 fp32 rows. No
-  // fill: every row covers all columns.
-  // trn3 also loads each weight onto its head's diagonal (one DMA, a descriptor per weight) for
-  // the heads whose sum goes to TensorE: per head two fp32 matmuls (512 + 88 keys) of the
-  // diagonal [3, 3] against the relu scores.
-  const std::int64_t out_tiles = 1, diag = mx ? 1 : 0;
+  // all heads per token (512 + 32 B); weights one bf16 row per token; the logits of the 3 rows.
+  // No fill: every row covers all columns.
   CHECK(rep.dma_gathers == 0);
-  CHECK(rep.dma_transfers == 5 + diag + out_tiles);
-  CHECK(rep.dma_descriptors ==
-        19 + 19 + num_q + num_q + num_q + diag * num_q * H + out_tiles * num_q);
-  CHECK(rep.dma_bytes ==
-        19 * 2048 + 19 * 128 + num_q * H * 68 + (1 + diag) * num_q * H * 2 + num_q * N * 4);
-  CHECK(rep.matmul_head_sum % 2 == 0);
-  CHECK(rep.matmul_head_sum <= (mx ? 2 * H : 0));
-  // trn3's MX stationary has an even free size: the 3 query columns padded to 4.
-  CHECK(rep.matmul_flops ==
-        2 * 128 * (mx ? 4 : num_q) * N * H + rep.matmul_head_sum / 2 * 2 * num_q * num_q * N);
+  CHECK(rep.dma_bytes == 19 * 2048 + 19 * 128 + num_q * H * 68 + num_q * H * 2 + num_q * N * 4);
   if constexpr (mx) {
-    // Two tiles of 128 + 22 quadrant columns (600 keys): per head four MX matmuls and one relu
-    // evacuation of the four each.
-    CHECK(rep.matmul_score == 2 * 4 * H);
-    CHECK(rep.matmul_transpose == 8 + 8 + 2 * H);
-  } else if constexpr (nb::traits<Gen>::exact_pe_transpose) {
-    // trn2 decodes first: the 32 slots' decoded keys and Q's 8 head slots (their columns in Q^T
-    // follow one another: four share a PSUM bank and one copy), no exponents, no broadcasts.
-    CHECK(rep.matmul_score == 2 * H);
-    CHECK(rep.matmul_transpose == 32 + H);
-    CHECK(rep.matmul_broadcast == 0);
+    // trn3 runs decode's passes: H = 8 puts one row per pass (its 8 heads on 8 partitions), so
+    // per row a DMA of its Q words (8 descriptors, one per head), of their scales (8) and of
+    // its block-diagonal weights (8, one per weight), and its 600 logits with the keys on
+    // partitions: 5 head-sum matmuls (columns u, u + 5, ...: 120 partitions of 5 consecutive
+    // keys each, one descriptor per partition). Each of these passes puts its head sum on
+    // TensorE, where it ends sooner than VectorE's relu x w given the engines' queues: 5 fp32
+    // matmuls of [8, 120] x [8, 1] each; a pass's scores are 2 steps (128 + 22 columns of K^T) of
+    // four MX matmuls of stationary Q^T [32, 8].
+    CHECK(rep.dma_transfers == 2 + num_q * (3 + 1));
+    CHECK(rep.dma_descriptors == 19 + 19 + num_q * (H + H + H) + num_q * 120);
+    CHECK(rep.matmul_head_sum == num_q * 5);
+    CHECK(rep.matmul_flops == 2 * 128 * H * N * num_q + num_q * 5 * 2 * H * 120);
+    CHECK(rep.matmul_score == num_q * 2 * 4);
+    // K: 8 + 8 (words, scales); Q: per pass one of its words and one of its scales.
+    CHECK(rep.matmul_transpose == 8 + 8 + 2 * num_q);
   } else {
+    // The logits in one tile (a head's relu scores accumulate over four PSUM banks: up to 2048
+    // keys) of 3 fp32 rows.
+    CHECK(rep.dma_transfers == 5 + 1);
+    CHECK(rep.dma_descriptors == 19 + 19 + num_q + num_q + num_q + num_q);
+    CHECK(rep.matmul_head_sum == 0);
+    CHECK(rep.matmul_flops == 2 * 128 * num_q * N * H);
     CHECK(rep.matmul_score == 2 * H);
-    CHECK(rep.matmul_transpose == 2 * 32 + 2 * H);
-    CHECK(rep.matmul_broadcast == 2 + 1);
+    if constexpr (nb::traits<Gen>::exact_pe_transpose) {
+      // trn2 decodes first: the 32 slots' decoded keys and Q's 8 head slots (their columns in
+      // Q^T follow one another: four share a PSUM bank and one copy), no exponents, no
+      // broadcasts.
+      CHECK(rep.matmul_transpose == 32 + H);
+      CHECK(rep.matmul_broadcast == 0);
+    } else {
+      CHECK(rep.matmul_transpose == 2 * 32 + 2 * H);
+      CHECK(rep.matmul_broadcast == 2 + 1);
+    }
   }
   // ScalarE: the cast and the 2 x H relu evacuations (trn1, whose VectorE shares the PSUM port),
   // or those it is free for first, besides the copies it takes (trn2, trn3). Per head one
-  // accumulation of the two score tiles' relu scores (VectorE or GpSimd).
+  // accumulation of the two score tiles' relu scores (VectorE or GpSimd). trn3: per pass two
+  // relu evacuations (ScalarE or VectorE) and the cast of its logits.
   const std::int64_t scalar_own = rep.scalar.instructions - rep.scalar_copies;
-  if constexpr (nb::traits<Gen>::psum_read_exclusive) {
+  if constexpr (mx) {
+    CHECK(scalar_own <= num_q * (2 + 1));
+    CHECK(scalar_own >= num_q);
+  } else if constexpr (nb::traits<Gen>::psum_read_exclusive) {
     CHECK(scalar_own == 2 * H + 1);
   } else {
     CHECK(scalar_own <= 2 * H + 1);

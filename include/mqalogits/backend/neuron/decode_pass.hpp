@@ -7,6 +7,11 @@
 // (r x H + h, r)) as moving (head_sum_chunk), and the epilogue runs on all 128 partitions
 // (epilogue::write_keys_on_partitions). fp8_per_token keeps [rows, n] head sums, scaled per key.
 // Chunks whose pass has at most 64 partitions share the head sum with others (packed_decode).
+// trn3's MX dense prefill runs these passes too (schedule.hpp): a tile of up to 128 query tokens
+// is its passes of decode_rows_per_pass rows, each pass taking the TensorE head sum or scoring
+// with its keys on partitions, whichever would end sooner, and its relu evacuations going to
+// ScalarE or VectorE (engine_choice::relu): the floor's rate for the fp32 head sum, which the
+// query tokens on partitions (prefill_pass) cannot reach.
 #pragma once
 
 #include <algorithm>
@@ -148,6 +153,12 @@ class decode_pass {
     const std::int64_t kcols = key_columns(nk);
     const std::int64_t step = mx ? quadrant_step : key_tile;
     for (query_pass& pass : passes_) {
+      if constexpr (Plan::prefill && scores_on_keys)
+        if (keys_on_partitions(pass.row_end - pass.row_begin, nk, false)) {
+          spread_weights(pass.row_begin, pass.row_end);
+          scores_on_keys_pass(pass, k0, nk);
+          continue;
+        }
       const int P = static_cast<int>(pass.partitions);
       for (std::int64_t c0 = 0; c0 < kcols; c0 += step) {
         const std::int64_t n = std::min(step, kcols - c0);
@@ -156,7 +167,9 @@ class decode_pass {
           evacuate_relu(relu_, P, 0, n);
           per_token_tile(pass, k0, nk, c0, n);
         } else {
-          evacuate_relu(relu_chunk_, P, mx ? mx_pack * c0 : c0, n);
+          evacuate_relu(relu_chunk_, P, mx ? mx_pack * c0 : c0, n,
+                        Plan::prefill ? engine_choice<Gen>::relu(c_, mx ? mx_pack * n : n)
+                                      : elementwise_engine::scalar);
         }
       }
       if constexpr (!per_token) {
@@ -174,10 +187,15 @@ class decode_pass {
   // relu of the chunk (`packed`: shared with another chunk), or VectorE's relu x w and the head
   // reduce (VectorE or GpSimd).
   bool keys_on_partitions(const work_item& item, std::int64_t nk, bool packed) {
+    return keys_on_partitions(item.row_end - item.row_begin, nk, packed);
+  }
+  // The same for a pass of `rows` query rows. A prefill pass's relu evacuation may go to ScalarE
+  // or VectorE (engine_choice::relu), whichever would end it sooner.
+  bool keys_on_partitions(std::int64_t rows, std::int64_t nk, bool packed) {
     if constexpr (!scores_on_keys) {
       return false;
     } else {
-      const std::int64_t rows = item.row_end - item.row_begin, P = rows * heads_;
+      const std::int64_t P = rows * heads_;
       const std::int64_t kcols = key_columns(nk), U = (kcols + 127) / 128;
       if (rows > decode_rows_per_pass(heads_) || mx_pack * U * rows > head_sum_columns(layout_))
         return false;
@@ -190,9 +208,14 @@ class decode_pass {
       const double tensor_end = r.tensor.seconds + share * tiles * mx_pack * tr::pe_fp32_passes *
                                                        static_cast<double>(tr::pe_min_cycles) /
                                                        tr::tensor_hz;
-      const double scalar_end =
+      double relu_end =
           r.scalar.seconds + share * choice::engine_seconds(mx_pack * 128 * U, 1,
                                                             tr::scalar_other_rate, tr::scalar_hz);
+      if constexpr (Plan::prefill)
+        relu_end = std::min(relu_end,
+                            r.vector.seconds + share * choice::engine_seconds(mx_pack * 128 * U, 1,
+                                                                              tr::vector_other_rate,
+                                                                              tr::vector_hz));
       const std::int64_t n = mx_pack * U * P;  // products per partition
       const double vector =
           r.vector.seconds + choice::engine_seconds(n, 2, tr::vector_other_rate, tr::vector_hz);
@@ -200,7 +223,7 @@ class decode_pass {
       const double reduce_g = choice::engine_seconds(n, 1, 1.0, tr::gpsimd_hz);
       const double kp_end = std::min(std::max(vector + reduce_v, r.gpsimd.seconds),
                                      std::max(vector, r.gpsimd.seconds + reduce_g));
-      return kp_end < std::max(tensor_end, scalar_end);
+      return kp_end < std::max(tensor_end, relu_end);
     }
   }
 
@@ -212,8 +235,14 @@ class decode_pass {
   // evacuation is the relu), and a reduce over each row's heads leaves head_sum_chunk's layout
   // for the epilogue. A row sums only its own heads: a NaN or Inf score stays in its row.
   void run_keys_on_partitions(const work_item& item, std::int64_t k0, std::int64_t nk) {
+    if constexpr (scores_on_keys)
+      scores_on_keys_pass(load_row_weights(item.row_begin, item.row_end), k0, nk);
+  }
+
+ private:
+  // run_keys_on_partitions of a pass whose Q^T is loaded and whose rows' weights are in w_rows_.
+  void scores_on_keys_pass(query_pass& pass, std::int64_t k0, std::int64_t nk) {
     if constexpr (scores_on_keys) {
-      query_pass& pass = load_row_weights(item.row_begin, item.row_end);
       const int P = static_cast<int>(pass.partitions);
       const int R = static_cast<int>(pass.row_end - pass.row_begin);
       const std::int64_t kcols = key_columns(nk), U = (kcols + 127) / 128;
@@ -238,11 +267,12 @@ class decode_pass {
       }
       c_.sum_runs(window(key_sums_, 0, np, 0, mx_pack * U * R),
                   window(products_, 0, np, 0, mx_pack * U * P), heads_);
-      const sum_part part{item.row_begin, R, 0, 0, k0, nk, keys_.valid().data()};
+      const sum_part part{pass.row_begin, R, 0, 0, k0, nk, keys_.valid().data()};
       epilogue_.write_keys_on_partitions(key_sums_, {&part, 1}, mx_pack * kcols, mx_pack * U, R);
     }
   }
 
+ public:
   // The pass's scores against K^T columns [c0, c0 + n) onto PSUM partitions [p0, p0 + stride):
   // one matmul (trn3 MX: four row-tiled ones). A packed pass (p0 > 0) puts its stationary in a
   // column tile of the PE array, whose outputs are those partitions; `together` passes of a pack
@@ -266,12 +296,15 @@ class decode_pass {
 
   // The relu of the scores on PSUM partitions [0, P), n columns (trn3 MX: n per quadrant), into
   // `relu` from column `at` in K^T's (padded) key order: one evacuation.
-  void evacuate_relu(tile& relu, int P, std::int64_t at, std::int64_t n) {
+  void evacuate_relu(tile& relu, int P, std::int64_t at, std::int64_t n,
+                     elementwise_engine on = elementwise_engine::scalar) {
     if constexpr (mx)  // quadrant j holds keys 4c + j (native: block 4 x (c / 128) + j, in order)
       c_.activation_2d(window(relu, 0, P, at, 1), native ? 1 : mx_pack, native ? n : 1,
-                       window(scores_, 0, P, 0, 1), quadrant_tile, mx_pack, n, activation_fn::relu);
+                       window(scores_, 0, P, 0, 1), quadrant_tile, mx_pack, n, activation_fn::relu,
+                       on);
     else
-      c_.activation(window(relu, 0, P, at, n), window(scores_, 0, P, 0, n), activation_fn::relu);
+      c_.activation(window(relu, 0, P, at, n), window(scores_, 0, P, 0, n), activation_fn::relu,
+                    nullptr, on);
   }
 
   // The head sum of a chunk (or of a pack of chunks) with its keys on the output partitions:
@@ -343,6 +376,14 @@ class decode_pass {
     if (row_pass_.row_begin == r0 && row_pass_.row_end == r1 && row_pass_.partitions > 0)
       return row_pass_;
     row_pass_ = load_pass(r0, r1, false);
+    spread_weights(r0, r1);
+    return row_pass_;
+  }
+  // The weights of rows [r0, r1) into w_rows_ (kept while it holds the same rows).
+  void spread_weights(std::int64_t r0, std::int64_t r1) {
+    if (w_rows_begin_ == r0 && w_rows_end_ == r1) return;
+    w_rows_begin_ = r0;
+    w_rows_end_ = r1;
     auto t = c_.dma();
     for (int p = 0; p < 128; ++p) {
       for (std::int64_t r = r0; r < r1; ++r)
@@ -352,7 +393,6 @@ class decode_pass {
         }
       t.row((r1 - r0) * heads_ * w_.element_bytes);
     }
-    return row_pass_;
   }
 
   void load_decode_q(std::int64_t r0, std::int64_t r1) {
@@ -377,6 +417,7 @@ class decode_pass {
   query_pass row_pass_;                // their Q^T
   detail::vector<query_pass> passes_;
   std::int64_t dq_row_begin_ = -1, dq_row_end_ = -1;
+  std::int64_t w_rows_begin_ = -1, w_rows_end_ = -1;  // the rows whose weights w_rows_ holds
 };
 
 }  // namespace neuron_backend

@@ -3,8 +3,9 @@
 // - key streaming (key_stream): a chunk of keys from HBM into the matmul operand K^T;
 // - query staging (query_staging): the query rows into Q^T, through the transposes and decode
 //   the keys use (operand_staging; which operands a generation and format take: operand_kind);
-// - the passes: prefill (prefill_pass: query tokens on partitions) or decode (decode_pass:
-//   heads on partitions, its smallest passes packed by packed_decode);
+// - the passes: prefill on trn1 / trn2 and fp8_per_token (prefill_pass: query tokens on
+//   partitions) or decode and trn3's MX prefill (decode_pass: heads on partitions, a decode's
+//   smallest passes packed by packed_decode);
 // - the epilogue (epilogue): the logits cast and written out through a logits_sink.
 //
 // The kernel below cuts the plan's work into key chunks (chunks.hpp) and runs them through the
@@ -50,7 +51,10 @@ class kernel {
   static_assert(!native || kind::mx,
                 "mqalogits neuron model: the native MX layout needs trn3 and MX");
   static constexpr bool packs = !Plan::prefill && !kind::per_token;  // decode passes may be packed
-  using passes = std::conditional_t<Plan::prefill, prefill_pass<Gen, Format, Plan>,
+  // trn3 MX prefill runs decode's passes (rows x heads on partitions, keys on the head sum's
+  // output partitions): their fp32 head sum costs half of prefill's per relu score.
+  static constexpr bool row_passes = Plan::prefill && !(kind::mx && !kind::per_token);
+  using passes = std::conditional_t<row_passes, prefill_pass<Gen, Format, Plan>,
                                     decode_pass<Gen, Format, Plan>>;
   struct no_packing {};
   using packing = std::conditional_t<packs, packed_decode<Gen, Format, Plan>, no_packing>;
@@ -127,13 +131,13 @@ class kernel {
     return l;
   }
   std::int64_t head_sum_columns() const {
-    if constexpr (Plan::prefill)
+    if constexpr (row_passes)
       return 0;
     else
       return passes::head_sum_columns(layout_);
   }
   passes make_passes(core<Gen>& c, const weights_ref& w) {
-    if constexpr (Plan::prefill)
+    if constexpr (row_passes)
       return passes(c, queries_, keys_, epilogue_, w);
     else
       return passes(c, queries_, keys_, epilogue_, w, layout_);
