@@ -56,13 +56,14 @@ inline std::string why(const shape_line& l) {
     const double tr = static_cast<double>(r.tensor_transpose_cycles) * per_cycle;
     const auto& f = r.floor;
     const auto s = f.split_at(f.bracket().second);
-    std::snprintf(buf, sizeof buf,
-                  "    TensorE: fp32 head sum %.1f, transposes %.1f, score and broadcast matmuls "
-                  "%.1f us; the floor: head sum %.1f (the rest on VectorE), transposes %.1f, "
-                  "score matmuls %.1f us\n",
-                  head, tr, r.tensor.seconds * 1e6 - head - tr,
-                  s.head_sum_on_tensor * f.head_sum_tensor_s * 1e6, f.tensor_transposes_s * 1e6,
-                  f.tensor_scores_s * 1e6);
+    std::snprintf(
+        buf, sizeof buf,
+        "    TensorE: fp32 head sum %.1f, transposes %.1f, score and broadcast matmuls "
+        "%.1f us; the floor: head sum %.1f (the rest on VectorE and GpSimd), transposes %.1f, "
+        "score matmuls %.1f us\n",
+        head, tr, r.tensor.seconds * 1e6 - head - tr,
+        s.head_sum_on_tensor * f.head_sum_tensor_s * 1e6, f.tensor_transposes_s * 1e6,
+        f.tensor_scores_s * 1e6);
     return buf;
   }
   return "";

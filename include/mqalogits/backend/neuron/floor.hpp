@@ -1,12 +1,12 @@
 // The floor of a call: the engine time that no schedule meeting the library's accuracy contract
 // can avoid, at the documented rates, per engine and term (floor_work.hpp counts the terms of
 // each call from its plan). Engines run concurrently, so the floor is the least time at which
-// every engine can have finished its share of the terms: some work may run on either of two
-// engines (the head sum on TensorE or VectorE, the relu's read of PSUM on ScalarE or VectorE,
-// the integer decode on VectorE or GpSimd), and the floor splits it between them as well as any
-// schedule could. It is a lower bound of the model's estimate (the modelled schedule does all of
-// this work, at no better rate) and it leaves out fixed per-instruction costs, which a schedule
-// can amortise; the gap between the two is what a better schedule could still win.
+// every engine can have finished its share of the terms: some work may run on one of several
+// engines (the head sum on TensorE, VectorE or GpSimd, the relu's read of PSUM on ScalarE or
+// VectorE, the integer decode on VectorE or GpSimd), and the floor splits it between them as well
+// as any schedule could. It is a lower bound of the model's estimate (the modelled schedule does
+// all of this work, at no better rate) and it leaves out fixed per-instruction costs, which a
+// schedule can amortise; the gap between the two is what a better schedule could still win.
 #pragma once
 
 #include <algorithm>
@@ -34,10 +34,10 @@ struct floor_terms {
   double gpsimd_descriptors_s = 0, gpsimd_topk_s = 0;
   // Work with a choice of engine, its time on each: the relu of every fp32 score as it leaves
   // PSUM, with trn3's transposed MX scales (ScalarE or VectorE); the fp32 head sum of relu(score) x
-  // w (TensorE fp32 matmuls or a VectorE two-input pass); the integer decode of the codes (GpSimd
-  // or VectorE; trn1 / trn2).
+  // w (TensorE fp32 matmuls, or a two-input pass on VectorE or GpSimd); the integer decode of the
+  // codes (GpSimd or VectorE; trn1 / trn2).
   double relu_scalar_s = 0, relu_vector_s = 0;
-  double head_sum_tensor_s = 0, head_sum_vector_s = 0;
+  double head_sum_tensor_s = 0, head_sum_vector_s = 0, head_sum_gpsimd_s = 0;
   double decode_gpsimd_s = 0, decode_vector_s = 0;
   // VectorE: the copies of transposed MX code words out of PSUM into the matmul's SBUF operand.
   double vector_copies_s = 0;
@@ -56,6 +56,7 @@ struct floor_terms {
                         {&relu_vector_s, o.relu_vector_s},
                         {&head_sum_tensor_s, o.head_sum_tensor_s},
                         {&head_sum_vector_s, o.head_sum_vector_s},
+                        {&head_sum_gpsimd_s, o.head_sum_gpsimd_s},
                         {&decode_gpsimd_s, o.decode_gpsimd_s},
                         {&decode_vector_s, o.decode_vector_s},
                         {&vector_copies_s, o.vector_copies_s}})
@@ -65,11 +66,15 @@ struct floor_terms {
     return *this;
   }
 
-  // The floor's split at time t: the share of each movable term on its engine other than VectorE
-  // (as much as that engine has room for: VectorE is the other engine of every choice), and each
+  // The floor's split at time t: the share of each movable term on its engines other than VectorE
+  // (as much as they have room for: VectorE is the other engine of every choice), and each
   // engine's busy time. Such a split is the best one: any work left to VectorE only adds to it.
+  // TensorE and ScalarE take only the head sum and the relu; GpSimd's room goes first to the term
+  // that saves VectorE the most per GpSimd second (the decode or the rest of the head sum), as
+  // a fractional knapsack is filled.
   struct split {
     double relu_on_scalar = 1, head_sum_on_tensor = 1, decode_on_gpsimd = 1;
+    double head_sum_on_gpsimd = 0;  // of the whole head sum, beside head_sum_on_tensor
     double dma = 0, tensor = 0, scalar = 0, vector = 0, gpsimd = 0, psum_port = 0, sbuf_port = 0;
     double busiest() const {
       return std::max({dma, tensor, scalar, vector, gpsimd, psum_port, sbuf_port});
@@ -85,12 +90,27 @@ struct floor_terms {
     const double gpsimd_fixed = gpsimd_descriptors_s + gpsimd_topk_s;
     s.head_sum_on_tensor = share(t - tensor_fixed, head_sum_tensor_s);
     s.relu_on_scalar = share(t, relu_scalar_s);
-    s.decode_on_gpsimd = share(t - gpsimd_fixed, decode_gpsimd_s);
+    const double head_left = 1 - s.head_sum_on_tensor;
+    // GpSimd's room, to the head sum TensorE leaves and to the decode, best saving first.
+    double room = std::max(t - gpsimd_fixed, 0.0);
+    const auto give = [&](double work, double most) {
+      const double taken = work > 0 ? std::min(most, room / work) : 0.0;
+      room -= taken * work;
+      return taken;
+    };
+    const bool head_first =
+        head_sum_gpsimd_s > 0 && (decode_gpsimd_s <= 0 || head_sum_vector_s * decode_gpsimd_s >
+                                                              decode_vector_s * head_sum_gpsimd_s);
+    if (head_first) s.head_sum_on_gpsimd = give(head_sum_gpsimd_s, head_left);
+    s.decode_on_gpsimd = decode_gpsimd_s > 0 ? give(decode_gpsimd_s, 1.0) : 1.0;
+    if (!head_first) s.head_sum_on_gpsimd = give(head_sum_gpsimd_s, head_left);
     s.tensor = tensor_fixed + s.head_sum_on_tensor * head_sum_tensor_s;
     s.scalar = s.relu_on_scalar * relu_scalar_s;
-    s.gpsimd = gpsimd_fixed + s.decode_on_gpsimd * decode_gpsimd_s;
+    s.gpsimd = gpsimd_fixed + s.decode_on_gpsimd * decode_gpsimd_s +
+               s.head_sum_on_gpsimd * head_sum_gpsimd_s;
     const double relu_vector = (1 - s.relu_on_scalar) * relu_vector_s;
-    s.vector = vector_copies_s + relu_vector + (1 - s.head_sum_on_tensor) * head_sum_vector_s +
+    s.vector = vector_copies_s + relu_vector +
+               (head_left - s.head_sum_on_gpsimd) * head_sum_vector_s +
                (1 - s.decode_on_gpsimd) * decode_vector_s;
     // On trn1 ScalarE is the faster reader of PSUM and GpSimd the faster decoder, so the split
     // above also leaves the least on each shared port.
@@ -139,7 +159,7 @@ struct floor_terms {
       double seconds;
     };
     const double relu_v = (1 - s.relu_on_scalar) * relu_vector_s;
-    const double head_v = (1 - s.head_sum_on_tensor) * head_sum_vector_s;
+    const double head_v = (1 - s.head_sum_on_tensor - s.head_sum_on_gpsimd) * head_sum_vector_s;
     const double decode_v = (1 - s.decode_on_gpsimd) * decode_vector_s;
     const part parts[] = {
         {"DMA", "bytes", dma_bytes_s},
@@ -156,6 +176,7 @@ struct floor_terms {
         {"GpSimd", "gather descriptors", gpsimd_descriptors_s},
         {"GpSimd", "topk", gpsimd_topk_s},
         {"GpSimd", "code decode", s.decode_on_gpsimd * decode_gpsimd_s},
+        {"GpSimd", "fp32 head sum", s.head_sum_on_gpsimd * head_sum_gpsimd_s},
     };
     const std::pair<const char*, double> engines[] = {{"DMA", s.dma},
                                                       {"TensorE", s.tensor},

@@ -137,10 +137,16 @@ void add_floor(floor_terms& f, const call_work& work, std::int64_t heads, std::i
   f.relu_vector_s += relu_elements / (128.0 * tr::vector_other_rate * tr::vector_hz);
   // The head sum of relu(score) x w in fp32 (a bf16 sum breaks the same budget): TensorE fp32
   // matmuls with 128 keys on the output partitions, max(N, 64) = 64 cycles in 4 passes per
-  // 128 x 128 relu values, or a VectorE two-input pass (2 cycles per element at the fp32 width).
+  // 128 x 128 relu values, or a two-input pass on VectorE (2 cycles per element at the fp32
+  // width) or GpSimd (2 cycles per element). A VectorE multiply by w fused into the relu and a
+  // reduce over the heads on GpSimd cost half of each pass per element: splits of these two
+  // cover it. Where VectorE and GpSimd share the SBUF port (trn1) GpSimd's slower pass only adds
+  // to the port's time, so it takes none.
   f.head_sum_tensor_s +=
       relu_elements / (128.0 * 128) * n(tr::pe_fp32_passes * tr::pe_min_cycles) / tr::tensor_hz;
   f.head_sum_vector_s += 2 * relu_elements / (128.0 * tr::vector_other_rate * tr::vector_hz);
+  if constexpr (!tr::sbuf_vector_gpsimd_exclusive)
+    f.head_sum_gpsimd_s += n(tr::two_input_cycle_factor) * relu_elements / 128.0 / tr::gpsimd_hz;
 
   // No instruction reads the codes (trn1 / trn2): the integer decode of every code of every
   // key and query row (decode_steps.hpp: the fewest steps the ISA allows, the NaN copy only where a
