@@ -914,6 +914,29 @@ TEMPLATE_TEST_CASE("neuron cost: prefill balances its elementwise passes over th
   }
 }
 
+TEST_CASE("neuron cost: trn3's MX prefill takes whichever layout ends the call sooner",
+          "[neuron]") {
+  // A short causal prefill keeps the query tokens on partitions (prefill_pass): decode's passes
+  // of two rows would load Q and the weights a (token, head) row per descriptor and write the
+  // logits in short runs, 511 us at 1024 x 1024 / H64 against 299 us. Its TensorE head sums
+  // are matmuls of diag(w[:, h]) against up to 512 keys, 4 x 512 cycles when full.
+  const nb::report shorter = neuron_shapes::dense_prefill<trn3, ml::mxfp8>(1024, 1024);
+  INFO(shorter.summary());
+  CHECK(shorter.matmul_head_sum > 0);
+  CHECK(shorter.tensor_head_sum_cycles > 4 * 64 * shorter.matmul_head_sum);
+  CHECK(shorter.dma_transfers < 1024 / 2);  // decode's passes: a few per pass of two rows
+  CHECK(shorter.single_core_seconds() < 0.7 * 511e-6);
+  // A long one takes decode's passes, whose head sum puts 128 keys on TensorE's output
+  // partitions (4 x 64 cycles per matmul): 2832 us at 4096 x 4096 / H64 against prefill_pass's
+  // 2951 us.
+  const nb::report longer = neuron_shapes::dense_prefill<trn3, ml::mxfp8>(4096, 4096);
+  INFO(longer.summary());
+  CHECK(longer.matmul_head_sum > 0);
+  CHECK(longer.tensor_head_sum_cycles == 4 * 64 * longer.matmul_head_sum);
+  CHECK(longer.dma_transfers > 4096 / 2);
+  CHECK(longer.single_core_seconds() < 0.97 * 2951e-6);
+}
+
 // ---- top-k ----
 
 namespace {

@@ -65,6 +65,9 @@ constexpr std::int64_t decode_rows_per_pass(std::int64_t heads) {
 struct chunk_layout {
   std::int64_t block = 0, chunk = 0, rows = 0, slots = 0, page = 0;
   bool padded_order = false;  // K^T holds padding slots (trn3 MX, not the native layout)
+  // A prefill's passes: query tokens on partitions (prefill_pass), or rows x heads on partitions
+  // as a decode's (decode_pass: trn3's MX prefill, when they end the call sooner).
+  bool token_passes = false;
 
   // A chunk's key o at its column in K^T's padded order.
   std::int64_t padded(std::int64_t o) const { return o / block * slots + o % block; }

@@ -7,11 +7,12 @@
 // (r x H + h, r)) as moving (head_sum_chunk), and the epilogue runs on all 128 partitions
 // (epilogue::write_keys_on_partitions). fp8_per_token keeps [rows, n] head sums, scaled per key.
 // Chunks whose pass has at most 64 partitions share the head sum with others (packed_decode).
-// trn3's MX dense prefill runs these passes too (schedule.hpp): a tile of up to 128 query tokens
-// is its passes of decode_rows_per_pass rows, each pass taking the TensorE head sum or scoring
-// with its keys on partitions, whichever would end sooner, and its relu evacuations going to
-// ScalarE or VectorE (engine_choice::relu): the floor's rate for the fp32 head sum, which the
-// query tokens on partitions (prefill_pass) cannot reach.
+// trn3's MX dense prefill may run these passes too (schedule.hpp: when they end the call sooner
+// than prefill_pass): a tile of up to 128 query tokens is its passes of decode_rows_per_pass
+// rows, each pass taking the TensorE head sum or scoring with its keys on partitions, whichever
+// would end sooner, and its relu evacuations going to ScalarE or VectorE (engine_choice::relu):
+// the floor's rate for the fp32 head sum, which the query tokens on partitions (prefill_pass)
+// cannot reach, at the price of a DMA descriptor per (token, head) of Q and the weights.
 #pragma once
 
 #include <algorithm>

@@ -3,9 +3,9 @@
 // - key streaming (key_stream): a chunk of keys from HBM into the matmul operand K^T;
 // - query staging (query_staging): the query rows into Q^T, through the transposes and decode
 //   the keys use (operand_staging; which operands a generation and format take: operand_kind);
-// - the passes: prefill on trn1 / trn2 and fp8_per_token (prefill_pass: query tokens on
-//   partitions) or decode and trn3's MX prefill (decode_pass: heads on partitions, a decode's
-//   smallest passes packed by packed_decode);
+// - the passes: prefill (prefill_pass: query tokens on partitions) or decode (decode_pass:
+//   heads on partitions, a decode's smallest passes packed by packed_decode); trn3's MX prefill
+//   runs whichever of the two ends the call sooner;
 // - the epilogue (epilogue): the logits cast and written out through a logits_sink.
 //
 // The kernel below cuts the plan's work into key chunks (chunks.hpp) and runs them through the
@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
 #include "../../config.hpp"
@@ -51,13 +52,19 @@ class kernel {
   static_assert(!native || kind::mx,
                 "mqalogits neuron model: the native MX layout needs trn3 and MX");
   static constexpr bool packs = !Plan::prefill && !kind::per_token;  // decode passes may be packed
-  // trn3 MX prefill runs decode's passes (rows x heads on partitions, keys on the head sum's
-  // output partitions): their fp32 head sum costs half of prefill's per relu score.
-  static constexpr bool row_passes = Plan::prefill && !(kind::mx && !kind::per_token);
-  using passes = std::conditional_t<row_passes, prefill_pass<Gen, Format, Plan>,
-                                    decode_pass<Gen, Format, Plan>>;
-  struct no_packing {};
-  using packing = std::conditional_t<packs, packed_decode<Gen, Format, Plan>, no_packing>;
+  // trn3's MX prefill may also run decode's passes (rows x heads on partitions, keys on the
+  // head sum's output partitions): their fp32 head sum costs half of prefill_pass's per relu
+  // score, but each pass of one or two rows loads its Q and weights a (token, head) row per
+  // descriptor and writes short runs of logits, so they win on long key ranges only.
+  static constexpr bool both_passes = Plan::prefill && kind::mx && !kind::per_token;
+  static constexpr bool head_passes = !Plan::prefill || both_passes;  // may run decode_pass
+  struct none {};
+  // Only the chosen passes are constructed: both at once may not fit SBUF.
+  using token_pass =
+      std::conditional_t<Plan::prefill, std::optional<prefill_pass<Gen, Format, Plan>>, none>;
+  using head_pass =
+      std::conditional_t<head_passes, std::optional<decode_pass<Gen, Format, Plan>>, none>;
+  using packing = std::conditional_t<packs, packed_decode<Gen, Format, Plan>, none>;
 
  public:
   kernel(core<Gen>& c, const rows_view<Format>& q, const Plan& plan, const weights_ref& w,
@@ -75,8 +82,9 @@ class kernel {
         staging_(c, layout_.chunk),
         keys_(c, plan, layout_, staging_),
         queries_(c, q, layout_.chunk, staging_),
-        epilogue_(c, plan, output, layout_, passes::acc_step, head_sum_columns()),
-        passes_(make_passes(c, w)),
+        epilogue_(c, plan, output, layout_, acc_step(), head_sum_columns()),
+        tokens_(make_token_pass(c, w)),
+        heads_(make_head_pass(c, w)),
         pack_(make_packing(c, w)) {}
 
   void run() {
@@ -90,7 +98,12 @@ class kernel {
           continue;
         }
       keys_.load(ch.group, kc.k0, kc.nk);
-      passes_.run(ch, kc.k0, kc.nk);
+      if constexpr (Plan::prefill)
+        if (layout_.token_passes) {
+          tokens_->run(ch, kc.k0, kc.nk);
+          continue;
+        }
+      if constexpr (head_passes) heads_->run(ch, kc.k0, kc.nk);
     }
     if constexpr (packs) pack_.flush();
   }
@@ -101,21 +114,28 @@ class kernel {
   // TensorE more per key: a decode takes whichever layout ends the call sooner given the work
   // queued after it (the selection's GpSimd and VectorE), from a cost-only run of each; ties
   // keep the runs.
+  // trn3's MX prefill likewise takes prefill_pass's or decode_pass's layout, whichever ends the
+  // call sooner (decode_pass's on long key ranges, where its cheaper head sum outweighs its
+  // DMA); ties keep prefill_pass's.
   static chunk_layout choose_layout(core<Gen>& c, const rows_view<Format>& q, const Plan& plan,
                                     const weights_ref& w, logits_sink& output, int part,
                                     int parts) {
     const chunk_layout runs = layout_of(plan, false);
-    if constexpr (Plan::prefill || native) {
+    const auto ends = [&](const chunk_layout& l) {
+      core<Gen> trial(false);
+      trial.queue_after(c.later_gpsimd_seconds(), c.later_vector_seconds());
+      kernel(trial, q, plan, w, output, part, parts, l).run();
+      return trial.with_work_after().single_core_seconds();
+    };
+    if constexpr (both_passes) {
+      chunk_layout heads = runs;
+      heads.token_passes = false;
+      return ends(heads) < ends(runs) ? heads : runs;
+    } else if constexpr (Plan::prefill || native) {
       return runs;
     } else {
       if (runs.page != 2 * page_run || runs.block != page_run) return runs;
       const chunk_layout whole = layout_of(plan, true);
-      const auto ends = [&](const chunk_layout& l) {
-        core<Gen> trial(false);
-        trial.queue_after(c.later_gpsimd_seconds(), c.later_vector_seconds());
-        kernel(trial, q, plan, w, output, part, parts, l).run();
-        return trial.with_work_after().single_core_seconds();
-      };
       return ends(whole) < ends(runs) ? whole : runs;
     }
   }
@@ -128,23 +148,36 @@ class kernel {
     l.rows = l.chunk / l.block;
     l.slots = kind::mx ? (l.block + mx_pack - 1) / mx_pack * mx_pack : l.block;
     l.padded_order = kind::mx && !native;
+    l.token_passes = Plan::prefill;
     return l;
   }
-  std::int64_t head_sum_columns() const {
-    if constexpr (row_passes)
-      return 0;
+  std::int64_t acc_step() const {
+    if constexpr (Plan::prefill)
+      if (layout_.token_passes) return prefill_pass<Gen, Format, Plan>::acc_step;
+    if constexpr (head_passes)
+      return decode_pass<Gen, Format, Plan>::acc_step;
     else
-      return passes::head_sum_columns(layout_);
+      return 0;  // unreachable: a prefill without decode's passes takes prefill_pass
   }
-  passes make_passes(core<Gen>& c, const weights_ref& w) {
-    if constexpr (row_passes)
-      return passes(c, queries_, keys_, epilogue_, w);
-    else
-      return passes(c, queries_, keys_, epilogue_, w, layout_);
+  std::int64_t head_sum_columns() const {
+    if constexpr (head_passes)
+      if (!layout_.token_passes) return decode_pass<Gen, Format, Plan>::head_sum_columns(layout_);
+    return 0;
+  }
+  token_pass make_token_pass(core<Gen>& c, const weights_ref& w) {
+    if constexpr (Plan::prefill)
+      if (layout_.token_passes) return token_pass(std::in_place, c, queries_, keys_, epilogue_, w);
+    return token_pass{};
+  }
+  head_pass make_head_pass(core<Gen>& c, const weights_ref& w) {
+    if constexpr (head_passes)
+      if (!layout_.token_passes)
+        return head_pass(std::in_place, c, queries_, keys_, epilogue_, w, layout_);
+    return head_pass{};
   }
   packing make_packing(core<Gen>& c, const weights_ref& w) {
     if constexpr (packs)
-      return packing(c, keys_, passes_, w.cols);
+      return packing(c, keys_, *heads_, w.cols);
     else
       return packing{};
   }
@@ -157,7 +190,8 @@ class kernel {
   key_stream<Gen, Format, Plan> keys_;
   query_staging<Gen, Format> queries_;
   epilogue<Gen, Plan> epilogue_;
-  passes passes_;
+  [[no_unique_address]] token_pass tokens_;
+  [[no_unique_address]] head_pass heads_;
   [[no_unique_address]] packing pack_;
 };
 
