@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -248,4 +249,31 @@ TEST_CASE("amx path on the tile model: -inf logits and the top-k around them", "
       ml::matrix_view<float>(val.data(), num_q, k));
   run_on<amx_best>(q.view(), plan, w.view(), selection, pool);
   check_topk(out, ks, ke, idx, k);
+}
+
+TEST_CASE("amx path: a key group's head sums reduce 16 at once as one at a time, bit for bit",
+          "[amx]") {
+  using I = hb::isa_best;
+  using vf = I::vf;
+  if constexpr (requires(const vf* v, float* o) { I::reduce16(v, o); }) {
+    static_assert(I::lanes == 16);
+    rnd::engine gen(52);
+    std::uniform_real_distribution<double> value(-1.0, 1.0);
+    for (int trial = 0; trial < 50; ++trial) {
+      // Values of mixed signs and magnitudes, so a different order of additions would show.
+      alignas(64) float lanes[16][16];
+      for (auto& row : lanes)
+        for (float& x : row) x = static_cast<float>(value(gen) * std::ldexp(1.0, trial % 24 - 12));
+      vf v[16];
+      for (int m = 0; m < 16; ++m) v[m] = I::load(lanes[m]);
+      float out[16];
+      I::reduce16(v, out);
+      for (int m = 0; m < 16; ++m) {
+        INFO("key " << m);
+        CHECK(out[m] == I::reduce(v[m]));
+      }
+    }
+  } else {
+    SUCCEED("this build's widest path reduces one vector at a time");
+  }
 }

@@ -144,13 +144,13 @@ struct table_entries {
   static host_abi::keys_kernel<host_abi::bf16_query, host_abi::bf16_keys> bf16_kernel(
       int head_vectors) {
     if constexpr (amx_tiles<I>)
-      return {&amx::bf16_scores<I, head_dim, bf16_key_scales<Format>>::score, amx::group_keys};
+      return {&amx::bf16_scores<I, head_dim, bf16_key_scales<Format>>::score, amx::call_keys};
     else
       return select_kernel<I, bf16_path<head_dim, bf16_key_scales<Format>>>(head_vectors);
   }
   static host_abi::keys_kernel<i8_query, i8_keys> i8_kernel(int head_vectors) {
     if constexpr (amx_tiles<I>)
-      return {&amx::i8_scores<I, head_dim>::score, amx::group_keys};
+      return {&amx::i8_scores<I, head_dim>::score, amx::call_keys};
     else
       return select_kernel<I, i8_path<head_dim>>(head_vectors);
   }

@@ -89,6 +89,27 @@ struct isa_avx512 : x86_e4m3_decoders<isa_avx512>,
     const __m128 q = _mm_add_ps(x, _mm_movehl_ps(x, x));
     return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
   }
+  // out[i] = reduce(v[i]) for 16 vectors, by reduce's tree (the 256-, 128-, 64- and 32-bit halves
+  // added in turn, so each sum is bit for bit reduce's), 16 vectors at a time: 46 instructions
+  // in place of 16 reductions of 8 and 16 scalar stores.
+  static void reduce16(const vf* v, float* out) {
+    vf t[8], u[4], w[2];
+    for (int m = 0; m < 8; ++m)  // lanes 0-7: v[m]'s halves summed; lanes 8-15: v[m + 8]'s
+      t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(v[m], v[m + 8], 0x44),
+                           _mm512_shuffle_f32x4(v[m], v[m + 8], 0xEE));
+    for (int m = 0; m < 4; ++m)  // 128-bit blocks: keys m, m + 8, m + 4, m + 12
+      u[m] = _mm512_add_ps(_mm512_shuffle_f32x4(t[m], t[m + 4], 0x88),
+                           _mm512_shuffle_f32x4(t[m], t[m + 4], 0xDD));
+    for (int m = 0; m < 2; ++m)  // two lanes each of u[m]'s and u[m + 2]'s key per block
+      w[m] = _mm512_add_ps(
+          _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(u[m]), _mm512_castps_pd(u[m + 2]))),
+          _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(u[m]), _mm512_castps_pd(u[m + 2]))));
+    const vf z = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    // z's lanes hold keys 0 2 1 3, 8 10 9 11, 4 6 5 7, 12 14 13 15: the same list reorders them.
+    const __m512i order = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
+    _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, z));
+  }
 
   static vi zeroi() {
     return _mm512_setzero_si512();

@@ -44,7 +44,7 @@ struct register_block {
 };
 
 // The key tiles are padded by this many rows, so no blocking may score more keys at once.
-inline constexpr int max_group_keys = 16;
+inline constexpr int max_group_keys = 64;
 
 // ---- the query row's panels (fp32 path) ----
 //
