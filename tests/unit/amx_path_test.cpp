@@ -277,3 +277,46 @@ TEST_CASE("amx path: a key group's head sums reduce 16 at once as one at a time,
     SUCCEED("this build's widest path reduces one vector at a time");
   }
 }
+
+// MXFP4 rows whose block exponents fold (within 3 of their smallest) take one TDPBSSD per 64
+// bytes instead of one per 32-byte block: half the tile steps of the same call on rows that do
+// not fold, and the same logits as the reference; keys that do not fold among folding ones are
+// scored per block.
+TEST_CASE("amx path on the tile model: MXFP4 rows that fold take the one-sum kernel", "[amx]") {
+  rnd::engine rng(15);
+  ml::thread_pool pool(1);
+  using F = ml::mxfp4;
+  const std::int64_t H = 20, num_q = 3, N = 150;
+  // Tile steps of one call; `unfolded` keys get block exponents 8 apart (they do not fold).
+  auto steps_of = [&](const rnd::code_options& qo, const rnd::code_options& ko,
+                      std::vector<std::int64_t> unfolded = {}) {
+    const auto q = rnd::rows<F>(rng, num_q * H, qo);
+    auto kv = rnd::rows<F>(rng, N, ko);
+    for (const std::int64_t t : unfolded)
+      kv.scale(t)[0] = static_cast<std::uint8_t>(ko.scale_lo - 8);
+    const auto w = rnd::weights<float>(rng, num_q, H);
+    const std::vector<std::int32_t> ks = {0, 3, 64}, ke = {150, 97, 150};
+    const ml::dense_plan<F> plan(kv.view(), ks, ke, N);
+    ml::logits_buffer<float> out(num_q, N);
+    ml::logits_row_output<float> logits(out.view(), true);
+    const std::int64_t before = dots<F>();
+    run_on<amx_best>(q.view(), plan, w.view(), logits, pool);
+    const std::int64_t steps = dots<F>() - before;
+    CHECK(check::against(
+              out, ref::dense(q.view(), kv.view(), w.view(), std::span<const std::int32_t>(ks),
+                              std::span<const std::int32_t>(ke), N)) == "");
+    return steps;
+  };
+  const rnd::code_options folds{.scale_lo = 124, .scale_hi = 127};
+  const rnd::code_options spread{.scale_lo = 110, .scale_hi = 140};
+  const std::int64_t per_block = steps_of(spread, spread);
+  const std::int64_t folded = steps_of(folds, folds);
+  CHECK(per_block > 0);
+  CHECK(2 * folded == per_block);
+  // Folding rows over keys of both kinds: every call takes the one-sum kernel, and a call with a
+  // key that does not fold (5 or 70) the per-block one too; the others (keys 128-149 of the
+  // first row) take the one-sum kernel alone.
+  const std::int64_t mixed = steps_of(folds, folds, {5, 70});
+  CHECK(mixed > folded);
+  CHECK(mixed < folded + per_block);
+}

@@ -155,7 +155,9 @@ struct table_entries {
       return select_kernel<I, i8_path<head_dim>>(head_vectors);
   }
   static host_abi::keys_kernel<i8_query, i8_keys> fold_kernel(int head_vectors) {
-    if constexpr (relative_rows<I>)
+    if constexpr (amx_tiles<I>)
+      return {&amx::fold_scores<I, head_dim>::score, amx::call_keys};
+    else if constexpr (relative_rows<I>)
       return select_kernel<I, i8_rel_path<head_dim>>(head_vectors);
     else if constexpr (I::fold_rows)
       return select_kernel<I, i8_fold_path<head_dim>>(head_vectors);

@@ -38,25 +38,31 @@
     static_assert(T == 7, "tiles 0 to 7"); \
     op(7, __VA_ARGS__);                    \
   }
-// A dot product `op(c, 4, b)`: accumulator C in tiles 0-3, the first operand in tile 4 and the
-// second in tiles 5-7 (the roles the AMX path's kernels give them).
-#define MQALOGITS_AMX_DOT_B(op, c) \
-  if constexpr (B == 5) {          \
-    op(c, 4, 5);                   \
-  } else if constexpr (B == 6) {   \
-    op(c, 4, 6);                   \
+// A dot product `op(c, a, b)`: accumulator C in tiles 0-3, the first operand in tile 4 or 5 and
+// the second in tiles 5-7 (the roles the AMX path's kernels give them).
+#define MQALOGITS_AMX_DOT_B(op, c, a) \
+  if constexpr (B == 5) {             \
+    op(c, a, 5);                      \
+  } else if constexpr (B == 6) {      \
+    op(c, a, 6);                      \
+  } else {                            \
+    op(c, a, 7);                      \
+  }
+#define MQALOGITS_AMX_DOT_A(op, c) \
+  if constexpr (A == 4) {          \
+    MQALOGITS_AMX_DOT_B(op, c, 4)  \
   } else {                         \
-    op(c, 4, 7);                   \
+    MQALOGITS_AMX_DOT_B(op, c, 5)  \
   }
 #define MQALOGITS_AMX_DOT(op)    \
   if constexpr (C == 0) {        \
-    MQALOGITS_AMX_DOT_B(op, 0)   \
+    MQALOGITS_AMX_DOT_A(op, 0)   \
   } else if constexpr (C == 1) { \
-    MQALOGITS_AMX_DOT_B(op, 1)   \
+    MQALOGITS_AMX_DOT_A(op, 1)   \
   } else if constexpr (C == 2) { \
-    MQALOGITS_AMX_DOT_B(op, 2)   \
+    MQALOGITS_AMX_DOT_A(op, 2)   \
   } else {                       \
-    MQALOGITS_AMX_DOT_B(op, 3)   \
+    MQALOGITS_AMX_DOT_A(op, 3)   \
   }
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -94,14 +100,14 @@ struct tile_native {
   }
   template <int C, int A, int B>
   static void dot_bf16() {
-    static_assert(C >= 0 && C < 4 && A == 4 && B >= 5 && B < 8,
-                  "accumulators in tiles 0-3, operands in tile 4 and tiles 5-7");
+    static_assert(C >= 0 && C < 4 && (A == 4 || A == 5) && B > A && B < 8,
+                  "accumulators in tiles 0-3, operands in tile 4 or 5 and tiles 5-7");
     MQALOGITS_AMX_DOT(_tile_dpbf16ps)
   }
   template <int C, int A, int B>
   static void dot_s8() {
-    static_assert(C >= 0 && C < 4 && A == 4 && B >= 5 && B < 8,
-                  "accumulators in tiles 0-3, operands in tile 4 and tiles 5-7");
+    static_assert(C >= 0 && C < 4 && (A == 4 || A == 5) && B > A && B < 8,
+                  "accumulators in tiles 0-3, operands in tile 4 or 5 and tiles 5-7");
     MQALOGITS_AMX_DOT(_tile_dpbssd)
   }
 
@@ -119,5 +125,6 @@ MQALOGITS_NAMESPACE_END
 
 #undef MQALOGITS_AMX_ONE_TILE
 #undef MQALOGITS_AMX_DOT_B
+#undef MQALOGITS_AMX_DOT_A
 #undef MQALOGITS_AMX_DOT
 #endif

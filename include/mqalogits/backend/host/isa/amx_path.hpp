@@ -1,17 +1,18 @@
 // The AMX path over any instruction set Base and any tile implementation Tiles: Base's vectors,
 // decoders, fp32 kernel and top-k steps, with the score steps of the e4m3 formats (bf16 form)
-// and of MXFP4 (per-block int8 form) done in tiles (amx_scores.hpp). isa/avx512_amx.hpp
-// instantiates it over AVX-512 and the AMX instructions; the tests over the compiled paths and
-// the tile model (amx/tile_model.hpp), which runs it on any CPU.
+// and of MXFP4 (folded and per-block int8 forms) done in tiles (amx_scores.hpp).
+// isa/avx512_amx.hpp instantiates it over AVX-512 and the AMX instructions; the tests over the
+// compiled paths and the tile model (amx/tile_model.hpp), which runs it on any CPU.
 //
 // The layouts are the other paths' ones, read in tiles of 16 keys x Base::lanes heads (16 on
 // AVX-512): the bf16 query row's words of pairs, [d/2][padded heads], are TDPBF16PS's second
 // operand as they are; each key's D/2 words are a row of its first operand. MXFP4 keys keep
-// signed doubled codes (TDPBSSD multiplies signed bytes), so a block's int32 sums need no
-// offset; the query row's per-block words, [block][head vector][8 steps][lanes], are TDPBSSD's
-// second operand for one block and one head vector. Rows and keys take the compact forms only
-// where those are exact (decode.hpp): other e4m3 rows stay on Base's fp32 kernel, and MXFP4
-// has no folded form here (each block is one tile step whatever its exponent).
+// signed doubled codes (TDPBSSD multiplies signed bytes), so int32 sums need no offset; the
+// query row's words, [head vector][D/4 steps][lanes] when folded and
+// [block][head vector][8 steps][lanes] per block, are TDPBSSD's second operand for one head
+// vector (and block). Rows and keys take the compact forms only where those are exact
+// (decode.hpp): other e4m3 rows stay on Base's fp32 kernel, and MXFP4 rows whose block
+// exponents do not fold take one tile step per block.
 #pragma once
 
 #include <cmath>
@@ -35,8 +36,9 @@ struct amx_path : Base {
 
   // The e4m3 formats' bf16 form exists here (kernel_table.hpp then takes the tile kernel).
   static constexpr bool bf16_pairs = true;
-  // MXFP4: the per-block kernel for every row, in signed bytes.
-  static constexpr bool fold_rows = false;
+  // MXFP4: signed bytes; rows and keys that fold (decode.hpp) take one TDPBSSD sum per 64
+  // bytes, the others the per-block kernel.
+  static constexpr bool fold_rows = true;
   static constexpr bool relative_rows = false;
   static constexpr bool int16_block_sums = false;
   using int8 = int8_signed_keys;
