@@ -61,16 +61,21 @@ struct amx_path : Base {
   }
 
   // One e4m3 row as bf16 pairs: MXFP8 rows with their block scales, FP8 per-token rows without
-  // their row scale (the kernel multiplies by it). Every value decode.hpp lets through is a
-  // bf16 value exactly (4 significant bits, a normal exponent), so its fp32 bits' upper half is
-  // it; a NaN code stays a quiet NaN.
+  // their row scale (the kernel multiplies by it). Base's integer form where it has one and the
+  // row is the usual one; else through Base's fp32 decoders: every value decode.hpp lets
+  // through is a bf16 value exactly (4 significant bits, a normal exponent), so its fp32 bits'
+  // upper half is it; a NaN code stays a quiet NaN.
   template <class Format>
   static void decode_row_bf16(const std::uint8_t* data, const std::uint8_t* scales,
                               std::uint32_t* out) {
     constexpr int D = Format::head_dim;
+    if constexpr (requires { Base::template decode_row_bf16_direct<Format>(data, scales, out); })
+      if (Base::template decode_row_bf16_direct<Format>(data, scales, out)) return;
     alignas(64) float v[static_cast<std::size_t>(D)];
     if constexpr (e4m3_ue8m0_rows<Format>)
       Base::template decode_row_f32<Format>(data, scales, v);
+    else if constexpr (requires { Base::template decode_e4m3_fp32<D / 32>(data, 1.0f, v); })
+      Base::template decode_e4m3_fp32<D / 32>(data, 1.0f, v);
     else
       for (int i = 0; i < D; ++i) v[i] = Format::element(data, i);
     auto half = [](float x) -> std::uint32_t {

@@ -288,6 +288,55 @@ struct isa_avx512 : x86_e4m3_decoders<isa_avx512>,
     return any != 0;
   }
 
+  // One e4m3 row as bf16 pairs, when it is the usual row (no NaN code, block scales that keep
+  // every value a normal bf16; returns false, writing nothing, otherwise), with integer
+  // operations alone: e4m3 and bf16 differ only in the widths of exponent and mantissa, so a
+  // code's bits move into place and one add rebases its exponent (bias 7 to 127) and applies
+  // the block scale; codes of exponent 0 (zero, subnormals) take their magnitude from a table.
+  // FP8 per-token rows without their row scale. The paths with a bf16 form (avx512_bf16, AMX)
+  // take it, and the same bits through fp32 for the other rows.
+  template <class Format>
+  static bool decode_row_bf16_direct(const std::uint8_t* data, const std::uint8_t* scales,
+                                     std::uint32_t* out) {
+    constexpr int blocks = Format::head_dim / 32;
+    static_assert(Format::data_bytes == Format::head_dim && Format::head_dim % 32 == 0);
+    bool direct = true;
+    if constexpr (e4m3_ue8m0_rows<Format>)
+      for (int b = 0; b < blocks; ++b) direct &= scales[b] >= 7 && scales[b] <= 246;
+    if (!direct || has_nan_code<blocks>(data)) return false;
+    MQALOGITS_UNROLL
+    for (int b = 0; b < blocks; ++b) {
+      int e = 127;
+      if constexpr (e4m3_ue8m0_rows<Format>) e = scales[b];
+      e4m3_block_to_bf16(data + 32 * b, e, out + 16 * b);
+    }
+    return true;
+  }
+  // 32 e4m3 codes (no NaN code) times 2^(e - 127), 7 <= e <= 246, as bf16: exact, every result a
+  // normal bf16 or zero.
+  static void e4m3_block_to_bf16(const std::uint8_t* codes, int e, std::uint32_t* out) {
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
+    const __m512i w = _mm512_cvtepi8_epi16(bytes);  // sign on bits 15..7, magnitude on 6..0
+    // The sign on bit 15, the 4 exponent and 3 mantissa bits on bf16's bits 10..4; then the
+    // exponent rebased and scaled.
+    __m512i t =
+        _mm512_and_si512(_mm512_slli_epi16(w, 4), _mm512_set1_epi16(static_cast<short>(0x87F0)));
+    t = _mm512_add_epi16(t, _mm512_set1_epi16(static_cast<short>((e - 7) * 128)));
+    // Exponent 0: m x 2^-9 x 2^(e - 127) for mantissa m (0 for m = 0), looked up by the code's
+    // low bits; the sign is put back on every lane (a no-op where it is there already).
+    const __mmask32 low = _mm256_testn_epi8_mask(bytes, _mm256_set1_epi8(0x78));
+    const __m512i table = _mm512_maskz_add_epi16(
+        0xFEu, subnormal_bf16(), _mm512_set1_epi16(static_cast<short>((e - 127) * 128)));
+    t = _mm512_mask_permutexvar_epi16(t, low, w, table);
+    t = _mm512_ternarylogic_epi32(t, w, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
+    _mm512_storeu_si512(out, t);
+  }
+  // The bf16 bits of m x 2^-9 in word m (m = 0..7).
+  static __m512i subnormal_bf16() {
+    return _mm512_setr_epi32(0x3B000000, 0x3BC03B80, 0x3C203C00, 0x3C603C40, 0, 0, 0, 0, 0, 0, 0, 0,
+                             0, 0, 0, 0);
+  }
+
   // Blocks x 32 codes, each block's two halves of 16 widened to fp32 (code / 2^8) and handed to
   // visit(block, parts) (x86_e4m3_decoders scales and stores them).
   template <int Blocks, bool Nan, class Visit>
