@@ -4,15 +4,18 @@
 // Written against the tile interface (amx/tile_model.hpp), so the same code runs on the
 // hardware (amx/tile_native.hpp) and on the model.
 //
-// Tiles: C, the 16 keys x L heads results of up to 4 head vectors, in tiles 0-3; A, the 16
-// keys' operand, in tile 4; B, a head vector's operand, in tiles 5 and 6 by turns. A call
-// configures the tiles once and releases them before it returns, so no tile state outlives it;
-// its keys go in groups of 16, each group in passes of up to 4 head vectors.
+// A call configures the tiles once and releases them before it returns, so no tile state
+// outlives it. Its keys go in pairs of groups of 16 (C, A and B below), each pair in passes over
+// two head vectors at a time; a pass's products are issued before the previous pass's head sums,
+// so the vectors sum while the tile unit multiplies. MXFP4 rows that do not fold take one tile
+// step per 32-element block (i8_scores), with the block scales in the vectors.
 //
 // The results are the other paths' up to the order of fp32 additions inside a dot product
 // (bf16: TDPBF16PS sums the even and odd products apart, then adds them) and are exact integer
 // sums for MXFP4; everything after the dot products is the same operations in the same order as
-// score_paths_float.hpp's bf16_path and score_path_i8.hpp's i8_path.
+// score_paths_float.hpp's bf16_path, score_path_i8.hpp's i8_path and
+// score_paths_i8_compact.hpp's i8_fold_path (heads summed per lane in ascending vector order,
+// then the lanes reduced in I::reduce's tree).
 #pragma once
 
 #include <algorithm>
@@ -92,7 +95,8 @@ struct tile_kernel {
   using keys = typename Tile::keys;
   static constexpr int L = I::lanes, pass_keys = pass_groups * group_keys;
   // A pass's C tiles, as stored for the vectors.
-  using results = typename Tile::result[pass_groups][pass_vectors][group_keys][L];
+  using results = typename Tile::result[std::size_t{pass_groups}][std::size_t{pass_vectors}]
+                                       [std::size_t{group_keys}][std::size_t{L}];
   // The head sums of a pass's keys so far, per lane, between passes over the same keys.
   using sums = vf[pass_groups][group_keys];
 
