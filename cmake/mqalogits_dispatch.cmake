@@ -62,10 +62,13 @@ add_library(mqalogits::dispatch ALIAS mqalogits_dispatch)
 target_link_libraries(mqalogits_dispatch PUBLIC mqalogits)
 target_compile_definitions(mqalogits_dispatch PUBLIC MQALOGITS_RUNTIME_DISPATCH=1)
 option(MQALOGITS_AMX_BY_DEFAULT
-       "mqalogits::dispatch: take the AMX path without MQALOGITS_HOST_ISA=avx512_amx" OFF)
+       "mqalogits::dispatch: take the AMX path where it runs (OFF: only when MQALOGITS_HOST_ISA or limit_host_isa names it)"
+       ON)
+# PUBLIC: the dispatch tests expect the path the library picks.
 if(MQALOGITS_AMX_BY_DEFAULT)
-  # PUBLIC: the dispatch tests expect the path the library picks.
   target_compile_definitions(mqalogits_dispatch PUBLIC MQALOGITS_DISPATCH_AMX_BY_DEFAULT=1)
+else()
+  target_compile_definitions(mqalogits_dispatch PUBLIC MQALOGITS_DISPATCH_AMX_BY_DEFAULT=0)
 endif()
 set_target_properties(mqalogits_dispatch PROPERTIES POSITION_INDEPENDENT_CODE ON)
 foreach(path IN LISTS _mqalogits_paths)

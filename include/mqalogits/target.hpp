@@ -53,17 +53,17 @@
 #endif
 
 // AMX tiles (AMX-TILE, AMX-BF16, AMX-INT8; GCC spells the macros __AMX_TILE__, Clang 14
-// __AMXTILE__). The AMX path has not yet run on AMX hardware, so the flags alone never take it:
-// a unit opts in with MQALOGITS_ENABLE_AMX=1 on top of AVX-512 + VNNI and the AMX flags (e.g.
-// -march=sapphirerapids). It then asks the OS for the tile state at its first call and runs the
-// avx512_vnni kernels where that is refused (backend/host/dispatch.hpp).
+// __AMXTILE__). A unit built for AVX-512 + VNNI and the AMX flags (e.g. -march=sapphirerapids)
+// takes the AMX path; MQALOGITS_ENABLE_AMX=0 keeps it on avx512_vnni. It asks the OS for the
+// tile state at its first call and runs the avx512_vnni kernels where that is refused
+// (backend/host/dispatch.hpp).
 #if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && \
     (defined(__AMX_BF16__) || defined(__AMXBF16__)) && \
     (defined(__AMX_INT8__) || defined(__AMXINT8__)) && defined(__x86_64__)
 #define MQALOGITS_TARGET_AMX 1
 #endif
 #if defined(MQALOGITS_TARGET_AMX) && defined(MQALOGITS_HOST_AVX512) && \
-    defined(MQALOGITS_HOST_VNNI512) && defined(MQALOGITS_ENABLE_AMX) && MQALOGITS_ENABLE_AMX
+    defined(MQALOGITS_HOST_VNNI512) && (!defined(MQALOGITS_ENABLE_AMX) || MQALOGITS_ENABLE_AMX)
 #define MQALOGITS_HOST_AMX 1
 #endif
 

@@ -2,10 +2,10 @@
 // capped by MQALOGITS_HOST_ISA (read once, at the first call) or limit_runtime_isa(). Compiled
 // for the baseline, like the units that call it.
 //
-// The AMX path (avx512_amx) is opt-in until it has passed the test suite on an AMX CPU: without
-// a cap that names it, "native" stops below it (unless the library is built with
-// MQALOGITS_DISPATCH_AMX_BY_DEFAULT). Where it is asked for, the CPU's features are checked and
-// Linux is asked for the tile state first; either refusal falls back to the next path, and
+// The AMX path (avx512_amx) tops the ladder: "native" reaches it unless the library is built with
+// MQALOGITS_DISPATCH_AMX_BY_DEFAULT=0 (CMake's MQALOGITS_AMX_BY_DEFAULT=OFF), which leaves it to
+// a cap that names it. Where it is reached, the CPU's features are checked and Linux is asked
+// for the tile state first; either refusal falls back to the next path, and
 // runtime_amx_refusal() says why.
 #include <atomic>
 #include <cstddef>
@@ -165,7 +165,7 @@ const char* why_not_amx(int cap, const cpu_features& cpu) {
     return "this mqalogits::dispatch has no AMX path (its compiler lacks -mamx-tile -mamx-bf16 "
            "-mamx-int8)";
   if (cap < 0 && !amx_by_default)
-    return "the AMX path is opt-in until it has passed the test suite on an AMX CPU: "
+    return "this mqalogits::dispatch is built with MQALOGITS_AMX_BY_DEFAULT=OFF: "
            "MQALOGITS_HOST_ISA=avx512_amx or limit_host_isa(\"avx512_amx\") asks for it";
   if (cap >= 0 && cap < amx) return "the host path is capped below avx512_amx";
   if (const char* why = ::mqalogits::host_backend::amx::cpu_tile_refusal()) return why;

@@ -6,7 +6,7 @@
 // not a multiple of a tile's heads and rows of more heads than one pass holds, masked and -inf
 // columns, and the fused top-k. Both AMX formats must go through the tiles (the model counts
 // its instructions). Where the build targets AMX (the dispatch library's avx512_amx path, or a
-// unit built with MQALOGITS_ENABLE_AMX) the same code runs on the instructions.
+// unit built with the AMX flags) the same code runs on the instructions.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -8,9 +8,10 @@
 // MQALOGITS_RUNTIME_DISPATCH), the kernels come from a small compiled library that holds every
 // path, each compiled with its own flags, and picks at run time the fastest one the CPU runs
 // (isa/paths.def lists them, with their flags and ladder order). The AMX path (avx512_amx) is
-// taken only where asked for: MQALOGITS_HOST_ISA=avx512_amx
-// or limit_host_isa("avx512_amx") (it has not yet run on AMX hardware); host_amx_refusal() says
-// why it is not the path that runs.
+// taken where the CPU has AMX and Linux grants the tile state (a library built with
+// MQALOGITS_AMX_BY_DEFAULT=OFF only where MQALOGITS_HOST_ISA=avx512_amx or
+// limit_host_isa("avx512_amx") asks for it); host_amx_refusal() says why it is not the path
+// that runs.
 // The unit itself can then be built for the baseline, and calls the same entry points.
 // MQALOGITS_HOST_ISA=<path> in the environment, or limit_host_isa(), caps the choice.
 // A format the library is not compiled for (one defined by the caller) runs the unit's own path.
@@ -170,8 +171,8 @@ constexpr const char* host_isa_name() noexcept {
 }
 // Why the host path is not the AMX one: this unit is not built for it.
 constexpr const char* host_amx_refusal() noexcept {
-  return "this unit is not built for the AMX path (it takes AVX-512 VNNI, -mamx-tile -mamx-bf16 "
-         "-mamx-int8 and MQALOGITS_ENABLE_AMX=1)";
+  return "this unit is not built for the AMX path (it takes AVX-512 VNNI and -mamx-tile "
+         "-mamx-bf16 -mamx-int8, without MQALOGITS_ENABLE_AMX=0)";
 }
 #endif
 #endif
