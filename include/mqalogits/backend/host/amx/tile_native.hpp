@@ -39,20 +39,27 @@
     op(7, __VA_ARGS__);                    \
   }
 // A dot product `op(c, a, b)`: accumulator C in tiles 0-3, the first operand in tile 4 or 5 and
-// the second in tiles 5-7 (the roles the AMX path's kernels give them).
-#define MQALOGITS_AMX_DOT_B(op, c, a) \
-  if constexpr (B == 5) {             \
-    op(c, a, 5);                      \
-  } else if constexpr (B == 6) {      \
-    op(c, a, 6);                      \
-  } else {                            \
-    op(c, a, 7);                      \
+// the second in a later tile up to 7 (the roles the AMX path's kernels give them). Clang checks
+// the tile numbers of every branch, taken or not, so no branch names one tile twice.
+#define MQALOGITS_AMX_DOT_A4(op, c) \
+  if constexpr (B == 5) {           \
+    op(c, 4, 5);                    \
+  } else if constexpr (B == 6) {    \
+    op(c, 4, 6);                    \
+  } else {                          \
+    op(c, 4, 7);                    \
+  }
+#define MQALOGITS_AMX_DOT_A5(op, c) \
+  if constexpr (B == 6) {           \
+    op(c, 5, 6);                    \
+  } else {                          \
+    op(c, 5, 7);                    \
   }
 #define MQALOGITS_AMX_DOT_A(op, c) \
   if constexpr (A == 4) {          \
-    MQALOGITS_AMX_DOT_B(op, c, 4)  \
+    MQALOGITS_AMX_DOT_A4(op, c)    \
   } else {                         \
-    MQALOGITS_AMX_DOT_B(op, c, 5)  \
+    MQALOGITS_AMX_DOT_A5(op, c)    \
   }
 #define MQALOGITS_AMX_DOT(op)    \
   if constexpr (C == 0) {        \
@@ -124,7 +131,8 @@ struct tile_native {
 MQALOGITS_NAMESPACE_END
 
 #undef MQALOGITS_AMX_ONE_TILE
-#undef MQALOGITS_AMX_DOT_B
+#undef MQALOGITS_AMX_DOT_A4
+#undef MQALOGITS_AMX_DOT_A5
 #undef MQALOGITS_AMX_DOT_A
 #undef MQALOGITS_AMX_DOT
 #endif
