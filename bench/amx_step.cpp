@@ -46,8 +46,8 @@ void amx_score_step(benchmark::State& st) {
     benchmark::ClobberMemory();
   }
   const auto n = static_cast<double>(keys);
-  st.counters["FLOP/s"] = benchmark::Counter(2.0 * heads * head_dim * n,
-                                             benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * heads * head_dim * n, benchmark::Counter::kIsIterationInvariantRate);
   st.counters["s per row x key"] = benchmark::Counter(
       n, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
