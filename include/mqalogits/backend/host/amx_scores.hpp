@@ -108,22 +108,24 @@ struct tile_kernel {
     alignas(64) sums part;
     T::configure(Tile::config);
     for (int p = 0; p <= count; ++p) {
-      const int nv =
-          p < count ? std::min(pass_vectors, head_vectors - p % passes * pass_vectors) : 0;
-      if (nv == 2)
-        multiply<2>(q, k, p / passes * pass_keys, p % passes * pass_vectors);
-      else if (nv == 1)
-        multiply<1>(q, k, p / passes * pass_keys, p % passes * pass_vectors);
+      const int key0 = p / passes * pass_keys, v0 = p % passes * pass_vectors;
+      // f(std::integral_constant<int, n>) for this pass's n head vectors (none past the last).
+      auto with_vectors = [&](auto f) {
+        if (p == count) return;
+        if (head_vectors - v0 >= 2)
+          f(std::integral_constant<int, 2>{});
+        else
+          f(std::integral_constant<int, 1>{});
+      };
+      with_vectors([&](auto n) { multiply<n()>(q, k, key0, v0); });
       if (p > 0) {
-        const int key0 = (p - 1) / passes * pass_keys, v0 = (p - 1) % passes * pass_vectors;
-        sum_heads(q, k, key0, v0, c[(p - 1) % 2], part, out);
+        const int prev_key0 = (p - 1) / passes * pass_keys;
+        const int prev_v0 = (p - 1) % passes * pass_vectors;
+        sum_heads(q, k, prev_key0, prev_v0, c[(p - 1) % 2], part, out);
       }
       // After the sums: a load younger than a pending tile store waits for it, and this pass's
       // stores wait for its products.
-      if (nv == 2)
-        store<2>(c[p % 2]);
-      else if (nv == 1)
-        store<1>(c[p % 2]);
+      with_vectors([&](auto n) { store<n()>(c[p % 2]); });
     }
     T::release();
   }
@@ -163,17 +165,19 @@ struct tile_kernel {
       vf sum[group_keys];
       MQALOGITS_UNROLL
       for (int m = 0; m < group_keys; ++m) sum[m] = v0 == 0 ? I::zero() : part[i][m];
+      const int key = key0 + i * group_keys;
       for (int j = 0; j < n; ++j) {
         const int h0 = (v0 + j) * L;
         const auto live = I::live(q.heads - h0);
         const vf wv = I::load(q.w + h0);
-        const int key = key0 + i * group_keys;
-        MQALOGITS_UNROLL  // sum[] then stays in registers
-            for (int m = 0; m < group_keys; ++m) sum[m] =
-                I::fma(I::relu(Tile::scaled(q, k, key + m, h0, &c[i][j][m][0]), live), wv, sum[m]);
+        // Unrolled, so that sum[] stays in registers.
+        MQALOGITS_UNROLL
+        for (int m = 0; m < group_keys; ++m)
+          sum[m] =
+              I::fma(I::relu(Tile::scaled(q, k, key + m, h0, &c[i][j][m][0]), live), wv, sum[m]);
       }
       if (last) {
-        reduce_group<I>(sum, out + key0 + i * group_keys);
+        reduce_group<I>(sum, out + key);
       } else {
         MQALOGITS_UNROLL
         for (int m = 0; m < group_keys; ++m) part[i][m] = sum[m];
