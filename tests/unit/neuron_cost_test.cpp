@@ -735,10 +735,10 @@ TEST_CASE("example 09: line format, implied bound, trn3 below trn2 for MX decode
     for (std::size_t i = n - 3; i < n; ++i) CHECK(back[i].report.dma_bytes >= 64 * 8192 * 132);
     CHECK(back[n - 3].report.dma_gathered_blocks == back[0].report.dma_gathered_blocks / 2);
     CHECK(back[n - 2].report.dma_gathered_blocks == back[0].report.dma_gathered_blocks / 4);
-    // Each page read as its runs of 64 tokens, one per partition row: as many descriptors as
-    // pages of 64, and the decode within 1.15x of theirs.
+    // Each page read as its runs of 64 or 128 tokens, one per partition row: at most as many
+    // descriptors as pages of 64, and the decode within 1.15x of theirs.
     for (std::size_t i = n - 3; i < n - 1; ++i) {
-      CHECK(back[i].report.dma_descriptors == back[0].report.dma_descriptors);
+      CHECK(back[i].report.dma_descriptors <= back[0].report.dma_descriptors);
       CHECK(back[i].report.estimated_seconds() <= 1.15 * back[0].report.estimated_seconds());
     }
   }

@@ -262,6 +262,27 @@ TEMPLATE_LIST_TEST_CASE("neuron paged: packed passes over several chunks per req
   paged_case<Gen, F, float, float>(rng, 2, 1, 32, 128, 9000, false, nan, 8400);
 }
 
+// Requests of one chunk each (8192 keys) on pages of 128 (MXFP8) and 256 (MXFP4) on trn3: runs of
+// 128 tokens, one partition row each (half the gather descriptors of runs of 64), where they end
+// the call sooner, as they do here; NaN / Inf among the codes and scales.
+TEMPLATE_TEST_CASE("neuron paged (trn3): pages of 128 / 256 read as runs of 128 tokens", "[neuron]",
+                   ml::mxfp8, ml::mxfp4) {
+  using F = TestType;
+  const std::int32_t page_kv = std::is_same_v<F, ml::mxfp8> ? 128 : 256;  // 2 s of model each
+  rnd::engine rng(3400 + page_kv);
+  const rnd::code_options nan{.nan_codes = std::is_same_v<F, ml::mxfp8> ? 2 : 0, .nan_scales = 1};
+  ml::neuron_backend::report rep;
+  {
+    ml::neuron_backend::capture cap(rep);
+    paged_case<ml::backend::trn3, F, ml::bf16, float>(rng, 16, 1, 64, page_kv, 8192, true, nan,
+                                                      8192);
+  }
+  INFO(rep.summary());
+  // A row per run of 128: 64 per request, codes and scales.
+  CHECK(rep.dma_gathered_blocks == 16 * 8192 / page_kv * 2);
+  CHECK(rep.dma_gathered_rows == 16 * 64 * 2);
+}
+
 // Every page size from 1 to 1024 is allowed; a sample of them (odd sizes, sizes around the
 // 4-key groups of trn3's row-tiled MX matmul and around a 64-key page) on every format.
 TEMPLATE_TEST_CASE("neuron paged: page sizes 1..1024 on every format match ref and host",
@@ -482,7 +503,9 @@ TEMPLATE_TEST_CASE("neuron native MX cache layout (trn3) matches ref and host", 
                         short_lens.view(), max_len, out.view()),
                     Catch::Contains("requests of the cache"));
   // Logits over the weights: the same named error as every other entry point, nothing written.
-  auto over = garbage<float>(B * next_n, H);
+  // The buffer holds both views (max_len bf16 logits per row span more than H float weights), so
+  // the only overlap is theirs.
+  auto over = garbage<float>(B * next_n, max_len);
   const std::vector<float> before(over.view().data, over.view().data + B * next_n * H);
   CHECK_THROWS_WITH(
       ml::neuron_backend::fp8_fp4_paged_mqa_logits_native(

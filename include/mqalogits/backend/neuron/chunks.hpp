@@ -6,10 +6,12 @@
 // of MXFP8 codes, the efficient DMA row). A page of more than 64 tokens whose size is a multiple
 // of 64 is read as its runs of 64 contiguous tokens, one per partition row (the run at page_base
 // + j x 64 tokens is a descriptor of its own), so that a chunk of such pages fills the 128
-// partitions as pages of 64 do. A decode may read pages of 128 whole instead, one row each (half
-// the gather descriptors, a DMA descriptor writing one partition row, but chunks of 32 rows):
-// kernel::choose_layout takes whichever ends the call sooner. A chunk is at most 128 rows and
-// 8192 keys (4096 for rows of 128 keys or more, to fit trn1's SBUF).
+// partitions as pages of 64 do. A decode may read runs of 128 tokens instead (a page of 128
+// whole, a page of 256 as its halves), one row each: half the gather descriptors, a DMA
+// descriptor writing one partition row, but half the rows per chunk. kernel::choose_layout takes
+// whichever ends the call sooner. A chunk is at most 128 rows and 8192 keys (4096 for rows of
+// 128 keys or more on trn1, whose SBUF would not hold their 16-32 KiB rows twice), so runs of
+// 128 fill 64 rows on trn2 / trn3, TensorE's shortest full-rate transpose.
 #pragma once
 
 #include <algorithm>
@@ -43,10 +45,11 @@ constexpr std::int64_t run_keys(std::int64_t page) {
   return page > page_run && page % page_run == 0 ? page_run : page;
 }
 
-// Keys per chunk for blocks of `block` keys: up to 128 blocks, 8192 keys (4096 for blocks of
-// >= 128 keys, whose 16-32 KiB rows would not leave room on trn1).
-constexpr std::int64_t chunk_keys(std::int64_t block) {
-  return std::min<std::int64_t>(128, (block >= 128 ? 4096 : 8192) / block) * block;
+// Keys per chunk for blocks of `block` keys on a core of `sbuf_partition_bytes` per partition:
+// up to 128 blocks, 8192 keys (4096 for blocks of >= 128 keys where SBUF is below trn2's).
+constexpr std::int64_t chunk_keys(std::int64_t block, std::int64_t sbuf_partition_bytes) {
+  const bool small = block >= 128 && sbuf_partition_bytes < 224 * 1024;
+  return std::min<std::int64_t>(128, (small ? 4096 : 8192) / block) * block;
 }
 // Rows of one keys-on-partitions head sum: a pass's (at most 4) or a pack's (at most 4 passes of
 // one row, or 2 of two rows of H = 32).

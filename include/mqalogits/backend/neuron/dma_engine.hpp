@@ -158,6 +158,7 @@ class dma_engine {
     if (blocks > 0) {
       ++r.dma_gathers;
       r.dma_gathered_blocks += blocks;
+      r.dma_gathered_rows += descriptors;
       if constexpr (traits_type::gather_on_gpsimd)
         ledger_.gpsimd_instruction(descriptors * traits_type::gpsimd_cycles_per_descriptor);
     }

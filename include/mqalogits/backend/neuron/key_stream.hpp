@@ -5,8 +5,8 @@
 // A chunk's blocks are loaded one per partition row, by one DMA of their codes and one of their
 // scales (a gather for block tables and sparse blocks, plain DMA for dense rows), as AWS's
 // paged decode loads its cache; a page of 128 or 256 tokens goes as its 2 or 4 runs of 64
-// tokens (chunks.hpp), each on a partition row of its own, or a page of 128 whole where a decode
-// chooses it (kernel::choose_layout). TensorE then puts the head dimension on
+// tokens (chunks.hpp), each on a partition row of its own, or as runs of 128 where a decode
+// chooses them (kernel::choose_layout). TensorE then puts the head dimension on
 // partitions, and strided copies put the keys back in their natural order. The stage also holds the
 // chunk's valid flags (masked keys score a zero row and their columns become -inf) and, per token,
 // the K scales as one row in key order, applied to the head-summed logits.

@@ -59,7 +59,8 @@ struct report {
   std::int64_t dma_small_descriptors = 0;        // rows below 256 B: overhead-bound
   std::int64_t dma_inefficient_descriptors = 0;  // rows below the efficient 4 KiB
   std::int64_t dma_gathers = 0;          // indirect transfers (block-table pages, sparse blocks)
-  std::int64_t dma_gathered_blocks = 0;  // blocks those transfers read, one per partition row
+  std::int64_t dma_gathered_blocks = 0;  // blocks (pages) those transfers read
+  std::int64_t dma_gathered_rows = 0;  // their descriptors, one per partition row (runs of a page)
   // Per transfer: its fixed cost / the DMA queues in flight + (bytes + a per-descriptor
   // overhead) / the per-core DMA bandwidth.
   double dma_seconds = 0.0;
@@ -195,11 +196,11 @@ struct report {
     auto ll = [](std::int64_t v) { return static_cast<long long>(v); };
     add("neuron model (%s), %lld call(s) -- a model of the NeuronCore schedule, not a device run\n",
         generation, ll(calls));
-    add("  DMA      %12lld bytes  %lld transfers (%lld gathers of %lld blocks)  %lld descriptors "
-        "(%lld below 4 KiB, %lld below 256 B)  %10.2f us\n",
+    add("  DMA      %12lld bytes  %lld transfers (%lld gathers of %lld blocks in %lld rows)  %lld "
+        "descriptors (%lld below 4 KiB, %lld below 256 B)  %10.2f us\n",
         ll(dma_bytes), ll(dma_transfers), ll(dma_gathers), ll(dma_gathered_blocks),
-        ll(dma_descriptors), ll(dma_inefficient_descriptors), ll(dma_small_descriptors),
-        dma_seconds * 1e6);
+        ll(dma_gathered_rows), ll(dma_descriptors), ll(dma_inefficient_descriptors),
+        ll(dma_small_descriptors), dma_seconds * 1e6);
     add("  TensorE  %9lld matmuls (%lld score, %lld head-sum, %lld transpose, %lld broadcast)  "
         "%.3g flop  %12lld cycles  %10.2f us\n",
         ll(matmul_instructions()), ll(matmul_score), ll(matmul_head_sum), ll(matmul_transpose),
@@ -284,6 +285,7 @@ inline void accumulate(report& into, const report& call) {
   into.dma_inefficient_descriptors += call.dma_inefficient_descriptors;
   into.dma_gathers += call.dma_gathers;
   into.dma_gathered_blocks += call.dma_gathered_blocks;
+  into.dma_gathered_rows += call.dma_gathered_rows;
   into.dma_seconds += call.dma_seconds;
   into.matmul_score += call.matmul_score;
   into.matmul_head_sum += call.matmul_head_sum;

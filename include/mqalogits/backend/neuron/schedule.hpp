@@ -109,9 +109,10 @@ class kernel {
   }
 
  private:
-  // Pages of two runs (128 tokens) read whole on their own partition rows take half the gather
-  // descriptors (one per partition row) but chunks of half the rows, which cost VectorE and
-  // TensorE more per key: a decode takes whichever layout ends the call sooner given the work
+  // Pages of 128 or 256 tokens read as runs of 128 (a page of 128 whole) take half the gather
+  // descriptors of runs of 64 (one per partition row) but chunks of half the rows, which cost
+  // VectorE and TensorE more per key where fewer than 64 rows remain (trn1's SBUF, short
+  // requests): a decode takes whichever layout ends the call sooner given the work
   // queued after it (the selection's GpSimd and VectorE), from a cost-only run of each; ties
   // keep the runs.
   // trn3's MX prefill likewise takes prefill_pass's or decode_pass's layout, whichever ends the
@@ -134,17 +135,21 @@ class kernel {
     } else if constexpr (Plan::prefill || native) {
       return runs;
     } else {
-      if (runs.page != 2 * page_run || runs.block != page_run) return runs;
-      const chunk_layout whole = layout_of(plan, true);
-      return ends(whole) < ends(runs) ? whole : runs;
+      if (runs.page % (2 * page_run) != 0 || runs.block != page_run) return runs;
+      const chunk_layout longer = layout_of(plan, true);
+      return ends(longer) < ends(runs) ? longer : runs;
     }
   }
-  static chunk_layout layout_of(const Plan& plan, bool whole_pages) {
+  static chunk_layout layout_of(const Plan& plan, bool long_runs) {
     chunk_layout l;
     l.page = plan.gather_block();
-    // Native blocks go whole (their rows are the block's own); large pages as runs of 64 tokens.
-    l.block = l.page <= 0 ? contiguous_block : native || whole_pages ? l.page : run_keys(l.page);
-    l.chunk = chunk_keys(l.block);
+    // Native blocks go whole (their rows are the block's own); large pages as runs of 64 tokens,
+    // or of 128 (long_runs: a page of 128 on one row).
+    l.block = l.page <= 0 ? contiguous_block
+              : native    ? l.page
+              : long_runs ? 2 * page_run
+                          : run_keys(l.page);
+    l.chunk = chunk_keys(l.block, traits<Gen>::sbuf_partition_bytes);
     l.rows = l.chunk / l.block;
     l.slots = kind::mx ? (l.block + mx_pack - 1) / mx_pack * mx_pack : l.block;
     l.padded_order = kind::mx && !native;
