@@ -221,9 +221,10 @@ TEMPLATE_LIST_TEST_CASE("neuron dense: query tiles sharing their keys reuse the 
   check_against(neuron, host, ref::dense(q.view(), kv.view(), w.view(), ks, ke, N), true);
   // The keys are read once: 14 rows of 32 tokens (codes and scales), not once per tile; then
   // Q, the weights, row i's 121 + i logits and the -inf fill of its other 299 - i columns
-  // (trn3 MX: the weights once more, on the diagonals of its TensorE head sum: with 300 rows
-  // of short key ranges the query tokens on partitions end sooner than decode's passes).
-  constexpr bool diag = ml::neuron_backend::traits<Gen>::mx_matmul && ml::is_mx_format_v<F>;
+  // (trn2 / trn3: the weights once more, on the diagonals of the TensorE head sum; on trn3
+  // with 300 rows of short key ranges the query tokens on partitions end sooner than decode's
+  // passes).
+  constexpr bool diag = !ml::neuron_backend::traits<Gen>::psum_read_exclusive;
   CHECK(rep.dma_bytes == 14 * 32 * F::data_bytes + 14 * 32 * F::scale_bytes +
                              num_q * H * (F::data_bytes + F::scale_bytes) +
                              num_q * H * 4 * (diag ? 2 : 1) + num_q * N * 4);

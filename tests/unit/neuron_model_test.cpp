@@ -303,30 +303,57 @@ TEMPLATE_TEST_CASE("neuron cost: dense prefill counts", "[neuron]", trn1, trn2, 
   // all heads per token (512 + 32 B); weights one bf16 row per token; the logits of the 3 rows.
   // No fill: every row covers all columns.
   CHECK(rep.dma_gathers == 0);
-  CHECK(rep.dma_bytes == 19 * 2048 + 19 * 128 + num_q * H * 68 + num_q * H * 2 + num_q * N * 4);
+  // trn2 loads the weights once more, on the diagonals of its TensorE head sum.
+  constexpr bool diag = !mx && !nb::traits<Gen>::psum_read_exclusive;
+  // trn3's passes with their keys on partitions (below; none elsewhere) read their weights again,
+  // spread over the 128 partitions: a row of H bf16 each.
+  const std::int64_t on_tensor = mx ? rep.matmul_head_sum / 5 : 0, on_keys = mx ? 3 - on_tensor : 0;
+  CHECK(rep.dma_bytes == 19 * 2048 + 19 * 128 + num_q * H * 68 + num_q * H * 2 * (diag ? 2 : 1) +
+                             num_q * N * 4 + on_keys * 128 * H * 2);
   if constexpr (mx) {
     // trn3 runs decode's passes: H = 8 puts one row per pass (its 8 heads on 8 partitions), so
     // per row a DMA of its Q words (8 descriptors, one per head), of their scales (8) and of
-    // its block-diagonal weights (8, one per weight), and its 600 logits with the keys on
-    // partitions: 5 head-sum matmuls (columns u, u + 5, ...: 120 partitions of 5 consecutive
-    // keys each, one descriptor per partition). Each of these passes puts its head sum on
-    // TensorE, where it ends sooner than VectorE's relu x w given the engines' queues: 5 fp32
-    // matmuls of [8, 120] x [8, 1] each; a pass's scores are 2 steps (128 + 22 columns of K^T) of
-    // four MX matmuls of stationary Q^T [32, 8].
-    CHECK(rep.dma_transfers == 2 + num_q * (3 + 1));
-    CHECK(rep.dma_descriptors == 19 + 19 + num_q * (H + H + H) + num_q * 120);
-    CHECK(rep.matmul_head_sum == num_q * 5);
-    CHECK(rep.matmul_flops == 2 * 128 * H * N * num_q + num_q * 5 * 2 * H * 120);
+    // its block-diagonal weights (8, one per weight). Each pass puts its head sum on TensorE or
+    // scores with its keys on partitions, whichever ends sooner given the engines' queues (at
+    // least the first, the engines being idle, takes TensorE). On TensorE: 5 fp32 matmuls of
+    // [8, 120] x [8, 1] (columns u, u + 5, ...: 120 partitions of 5 consecutive keys each), its
+    // 600 logits one descriptor per partition; its scores 2 steps (128 + 22 columns of K^T) of
+    // four MX matmuls of stationary Q^T [32, 8]. With its keys on partitions: no head-sum matmul,
+    // the weights spread (one more DMA, a descriptor per partition), 2 steps of four MX matmuls
+    // of K^T's columns u, u + 2, ... (76 each: 75 rounded up to even) as stationary, its logits
+    // on 75 partitions of 8 keys.
+    CHECK(on_tensor >= 1);
+    CHECK(on_keys >= 0);
+    CHECK(rep.matmul_head_sum == on_tensor * 5);
+    CHECK(rep.dma_transfers == 2 + num_q * (3 + 1) + on_keys);
+    CHECK(rep.dma_descriptors ==
+          19 + 19 + num_q * (H + H + H) + on_tensor * 120 + on_keys * (128 + 75));
+    CHECK(rep.matmul_flops ==
+          on_tensor * (2 * 128 * H * N + 5 * 2 * H * 120) + on_keys * 2 * 128 * H * (2 * 76 * 4));
     CHECK(rep.matmul_score == num_q * 2 * 4);
     // K: 8 + 8 (words, scales); Q: per pass one of its words and one of its scales.
     CHECK(rep.matmul_transpose == 8 + 8 + 2 * num_q);
-  } else {
+  } else if constexpr (nb::traits<Gen>::psum_read_exclusive) {
     // The logits in one tile (a head's relu scores accumulate over four PSUM banks: up to 2048
     // keys) of 3 fp32 rows.
     CHECK(rep.dma_transfers == 5 + 1);
     CHECK(rep.dma_descriptors == 19 + 19 + num_q + num_q + num_q + num_q);
     CHECK(rep.matmul_head_sum == 0);
     CHECK(rep.matmul_flops == 2 * 128 * num_q * N * H);
+  } else {
+    // trn2: as trn1, and each head's sum may go to TensorE (an fp32 matmul of diag(w[:, h])
+    // against its relu scores, 512 + 88 keys: two matmuls of [3, 3] x [3, <= 512]), where it
+    // ends sooner than VectorE's or GpSimd's pass given the engines' queues: the diagonals are
+    // one more DMA, a descriptor per weight. TensorE is idle at first, so it takes some.
+    CHECK(rep.dma_transfers == 5 + 1 + 1);
+    CHECK(rep.dma_descriptors == 19 + 19 + num_q + num_q + num_q + num_q + num_q * H);
+    CHECK(rep.matmul_head_sum % 2 == 0);
+    CHECK(rep.matmul_head_sum > 0);
+    CHECK(rep.matmul_head_sum <= 2 * H);
+    CHECK(rep.matmul_flops ==
+          2 * 128 * num_q * N * H + rep.matmul_head_sum / 2 * 2 * num_q * num_q * N);
+  }
+  if constexpr (!mx) {
     CHECK(rep.matmul_score == 2 * H);
     if constexpr (nb::traits<Gen>::exact_pe_transpose) {
       // trn2 decodes first: the 32 slots' decoded keys and Q's 8 head slots (their columns in

@@ -50,6 +50,17 @@ struct engine_choice {
     if constexpr (tr::psum_read_exclusive) return elementwise_engine::vector;
     return scalar_or_vector(c, n, elementwise_engine::vector);
   }
+  // A copy of n elements between SBUF tiles (a select without a mask): VectorE or GpSimd,
+  // counting the work queued after the kernel (the selection: core::queue_after) as theirs.
+  static elementwise_engine sbuf_copy(core<Gen>& c, std::int64_t n) {
+    if constexpr (tr::sbuf_vector_gpsimd_exclusive) return elementwise_engine::vector;
+    const report& r = c.counters();
+    const double on_vector = r.vector.seconds + c.later_vector_seconds() +
+                             engine_seconds(n, 1, tr::vector_other_rate, tr::vector_hz);
+    const double on_gpsimd =
+        r.gpsimd.seconds + c.later_gpsimd_seconds() + engine_seconds(n, 1, 1.0, tr::gpsimd_hz);
+    return on_gpsimd < on_vector ? elementwise_engine::gpsimd : elementwise_engine::vector;
+  }
   // Prefill's weighted accumulation of n elements: VectorE or GpSimd.
   static elementwise_engine accumulate(core<Gen>& c, std::int64_t n, write_mode mode) {
     if constexpr (tr::sbuf_vector_gpsimd_exclusive) return elementwise_engine::vector;

@@ -31,6 +31,8 @@ class operand_staging {
   operand_staging(core<Gen>& c, std::int64_t chunk) : c_(c) {
     if constexpr (kind::mx) {
       stage_ = c_.sbuf("scale staging", dtype::u8, 128, 128);
+      // Zero once: Q's rows write only their scale lanes of each quadrant (query_staging).
+      c_.memset(window(stage_), 0.0f);
       tpx_ = c_.psum("transpose (words)", 128, 4 * 128, kind::word_type, psum_buffers);
     } else {
       if constexpr (!kind::decode_first && !kind::fp8_operands)

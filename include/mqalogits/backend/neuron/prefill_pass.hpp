@@ -1,11 +1,11 @@
 // Prefill (dense): query tokens on partitions, up to 128 rows: per head h,
 //   S_h [rows, n] = matmul(stationary Q_h^T, moving K^T), relu on evacuation, acc += relu *
 //   w[:, h] (a per-partition scalar), heads in order; each pass on the engine that would finish
-//   it first (ScalarE / VectorE, VectorE / GpSimd: engine_choice; on trn3 the head's sum may
-//   instead be an fp32 matmul of diag(w[:, h]) accumulating in PSUM, TensorE being otherwise
-//   idle). A tile's logits then go to the epilogue (fp8_per_token: times |K scale| of each key
-//   first). trn3's MX prefill may run decode_pass's layout instead (rows x heads on partitions),
-//   whichever ends the call sooner (schedule.hpp).
+//   it first (ScalarE / VectorE, VectorE / GpSimd: engine_choice; on trn2 / trn3 the head's sum
+//   may instead be an fp32 matmul of diag(w[:, h]) accumulating in PSUM, where TensorE, busy
+//   only with the scores, would end it sooner). A tile's logits then go to the epilogue
+//   (fp8_per_token: times |K scale| of each key first). trn3's MX prefill may run decode_pass's
+//   layout instead (rows x heads on partitions), whichever ends the call sooner (schedule.hpp).
 #pragma once
 
 #include <algorithm>
@@ -36,16 +36,21 @@ class prefill_pass {
   static constexpr int sb = kind::sb, D = kind::D;
   static constexpr std::int64_t score_step = kind::score_step;
   using tr = traits<Gen>;
-  // trn3: a head's weighted sum may run on TensorE, whose fp32 matmuls leave the other engines
-  // the relu evacuations. (Elsewhere TensorE is the busier engine.)
-  static constexpr bool tensor_sum = tr::mx_matmul && !per_token;
+  // trn2 / trn3: a head's weighted sum may run on TensorE, whose fp32 matmuls leave the other
+  // engines the relu evacuations. (trn1 keeps it on VectorE: its TensorE is the busier engine.)
+  static constexpr bool tensor_sum = !tr::psum_read_exclusive && !per_token;
 
  public:
   // A head's relu scores are accumulated over four score tiles (one PSUM bank each) per
   // instruction, and the epilogue casts as many: a quarter of their fixed costs.
   static constexpr std::int64_t acc_step = 4 * score_step;
-  // With the head sum on TensorE two: its PSUM sum takes the two banks the stream leaves free.
+  // With the head sum on TensorE two: its PSUM sum takes the two banks the stream leaves free
+  // (two tiles of one bank on trn2, whose matmul writes at most one).
   static constexpr std::int64_t group_step = tensor_sum ? 2 * score_step : acc_step;
+  // Columns of one PSUM tile of that sum: a matmul's largest output (one bank on trn2).
+  static constexpr std::int64_t head_columns =
+      std::min<std::int64_t>(group_step, tr::pe_max_moving_fp32);
+  static constexpr int head_tiles = static_cast<int>(group_step / head_columns);
 
   prefill_pass(core<Gen>& c, query_staging<Gen, Format>& queries,
                key_stream<Gen, Format, Plan>& keys, epilogue<Gen, Plan>& out, const weights_ref& w)
@@ -60,7 +65,7 @@ class prefill_pass {
         scores_(c.template psum<shape<dtype::fp32, 128, score_step>, psum_buffers>("scores")),
         logits_(c.template sbuf<shape<dtype::fp32, 128, acc_step>>("logits")) {
     if constexpr (tensor_sum) {
-      head_ = c.template psum<shape<dtype::fp32, 128, group_step>>("head sum");
+      for (tile& t : head_) t = c.template psum<shape<dtype::fp32, 128, head_columns>>("head sum");
       ones_ = c.sbuf("ones", dtype::fp32, 128, 1);
       c.memset(window(ones_), 1.0f);
     }
@@ -125,8 +130,9 @@ class prefill_pass {
         const write_mode mode = on_tensor ? write_mode::accumulate : write_mode::overwrite;
         for (std::int64_t i = 0; i < gkeys; i += key_tile) {  // one PSUM bank per matmul
           const std::int64_t n = std::min(key_tile, gkeys - i);
-          c_.matmul(window(head_, 0, r, i, n), window(pq_.diag, 0, r, h * r, r),
-                    window(relu_, 0, r, i, n), matmul_kind::head_sum, mode);
+          c_.matmul(window(head_[i / head_columns], 0, r, i % head_columns, n),
+                    window(pq_.diag, 0, r, h * r, r), window(relu_, 0, r, i, n),
+                    matmul_kind::head_sum, mode);
         }
         on_tensor = true;
       } else {
@@ -137,13 +143,18 @@ class prefill_pass {
       }
     }
     if (!on_tensor) return true;
-    const window sum(head_, 0, r, 0, gkeys);
-    if (!c_.all_finite(sum)) return false;
-    if (on_vector)  // GpSimd cannot read PSUM
-      c_.scale_add(acc, sum, window(ones_, 0, r, 0, 1), write_mode::accumulate);
-    else
-      c_.activation(acc, sum, activation_fn::identity, nullptr,
-                    engine_choice<Gen>::copy(c_, gkeys));
+    for (std::int64_t i = 0; i < gkeys; i += head_columns)
+      if (!c_.all_finite(
+              window(head_[i / head_columns], 0, r, 0, std::min(head_columns, gkeys - i))))
+        return false;
+    for (std::int64_t i = 0; i < gkeys; i += head_columns) {
+      const std::int64_t n = std::min(head_columns, gkeys - i);
+      const window sum(head_[i / head_columns], 0, r, 0, n), part(*acc.t, acc.p0, r, acc.c0 + i, n);
+      if (on_vector)  // GpSimd cannot read PSUM
+        c_.scale_add(part, sum, window(ones_, 0, r, 0, 1), write_mode::accumulate);
+      else
+        c_.activation(part, sum, activation_fn::identity, nullptr, engine_choice<Gen>::copy(c_, n));
+    }
     return true;
   }
 
@@ -225,7 +236,7 @@ class prefill_pass {
   const weights_ref& w_;
   std::int64_t heads_;
   tile relu_, scores_, logits_;
-  tile head_, ones_;  // tensor_sum: the heads' sums on TensorE, a column of ones
+  tile head_[head_tiles], ones_;  // tensor_sum: the heads' sums on TensorE, a column of ones
   prefill_q pq_;
 };
 

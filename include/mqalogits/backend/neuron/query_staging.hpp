@@ -12,6 +12,7 @@
 #include "../../std_abi.hpp"
 #include "../../view/rows_view.hpp"
 #include "core.hpp"
+#include "engine_choice.hpp"
 #include "memory.hpp"
 #include "operand_kind.hpp"
 #include "operand_staging.hpp"
@@ -110,26 +111,28 @@ class query_staging {
     }
     tile stage_w = c_.sbuf("Q staging", word_type, np, 128);
     detail::vector<std::int32_t> map(128);
-    detail::vector<unsigned char> is_scale(128);
     detail::vector<unsigned char> is_word(128);
     for (int i = 0; i < 128; ++i) is_word[static_cast<std::size_t>(i)] = i % mx_quadrant < words;
     for (std::int64_t s = 0; s < S; ++s) {
       for (int i = 0; i < 128; ++i)
         map[static_cast<std::size_t>(i)] =
             static_cast<std::int32_t>(s * words + std::min(i % mx_quadrant, words - 1));
-      // Full quadrants (D = 128) take every word; shorter rows are padded with zero words.
-      c_.select(window(stage_w), window(raw), map.data(),
-                words == mx_quadrant ? nullptr : is_word.data(), 0.0f);
+      // Full quadrants (D = 128) take every word (a plain copy: VectorE or GpSimd); shorter rows
+      // are padded with zero words.
+      if constexpr (words == mx_quadrant)
+        c_.select(window(stage_w), window(raw), map.data(), nullptr, 0.0f,
+                  engine_choice<Gen>::sbuf_copy(c_, 128));
+      else
+        c_.select(window(stage_w), window(raw), map.data(), is_word.data(), 0.0f);
       c_.transpose(window(staging_.transposed_words(), 0, 128, 0, np), window(stage_w));
       c_.copy(window(qt, 0, 128, s * stride, np),
               window(staging_.transposed_words(), 0, 128, 0, np));
-      for (int i = 0; i < 128; ++i) {
-        is_scale[static_cast<std::size_t>(i)] = i % mx_quadrant < used_scales;
-        map[static_cast<std::size_t>(i)] =
-            static_cast<std::int32_t>(s * sb + std::min(i % mx_quadrant, sb - 1));
-      }
-      c_.select(window(staging_.scale_staging(), 0, np, 0, 128), window(exps), map.data(),
-                is_scale.data(), 0.0f);
+      // The row's scales into the first lanes of each quadrant; the staging tile's other lanes
+      // are zero (operand_staging), so one copy of 4 x used_scales lanes per row.
+      c_.copy(window(staging_.scale_staging(), 0, np, 0, mx_pack * used_scales, 1, used_scales,
+                     mx_quadrant),
+              window(exps, 0, np, s * sb, mx_pack * used_scales, 1, used_scales, 0),
+              staging_.copy_engine(mx_pack * used_scales));
       c_.transpose(window(staging_.transposed(), 0, 128, 0, np),
                    window(staging_.scale_staging(), 0, np, 0, 128));
       c_.copy(window(qsc, 0, 128, s * stride, np), window(staging_.transposed(), 0, 128, 0, np),

@@ -87,11 +87,18 @@ class vector_engine {
   // out[p, i] = valid[i] ? in[p, src[i]] : fill, lane by lane: a predicated copy reading its
   // input through an access pattern (src: a column map, null for the identity) with a column
   // mask shared by all partitions (null: every column valid). The epilogue's cast and -inf,
-  // and the staging copies of the MX layout. Two inputs when masked.
+  // and the staging copies of the MX layout. Two inputs when masked. Unmasked, between SBUF
+  // tiles, it may run on GpSimd (`on`: tensor_copy through the same access pattern) where the
+  // generation gives GpSimd its own SBUF port.
   void select(const window& out, const window& in, const std::int32_t* src,
-              const unsigned char* valid, float fill) {
+              const unsigned char* valid, float fill,
+              elementwise_engine on = elementwise_engine::vector) {
     rules::check(out.np == in.np && dtype_lanes(out.type()) == dtype_lanes(in.type()),
                  "select keeps partitions and lanes");
+    rules::check(on == elementwise_engine::vector ||
+                     (on == elementwise_engine::gpsimd && !valid && in.space() == memory::sbuf &&
+                      out.space() == memory::sbuf && !traits_type::sbuf_vector_gpsimd_exclusive),
+                 "a select runs on VectorE, or unmasked between SBUF tiles on GpSimd (trn2 on)");
     rules::check_partition_start(out);
     rules::check_partition_start(in);
     const int lanes = dtype_lanes(in.type());
@@ -101,8 +108,12 @@ class vector_engine {
           for (int j = 0; j < lanes; ++j)
             out.at(p, i, j) =
                 store_as(out.type(), !valid || valid[i] ? in.at(p, src ? src[i] : i, j) : fill);
-    ledger_.vector_instruction(out.nc, valid ? 2 : 1, is_narrow(in.type()) && is_narrow(out.type()),
-                               in.space() == memory::psum);
+    if (on == elementwise_engine::gpsimd)
+      ledger_.gpsimd_elementwise(out.nc, 1);
+    else
+      ledger_.vector_instruction(out.nc, valid ? 2 : 1,
+                                 is_narrow(in.type()) && is_narrow(out.type()),
+                                 in.space() == memory::psum);
   }
   // out[p, i] = mask[p, i] ? in[p, i] : fill, lane by lane: a predicated copy with a u8 mask
   // tile of the same shape (tensor_tensor: two inputs).
