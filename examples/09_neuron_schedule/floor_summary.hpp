@@ -94,6 +94,8 @@ inline std::string floor_summary(const std::vector<const shape_line*>& lines, do
           line_name(l->line).c_str() + 7, ratio, e.engine, e.model_s * 1e6, e.floor_share_s * 1e6);
       flagged += buf;
       flagged += why(*l);
+      if (l->line.find("trn3 dense-prefill-mxfp") != std::string::npos)
+        flagged += std::string("    why: ") + ml::neuron_backend::trn3_mx_prefill_floor_rule + "\n";
     }
   }
   std::snprintf(buf, sizeof buf, "over %.2fx their floor, and the engine that makes them so:\n",

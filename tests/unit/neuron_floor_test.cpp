@@ -224,13 +224,16 @@ TEST_CASE("example 09: floor below the estimate on every line, named, LNC = 2 be
   }
   // Where the model can say what the binding engine spends beyond the floor: trn3's TensorE by
   // matmul kind, for the lines over 1.25x that TensorE binds (the trn3 decode lines are under
-  // it). Pages of 128 / 256 tokens fill all 128 partitions (runs of 64 tokens).
+  // it). Pages of 128 / 256 tokens fill all 128 partitions (runs of 64 or 128 tokens).
   bool tensor_over = false;
   for (const auto& l : l3)
     tensor_over = tensor_over || (l.report.estimated_seconds() > 1.25 * l.report.floor_seconds() &&
                                   std::string(l.report.bound_by()) == "TensorE");
   CHECK((text.find("TensorE: fp32 head sum") != std::string::npos) == tensor_over);
   CHECK(text.find("of 128 partitions") == std::string::npos);
+  // trn3's MX prefill, where it is over, with the rule that keeps it there.
+  const bool prefill_over = pr.estimated_seconds() > 1.25 * pr.floor_seconds();
+  CHECK((text.find(nb::trn3_mx_prefill_floor_rule) != std::string::npos) == prefill_over);
   // trn1 against its 2x goal: every line's ratio, and the rule named where a line is over it.
   const std::string t1 = neuron_shapes::trn1_summary(l1, 2.0);
   INFO(t1);

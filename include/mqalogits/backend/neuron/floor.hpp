@@ -222,5 +222,18 @@ inline constexpr const char* trn1_floor_rule =
     "the copies out of PSUM run on VectorE, which shares the SBUF port with GpSimd and the PSUM "
     "port with ScalarE [arch-v2]. Spreading decoded scales by DMA (not modelled) would lift it";
 
+// Why trn3's MX prefill stays over 1.25x its floor: what the modelled schedule spends that the
+// floor does not, and the layouts that would remove it (not modelled yet).
+inline constexpr const char* trn3_mx_prefill_floor_rule =
+    "trn3's MX matmul runs as four row tiles, each reading its own quadrant of the stationary "
+    "and the moving operand, and the schedule keeps four keys per K^T column (one per quadrant), "
+    "so every Q row's words and scales go into all four quadrants: one transpose row per Q row "
+    "(3 TensorE cycles with the words' two passes, where the floor counts the transposed words "
+    "once, 0.5), and a copy of each out of PSUM per pass of two rows. K^T in all four quadrants "
+    "with four Q rows per transpose row instead would cut Q's transposes and copies "
+    "fourfold. And the floor's GpSimd share of the head sum takes ScalarE's relu "
+    "into SBUF and a GpSimd multiply and reduce, where the schedule's keys-on-partitions passes "
+    "put the relu x w on VectorE and only the reduce on GpSimd";
+
 }  // namespace neuron_backend
 MQALOGITS_NAMESPACE_END
