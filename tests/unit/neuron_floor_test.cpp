@@ -281,6 +281,29 @@ TEST_CASE("example 09: decode lines with the selection engines call (top-k)", "[
   CHECK(t2.vector.seconds == Approx(t2.gpsimd.seconds).epsilon(0.01));
 }
 
+TEST_CASE("neuron decode: requests too short for 128 rows of 64 tokens go as shorter runs",
+          "[neuron]") {
+  // 64 requests of 1024 keys on pages of 64: runs of 64 tokens fill 16 of a chunk's 128
+  // partition rows, and trn2's decode passes (every key element, on VectorE / GpSimd) cost the
+  // same per partition whatever the rows: runs of 8 tokens fill all 128, at eight times the
+  // gather descriptors. The schedule takes them, and ends well under the runs of 64.
+  const auto by64 = neuron_shapes::paged_decode<trn2, ml::mxfp8>(64, 1024, {.page_run = 64});
+  const auto best = neuron_shapes::paged_decode<trn2, ml::mxfp8>(64, 1024);
+  INFO(by64.summary() << best.summary());
+  CHECK(by64.dma_gathered_rows == 64 * 16 * 2);
+  CHECK(best.dma_gathered_rows == 64 * 128 * 2);
+  CHECK(best.estimated_seconds() < 0.3 * by64.estimated_seconds());
+  CHECK(best.estimated_seconds() <= 2.0 * best.floor_seconds());
+  // trn3: runs of 16 or 8 where they end sooner; never slower than the runs of 64.
+  const auto t64 = neuron_shapes::paged_decode<trn3, ml::mxfp8>(64, 1024, {.page_run = 64});
+  const auto t = neuron_shapes::paged_decode<trn3, ml::mxfp8>(64, 1024);
+  CHECK(t.estimated_seconds() < t64.estimated_seconds());
+  CHECK(t.dma_gathered_rows > t64.dma_gathered_rows);
+  // A run must divide the page.
+  CHECK_THROWS_WITH((neuron_shapes::paged_decode<trn2, ml::mxfp8>(2, 512, {.page_run = 48})),
+                    Catch::Contains("page_run = 48 does not divide"));
+}
+
 TEST_CASE("neuron trn3 pages of 128 and 256: runs of 128 tokens where they end the call sooner",
           "[neuron]") {
   // Runs of 128 tokens, one per partition row, take half the gather descriptors of runs of 64;

@@ -284,6 +284,27 @@ TEMPLATE_TEST_CASE("neuron paged (trn3): pages of 128 / 256 read as runs of 128 
   CHECK(rep.dma_gathered_rows == 16 * 64 * 2);
 }
 
+// A request a few keys past one chunk (8192 keys on pages of 64) ends in a chunk of one partition
+// row: its K transposes cover only the 4-key groups its keys fill (words and scales, one each),
+// and its logits match, NaN / Inf included.
+TEMPLATE_TEST_CASE("neuron paged (trn3): a one-row last chunk transposes only its keys' groups",
+                   "[neuron]", ml::mxfp8, ml::mxfp4) {
+  using F = TestType;
+  rnd::engine rng(3450);
+  const rnd::code_options nan{.nan_codes = std::is_same_v<F, ml::mxfp8> ? 2 : 0, .nan_scales = 1};
+  ml::neuron_backend::report rep;
+  {
+    ml::neuron_backend::capture cap(rep);
+    paged_case<ml::backend::trn3, F, ml::bf16, float>(rng, 2, 1, 64, 64, 8192 + 20, true, nan,
+                                                      8192 + 1);
+  }
+  INFO(rep.summary());
+  // Per request: 16 groups of the full chunk and at most 5 of the last (<= 20 keys), words and
+  // scales; Q's words and scales once. A whole block's 16 groups would make it 2 x (32 + 32) + 4.
+  CHECK(rep.matmul_transpose >= 2 * (32 + 2) + 4);
+  CHECK(rep.matmul_transpose <= 2 * (32 + 10) + 4);
+}
+
 // Every page size from 1 to 1024 is allowed; a sample of them (odd sizes, sizes around the
 // 4-key groups of trn3's row-tiled MX matmul and around a 64-key page) on every format.
 TEMPLATE_TEST_CASE("neuron paged: page sizes 1..1024 on every format match ref and host",

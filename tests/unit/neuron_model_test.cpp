@@ -216,7 +216,9 @@ TEMPLATE_TEST_CASE("neuron cost: paged decode counts", "[neuron]", trn1, trn2, t
   ml::logits_buffer<ml::bf16> out(1, cols);
   nb::report rep;
   {
-    nb::capture cap(rep);
+    // Pages read whole, one per partition row, as counted below (left to itself the schedule
+    // may cut a request this short into runs of fewer tokens, to use more partitions).
+    nb::capture cap(rep, {.page_run = 64});
     ml::fp8_fp4_paged_mqa_logits(ml::backend::neuron<Gen>{}, q.view(), cache.view(), w.view(),
                                  lens.view(), table.view(), schedule, cols, out.view());
   }
@@ -417,7 +419,7 @@ TEST_CASE("neuron cost: sparse gathers one block per selected index, masks with 
   {
     nb::capture c1(outer);
     {
-      nb::capture c2(rep);  // the innermost capture receives the call
+      nb::capture c2(rep, {.page_run = B});  // the innermost capture receives the call
       ml::fp8_fp4_sparse_mqa_logits(ml::backend::neuron<trn2>{}, q.view(), kv.view(), w.view(),
                                     meta, out.view());
     }

@@ -93,7 +93,7 @@ class key_stream {
       if constexpr (per_token) c_.memset(window(k_scale_, 0, r, 0, B), 0.0f);
     }
     read_key_blocks(k0, R);
-    keys_to_operand(r);
+    keys_to_operand(r, nk);
   }
 
  private:
@@ -214,12 +214,12 @@ class key_stream {
     }
   }
 
-  // The loaded blocks of r partition rows into the matmul operand K^T: MX words and scales
-  // transposed into quadrants (trn3), else the codes transposed and decoded.
-  void keys_to_operand(int r) {
+  // The loaded blocks of r partition rows (nk keys) into the matmul operand K^T: MX words and
+  // scales transposed into quadrants (trn3), else the codes transposed and decoded.
+  void keys_to_operand(int r, std::int64_t nk) {
     const std::int64_t B = layout_.block;
     if constexpr (mx) {
-      transpose_mx_keys(r, B);
+      transpose_mx_keys(r, B, r == 1 ? std::min(nk, B) : B);
     } else {
       window codes(raw_, 0, r, 0, B * db);
       if constexpr (fp4) {
@@ -251,14 +251,17 @@ class key_stream {
   // 128 scale lanes puts each key's four on the first four partitions of its quadrant, where the
   // MX matmul reads them, with no staging copy. Four groups' transposes fill one PSUM bank
   // ([128, 4 x r]) and leave it in one copy for the words and one for the scales (a two-level
-  // access pattern into K^T's columns): a quarter of the copies' fixed costs.
-  void transpose_mx_keys(int r, std::int64_t B) {
+  // access pattern into K^T's columns): a quarter of the copies' fixed costs. Only the groups
+  // holding the first `used` slots of each row are transposed: a chunk of one row (a request's
+  // last few keys) takes as many transposes as its keys need, not its block's.
+  void transpose_mx_keys(int r, std::int64_t B, std::int64_t used) {
     const std::int64_t groups = layout_.slots / mx_pack;
+    const std::int64_t used_groups = (used + mx_pack - 1) / mx_pack;
     detail::vector<std::int32_t> word_map(128);
     detail::vector<unsigned char> is_word(128);
     constexpr std::int64_t per_bank = 4;
-    for (std::int64_t g0 = 0; g0 < groups; g0 += per_bank) {
-      const std::int64_t ng = std::min(per_bank, groups - g0);
+    for (std::int64_t g0 = 0; g0 < used_groups; g0 += per_bank) {
+      const std::int64_t ng = std::min(per_bank, used_groups - g0);
       for (std::int64_t i = 0; i < ng; ++i) {
         const std::int64_t gq = g0 + i;
         const bool whole = (gq + 1) * mx_pack <= B;

@@ -243,6 +243,10 @@ struct report {
 struct capture_options {
   bool cost_only = false;  // count the schedule, compute nothing, leave the output untouched
   int logical_cores = 1;   // 2: LNC = 2 on trn2 / trn3, the query rows split over two cores
+  // Tokens per partition row of a decode's gathered pages (or selected blocks), a divisor of
+  // the page; 0: the schedule chooses (runs of 64 tokens, or 128, 32, 16 or 8, whichever ends
+  // the call sooner). A what-if for one layout; dense, prefill and native-layout calls ignore it.
+  std::int64_t page_run = 0;
 };
 
 struct capture_state {

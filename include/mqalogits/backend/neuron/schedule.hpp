@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "../../config.hpp"
+#include "../../error.hpp"
 #include "../../std_abi.hpp"
 #include "../../variant/plan.hpp"
 #include "../../view/rows_view.hpp"
@@ -36,6 +37,8 @@
 #include "packed_decode.hpp"
 #include "prefill_pass.hpp"
 #include "query_staging.hpp"
+#include "report.hpp"
+#include "traits.hpp"
 #include "weights_ref.hpp"
 
 MQALOGITS_NAMESPACE_BEGIN
@@ -109,19 +112,22 @@ class kernel {
   }
 
  private:
-  // Pages of 128 or 256 tokens read as runs of 128 (a page of 128 whole) take half the gather
-  // descriptors of runs of 64 (one per partition row) but chunks of half the rows, which cost
-  // VectorE and TensorE more per key where fewer than 64 rows remain (trn1's SBUF, short
-  // requests): a decode takes whichever layout ends the call sooner given the work
-  // queued after it (the selection's GpSimd and VectorE), from a cost-only run of each; ties
-  // keep the runs.
+  // A decode's gathered pages go one run of tokens per partition row, and the run length is a
+  // trade: pages of 128 or 256 tokens read as runs of 128 (a page of 128 whole) take half the
+  // gather descriptors of runs of 64 (one per partition row) but chunks of half the rows, which
+  // cost VectorE and TensorE more per key where fewer than 64 rows remain (trn1's SBUF, short
+  // requests); requests too short to fill 128 rows with runs of 64 may go as runs of 32, 16 or
+  // 8 tokens, so that the elementwise passes (trn2's decode above all) and transposes use more
+  // partitions, at the price of more descriptors. A decode takes whichever run ends the call
+  // sooner given the work queued after it (the selection's GpSimd and VectorE), from a
+  // cost-only run of each; ties keep the runs of 64.
   // trn3's MX prefill likewise takes prefill_pass's or decode_pass's layout, whichever ends the
   // call sooner (decode_pass's on long key ranges, where its cheaper head sum outweighs its
   // DMA); ties keep prefill_pass's.
   static chunk_layout choose_layout(core<Gen>& c, const rows_view<Format>& q, const Plan& plan,
                                     const weights_ref& w, logits_sink& output, int part,
                                     int parts) {
-    const chunk_layout runs = layout_of(plan, false);
+    const chunk_layout runs = layout_of(plan, 0);
     const auto ends = [&](const chunk_layout& l) {
       core<Gen> trial(false);
       trial.queue_after(c.later_gpsimd_seconds(), c.later_vector_seconds());
@@ -135,20 +141,64 @@ class kernel {
     } else if constexpr (Plan::prefill || native) {
       return runs;
     } else {
-      if (runs.page % (2 * page_run) != 0 || runs.block != page_run) return runs;
-      const chunk_layout longer = layout_of(plan, true);
-      return ends(longer) < ends(runs) ? longer : runs;
+      const capture_state cap = current_capture();
+      if (cap.target && cap.options.page_run > 0 && runs.page > 0) {
+        const std::int64_t run = cap.options.page_run;
+        detail::require(run <= runs.page && runs.page % run == 0,
+                        detail::where3{"neuron model (", traits<Gen>::name, ")"}, [&](auto& m) {
+                          m << "capture_options::page_run = " << run
+                            << " does not divide the call's gathered blocks of " << runs.page
+                            << " tokens";
+                        });
+        return layout_of(plan, run);
+      }
+      chunk_layout best = runs;
+      double best_end = -1;
+      const auto consider = [&](std::int64_t run) {
+        const chunk_layout l = layout_of(plan, run);
+        if (best_end < 0) best_end = ends(runs);
+        const double e = ends(l);
+        if (e < best_end) {
+          best = l;
+          best_end = e;
+        }
+      };
+      if (runs.page % (2 * page_run) == 0 && runs.block == page_run) consider(2 * page_run);
+      for (std::int64_t run = runs.block / 2, last = short_run(plan, runs); run >= last; run /= 2)
+        consider(run);
+      return best;
     }
   }
-  static chunk_layout layout_of(const Plan& plan, bool long_runs) {
+  // Requests too short to fill a chunk's 128 partition rows with runs of `l.block` tokens: the
+  // shortest run (down to 8 tokens, dividing the page) at which the longest request still fits
+  // 128 rows, so that elementwise passes and transposes use more partitions. l.block otherwise.
+  static std::int64_t short_run(const Plan& plan, const chunk_layout& l) {
+    if (l.page <= 0) return l.block;
+    std::int64_t longest = 0;
+    for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
+      const row_span span = plan.group_rows(g);
+      std::int64_t lo = -1, hi = 0;
+      for (std::int64_t r = span.begin; r < span.end; ++r) {
+        const row_keys rk = plan.row(r);
+        if (rk.empty()) continue;
+        lo = lo < 0 ? rk.key_begin : std::min(lo, rk.key_begin);
+        hi = std::max(hi, rk.key_end);
+      }
+      if (lo >= 0) longest = std::max(longest, hi - lo);
+    }
+    std::int64_t run = l.block;
+    while (run / 2 >= 8 && run % 2 == 0 && l.page % (run / 2) == 0 &&
+           (longest + run / 2 - 1) / (run / 2) <= common_traits::partitions)
+      run /= 2;
+    return run;
+  }
+  // `run`: keys per partition row of a gathered page (0: runs of 64 tokens for larger pages).
+  static chunk_layout layout_of(const Plan& plan, std::int64_t run) {
     chunk_layout l;
     l.page = plan.gather_block();
     // Native blocks go whole (their rows are the block's own); large pages as runs of 64 tokens,
-    // or of 128 (long_runs: a page of 128 on one row).
-    l.block = l.page <= 0 ? contiguous_block
-              : native    ? l.page
-              : long_runs ? 2 * page_run
-                          : run_keys(l.page);
+    // or of `run`.
+    l.block = l.page <= 0 ? contiguous_block : native ? l.page : run > 0 ? run : run_keys(l.page);
     l.chunk = chunk_keys(l.block, traits<Gen>::sbuf_partition_bytes);
     l.rows = l.chunk / l.block;
     l.slots = kind::mx ? (l.block + mx_pack - 1) / mx_pack * mx_pack : l.block;
