@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "../../config.hpp"
@@ -50,7 +51,7 @@ class prefill_pass {
   // Columns of one PSUM tile of that sum: a matmul's largest output (one bank on trn2).
   static constexpr std::int64_t head_columns =
       std::min<std::int64_t>(group_step, tr::pe_max_moving_fp32);
-  static constexpr int head_tiles = static_cast<int>(group_step / head_columns);
+  static constexpr std::size_t head_tiles = static_cast<std::size_t>(group_step / head_columns);
 
   prefill_pass(core<Gen>& c, query_staging<Gen, Format>& queries,
                key_stream<Gen, Format, Plan>& keys, epilogue<Gen, Plan>& out, const weights_ref& w)
