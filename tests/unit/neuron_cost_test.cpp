@@ -828,6 +828,47 @@ TEST_CASE("neuron cost-only capture counts the same schedule and leaves the outp
   CHECK(out(2, 100) != 42.0f);
 }
 
+// A cost-only call whose layout a trial chose adopts the trial's counts instead of running the
+// schedule again: they match a computed call's, where the schedule runs.
+TEMPLATE_TEST_CASE(
+    "neuron cost-only capture adopts the chosen layout's trial, as counted when computed",
+    "[neuron]", trn2, trn3) {
+  using Gen = TestType;
+  rnd::engine rng(43);
+  // Paged decode, requests short enough to try runs of 32, 16 and 8 tokens.
+  const std::int64_t B = 3, H = 64, page = 64, max_len = 700, blocks = 12;
+  const auto q = rnd::rows<ml::mxfp8>(rng, B * H);
+  const auto cache = rnd::paged_cache<ml::mxfp8>(rng, B * blocks, page);
+  const auto w = rnd::weights<float>(rng, B, H);
+  const auto lens = rnd::context_lens(rng, B, 1, max_len, 300);
+  const auto table = rnd::block_table(rng, lens, blocks, page, B * blocks);
+  const auto schedule = ml::get_paged_mqa_logits_metadata(lens.view(), page, 1);
+  ml::logits_buffer<ml::bf16> out(B, max_len);
+  nb::report full, dry;
+  for (const bool cost_only : {false, true}) {
+    nb::capture cap(cost_only ? dry : full, {.cost_only = cost_only});
+    ml::fp8_fp4_paged_mqa_logits(ml::backend::neuron<Gen>{}, q.view(), cache.view(), w.view(),
+                                 lens.view(), table.view(), schedule, max_len, out.view());
+  }
+  CHECK(dry.summary() == full.summary());
+  // trn3's MX prefill: prefill_pass's layout or decode_pass's, by trial.
+  if constexpr (nb::traits<Gen>::mx_matmul) {
+    const std::int64_t num_q = 130, N = 600;
+    const auto pq = rnd::rows<ml::mxfp8>(rng, num_q * H);
+    const auto kv = rnd::rows<ml::mxfp8>(rng, N);
+    const auto pw = rnd::weights<float>(rng, num_q, H);
+    const std::vector<std::int32_t> ks(num_q, 0), ke(num_q, static_cast<std::int32_t>(N));
+    ml::logits_buffer<float> logits(num_q, N);
+    nb::report pfull, pdry;
+    for (const bool cost_only : {false, true}) {
+      nb::capture cap(cost_only ? pdry : pfull, {.cost_only = cost_only});
+      ml::fp8_fp4_mqa_logits(ml::backend::neuron<Gen>{}, pq.view(), kv.view(), pw.view(), ks, ke, N,
+                             logits.view());
+    }
+    CHECK(pdry.summary() == pfull.summary());
+  }
+}
+
 // ---- AWS's sparse-attention indexer (trn3), replayed on the model ----
 
 TEST_CASE("neuron model: the instruction mix of AWS's indexer structure", "[neuron]") {

@@ -71,6 +71,13 @@ class core : private core_ledger<Gen>,
   void queue_after(double gpsimd_s, double vector_s) { ledger.queue_after(gpsimd_s, vector_s); }
   double later_gpsimd_seconds() const { return ledger.later_gpsimd_seconds(); }
   double later_vector_seconds() const { return ledger.later_vector_seconds(); }
+  // Takes the counts of a cost-only run of the same schedule on a core in this one's state (a
+  // layout trial): what running it again here would count.
+  void adopt(const report& ran) {
+    ledger.counts() = ran;
+    sbuf_.raise_peak(ran.peak_sbuf_bytes);
+    psum_.raise_peak(ran.peak_psum_bytes);
+  }
   // The core's report with that work added (single_core_seconds: when the call ends).
   report with_work_after() {
     report r = counters();

@@ -183,6 +183,8 @@ class pool {
     return t;
   }
   void release(std::int64_t bytes) { used_ -= bytes; }
+  // A peak reached elsewhere on the same schedule (a cost-only trial this call adopts).
+  void raise_peak(std::int64_t bytes) { peak_ = std::max(peak_, bytes); }
 
  private:
   bool psum_bf16_;

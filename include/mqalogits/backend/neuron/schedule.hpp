@@ -77,20 +77,13 @@ class kernel {
   // With the chunk layout given (choose_layout's trials).
   kernel(core<Gen>& c, const rows_view<Format>& q, const Plan& plan, const weights_ref& w,
          logits_sink& output, int part, int parts, const chunk_layout& layout)
-      : plan_(plan),
-        clean_(output.clean()),
-        part_(part),
-        parts_(parts),
-        layout_(layout),
-        staging_(c, layout_.chunk),
-        keys_(c, plan, layout_, staging_),
-        queries_(c, q, layout_.chunk, staging_),
-        epilogue_(c, plan, output, layout_, acc_step(), head_sum_columns()),
-        tokens_(make_token_pass(c, w)),
-        heads_(make_head_pass(c, w)),
-        pack_(make_packing(c, w)) {}
+      : kernel(c, q, plan, w, output, part, parts, choice{layout, {}}) {}
 
   void run() {
+    if (trial_) {  // a cost-only call whose layout trial already ran this schedule
+      c_.adopt(*trial_);
+      return;
+    }
     if (clean_ && part_ == 0) epilogue_.fill_outside();
     const chunk_order order(plan_, layout_.chunk, part_, parts_);
     for (const key_chunk& kc : order.chunks) {
@@ -112,6 +105,28 @@ class kernel {
   }
 
  private:
+  // A layout and, where a cost-only trial chose it on a cost-only core, that trial's counts.
+  struct choice {
+    chunk_layout layout;
+    std::optional<report> trial;
+  };
+  kernel(core<Gen>& c, const rows_view<Format>& q, const Plan& plan, const weights_ref& w,
+         logits_sink& output, int part, int parts, choice chosen)
+      : c_(c),
+        trial_(c.computes() ? std::nullopt : std::move(chosen.trial)),
+        plan_(plan),
+        clean_(output.clean()),
+        part_(part),
+        parts_(parts),
+        layout_(chosen.layout),
+        staging_(c, layout_.chunk),
+        keys_(c, plan, layout_, staging_),
+        queries_(c, q, layout_.chunk, staging_),
+        epilogue_(c, plan, output, layout_, acc_step(), head_sum_columns()),
+        tokens_(make_token_pass(c, w)),
+        heads_(make_head_pass(c, w)),
+        pack_(make_packing(c, w)) {}
+
   // A decode's gathered pages go one run of tokens per partition row, and the run length is a
   // trade: pages of 128 or 256 tokens read as runs of 128 (a page of 128 whole) take half the
   // gather descriptors of runs of 64 (one per partition row) but chunks of half the rows, which
@@ -124,22 +139,27 @@ class kernel {
   // trn3's MX prefill likewise takes prefill_pass's or decode_pass's layout, whichever ends the
   // call sooner (decode_pass's on long key ranges, where its cheaper head sum outweighs its
   // DMA); ties keep prefill_pass's.
-  static chunk_layout choose_layout(core<Gen>& c, const rows_view<Format>& q, const Plan& plan,
-                                    const weights_ref& w, logits_sink& output, int part,
-                                    int parts) {
+  // A cost-only call adopts the winning trial's counts instead of running its schedule again.
+  static choice choose_layout(core<Gen>& c, const rows_view<Format>& q, const Plan& plan,
+                              const weights_ref& w, logits_sink& output, int part, int parts) {
     const chunk_layout runs = layout_of(plan, 0);
+    struct trial_run {
+      double end;
+      report counts;
+    };
     const auto ends = [&](const chunk_layout& l) {
       core<Gen> trial(false);
       trial.queue_after(c.later_gpsimd_seconds(), c.later_vector_seconds());
       kernel(trial, q, plan, w, output, part, parts, l).run();
-      return trial.with_work_after().single_core_seconds();
+      return trial_run{trial.with_work_after().single_core_seconds(), trial.counters()};
     };
     if constexpr (both_passes) {
       chunk_layout heads = runs;
       heads.token_passes = false;
-      return ends(heads) < ends(runs) ? heads : runs;
+      trial_run h = ends(heads), t = ends(runs);
+      return h.end < t.end ? choice{heads, std::move(h.counts)} : choice{runs, std::move(t.counts)};
     } else if constexpr (Plan::prefill || native) {
-      return runs;
+      return {runs, {}};
     } else {
       const capture_state cap = current_capture();
       if (cap.target && cap.options.page_run > 0 && runs.page > 0) {
@@ -150,17 +170,21 @@ class kernel {
                             << " does not divide the call's gathered blocks of " << runs.page
                             << " tokens";
                         });
-        return layout_of(plan, run);
+        return {layout_of(plan, run), {}};
       }
-      chunk_layout best = runs;
+      choice best{runs, {}};
       double best_end = -1;
       const auto consider = [&](std::int64_t run) {
         const chunk_layout l = layout_of(plan, run);
-        if (best_end < 0) best_end = ends(runs);
-        const double e = ends(l);
-        if (e < best_end) {
-          best = l;
-          best_end = e;
+        if (best_end < 0) {
+          trial_run base = ends(runs);
+          best_end = base.end;
+          best.trial = std::move(base.counts);
+        }
+        trial_run t = ends(l);
+        if (t.end < best_end) {
+          best = {l, std::move(t.counts)};
+          best_end = t.end;
         }
       };
       if (runs.page % (2 * page_run) == 0 && runs.block == page_run) consider(2 * page_run);
@@ -237,6 +261,8 @@ class kernel {
       return packing{};
   }
 
+  core<Gen>& c_;
+  std::optional<report> trial_;  // the counts this cost-only call adopts (choose_layout)
   const Plan& plan_;
   bool clean_;
   int part_, parts_;
