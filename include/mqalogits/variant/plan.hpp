@@ -83,6 +83,20 @@ concept variant_plan = requires(const P& p, std::int64_t i, work_list& list) {
 
 namespace detail {
 
+// The union of the candidate keys of rows [rows.begin, rows.end) of one group: [key_begin,
+// key_end) from the first row's first key to the last row's end, empty where no row has keys.
+template <class Plan>
+row_keys key_union(const Plan& plan, row_span rows) {
+  row_keys u{INT64_MAX, INT64_MIN, 0};
+  for (std::int64_t r = rows.begin; r < rows.end; ++r) {
+    const row_keys k = plan.row(r);
+    if (k.empty()) continue;
+    u.key_begin = std::min(u.key_begin, k.key_begin);
+    u.key_end = std::max(u.key_end, k.key_end);
+  }
+  return u.empty() ? row_keys{} : u;
+}
+
 // The default cut into `list`: per group, blocks of rows_per_item rows, each block's key union in
 // chunks of keys_per_item; one item per task. Plans whose keys are a schedule (paged) cut their
 // own.
@@ -93,15 +107,9 @@ void split_work(const Plan& plan, const tiling& t, work_list& list) {
     const row_span rows = plan.group_rows(g);
     for (std::int64_t r0 = rows.begin; r0 < rows.end; r0 += t.rows_per_item) {
       const std::int64_t r1 = std::min(rows.end, r0 + t.rows_per_item);
-      std::int64_t lo = INT64_MAX, hi = INT64_MIN;
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const row_keys k = plan.row(r);
-        if (k.empty()) continue;
-        lo = std::min(lo, k.key_begin);
-        hi = std::max(hi, k.key_end);
-      }
-      for (std::int64_t k0 = lo; k0 < hi; k0 += t.keys_per_item) {
-        list.items.push_back({g, r0, r1, k0, std::min(hi, k0 + t.keys_per_item)});
+      const row_keys keys = key_union(plan, {r0, r1});
+      for (std::int64_t k0 = keys.key_begin; k0 < keys.key_end; k0 += t.keys_per_item) {
+        list.items.push_back({g, r0, r1, k0, std::min(keys.key_end, k0 + t.keys_per_item)});
         list.close_task();
       }
     }

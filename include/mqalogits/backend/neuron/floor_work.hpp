@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <span>
 
 #include "../../config.hpp"
@@ -35,16 +34,13 @@ call_work count_work(const Plan& plan) {
   const std::int64_t B = plan.gather_block();
   for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
     const row_span span = plan.group_rows(g);
-    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = 0;
     for (std::int64_t row = span.begin; row < span.end; ++row) {
       const row_keys rk = plan.row(row);
-      if (rk.empty()) continue;
-      lo = std::min(lo, rk.key_begin);
-      hi = std::max(hi, rk.key_end);
       for (std::int64_t k = rk.key_begin; k < rk.key_end; ++k) w.scores += plan.key(g, k).valid();
     }
+    const row_keys all = detail::key_union(plan, span);
     std::int64_t last_block = -1;
-    for (std::int64_t k = lo; k < hi; ++k) {
+    for (std::int64_t k = all.key_begin; k < all.key_end; ++k) {
       if (!plan.key(g, k).valid()) continue;
       ++w.keys;
       if (B > 0 && k / B != last_block) {

@@ -200,15 +200,8 @@ class kernel {
     if (l.page <= 0) return l.block;
     std::int64_t longest = 0;
     for (std::int64_t g = 0; g < plan.num_groups(); ++g) {
-      const row_span span = plan.group_rows(g);
-      std::int64_t lo = -1, hi = 0;
-      for (std::int64_t r = span.begin; r < span.end; ++r) {
-        const row_keys rk = plan.row(r);
-        if (rk.empty()) continue;
-        lo = lo < 0 ? rk.key_begin : std::min(lo, rk.key_begin);
-        hi = std::max(hi, rk.key_end);
-      }
-      if (lo >= 0) longest = std::max(longest, hi - lo);
+      const row_keys keys = detail::key_union(plan, plan.group_rows(g));
+      if (!keys.empty()) longest = std::max(longest, keys.key_end - keys.key_begin);
     }
     std::int64_t run = l.block;
     while (run / 2 >= 8 && run % 2 == 0 && l.page % (run / 2) == 0 &&
